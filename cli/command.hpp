@@ -1,0 +1,36 @@
+// The `prism` command's subcommand registry: each cli/cmd_*.cpp registers itself, so adding a
+// command touches one file.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace prism::cli {
+
+/// Options every subcommand shares (device and database selection).
+struct global_options {
+  std::string device;  ///< --device: a PRISM_DEVICE-style spec; empty = PRISM_DEVICE / default
+  std::string db;      ///< --db: tuning database path; empty = PRISM_TUNING_DB / default
+};
+
+/// Adds one subcommand to `app`; its callback runs when the subcommand is chosen and returns
+/// the process exit code through `exit_code`.
+using command_factory = std::function<void(CLI::App& app, global_options& global, int& exit_code)>;
+
+/// Registers a subcommand factory; `order` sorts the help listing.
+bool register_command(int order, command_factory factory);
+
+}  // namespace prism::cli
+
+#define PRISM_CLI_CONCAT2(a, b) a##b
+#define PRISM_CLI_CONCAT(a, b) PRISM_CLI_CONCAT2(a, b)
+/// PRISM_CLI_COMMAND(order) { ...body using app, global, exit_code... }
+#define PRISM_CLI_COMMAND(order)                                                                    \
+  static void PRISM_CLI_CONCAT(prism_cli_cmd_, __LINE__)(CLI::App&, ::prism::cli::global_options&, int&); \
+  static const bool PRISM_CLI_CONCAT(prism_cli_reg_, __LINE__) =                                   \
+      ::prism::cli::register_command(order, &PRISM_CLI_CONCAT(prism_cli_cmd_, __LINE__));            \
+  static void PRISM_CLI_CONCAT(prism_cli_cmd_, __LINE__)(CLI::App & app, ::prism::cli::global_options & global, \
+                                                        int& exit_code)

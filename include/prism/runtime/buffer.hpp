@@ -1,0 +1,157 @@
+// prism::buffer<T>, accessors and host accessors. Accessors declare how a command group uses a
+// buffer; the runtime derives RAW/WAR/WAW dependencies and transfers from them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "prism/runtime/context.hpp"
+#include "prism/runtime/event.hpp"
+
+namespace prism {
+
+class queue;
+class handler;
+
+enum class access_mode : std::uint8_t {
+  read,
+  write,
+  read_write,
+  discard_write,       ///< write, previous contents not needed (no_init)
+  discard_read_write,  ///< read_write, previous contents not needed (no_init)
+};
+const char* access_mode_name(access_mode m) noexcept;
+
+/// Tags for accessor construction, SYCL style: accessor a(buf, h, prism::read_only).
+struct read_only_t { static constexpr access_mode mode = access_mode::read; };
+struct write_only_t { static constexpr access_mode mode = access_mode::write; };
+struct read_write_t { static constexpr access_mode mode = access_mode::read_write; };
+struct discard_write_t { static constexpr access_mode mode = access_mode::discard_write; };
+inline constexpr read_only_t read_only{};
+inline constexpr write_only_t write_only{};
+inline constexpr read_write_t read_write{};
+inline constexpr discard_write_t discard_write{};  ///< write_only + no_init
+
+namespace detail {
+struct buffer_impl;
+/// Untyped allocation: `host` (may be null) is copied in when `copy_in`; when `write_back` the
+/// contents are read back into `host` when the last handle goes away.
+std::shared_ptr<buffer_impl> make_buffer(const context& ctx, std::size_t bytes, void* host,
+                                         bool copy_in, bool write_back);
+std::size_t buffer_bytes(const buffer_impl& b) noexcept;
+const context& buffer_context(const buffer_impl& b) noexcept;
+void buffer_set_write_back(buffer_impl& b, void* host) noexcept;
+/// Blocking read of [offset, offset+bytes) into `dst`, after every pending writer.
+void buffer_read(buffer_impl& b, std::size_t offset, std::size_t bytes, void* dst);
+/// Blocking write of `src` into [offset, offset+bytes), ordered after all pending users.
+void buffer_write(buffer_impl& b, std::size_t offset, std::size_t bytes, const void* src);
+/// Maps the buffer for host access after its pending users (zero copy on CPU devices).
+void* buffer_map(buffer_impl& b, access_mode mode);
+void buffer_unmap(buffer_impl& b, void* ptr);
+void handler_require(handler& h, const std::shared_ptr<buffer_impl>& b, access_mode mode);
+}  // namespace detail
+
+/// A typed device allocation, bound to host memory or device-only.
+/// Bound to a non-const host pointer, the contents are written back to it when the last copy of
+/// the buffer is destroyed (SYCL semantics; set_final_data(nullptr) turns that off).
+/// Thread safety: safe; dependency state is protected internally.
+template <class T>
+class buffer {
+  static_assert(std::is_trivially_copyable_v<T>, "buffer<T> needs a trivially copyable T");
+
+ public:
+  buffer() = default;
+  /// Device-only, uninitialised.
+  buffer(const context& ctx, std::size_t count)
+      : impl_(detail::make_buffer(ctx, count * sizeof(T), nullptr, false, false)), count_(count) {}
+  /// Initialised from `host`, written back to it at destruction.
+  buffer(const context& ctx, T* host, std::size_t count)
+      : impl_(detail::make_buffer(ctx, count * sizeof(T), host, true, true)), count_(count) {}
+  /// Initialised from `host`, never written back.
+  buffer(const context& ctx, const T* host, std::size_t count)
+      : impl_(detail::make_buffer(ctx, count * sizeof(T), const_cast<T*>(host), true, false)),
+        count_(count) {}
+  buffer(const queue& q, std::size_t count);
+  buffer(const queue& q, T* host, std::size_t count);
+  buffer(const queue& q, const T* host, std::size_t count);
+
+  std::size_t size() const noexcept { return count_; }
+  std::size_t byte_size() const noexcept { return count_ * sizeof(T); }
+  const context& get_context() const { return detail::buffer_context(*impl_); }
+  void set_final_data(T* host) { detail::buffer_set_write_back(*impl_, host); }
+
+  /// Blocking reads and writes on request, ordered after the buffer's pending users.
+  std::vector<T> read() const {
+    std::vector<T> out(count_);
+    if (count_) detail::buffer_read(*impl_, 0, byte_size(), out.data());
+    return out;
+  }
+  void read(std::span<T> dst, std::size_t offset = 0) const {
+    if (!dst.empty()) detail::buffer_read(*impl_, offset * sizeof(T), dst.size_bytes(), dst.data());
+  }
+  void write(std::span<const T> src, std::size_t offset = 0) {
+    if (!src.empty()) detail::buffer_write(*impl_, offset * sizeof(T), src.size_bytes(), src.data());
+  }
+
+  const std::shared_ptr<detail::buffer_impl>& get_impl() const noexcept { return impl_; }
+  explicit operator bool() const noexcept { return impl_ != nullptr; }
+  bool operator==(const buffer& o) const noexcept { return impl_ == o.impl_; }
+
+ private:
+  std::shared_ptr<detail::buffer_impl> impl_;
+  std::size_t count_ = 0;
+};
+
+/// Declares a use of a buffer inside a command group, and is a kernel argument (the cl_mem).
+template <class T>
+class accessor {
+ public:
+  template <class Tag>
+  accessor(buffer<T>& buf, handler& h, Tag) : impl_(buf.get_impl()), mode_(Tag::mode), count_(buf.size()) {
+    detail::handler_require(h, impl_, mode_);
+  }
+  accessor(buffer<T>& buf, handler& h, access_mode mode) : impl_(buf.get_impl()), mode_(mode), count_(buf.size()) {
+    detail::handler_require(h, impl_, mode_);
+  }
+  access_mode mode() const noexcept { return mode_; }
+  std::size_t size() const noexcept { return count_; }
+  detail::buffer_impl* get_impl() const noexcept { return impl_.get(); }
+
+ private:
+  std::shared_ptr<detail::buffer_impl> impl_;
+  access_mode mode_;
+  std::size_t count_;
+};
+
+/// Host view of a buffer: waits for the buffer's pending device users, maps it, unmaps on
+/// destruction (a write access then counts as a new writer).
+template <class T>
+class host_accessor {
+ public:
+  template <class Tag = read_write_t>
+  explicit host_accessor(buffer<T>& buf, Tag = {})
+      : impl_(buf.get_impl()), count_(buf.size()),
+        ptr_(count_ ? static_cast<T*>(detail::buffer_map(*impl_, Tag::mode)) : nullptr) {}
+  ~host_accessor() {
+    if (ptr_) detail::buffer_unmap(*impl_, ptr_);
+  }
+  host_accessor(const host_accessor&) = delete;
+  host_accessor& operator=(const host_accessor&) = delete;
+
+  T* data() const noexcept { return ptr_; }
+  std::size_t size() const noexcept { return count_; }
+  T& operator[](std::size_t i) const { return ptr_[i]; }
+  T* begin() const noexcept { return ptr_; }
+  T* end() const noexcept { return ptr_ + count_; }
+
+ private:
+  std::shared_ptr<detail::buffer_impl> impl_;
+  std::size_t count_;
+  T* ptr_;
+};
+
+}  // namespace prism

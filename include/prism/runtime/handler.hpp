@@ -1,0 +1,172 @@
+// prism::handler: what a command group records: buffer requirements, explicit dependencies and
+// one command (kernel launch, copy, fill, host task or native OpenCL command).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "prism/error.hpp"
+#include "prism/runtime/buffer.hpp"
+#include "prism/runtime/event.hpp"
+#include "prism/runtime/program.hpp"
+#include "prism/runtime/range.hpp"
+#include "prism/runtime/usm.hpp"
+
+namespace prism {
+
+/// A kernel argument for __local memory of `bytes` bytes.
+struct local_memory {
+  std::size_t bytes;
+};
+
+namespace detail {
+struct queue_impl;
+struct native_args;
+
+struct kernel_arg {
+  enum class kind : std::uint8_t { value, buffer, usm, local } k = kind::value;
+  std::uint32_t size = 0;
+  const void* object = nullptr;  ///< buffer_impl* or usm_alloc*
+  alignas(16) unsigned char bytes[64];
+};
+
+struct requirement {
+  std::shared_ptr<buffer_impl> buf;
+  access_mode mode;
+};
+
+enum class command_kind : std::uint8_t { none, kernel, copy, fill, host_task, native };
+
+/// Everything a command group recorded. Kept inline in the handler: no heap work for small groups.
+struct command_group {
+  static constexpr std::size_t max_args = 32;
+  command_kind kind = command_kind::none;
+  const kernel* kern = nullptr;
+  nd_range range;
+  kernel_arg args[max_args];
+  std::uint32_t arg_count = 0;
+  std::vector<requirement> requirements;
+  std::vector<event> depends;
+  // copy / fill
+  buffer_impl* src = nullptr;
+  buffer_impl* dst = nullptr;
+  std::size_t src_offset = 0, dst_offset = 0, bytes = 0;
+  alignas(16) unsigned char pattern[64];
+  std::size_t pattern_size = 0;
+  std::function<void()> host_fn;
+  std::function<void*(native_args&)> native_fn;
+};
+}  // namespace detail
+
+/// Thread safety: a handler belongs to the command group function that received it.
+class handler {
+ public:
+  handler(const handler&) = delete;
+  handler& operator=(const handler&) = delete;
+
+  void depends_on(const event& e) {
+    if (e) cg_.depends.push_back(e);
+  }
+  void depends_on(const std::vector<event>& events) {
+    for (auto& e : events) depends_on(e);
+  }
+
+  /// Launches `k` over `r` with `args`: accessors, device_ptrs, local_memory and trivially
+  /// copyable values, in the kernel's parameter order.
+  template <class... Args>
+  void parallel_for(const nd_range& r, const kernel& k, const Args&... args) {
+    set_command(detail::command_kind::kernel);
+    cg_.kern = &k;
+    cg_.range = r;
+    cg_.arg_count = 0;
+    (add_arg(args), ...);
+  }
+
+  /// Copies `bytes` from src to dst (byte offsets). Both accessors must be part of this group.
+  template <class T, class U>
+  void copy(const accessor<T>& src, const accessor<U>& dst, std::size_t bytes, std::size_t src_offset = 0,
+            std::size_t dst_offset = 0) {
+    set_command(detail::command_kind::copy);
+    cg_.src = src.get_impl();
+    cg_.dst = dst.get_impl();
+    cg_.bytes = bytes;
+    cg_.src_offset = src_offset;
+    cg_.dst_offset = dst_offset;
+  }
+  /// Fills `count` elements of `dst` from element `offset` with `value`.
+  template <class T>
+  void fill(const accessor<T>& dst, const T& value, std::size_t count, std::size_t offset = 0) {
+    static_assert(sizeof(T) <= sizeof(detail::command_group::pattern), "fill pattern too large");
+    set_command(detail::command_kind::fill);
+    cg_.dst = dst.get_impl();
+    std::memcpy(cg_.pattern, &value, sizeof(T));
+    cg_.pattern_size = sizeof(T);
+    cg_.dst_offset = offset * sizeof(T);
+    cg_.bytes = count * sizeof(T);
+  }
+  /// Runs `fn` on a runtime thread once the group's dependencies are done.
+  void host_task(std::function<void()> fn) {
+    set_command(detail::command_kind::host_task);
+    cg_.host_fn = std::move(fn);
+  }
+
+  /// Used by interop::enqueue_native; see prism/interop/opencl.hpp.
+  void set_native_command(std::function<void*(detail::native_args&)> fn) {
+    set_command(detail::command_kind::native);
+    cg_.native_fn = std::move(fn);
+  }
+  void require(const std::shared_ptr<detail::buffer_impl>& b, access_mode mode) {
+    cg_.requirements.push_back({b, mode});
+  }
+  detail::command_group& group() noexcept { return cg_; }
+
+ private:
+  friend class queue;
+  handler() = default;
+
+  void set_command(detail::command_kind k) {
+    if (cg_.kind != detail::command_kind::none)
+      throw error(errc::invalid_argument, "handler", "a command group holds exactly one command; a second was recorded");
+    cg_.kind = k;
+  }
+  detail::kernel_arg& next_arg() {
+    if (cg_.arg_count == detail::command_group::max_args)
+      throw error(errc::invalid_argument, "handler::parallel_for", "more than 32 kernel arguments");
+    return cg_.args[cg_.arg_count++];
+  }
+  template <class T>
+  void add_arg(const accessor<T>& a) {
+    auto& arg = next_arg();
+    arg.k = detail::kernel_arg::kind::buffer;
+    arg.object = a.get_impl();
+  }
+  template <class T>
+  void add_arg(const device_ptr<T>& p) {
+    auto& arg = next_arg();
+    arg.k = detail::kernel_arg::kind::usm;
+    arg.object = p.get_alloc().get();
+  }
+  void add_arg(const local_memory& l) {
+    auto& arg = next_arg();
+    arg.k = detail::kernel_arg::kind::local;
+    arg.size = static_cast<std::uint32_t>(l.bytes);
+  }
+  template <class T>
+  void add_arg(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 64,
+                  "kernel arguments are accessors, device_ptrs, local_memory or trivially copyable values up to 64 bytes");
+    auto& arg = next_arg();
+    arg.k = detail::kernel_arg::kind::value;
+    arg.size = sizeof(T);
+    std::memcpy(arg.bytes, &v, sizeof(T));
+  }
+
+  detail::command_group cg_;
+};
+
+}  // namespace prism
