@@ -1,0 +1,177 @@
+// prism GEMM, CPU-friendly variant (PoCL): C = alpha * A@B + beta * bias, register-blocked,
+// vector loads along one contiguous dim, no local memory and no barriers.
+//
+// Layout: A(m,k) = A[a_off + b*sab + m*sam + k*sak], B(k,n) = B[b_off + b*sbb + k*sbk + n*sbn],
+// C(m,n) = C[c_off + b*scb + m*scm + n] (C rows contiguous), bias(m,n) = bias[m*sxm + n*sxn].
+// One work-item owns an RM x (RN*VW) block (FORM_OUTER) or an RM x RN block (FORM_DOT).
+//   FORM_OUTER needs sbn == 1: per k, RN vectors of B row k times RM broadcast scalars of A.
+//   FORM_DOT   needs sak == sbk == 1: VW-wide partial dot products along k, summed at the end.
+// Edge rows/columns are clamped for loads and skipped for stores, so every work-item runs the
+// vector path; only FORM_OUTER's last column block falls back to per-lane loads.
+// Build defines: PRISM_DTYPE (0 f32, 1 f16, 2 bf16), VW (1,2,4,8,16), RM, RN, FORM_OUTER|FORM_DOT,
+// HAS_BIAS, KU (k unroll, FORM_OUTER).
+
+// Prepended at build time: gemm_common.cl (dtype load/store macros, epilogue).
+
+#define VT PRISM_CAT(float, VW)
+
+#if defined(FORM_OUTER)
+__kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
+                       __global const T* A, long a_off, int sam, int sak, long sab,
+                       __global const T* B, long b_off, int sbk, int sbn, long sbb,
+                       __global T* C, long c_off, int scm, long scb,
+                       __global const T* X, long x_off, int sxm, int sxn) {
+  const int n0 = (int)get_global_id(0) * (RN * VW);
+  const int m0 = (int)get_global_id(1) * RM;
+  const long bt = get_global_id(2);
+  if (m0 >= M || n0 >= N) return;
+  A += a_off + bt * sab;
+  B += b_off + bt * sbb;
+  C += c_off + bt * scb;
+
+  const __global T* arow[RM];
+#pragma unroll
+  for (int i = 0; i < RM; ++i) arow[i] = A + (long)min(m0 + i, M - 1) * sam;
+
+  VT acc[RM][RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) acc[i][j] = (VT)(0.0f);
+
+  const __global T* bp = B + n0;
+  if (n0 + RN * VW <= N) {
+    int k = 0;
+    for (; k + KU <= K; k += KU) {
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        VT bv[RN];
+#pragma unroll
+        for (int j = 0; j < RN; ++j) bv[j] = PRISM_LOADV(bp + j * VW);
+#pragma unroll
+        for (int i = 0; i < RM; ++i) {
+          const float a = PRISM_LOAD(arow[i] + (long)(k + u) * sak);
+#pragma unroll
+          for (int j = 0; j < RN; ++j) acc[i][j] = fma((VT)(a), bv[j], acc[i][j]);
+        }
+        bp += sbk;
+      }
+    }
+    for (; k < K; ++k) {
+      VT bv[RN];
+#pragma unroll
+      for (int j = 0; j < RN; ++j) bv[j] = PRISM_LOADV(bp + j * VW);
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        const float a = PRISM_LOAD(arow[i] + (long)k * sak);
+#pragma unroll
+        for (int j = 0; j < RN; ++j) acc[i][j] = fma((VT)(a), bv[j], acc[i][j]);
+      }
+      bp += sbk;
+    }
+  } else {
+    // Last column block: lanes past N load column N-1 and are not stored.
+    for (int k = 0; k < K; ++k) {
+      VT bv[RN];
+#pragma unroll
+      for (int j = 0; j < RN; ++j) {
+        float lanes[VW];
+#pragma unroll
+        for (int l = 0; l < VW; ++l) lanes[l] = PRISM_LOAD(bp + min(j * VW + l, N - 1 - n0));
+        bv[j] = PRISM_CAT(vload, VW)(0, lanes);
+      }
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        const float a = PRISM_LOAD(arow[i] + (long)k * sak);
+#pragma unroll
+        for (int j = 0; j < RN; ++j) acc[i][j] = fma((VT)(a), bv[j], acc[i][j]);
+      }
+      bp += sbk;
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int m = m0 + i;
+    if (m < M) {
+      __global T* crow = C + (long)m * scm;
+#pragma unroll
+      for (int j = 0; j < RN; ++j) {
+        float lanes[VW];
+        PRISM_CAT(vstore, VW)(acc[i][j], 0, lanes);
+#pragma unroll
+        for (int l = 0; l < VW; ++l) {
+          const int n = n0 + j * VW + l;
+          if (n < N) PRISM_STORE(crow + n, prism_epilogue(lanes[l], alpha, beta, X, x_off, sxm, sxn, m, n));
+        }
+      }
+    }
+  }
+}
+#elif defined(FORM_DOT)
+__kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
+                       __global const T* A, long a_off, int sam, int sak, long sab,
+                       __global const T* B, long b_off, int sbk, int sbn, long sbb,
+                       __global T* C, long c_off, int scm, long scb,
+                       __global const T* X, long x_off, int sxm, int sxn) {
+  const int n0 = (int)get_global_id(0) * RN;
+  const int m0 = (int)get_global_id(1) * RM;
+  const long bt = get_global_id(2);
+  if (m0 >= M || n0 >= N) return;
+  A += a_off + bt * sab;
+  B += b_off + bt * sbb;
+  C += c_off + bt * scb;
+
+  const __global T* arow[RM];
+  const __global T* bcol[RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i) arow[i] = A + (long)min(m0 + i, M - 1) * sam;
+#pragma unroll
+  for (int j = 0; j < RN; ++j) bcol[j] = B + (long)min(n0 + j, N - 1) * sbn;
+
+  VT acc[RM][RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) acc[i][j] = (VT)(0.0f);
+
+  int k = 0;
+  for (; k + VW <= K; k += VW) {
+    VT av[RM], bv[RN];
+#pragma unroll
+    for (int i = 0; i < RM; ++i) av[i] = PRISM_LOADV(arow[i] + k);
+#pragma unroll
+    for (int j = 0; j < RN; ++j) bv[j] = PRISM_LOADV(bcol[j] + k);
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+  }
+  float sum[RM][RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) sum[i][j] = prism_hsum(acc[i][j]);
+  for (; k < K; ++k) {
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+      const float a = PRISM_LOAD(arow[i] + k);
+#pragma unroll
+      for (int j = 0; j < RN; ++j) sum[i][j] = fma(a, PRISM_LOAD(bcol[j] + k), sum[i][j]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int m = m0 + i;
+    if (m < M) {
+#pragma unroll
+      for (int j = 0; j < RN; ++j) {
+        const int n = n0 + j;
+        if (n < N) PRISM_STORE(C + (long)m * scm + n, prism_epilogue(sum[i][j], alpha, beta, X, x_off, sxm, sxn, m, n));
+      }
+    }
+  }
+}
+#else
+#error "gemm_cpu.cl: define FORM_OUTER or FORM_DOT"
+#endif
