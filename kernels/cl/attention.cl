@@ -5,7 +5,7 @@
 // rescale per block). With USE_LOCAL the work-group's BQ rows share each K/V block staged in
 // local memory (GPU); without it every work-item reads K/V directly (CPU, no barriers).
 // CAUSAL: query i sees keys j <= Lk - Lq + i (q rows are the last Lq positions, KV cache decode).
-// MASK_KIND: 0 none, 1 additive (dtype T), 2 boolean (uchar, nonzero = attend); mask strides may be 0
+// MASK_KIND: 0 none, 1 additive (the storage dtype), 2 boolean (uchar, nonzero = attend); mask strides may be 0
 // (broadcast). A row that sees no key outputs zeros. Prepended with gemm_common.cl.
 // Build defines: PRISM_DTYPE, D, DV, BQ (work-group size), BK, USE_LOCAL, CAUSAL, MASK_KIND.
 // Validity: BQ <= max work-group size; with USE_LOCAL, BK*(D+DV)*4 bytes <= local memory.
@@ -14,7 +14,7 @@
 typedef uchar mask_t;
 #define MASK_VALUE(p) ((*(p)) ? 0.0f : -INFINITY)
 #elif MASK_KIND == 1
-typedef T mask_t;
+typedef GT mask_t;
 #define MASK_VALUE(p) PRISM_LOAD(p)
 #else
 typedef uchar mask_t;
@@ -22,27 +22,26 @@ typedef uchar mask_t;
 
 __kernel __attribute__((reqd_work_group_size(BQ, 1, 1)))
 void attention(int Hq, int Hkv, int Lq, int Lk, float scale,
-               __global const T* Q, long q_off, long sqb, long sqh, long sqs, long sqd,
-               __global const T* Kp, long k_off, long skb, long skh, long sks, long skd,
-               __global const T* Vp, long v_off, long svb, long svh, long svs, long svd,
-               __global T* O, long o_off, long sob, long soh, long sos, long sod,
-               __global const mask_t* Mk, long m_off, long smb, long smh, long smq, long smk) {
+               __global const GT* Q, long q_off, long4 sq, __global const GT* Kp, long k_off, long4 sk,
+               __global const GT* Vp, long v_off, long4 sv, __global GT* O, long o_off, long4 so,
+               __global const mask_t* Mk, long m_off, long4 sm) {
+  // Strides (.s0 batch, .s1 head, .s2 row, .s3 column) in elements; sm may hold zeros.
   const int i = get_global_id(0);
   const int h = get_global_id(1);
   const long b = get_global_id(2);
   const int hk = h / (Hq / Hkv);
   const bool active = i < Lq;
   const int qi = active ? i : Lq - 1;
-  Q += q_off + b * sqb + h * sqh + qi * sqs;
-  Kp += k_off + b * skb + hk * skh;
-  Vp += v_off + b * svb + hk * svh;
+  Q += q_off + b * sq.s0 + h * sq.s1 + qi * sq.s2;
+  Kp += k_off + b * sk.s0 + hk * sk.s1;
+  Vp += v_off + b * sv.s0 + hk * sv.s1;
 #if MASK_KIND != 0
-  Mk += m_off + b * smb + h * smh + qi * smq;
+  Mk += m_off + b * sm.s0 + h * sm.s1 + qi * sm.s2;
 #endif
 
   float q[D];
 #pragma unroll
-  for (int d = 0; d < D; ++d) q[d] = PRISM_LOAD(Q + d * sqd) * scale;
+  for (int d = 0; d < D; ++d) q[d] = PRISM_LOAD(Q + d * sq.s3) * scale;
   float acc[DV];
 #pragma unroll
   for (int d = 0; d < DV; ++d) acc[d] = 0.0f;
@@ -72,18 +71,18 @@ void attention(int Hq, int Hkv, int Lq, int Lk, float scale,
 #if USE_LOCAL
     for (int idx = lid; idx < BK * D; idx += BQ) {
       const int jj = idx / D, d = idx % D;
-      Ks[jj][d] = (j0 + jj < Lk) ? PRISM_LOAD(Kp + (long)(j0 + jj) * sks + d * skd) : 0.0f;
+      Ks[jj][d] = (j0 + jj < Lk) ? PRISM_LOAD(Kp + (long)(j0 + jj) * sk.s2 + d * sk.s3) : 0.0f;
     }
     for (int idx = lid; idx < BK * DV; idx += BQ) {
       const int jj = idx / DV, d = idx % DV;
-      Vs[jj][d] = (j0 + jj < Lk) ? PRISM_LOAD(Vp + (long)(j0 + jj) * svs + d * svd) : 0.0f;
+      Vs[jj][d] = (j0 + jj < Lk) ? PRISM_LOAD(Vp + (long)(j0 + jj) * sv.s2 + d * sv.s3) : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 #define KEY(jj, d) Ks[jj][d]
 #define VAL(jj, d) Vs[jj][d]
 #else
-#define KEY(jj, d) PRISM_LOAD(Kp + (long)(j0 + (jj)) * sks + (d) * skd)
-#define VAL(jj, d) PRISM_LOAD(Vp + (long)(j0 + (jj)) * svs + (d) * svd)
+#define KEY(jj, d) PRISM_LOAD(Kp + (long)(j0 + (jj)) * sk.s2 + (d) * sk.s3)
+#define VAL(jj, d) PRISM_LOAD(Vp + (long)(j0 + (jj)) * sv.s2 + (d) * sv.s3)
 #endif
     float s[BK];
     float block_max = -INFINITY;
@@ -97,7 +96,7 @@ void attention(int Hq, int Hkv, int Lq, int Lk, float scale,
         for (int d = 0; d < D; ++d) dot = fma(q[d], KEY(jj, d), dot);
         v = dot;
 #if MASK_KIND != 0
-        v += MASK_VALUE(Mk + (long)j * smk);
+        v += MASK_VALUE(Mk + (long)j * sm.s3);
 #endif
       }
       s[jj] = v;
@@ -129,8 +128,8 @@ void attention(int Hq, int Hkv, int Lq, int Lk, float scale,
 
   if (active) {
     const float inv = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
-    __global T* o = O + o_off + b * sob + h * soh + (long)i * sos;
+    __global GT* o = O + o_off + b * so.s0 + h * so.s1 + (long)i * so.s2;
 #pragma unroll
-    for (int d = 0; d < DV; ++d) PRISM_STORE(o + d * sod, acc[d] * inv);
+    for (int d = 0; d < DV; ++d) PRISM_STORE(o + d * so.s3, acc[d] * inv);
   }
 }

@@ -10,7 +10,7 @@
 #endif
 
 #if PRISM_DTYPE == 0
-typedef float T;
+typedef float GT;
 #define PRISM_LOAD(p) (*(p))
 #define PRISM_STORE(p, v) (*(p) = (v))
 #if VW == 1
@@ -19,7 +19,7 @@ typedef float T;
 #define PRISM_LOADV(p) PRISM_CAT(vload, VW)(0, (p))
 #endif
 #elif PRISM_DTYPE == 1
-typedef half T;
+typedef half GT;
 #define PRISM_LOAD(p) vload_half(0, (p))
 #define PRISM_STORE(p, v) vstore_half_rte((v), 0, (p))
 #if VW == 1
@@ -28,7 +28,7 @@ typedef half T;
 #define PRISM_LOADV(p) PRISM_CAT(vload_half, VW)(0, (p))
 #endif
 #elif PRISM_DTYPE == 2
-typedef ushort T;
+typedef ushort GT;
 #define PRISM_LOAD(p) as_float(((uint)(*(p))) << 16)
 #define PRISM_STORE(p, v) (*(p) = prism_to_bf16(v))
 #if VW == 1
@@ -55,7 +55,7 @@ inline float prism_hsum16(float16 v) { return prism_hsum8(v.lo + v.hi); }
 #define prism_hsum PRISM_CAT(prism_hsum, VW)
 
 // alpha * acc (+ beta * bias(m, n) when HAS_BIAS).
-inline float prism_epilogue(float acc, float alpha, float beta, __global const T* X, long x_off, int sxm,
+inline float prism_epilogue(float acc, float alpha, float beta, __global const GT* X, long x_off, int sxm,
                             int sxn, int m, int n) {
 #if HAS_BIAS
   return alpha * acc + beta * PRISM_LOAD(X + x_off + (long)m * sxm + (long)n * sxn);

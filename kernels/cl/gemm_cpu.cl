@@ -4,12 +4,13 @@
 // Layout: A(m,k) = A[a_off + b*sab + m*sam + k*sak], B(k,n) = B[b_off + b*sbb + k*sbk + n*sbn],
 // C(m,n) = C[c_off + b*scb + m*scm + n] (C rows contiguous), bias(m,n) = bias[m*sxm + n*sxn].
 // One work-item owns an RM x (RN*VW) block (FORM_OUTER) or an RM x RN block (FORM_DOT).
-//   FORM_OUTER needs sbn == 1: per k, RN vectors of B row k times RM broadcast scalars of A.
+//   FORM_OUTER: per k, RN vectors of B row k times RM broadcast scalars of A; vector loads
+//              of B when B_NCONTIG (sbn == 1), per-lane strided loads otherwise.
 //   FORM_DOT   needs sak == sbk == 1: VW-wide partial dot products along k, summed at the end.
 // Edge rows/columns are clamped for loads and skipped for stores, so every work-item runs the
 // vector path; only FORM_OUTER's last column block falls back to per-lane loads.
 // Build defines: PRISM_DTYPE (0 f32, 1 f16, 2 bf16), VW (1,2,4,8,16), RM, RN, FORM_OUTER|FORM_DOT,
-// HAS_BIAS, KU (k unroll, FORM_OUTER).
+// HAS_BIAS, KU (k unroll) and B_NCONTIG (FORM_OUTER).
 
 // Prepended at build time: gemm_common.cl (dtype load/store macros, epilogue).
 
@@ -17,10 +18,10 @@
 
 #if defined(FORM_OUTER)
 __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
-                       __global const T* A, long a_off, int sam, int sak, long sab,
-                       __global const T* B, long b_off, int sbk, int sbn, long sbb,
-                       __global T* C, long c_off, int scm, long scb,
-                       __global const T* X, long x_off, int sxm, int sxn) {
+                       __global const GT* A, long a_off, int sam, int sak, long sab,
+                       __global const GT* B, long b_off, int sbk, int sbn, long sbb,
+                       __global GT* C, long c_off, int scm, long scb,
+                       __global const GT* X, long x_off, int sxm, int sxn) {
   const int n0 = (int)get_global_id(0) * (RN * VW);
   const int m0 = (int)get_global_id(1) * RM;
   const long bt = get_global_id(2);
@@ -29,7 +30,7 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
   B += b_off + bt * sbb;
   C += c_off + bt * scb;
 
-  const __global T* arow[RM];
+  const __global GT* arow[RM];
 #pragma unroll
   for (int i = 0; i < RM; ++i) arow[i] = A + (long)min(m0 + i, M - 1) * sam;
 
@@ -39,8 +40,8 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
 #pragma unroll
     for (int j = 0; j < RN; ++j) acc[i][j] = (VT)(0.0f);
 
-  const __global T* bp = B + n0;
-  if (n0 + RN * VW <= N) {
+  const __global GT* bp = B + (long)n0 * sbn;
+  if (B_NCONTIG && n0 + RN * VW <= N) {
     int k = 0;
     for (; k + KU <= K; k += KU) {
 #pragma unroll
@@ -70,14 +71,15 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
       bp += sbk;
     }
   } else {
-    // Last column block: lanes past N load column N-1 and are not stored.
+    // Strided B, or the last column block: per-lane loads; lanes past N load column N-1 and
+    // are not stored.
     for (int k = 0; k < K; ++k) {
       VT bv[RN];
 #pragma unroll
       for (int j = 0; j < RN; ++j) {
         float lanes[VW];
 #pragma unroll
-        for (int l = 0; l < VW; ++l) lanes[l] = PRISM_LOAD(bp + min(j * VW + l, N - 1 - n0));
+        for (int l = 0; l < VW; ++l) lanes[l] = PRISM_LOAD(bp + (long)min(j * VW + l, N - 1 - n0) * sbn);
         bv[j] = PRISM_CAT(vload, VW)(0, lanes);
       }
 #pragma unroll
@@ -94,7 +96,7 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
   for (int i = 0; i < RM; ++i) {
     const int m = m0 + i;
     if (m < M) {
-      __global T* crow = C + (long)m * scm;
+      __global GT* crow = C + (long)m * scm;
 #pragma unroll
       for (int j = 0; j < RN; ++j) {
         float lanes[VW];
@@ -110,10 +112,10 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
 }
 #elif defined(FORM_DOT)
 __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
-                       __global const T* A, long a_off, int sam, int sak, long sab,
-                       __global const T* B, long b_off, int sbk, int sbn, long sbb,
-                       __global T* C, long c_off, int scm, long scb,
-                       __global const T* X, long x_off, int sxm, int sxn) {
+                       __global const GT* A, long a_off, int sam, int sak, long sab,
+                       __global const GT* B, long b_off, int sbk, int sbn, long sbb,
+                       __global GT* C, long c_off, int scm, long scb,
+                       __global const GT* X, long x_off, int sxm, int sxn) {
   const int n0 = (int)get_global_id(0) * RN;
   const int m0 = (int)get_global_id(1) * RM;
   const long bt = get_global_id(2);
@@ -122,8 +124,8 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
   B += b_off + bt * sbb;
   C += c_off + bt * scb;
 
-  const __global T* arow[RM];
-  const __global T* bcol[RN];
+  const __global GT* arow[RM];
+  const __global GT* bcol[RN];
 #pragma unroll
   for (int i = 0; i < RM; ++i) arow[i] = A + (long)min(m0 + i, M - 1) * sam;
 #pragma unroll

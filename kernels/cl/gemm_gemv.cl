@@ -7,10 +7,10 @@
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void gemm_gemv(int M, int N, int K, float alpha, float beta,
-               __global const T* A, long a_off, int sam, int sak, long sab,
-               __global const T* B, long b_off, int sbk, int sbn, long sbb,
-               __global T* C, long c_off, int scm, long scb,
-               __global const T* X, long x_off, int sxm, int sxn) {
+               __global const GT* A, long a_off, int sam, int sak, long sab,
+               __global const GT* B, long b_off, int sbk, int sbn, long sbb,
+               __global GT* C, long c_off, int scm, long scb,
+               __global const GT* X, long x_off, int sxm, int sxn) {
   __local float red[MB * NB][WG];
   const int t = get_local_id(0);
   const int n0 = get_group_id(0) * NB;
@@ -25,7 +25,7 @@ void gemm_gemv(int M, int N, int K, float alpha, float beta,
 #pragma unroll
     for (int j = 0; j < NB; ++j) acc[i][j] = 0.0f;
 
-  const __global T* bcol[NB];
+  const __global GT* bcol[NB];
 #pragma unroll
   for (int j = 0; j < NB; ++j) bcol[j] = B + (long)min(n0 + j, N - 1) * sbn;
   for (int k = t; k < K; k += WG) {

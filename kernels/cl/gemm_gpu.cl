@@ -15,10 +15,10 @@
 
 __kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
 void gemm_gpu(int M, int N, int K, float alpha, float beta,
-              __global const T* A, long a_off, int sam, int sak, long sab,
-              __global const T* B, long b_off, int sbk, int sbn, long sbb,
-              __global T* C, long c_off, int scm, long scb,
-              __global const T* X, long x_off, int sxm, int sxn) {
+              __global const GT* A, long a_off, int sam, int sak, long sab,
+              __global const GT* B, long b_off, int sbk, int sbn, long sbb,
+              __global GT* C, long c_off, int scm, long scb,
+              __global const GT* X, long x_off, int sxm, int sxn) {
   __local float As[TK][TM];
   __local float Bs[TK][TN + 1];
   const int tx = get_local_id(0), ty = get_local_id(1);

@@ -48,11 +48,11 @@ int main(int argc, char** argv) {
   long z = 0, one = 1, Dl = D;
   long qs[4] = {(long)Hq * Lq * D, (long)Lq * D, Dl, 1}, ks[4] = {(long)Hkv * Lk * D, (long)Lk * D, Dl, 1}, os[4] = {qs[0], qs[1], qs[2], 1}, ms[4] = {0, 0, Lk, 1};
   set(4, &Hq); set(4, &Hkv); set(4, &Lq); set(4, &Lk); set(4, &scale);
-  set(8, &dq); set(8, &z); for (auto x : qs) set(8, &x);
-  set(8, &dk); set(8, &z); for (auto x : ks) set(8, &x);
-  set(8, &dv); set(8, &z); for (auto x : ks) set(8, &x);
-  set(8, &dout); set(8, &z); for (auto x : os) set(8, &x);
-  set(8, &dm); set(8, &z); for (auto x : ms) set(8, &x);
+  set(8, &dq); set(8, &z); set(32, qs);
+  set(8, &dk); set(8, &z); set(32, ks);
+  set(8, &dv); set(8, &z); set(32, ks);
+  set(8, &dout); set(8, &z); set(32, os);
+  set(8, &dm); set(8, &z); set(32, ms);
   size_t g[3] = {size_t((Lq + BQ - 1) / BQ * BQ), size_t(Hq), size_t(B)}, l[3] = {size_t(BQ), 1, 1};
   std::vector<double> ts;
   for (int r = 0; r <= reps; ++r) { t0 = now(); CK(clEnqueueNDRangeKernel(q, kk, 3, nullptr, g, l, 0, nullptr, nullptr)); clFinish(q); if (r) ts.push_back(now() - t0); }

@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     const char* s = src.c_str();
     cl_program p = clCreateProgramWithSource(ctx, 1, &s, nullptr, &err);
     t0 = now();
-    std::string opts = "-cl-std=CL1.2 -DPRISM_DTYPE=0 -DHAS_BIAS=0 " + defs;
+    std::string opts = "-cl-std=CL1.2 -DPRISM_DTYPE=0 -DHAS_BIAS=0 " + defs + (nt ? " -DB_NCONTIG=0" : " -DB_NCONTIG=1");
     if (clBuildProgram(p, 1, &dev, opts.c_str(), nullptr, nullptr)) {
       size_t n; clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n); std::string log(n, 0);
       clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr); printf("%s\n", log.c_str()); return 1; }
