@@ -2,8 +2,8 @@
 // core vload_half/vstore_half, bf16 as 16-bit with round-to-nearest-even), vector helpers, epilogue.
 // PRISM_DTYPE: 0 f32, 1 f16, 2 bf16. Compute is always f32.
 
-#define PRISM_CAT_(a, b) a##b
-#define PRISM_CAT(a, b) PRISM_CAT_(a, b)
+#define GEMM_CAT_(a, b) a##b
+#define GEMM_CAT(a, b) GEMM_CAT_(a, b)
 
 #ifndef VW
 #define VW 1
@@ -16,7 +16,7 @@ typedef float GT;
 #if VW == 1
 #define PRISM_LOADV(p) (*(p))
 #else
-#define PRISM_LOADV(p) PRISM_CAT(vload, VW)(0, (p))
+#define PRISM_LOADV(p) GEMM_CAT(vload, VW)(0, (p))
 #endif
 #elif PRISM_DTYPE == 1
 typedef half GT;
@@ -25,7 +25,7 @@ typedef half GT;
 #if VW == 1
 #define PRISM_LOADV(p) vload_half(0, (p))
 #else
-#define PRISM_LOADV(p) PRISM_CAT(vload_half, VW)(0, (p))
+#define PRISM_LOADV(p) GEMM_CAT(vload_half, VW)(0, (p))
 #endif
 #elif PRISM_DTYPE == 2
 typedef ushort GT;
@@ -34,7 +34,7 @@ typedef ushort GT;
 #if VW == 1
 #define PRISM_LOADV(p) as_float(((uint)(*(p))) << 16)
 #else
-#define PRISM_LOADV(p) PRISM_CAT(as_float, VW)(PRISM_CAT(convert_uint, VW)(PRISM_CAT(vload, VW)(0, (p))) << 16)
+#define PRISM_LOADV(p) GEMM_CAT(as_float, VW)(GEMM_CAT(convert_uint, VW)(GEMM_CAT(vload, VW)(0, (p))) << 16)
 #endif
 #else
 #error "PRISM_DTYPE must be 0 (f32), 1 (f16) or 2 (bf16)"
@@ -52,7 +52,7 @@ inline float prism_hsum2(float2 v) { return v.s0 + v.s1; }
 inline float prism_hsum4(float4 v) { return prism_hsum2(v.lo + v.hi); }
 inline float prism_hsum8(float8 v) { return prism_hsum4(v.lo + v.hi); }
 inline float prism_hsum16(float16 v) { return prism_hsum8(v.lo + v.hi); }
-#define prism_hsum PRISM_CAT(prism_hsum, VW)
+#define prism_hsum GEMM_CAT(prism_hsum, VW)
 
 // alpha * acc (+ beta * bias(m, n) when HAS_BIAS).
 inline float prism_epilogue(float acc, float alpha, float beta, __global const GT* X, long x_off, int sxm,

@@ -14,7 +14,7 @@
 
 // Prepended at build time: gemm_common.cl (dtype load/store macros, epilogue).
 
-#define VT PRISM_CAT(float, VW)
+#define VT GEMM_CAT(float, VW)
 
 #if defined(FORM_OUTER)
 __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
@@ -80,7 +80,7 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
         float lanes[VW];
 #pragma unroll
         for (int l = 0; l < VW; ++l) lanes[l] = PRISM_LOAD(bp + (long)min(j * VW + l, N - 1 - n0) * sbn);
-        bv[j] = PRISM_CAT(vload, VW)(0, lanes);
+        bv[j] = GEMM_CAT(vload, VW)(0, lanes);
       }
 #pragma unroll
       for (int i = 0; i < RM; ++i) {
@@ -100,7 +100,7 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
 #pragma unroll
       for (int j = 0; j < RN; ++j) {
         float lanes[VW];
-        PRISM_CAT(vstore, VW)(acc[i][j], 0, lanes);
+        GEMM_CAT(vstore, VW)(acc[i][j], 0, lanes);
 #pragma unroll
         for (int l = 0; l < VW; ++l) {
           const int n = n0 + j * VW + l;
