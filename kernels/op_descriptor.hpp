@@ -250,6 +250,8 @@ struct op_descriptor {
   std::string summary;  ///< one line for --help and docs
   std::vector<arg_spec> inputs;
   std::vector<arg_spec> outputs;
+  /// The last input repeats (1..n tensors, e.g. cat's "tensors").
+  bool variadic_inputs = false;
   std::vector<attr_spec> attrs;
   /// The dtypes of the op's main tensors (the suite runs each).
   std::vector<dtype> dtypes;
