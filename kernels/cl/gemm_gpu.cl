@@ -7,7 +7,7 @@
 // Operand layout and epilogue as in gemm_cpu.cl; prepended with gemm_common.cl.
 // Build defines: PRISM_DTYPE, TM, TN, TK, WM, WN, A_KCONTIG (0/1), B_NCONTIG (0/1), HAS_BIAS.
 // Validity: TM % WM == 0, TN % WN == 0, (TM/WM)*(TN/WN) <= device max work-group size,
-// (TM + TN) * TK * 4 bytes <= local memory.
+// (TM + TN + 2) * TK * 4 bytes <= local memory.
 
 #define LX (TN / WN)
 #define LY (TM / WM)
@@ -19,7 +19,8 @@ void gemm_gpu(int M, int N, int K, float alpha, float beta,
               __global const GT* B, long b_off, int sbk, int sbn, long sbb,
               __global GT* C, long c_off, int scm, long scb,
               __global const GT* X, long x_off, int sxm, int sxn) {
-  __local float As[TK][TM];
+  // +1 columns: the transposing stores (stride TM+1 / TN+1) then hit distinct banks.
+  __local float As[TK][TM + 1];
   __local float Bs[TK][TN + 1];
   const int tx = get_local_id(0), ty = get_local_id(1);
   const int tid = ty * LX + tx;
@@ -37,7 +38,9 @@ void gemm_gpu(int M, int N, int K, float alpha, float beta,
 
   for (int k0 = 0; k0 < K; k0 += TK) {
 #pragma unroll
-    for (int idx = tid; idx < TM * TK; idx += NTHREADS) {
+    for (int r = 0; r < (TM * TK + NTHREADS - 1) / NTHREADS; ++r) {
+      const int idx = tid + r * NTHREADS;
+      if ((TM * TK) % NTHREADS != 0 && idx >= TM * TK) break;
 #if A_KCONTIG
       const int mm = idx / TK, kk = idx % TK;
 #else
@@ -47,7 +50,9 @@ void gemm_gpu(int M, int N, int K, float alpha, float beta,
       As[kk][mm] = (m < M && k < K) ? PRISM_LOAD(A + (long)m * sam + (long)k * sak) : 0.0f;
     }
 #pragma unroll
-    for (int idx = tid; idx < TN * TK; idx += NTHREADS) {
+    for (int r = 0; r < (TN * TK + NTHREADS - 1) / NTHREADS; ++r) {
+      const int idx = tid + r * NTHREADS;
+      if ((TN * TK) % NTHREADS != 0 && idx >= TN * TK) break;
 #if B_NCONTIG
       const int kk = idx / TN, nn = idx % TN;
 #else

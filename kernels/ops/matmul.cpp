@@ -289,7 +289,7 @@ std::vector<op_implementation> gemm_implementations() {
          const auto threads = static_cast<std::size_t>((c.at("tm") / c.at("wm")) * (c.at("tn") / c.at("wn")));
          if (threads > dev.max_work_group_size())
            return fmt::format("work-group (tm/wm)*(tn/wn) = {} > device maximum {}", threads, dev.max_work_group_size());
-         const auto local = static_cast<std::uint64_t>((c.at("tm") + c.at("tn") + 1) * c.at("tk") * 4);
+         const auto local = static_cast<std::uint64_t>((c.at("tm") + c.at("tn") + 2) * c.at("tk") * 4);
          if (local > dev.local_mem_size())
            return fmt::format("needs local memory {} B > device {} B", local, dev.local_mem_size());
          return std::nullopt;

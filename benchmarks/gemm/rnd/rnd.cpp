@@ -57,6 +57,8 @@ int main(int argc, char** argv) {
       size_t n; clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n); std::string log(n, 0);
       clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr); printf("%s\n", log.c_str()); return 1; }
     printf("build %.2fs\n", now() - t0);
+    { size_t n; clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n); std::string log(n, 0);
+      clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr); if (n > 2) printf("log: %s\n", log.c_str()); }
     cl_kernel kk = clCreateKernel(p, kname.c_str(), &err); CK(err);
     int RM = 1, RN = 1, VWv = 1; bool outer = defs.find("FORM_OUTER") != std::string::npos;
     auto gi = [&](const char* key, int& v) { const char* p = strstr(defs.c_str(), key); if (p) sscanf(p + strlen(key), "%d", &v); };
