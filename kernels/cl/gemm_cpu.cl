@@ -7,6 +7,8 @@
 //   FORM_OUTER: per k, RN vectors of B row k times RM broadcast scalars of A; vector loads
 //              of B when B_NCONTIG (sbn == 1), per-lane strided loads otherwise.
 //   FORM_DOT   needs sak == sbk == 1: VW-wide partial dot products along k, summed at the end.
+// K-blocking without barriers: the host may split K into slices of kc launched in turn, each
+// covering a cache-sized panel; slices after the first run with accumulate=1 (C += alpha*A@B).
 // Edge rows/columns are clamped for loads and skipped for stores, so every work-item runs the
 // vector path; only FORM_OUTER's last column block falls back to per-lane loads.
 // Build defines: PRISM_DTYPE (0 f32, 1 f16, 2 bf16), VW (1,2,4,8,16), RM, RN, FORM_OUTER|FORM_DOT,
@@ -21,7 +23,7 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
                        __global const GT* A, long a_off, int sam, int sak, long sab,
                        __global const GT* B, long b_off, int sbk, int sbn, long sbb,
                        __global GT* C, long c_off, int scm, long scb,
-                       __global const GT* X, long x_off, int sxm, int sxn) {
+                       __global const GT* X, long x_off, int sxm, int sxn, int accumulate) {
   const int n0 = (int)get_global_id(0) * (RN * VW);
   const int m0 = (int)get_global_id(1) * RM;
   const long bt = get_global_id(2);
@@ -104,7 +106,9 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
 #pragma unroll
         for (int l = 0; l < VW; ++l) {
           const int n = n0 + j * VW + l;
-          if (n < N) PRISM_STORE(crow + n, prism_epilogue(lanes[l], alpha, beta, X, x_off, sxm, sxn, m, n));
+          if (n < N)
+            PRISM_STORE(crow + n, accumulate ? PRISM_LOAD(crow + n) + alpha * lanes[l]
+                                             : prism_epilogue(lanes[l], alpha, beta, X, x_off, sxm, sxn, m, n));
         }
       }
     }
@@ -115,7 +119,7 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
                        __global const GT* A, long a_off, int sam, int sak, long sab,
                        __global const GT* B, long b_off, int sbk, int sbn, long sbb,
                        __global GT* C, long c_off, int scm, long scb,
-                       __global const GT* X, long x_off, int sxm, int sxn) {
+                       __global const GT* X, long x_off, int sxm, int sxn, int accumulate) {
   const int n0 = (int)get_global_id(0) * RN;
   const int m0 = (int)get_global_id(1) * RM;
   const long bt = get_global_id(2);
@@ -169,7 +173,10 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
 #pragma unroll
       for (int j = 0; j < RN; ++j) {
         const int n = n0 + j;
-        if (n < N) PRISM_STORE(C + (long)m * scm + n, prism_epilogue(sum[i][j], alpha, beta, X, x_off, sxm, sxn, m, n));
+        __global GT* c = C + (long)m * scm + n;
+        if (n < N)
+          PRISM_STORE(c, accumulate ? PRISM_LOAD(c) + alpha * sum[i][j]
+                                    : prism_epilogue(sum[i][j], alpha, beta, X, x_off, sxm, sxn, m, n));
       }
     }
   }

@@ -28,6 +28,7 @@ struct gemm_problem {
   std::int64_t scb = 0, scm = 0;
   std::int64_t sxm = 0, sxn = 0;
   double alpha = 1.0, beta = 1.0;
+  std::int64_t a_shift = 0, b_shift = 0;  // element offsets of a k-slice (cpu kc blocking)
 };
 
 enum class variant : std::int64_t { cpu = 0, gpu = 1, gemv = 2 };
@@ -154,6 +155,7 @@ config_schema gemm_schema() {
       {"rm", 6, {1, 2, 3, 4, 5, 6, 7, 8}, "cpu: rows of C per work-item (clamped to M)"},
       {"rn", 2, {1, 2, 3, 4, 5, 6, 7, 8}, "cpu: vectors (outer form) or columns (dot form) of C per work-item"},
       {"ku", 1, {1, 2, 4, 8}, "cpu: k-loop unroll of the outer form"},
+      {"kc", 0, {0, 128, 256, 512, 1024, 2048}, "cpu: k-slice per launch for cache blocking (0 = whole K; f32 output only)"},
       {"lx", 4, {1, 2, 4, 8, 16, 32, 64, 128, 256}, "cpu: work-group size along N"},
       {"ly", 16, {1, 2, 4, 8, 16, 32, 64, 128, 256}, "cpu: work-group size along M"},
       {"tm", 64, {16, 32, 64, 128}, "gpu: tile rows per work-group"},
@@ -184,7 +186,8 @@ std::string dtype_define(dtype t) {
   return fmt::format("-DPRISM_DTYPE={}", t == dtype::f32 ? 0 : t == dtype::f16 ? 1 : 2);
 }
 
-event launch(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r) {
+// `accumulate` < 0: the kernel has no accumulate argument (gpu, gemv); 0/1 otherwise (cpu).
+event launch(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r, int accumulate = -1) {
   const char* op = "gemm";
   const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), K = to_int(p.k, op, "K");
   const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
@@ -192,7 +195,7 @@ event launch(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r
   const int sbk = to_int(p.sbk, op, "B row stride"), sbn = to_int(p.sbn, op, "B column stride");
   const int scm = to_int(p.scm, op, "C row stride");
   const int sxm = to_int(p.sxm, op, "bias row stride"), sxn = to_int(p.sxn, op, "bias column stride");
-  const std::int64_t a_off = p.a.offset(), b_off = p.b.offset(), c_off = p.c.offset();
+  const std::int64_t a_off = p.a.offset() + p.a_shift, b_off = p.b.offset() + p.b_shift, c_off = p.c.offset();
   const std::int64_t x_off = p.x.defined() ? p.x.offset() : 0;
   auto sa = p.a.storage();
   auto sb = p.b.storage();
@@ -203,8 +206,12 @@ event launch(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r
     accessor<std::byte> ab(sb, h, read_only);
     accessor<std::byte> ac(sc, h, write_only);
     accessor<std::byte> ax(sx, h, read_only);
-    h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_off, sam, sak, p.sab, ab, b_off, sbk, sbn, p.sbb, ac, c_off,
-                   scm, p.scb, ax, x_off, sxm, sxn);
+    if (accumulate < 0)
+      h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_off, sam, sak, p.sab, ab, b_off, sbk, sbn, p.sbb, ac, c_off,
+                     scm, p.scb, ax, x_off, sxm, sxn);
+    else
+      h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_off, sam, sak, p.sab, ab, b_off, sbk, sbn, p.sbb, ac, c_off,
+                     scm, p.scb, ax, x_off, sxm, sxn, accumulate);
   });
 }
 
@@ -227,7 +234,19 @@ event enqueue_cpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
   const std::int64_t ly = std::min(c.at("ly"), next_pow2(gy));
   const std::int64_t lx = std::min(next_pow2(gx), std::max<std::int64_t>(wg / ly, 1));
   nd_range r(range<3>(ceil_div(gx, lx) * lx, ceil_div(gy, ly) * ly, p.batch), range<3>(lx, ly, 1));
-  return launch(q, p, k, r);
+  // K-blocking: each slice's A columns / B rows stay cache-resident across the work-items that
+  // share them; slices after the first add into C (f32 only: f16/bf16 C would round per slice).
+  const std::int64_t kc = c.at("kc");
+  if (kc == 0 || p.k <= kc || p.c.type() != dtype::f32) return launch(q, p, k, r, 0);
+  event last;
+  for (std::int64_t k0 = 0; k0 < p.k; k0 += kc) {
+    gemm_problem slice = p;
+    slice.k = std::min(kc, p.k - k0);
+    slice.a_shift = k0 * p.sak;
+    slice.b_shift = k0 * p.sbk;
+    last = launch(q, slice, k, r, k0 > 0 ? 1 : 0);
+  }
+  return last;
 }
 
 event enqueue_gpu(queue& q, const gemm_problem& p, const kernel_config& c, source_override src) {

@@ -95,6 +95,21 @@ TEST(GemmVariants, DecodeRowsClampPerWorkItem) {
   }
 }
 
+TEST(GemmVariants, KSlicesAccumulateOnce) {
+  // kc=128 over K=300: three launches; bias and beta apply once, alpha to every slice.
+  for (bool tb : {false, true}) {
+    tensor b = tb ? rand_tensor({40, 300}, dtype::f32, 16, true).transpose(0, 1) : rand_tensor({300, 40}, dtype::f32, 16, true);
+    op_call call = make_call("addmm", {rand_tensor({40}, dtype::f32, 15, true), rand_tensor({20, 300}, dtype::f32, 17, true), b});
+    call.set("alpha", 2.0).set("beta", 3.0);
+    const comparison r = run_and_compare(call, "variant=0,kc=128", true);
+    EXPECT_TRUE(r.ok) << "tb=" << tb << ": " << r.message;
+  }
+  // f16 output ignores kc (no rounding per slice).
+  op_call h = make_call("mm", {rand_tensor({9, 300}, dtype::f16, 18), rand_tensor({300, 16}, dtype::f16, 19)});
+  const comparison r = run_and_compare(h, "variant=0,kc=128");
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
 TEST(Addmm, BiasBroadcastShapes) {
   const std::int64_t m = 9, n = 14, k = 11;
   const std::vector<dims> bias_shapes = {{n}, {1, n}, {m, 1}, {m, n}, {1}};
