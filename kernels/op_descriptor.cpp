@@ -487,19 +487,29 @@ void check_inputs(const op_descriptor& d, const op_call& call) {
 }
 }  // namespace
 
+namespace {
+/// An output that updates an optional input in place is absent when that input is.
+bool optional_in_place(const op_descriptor& d, const op_call& call, std::size_t out) {
+  if (d.outputs[out].in_place_of.empty()) return false;
+  int in = d.input_index(d.outputs[out].in_place_of);
+  return in >= 0 && d.inputs[in].optional && (in >= static_cast<int>(call.inputs.size()) || !call.inputs[in].defined());
+}
+}  // namespace
+
 void check_call(const op_descriptor& d, const op_call& call) {
   const std::string op = "ops::" + d.name;
   if (call.outputs.size() != d.outputs.size())
     throw error(errc::invalid_argument, op,
                 "got " + std::to_string(call.outputs.size()) + " outputs; expected " + std::to_string(d.outputs.size()));
   for (std::size_t i = 0; i < call.outputs.size(); ++i)
-    if (!call.outputs[i].defined())
+    if (!call.outputs[i].defined() && !optional_in_place(d, call, i))
       throw error(errc::invalid_argument, op, "output '" + d.outputs[i].name + "' is undefined");
   check_inputs(d, call);
   if (d.infer_outputs) {
     auto specs = d.infer_outputs(call);
     for (std::size_t i = 0; i < specs.size() && i < call.outputs.size(); ++i) {
       const tensor& o = call.outputs[i];
+      if (!o.defined()) continue;
       if (!(o.shape() == specs[i].shape) || o.type() != specs[i].type)
         throw error(errc::invalid_argument, op,
                     "output '" + d.outputs[i].name + "' is " + dtype_name(o.type()) + o.shape().str() + "; expected " +
@@ -507,8 +517,21 @@ void check_call(const op_descriptor& d, const op_call& call) {
     }
   }
   for (std::size_t i = 0; i < call.outputs.size(); ++i) {
+    if (d.outputs[i].in_place_of.empty()) continue;
+    int in = d.input_index(d.outputs[i].in_place_of);
+    const tensor& o = call.outputs[i];
+    if (in >= 0 && in < static_cast<int>(call.inputs.size())) {
+      const tensor& t = call.inputs[in];
+      if (!t.defined()) continue;
+      if (!o.same_storage(t) || o.offset() != t.offset() || !(o.strides() == t.strides()))
+        throw error(errc::invalid_argument, op,
+                    "output '" + d.outputs[i].name + "' updates input '" + d.outputs[i].in_place_of +
+                        "' in place and must be that same view; got " + tensor_brief(o) + " vs " + tensor_brief(t));
+    }
+  }
+  for (std::size_t i = 0; i < call.outputs.size(); ++i) {
     bool strided_ok = i < d.strided_outputs_ok.size() && d.strided_outputs_ok[i];
-    if (!strided_ok && !call.outputs[i].is_contiguous())
+    if (call.outputs[i].defined() && !strided_ok && !call.outputs[i].is_contiguous())
       throw error(errc::invalid_argument, op,
                   "output '" + d.outputs[i].name + "' must be contiguous; got strides " +
                       call.outputs[i].strides().str() + " for shape " + call.outputs[i].shape().str() +
@@ -522,7 +545,13 @@ void allocate_outputs(queue& q, const op_descriptor& d, op_call& call) {
     throw error(errc::internal, "ops::" + d.name, "the op has no output shape rule; pass outputs explicitly");
   auto specs = d.infer_outputs(call);
   call.outputs.clear();
-  for (const auto& s : specs) call.outputs.push_back(tensor::empty(q, s.shape, s.type));
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    int in = i < d.outputs.size() && !d.outputs[i].in_place_of.empty() ? d.input_index(d.outputs[i].in_place_of) : -1;
+    if (in >= 0 && in < static_cast<int>(call.inputs.size()))
+      call.outputs.push_back(call.inputs[in]);  // undefined when the optional input is absent
+    else
+      call.outputs.push_back(tensor::empty(q, specs[i].shape, specs[i].type));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -576,7 +605,7 @@ std::vector<host_tensor> compute_reference(queue& q, const op_descriptor& d, con
   auto specs = d.infer_outputs ? d.infer_outputs(call) : std::vector<tensor_spec>{};
   for (std::size_t i = 0; i < call.outputs.size(); ++i) {
     host_tensor o;
-    o.defined = true;
+    o.defined = call.outputs[i].defined();
     o.shape = i < specs.size() ? specs[i].shape : call.outputs[i].shape();
     o.type = i < specs.size() ? specs[i].type : call.outputs[i].type();
     o.values.assign(static_cast<std::size_t>(std::max<std::int64_t>(o.shape.product(), 0)), 0.0);
@@ -591,7 +620,7 @@ event run_host(queue& q, const op_descriptor& d, const op_call& call) {
   auto expected = compute_reference(q, d, call);
   for (std::size_t i = 0; i < call.outputs.size(); ++i) {
     const tensor& o = call.outputs[i];
-    if (o.numel() == 0) continue;
+    if (!o.defined() || o.numel() == 0) continue;
     std::vector<std::byte> bytes(o.nbytes());
     kernels::encode_values(o.type(), expected[i].values.data(), expected[i].values.size(), bytes.data());
     kernels::write_logical(q, o, bytes);
@@ -620,6 +649,7 @@ comparison compare_outputs(const op_descriptor& d, const op_call& call, const st
   for (std::size_t o = 0; o < expected.size() && o < got.size(); ++o) {
     const auto& e = expected[o];
     const auto& g = got[o];
+    if (!e.defined || !g.defined) continue;
     if (!(e.shape == g.shape) || e.values.size() != g.values.size()) {
       r.ok = false;
       r.output = static_cast<int>(o);
@@ -629,7 +659,8 @@ comparison compare_outputs(const op_descriptor& d, const op_call& call, const st
     bool exact = !is_floating(e.type) || (small_integers && d.exact_on_small_integers);
     tolerance tol = exact || !d.tol ? tolerance{} : d.tol(call, static_cast<int>(o));
     for (std::size_t i = 0; i < e.values.size(); ++i) {
-      double ev = e.values[i], gv = g.values[i];
+      // The expected value as the output dtype stores it: exact ops then compare with bound 0.
+      double ev = is_floating(e.type) ? kernels::round_to(e.type, e.values[i]) : e.values[i], gv = g.values[i];
       ++r.checked;
       double err, bound;
       if (std::isnan(ev)) {

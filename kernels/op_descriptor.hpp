@@ -239,6 +239,9 @@ struct attr_spec {
 struct arg_spec {
   std::string name;
   bool optional = false;  ///< inputs only: may be an undefined tensor
+  /// Outputs only: the input this output updates in place (must be that very view);
+  /// allocate_outputs() reuses the input for it.
+  std::string in_place_of = {};
 };
 
 // ---------------------------------------------------------------------------------------------
