@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     const char* s = src.c_str();
     cl_program p = clCreateProgramWithSource(ctx, 1, &s, nullptr, &err);
     t0 = now();
-    std::string opts = "-cl-std=CL1.2 -DPRISM_DTYPE=0 -DHAS_BIAS=0 " + defs + (nt ? " -DB_NCONTIG=0" : " -DB_NCONTIG=1");
+    std::string opts = std::string("-cl-std=CL1.2 -DHAS_BIAS=0 ") + (getenv("DT") ? getenv("DT") : "-DPRISM_DTYPE=0") + " " + defs + (nt ? " -DB_NCONTIG=0" : " -DB_NCONTIG=1");
     if (clBuildProgram(p, 1, &dev, opts.c_str(), nullptr, nullptr)) {
       size_t n; clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n); std::string log(n, 0);
       clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr); printf("%s\n", log.c_str()); return 1; }
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
         CK(clEnqueueNDRangeKernel(q, kk, 3, nullptr, g, l, 0, nullptr, nullptr));
       }
     };
-    for (int i = 0; i < reps + 1; ++i) { t0 = now(); launch(); clFinish(q); if (i) ts.push_back(now() - t0); }
+    for (int i = 0; i < reps + 1; ++i) { t0 = now(); launch(); clFinish(q); if (i) ts.push_back(now() - t0); else printf("first launch %.2fs\n", now() - t0); }
     std::sort(ts.begin(), ts.end()); printf("prism     %8.2f GFLOP/s (best %.2f)  [%s lx=%d ly=%d]\n", flops / ts[ts.size() / 2] * 1e-9, flops / ts[0] * 1e-9, defs.c_str(), lx, ly);
     CK(clEnqueueReadBuffer(q, dc, CL_TRUE, 0, c.size() * 4, c.data(), 0, nullptr, nullptr));
     double maxe = 0; for (size_t i = 0; i < c.size(); ++i) maxe = std::max(maxe, (double)std::fabs(c[i] - r[i]));
