@@ -74,7 +74,7 @@ struct device_state {
   device dev;
   std::string fingerprint;
   const vendor_profile* vendor = nullptr;
-  std::vector<static_route> routes;  // per op index
+  std::vector<static_route> routes;              // per op index
   std::map<std::string, std::string> overrides;  // kernel file -> text (vendor kernels/)
 };
 
@@ -245,7 +245,8 @@ device_state& get_device_state(state& s, const device& dev) {
   routing_sources src{&s.env, s.routes ? &*s.routes : nullptr, d.vendor};
   for (const auto& o : s.ops) d.routes.push_back(resolve_route(o.catalog, src));
   if (d.vendor)
-    for (const auto& [file, path] : d.vendor->kernel_files) d.overrides[file] = *d.vendor->kernel_source(file);
+    for (const auto& [file, path] : d.vendor->kernel_files)
+      d.overrides[file] = *d.vendor->kernel_source(file);
   return d;
 }
 
@@ -297,7 +298,8 @@ std::string dtypes_of(const op_call& call) {
   return out;
 }
 
-std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_call& call, const forced_route* forced) {
+std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_call& call,
+                                 const forced_route* forced) {
   auto& o = s.ops[op];
   auto d = std::make_unique<decision>();
   d->dev = &dev;
@@ -308,10 +310,11 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
   std::string first = "";
   std::string first_config;
   if (forced) {
-    if (std::find(o.catalog.backends.begin(), o.catalog.backends.end(), forced->backend) == o.catalog.backends.end())
+    if (std::find(o.catalog.backends.begin(), o.catalog.backends.end(), forced->backend) ==
+        o.catalog.backends.end())
       throw error(errc::not_found, "ops::" + o.desc->name,
-                  fmt::format("backend '{}' does not implement '{}'; its backends: {}", forced->backend, o.desc->name,
-                              join(o.catalog.backends)));
+                  fmt::format("backend '{}' does not implement '{}'; its backends: {}", forced->backend,
+                              o.desc->name, join(o.catalog.backends)));
     first = forced->backend;
     first_config = forced->config.value_or("");
     d->tier = source_tier::env;
@@ -333,12 +336,14 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
         if (choice) {
           if (std::find(o.catalog.backends.begin(), o.catalog.backends.end(), choice->backend) ==
               o.catalog.backends.end()) {
-            log::get("dispatch")->warn("tuning db proposes backend '{}' for {} {}; '{}' has backends {}; ignored",
-                                       choice->backend, o.desc->name, d->shape, o.desc->name, join(o.catalog.backends));
+            log::get("dispatch")
+                ->warn("tuning db proposes backend '{}' for {} {}; '{}' has backends {}; ignored",
+                       choice->backend, o.desc->name, d->shape, o.desc->name, join(o.catalog.backends));
           } else {
             first = choice->backend;
             first_config = choice->config;
-            d->tier = choice->tier == source_tier::db_nearest ? source_tier::db_nearest : source_tier::db_exact;
+            d->tier =
+                choice->tier == source_tier::db_nearest ? source_tier::db_nearest : source_tier::db_exact;
             d->origin = std::string("tuning db ") + source_tier_name(d->tier);
           }
         }
@@ -409,7 +414,8 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
     if (!why) {
       if (timing) t0 = std::chrono::steady_clock::now();
       try {
-        if (any_injection().load(std::memory_order_relaxed) && take_injected_failure(call.op, st.impl->backend))
+        if (any_injection().load(std::memory_order_relaxed) &&
+            take_injected_failure(call.op, st.impl->backend))
           throw error(errc::opencl_error, st.impl->name, "injected launch failure (test hook)");
         ev = st.impl->enqueue(q, call, st.config, st.src);
       } catch (const prism::error& e) {
@@ -420,7 +426,11 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
     if (why) {
       if (logging && s.log->candidates()) log_reject(s, d, call, st, *why);
       refusals += (refusals.empty() ? "" : "; ") + st.impl->name + ": " + *why;
-      if (forced || (s.env.strict && i == 0)) {
+      // Several implementations of one backend (e.g. GEMM variants) are tried in turn; strict
+      // mode and forced routes fail only once the routed backend has none left.
+      const bool last_of_backend =
+          i + 1 == d.steps.size() || d.steps[i + 1].impl->backend != st.impl->backend;
+      if (last_of_backend && st.impl->backend == d.steps[0].impl->backend && (forced || s.env.strict)) {
         if (logging) {
           log_record r;
           r.event = "error";
@@ -436,13 +446,13 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
           s.log->write(r);
         }
         throw error(errc::unsupported, "ops::" + call.op,
-                    fmt::format("{} routed to {} ({} {}) cannot serve {} [{}]: {}{}", call.op, st.impl->backend,
-                                source_tier_name(d.tier), d.origin, d.dtypes, d.shape, refusals,
-                                forced ? "" : " (PRISM_STRICT_ROUTES=1 forbids falling back)"));
+                    fmt::format("{} routed to {} ({} {}) cannot serve {} [{}]: {}{}", call.op,
+                                st.impl->backend, source_tier_name(d.tier), d.origin, d.dtypes, d.shape,
+                                refusals, forced ? "" : " (PRISM_STRICT_ROUTES=1 forbids falling back)"));
       }
       continue;
     }
-    const bool fell_back = !refusals.empty();
+    const bool fell_back = st.impl->backend != d.steps[0].impl->backend;
     st.count->calls.fetch_add(1, std::memory_order_relaxed);
     if (fell_back) st.count->fallbacks.fetch_add(1, std::memory_order_relaxed);
     dispatch_result res;
@@ -457,7 +467,8 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
       r.backend = st.impl->backend;
       r.config = st.config_text;
       r.tier = source_tier_name(res.tier);
-      r.reason = fell_back ? refusals : d.origin;
+      r.reason = fell_back ? "fallback from " + d.steps[0].impl->backend + " (" + d.origin + "): " + refusals
+                           : d.origin;
       if (!st.src_note.empty()) r.reason += "; " + st.src_note;
       r.attrs = format_attrs(call.attrs);
       if (timing) {
@@ -467,9 +478,9 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
           ns = ev.profiling().duration_ns();
         } else {
           ev.wait();
-          ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                              std::chrono::steady_clock::now() - t0)
-                                              .count());
+          ns = static_cast<std::uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+                  .count());
         }
         st.count->device_ns.fetch_add(ns, std::memory_order_relaxed);
         r.time_us = static_cast<double>(ns) / 1e3;
@@ -477,15 +488,18 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
       s.log->write(r);
       res.reason = r.reason;
     } else {
-      res.reason = fell_back ? refusals : d.origin;
+      res.reason = fell_back
+                       ? "fallback from " + d.steps[0].impl->backend + " (" + d.origin + "): " + refusals
+                       : d.origin;
     }
     res.backend = st.impl->backend;
     res.implementation = st.impl->name;
     res.config = st.config_text;
     return res;
   }
-  throw error(errc::unsupported, "ops::" + call.op,
-              fmt::format("no implementation of {} can serve {} [{}]: {}", call.op, d.dtypes, d.shape, refusals));
+  throw error(
+      errc::unsupported, "ops::" + call.op,
+      fmt::format("no implementation of {} can serve {} [{}]: {}", call.op, d.dtypes, d.shape, refusals));
 }
 
 }  // namespace
@@ -494,7 +508,8 @@ std::vector<std::string> op_backends(const op_descriptor& d) {
   std::vector<std::string> out;
   for (const auto& b : d.backends)
     if (b != "host" && std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
-  if (is_gemm_family(d.name) && std::find(out.begin(), out.end(), "clblast") == out.end()) out.push_back("clblast");
+  if (is_gemm_family(d.name) && std::find(out.begin(), out.end(), "clblast") == out.end())
+    out.push_back("clblast");
   if (d.implementations.empty()) out.erase(std::remove(out.begin(), out.end(), "opencl"), out.end());
   out.push_back("host");
   return out;
@@ -545,7 +560,9 @@ dispatch_result dispatch_call(queue& q, op_call& call, const forced_route* force
 
 // ---- public API of prism/dispatch.hpp ------------------------------------------------------
 
-const std::vector<std::string>& backend_names() { return known_backends(); }
+const std::vector<std::string>& backend_names() {
+  return known_backends();
+}
 
 std::vector<std::string> op_names() {
   std::vector<std::string> out;
@@ -553,7 +570,9 @@ std::vector<std::string> op_names() {
   return out;
 }
 
-void init() { get_state(); }
+void init() {
+  get_state();
+}
 
 std::vector<route_entry> effective_routes(const device& dev) {
   auto& s = get_state();

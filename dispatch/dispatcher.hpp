@@ -17,12 +17,12 @@ namespace prism::dispatch {
 
 /// What a dispatch decided and ran.
 struct dispatch_result {
-  event done;               ///< the last command's event (complete for the host backend)
-  std::string backend;      ///< "opencl", "clblast", "host"
+  event done;                  ///< the last command's event (complete for the host backend)
+  std::string backend;         ///< "opencl", "clblast", "host"
   std::string implementation;  ///< e.g. "opencl.flat", "clblast.gemm", "host.openblas"
-  std::string config;       ///< canonical config string ("" = default)
+  std::string config;          ///< canonical config string ("" = default)
   source_tier tier = source_tier::default_order;
-  std::string reason;       ///< origin of the route, or why earlier candidates refused
+  std::string reason;  ///< origin of the route, or why earlier candidates refused
 };
 
 /// A forced choice (prism run --backend/--config, the tuner): skips routing; a backend that

@@ -45,7 +45,9 @@ switch_stats& stats() {
   return t == dtype::f16 ? ::clblast::Precision::kHalf : ::clblast::Precision::kSingle;
 }
 
-std::string status_name(::clblast::StatusCode s) { return fmt::format("CLBlast status {}", static_cast<int>(s)); }
+std::string status_name(::clblast::StatusCode s) {
+  return fmt::format("CLBlast status {}", static_cast<int>(s));
+}
 
 // Caller holds mutex().
 device_params& params_for(cl_device_id id, dtype t) {
@@ -100,9 +102,10 @@ bool apply(device_params& dp, const kernel_config& params) {
 const std::map<std::string, std::vector<std::string>>& gemm_parameter_names() {
   static const std::map<std::string, std::vector<std::string>> names = {
       {"Xgemm",
-       {"GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB", "NDIMC", "NWG", "SA", "SB", "STRM", "STRN",
-        "VWM", "VWN"}},
-      {"XgemmDirect", {"KWID", "MDIMAD", "MDIMCD", "NDIMBD", "NDIMCD", "PADA", "PADB", "VWMD", "VWND", "WGD"}},
+       {"GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB", "NDIMC", "NWG", "SA", "SB", "STRM",
+        "STRN", "VWM", "VWN"}},
+      {"XgemmDirect",
+       {"KWID", "MDIMAD", "MDIMCD", "NDIMBD", "NDIMCD", "PADA", "PADB", "VWMD", "VWND", "WGD"}},
       {"GemmRoutine", {"XGEMM_MIN_INDIRECT_SIZE"}},
   };
   return names;
@@ -124,7 +127,8 @@ kernel_config parse_parameters(const std::string& text) {
       std::string valid;
       for (const auto& [kernel, names] : gemm_parameter_names())
         for (const auto& x : names) valid += (valid.empty() ? "" : ", ") + x;
-      throw error(errc::config_error, "clblast config", "unknown CLBlast parameter '" + n + "'; valid: " + valid);
+      throw error(errc::config_error, "clblast config",
+                  "unknown CLBlast parameter '" + n + "'; valid: " + valid);
     }
     if (v < 0) throw error(errc::config_error, "clblast config", fmt::format("{}={} must be >= 0", n, v));
   }
@@ -148,12 +152,13 @@ std::optional<std::string> supports(const device& dev, const op_call& call) {
 namespace {
 
 template <class T>
-cl_event enqueue_gemm(interop::native_handle& nh, const gemm_problem& p, cl_mem a, cl_mem b, cl_mem c, device_params& dp,
-                      const kernel_config& params) {
+cl_event enqueue_gemm(interop::native_handle& nh, const gemm_problem& p, cl_mem a, cl_mem b, cl_mem c,
+                      device_params& dp, const kernel_config& params) {
   cl_command_queue cq = nh.queue();
   if (nh.wait_count()) {
     cl_int err = clEnqueueBarrierWithWaitList(cq, nh.wait_count(), nh.wait_events(), nullptr);
-    if (err != CL_SUCCESS) throw error(errc::opencl_error, "clEnqueueBarrierWithWaitList", "clblast wait", err);
+    if (err != CL_SUCCESS)
+      throw error(errc::opencl_error, "clEnqueueBarrierWithWaitList", "clblast wait", err);
   }
   using ::clblast::Layout;
   using ::clblast::Transpose;
@@ -172,12 +177,12 @@ cl_event enqueue_gemm(interop::native_handle& nh, const gemm_problem& p, cl_mem 
   auto ta = p.a.trans ? Transpose::kYes : Transpose::kNo;
   auto tb = p.b.trans ? Transpose::kYes : Transpose::kNo;
   if (p.batch == 1) {
-    st = ::clblast::Gemm<T>(Layout::kRowMajor, ta, tb, p.m, p.n, p.k, alpha, a, p.a.offset, p.a.ld, b, p.b.offset,
-                            p.b.ld, beta, c, p.c.offset, p.c.ld, &cq, &ev);
+    st = ::clblast::Gemm<T>(Layout::kRowMajor, ta, tb, p.m, p.n, p.k, alpha, a, p.a.offset, p.a.ld, b,
+                            p.b.offset, p.b.ld, beta, c, p.c.offset, p.c.ld, &cq, &ev);
   } else {
-    st = ::clblast::GemmStridedBatched<T>(Layout::kRowMajor, ta, tb, p.m, p.n, p.k, alpha, a, p.a.offset, p.a.ld,
-                                          p.a.batch_stride, b, p.b.offset, p.b.ld, p.b.batch_stride, beta, c,
-                                          p.c.offset, p.c.ld, p.c.batch_stride, p.batch, &cq, &ev);
+    st = ::clblast::GemmStridedBatched<T>(Layout::kRowMajor, ta, tb, p.m, p.n, p.k, alpha, a, p.a.offset,
+                                          p.a.ld, p.a.batch_stride, b, p.b.offset, p.b.ld, p.b.batch_stride,
+                                          beta, c, p.c.offset, p.c.ld, p.c.batch_stride, p.batch, &cq, &ev);
   }
   if (switched)
     stats().first_call_after_apply_ms +=
@@ -227,7 +232,9 @@ std::vector<implementation> clblast_implementations(const op_descriptor& d) {
   implementation i;
   i.backend = "clblast";
   i.name = d.name == "bmm" ? "clblast.gemm_strided_batched" : "clblast.gemm";
-  i.supports = [](const device& dev, const op_call& c, const kernel_config&) { return clblast::supports(dev, c); };
+  i.supports = [](const device& dev, const op_call& c, const kernel_config&) {
+    return clblast::supports(dev, c);
+  };
   i.enqueue = [](queue& q, const op_call& c, const kernel_config& cfg, source_override) {
     return clblast::run(q, c, cfg);
   };

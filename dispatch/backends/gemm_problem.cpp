@@ -7,7 +7,9 @@
 
 namespace prism::dispatch {
 
-bool is_gemm_family(const std::string& op) { return op == "mm" || op == "bmm" || op == "addmm" || op == "linear"; }
+bool is_gemm_family(const std::string& op) {
+  return op == "mm" || op == "bmm" || op == "addmm" || op == "linear";
+}
 
 namespace {
 
@@ -38,7 +40,9 @@ std::optional<blas_operand> as_operand(const tensor& t, std::int64_t rows, std::
   return std::nullopt;
 }
 
-std::string layout(const tensor& t) { return t.shape().str() + " strides " + t.strides().str(); }
+std::string layout(const tensor& t) {
+  return t.shape().str() + " strides " + t.strides().str();
+}
 
 }  // namespace
 

@@ -14,9 +14,9 @@ namespace prism::dispatch {
 
 struct blas_operand {
   const tensor* t = nullptr;
-  bool trans = false;            ///< the tensor holds op(X)^T row-major
-  std::int64_t ld = 0;           ///< leading dimension (elements)
-  std::int64_t offset = 0;       ///< first element
+  bool trans = false;       ///< the tensor holds op(X)^T row-major
+  std::int64_t ld = 0;      ///< leading dimension (elements)
+  std::int64_t offset = 0;  ///< first element
   std::int64_t batch_stride = 0;
 };
 

@@ -75,9 +75,10 @@ event run_openblas(queue& q, const op_call& call, const gemm_problem& p) {
   for (std::int64_t bi = 0; bi < p.batch; ++bi) {
     cblas_sgemm(CblasRowMajor, p.a.trans ? CblasTrans : CblasNoTrans, p.b.trans ? CblasTrans : CblasNoTrans,
                 static_cast<blasint>(p.m), static_cast<blasint>(p.n), static_cast<blasint>(p.k),
-                static_cast<float>(p.alpha), a + p.a.offset + bi * p.a.batch_stride, static_cast<blasint>(p.a.ld),
-                b + p.b.offset + bi * p.b.batch_stride, static_cast<blasint>(p.b.ld), beta,
-                c + p.c.offset + bi * p.c.batch_stride, static_cast<blasint>(p.c.ld));
+                static_cast<float>(p.alpha), a + p.a.offset + bi * p.a.batch_stride,
+                static_cast<blasint>(p.a.ld), b + p.b.offset + bi * p.b.batch_stride,
+                static_cast<blasint>(p.b.ld), beta, c + p.c.offset + bi * p.c.batch_stride,
+                static_cast<blasint>(p.c.ld));
   }
   return event{};
 }
@@ -92,7 +93,8 @@ std::vector<implementation> host_implementations(const op_descriptor& d) {
     blas.backend = "host";
     blas.name = "host.openblas";
     blas.supports = [](const device&, const op_call& c, const kernel_config&) -> std::optional<std::string> {
-      if (c.outputs.at(0).type() != dtype::f32) return std::string("openblas: f32 only (the reference serves others)");
+      if (c.outputs.at(0).type() != dtype::f32)
+        return std::string("openblas: f32 only (the reference serves others)");
       auto p = make_gemm_problem(c);
       if (auto* why = std::get_if<std::string>(&p)) return "openblas: " + *why;
       return std::nullopt;

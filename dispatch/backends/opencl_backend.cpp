@@ -15,7 +15,8 @@ std::vector<implementation> opencl_implementations(const op_descriptor& d) {
     i.name = impl.name;
     i.kernel_file = impl.kernel_file;
     const op_implementation* p = &impl;
-    i.supports = [p](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
+    i.supports = [p](const device& dev, const op_call& c,
+                     const kernel_config& cfg) -> std::optional<std::string> {
       if (!p->supports) return std::nullopt;
       return p->supports(dev, c, cfg);
     };

@@ -28,7 +28,8 @@ bool parse_bool(const std::string& var, const std::string& value) {
   auto v = lower(trim(value));
   if (v.empty() || v == "0" || v == "false" || v == "off" || v == "no") return false;
   if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
-  throw error(errc::config_error, var, "value '" + value + "' is not a boolean; valid: 1, 0, true, false, on, off");
+  throw error(errc::config_error, var,
+              "value '" + value + "' is not a boolean; valid: 1, 0, true, false, on, off");
 }
 
 }  // namespace
@@ -88,8 +89,9 @@ env_settings parse_env(const env_snapshot& env) {
         } else if (item == "all") {
           s.log.enabled = s.log.profile = s.log.candidates = true;
         } else {
-          throw error(errc::config_error, name,
-                      "value '" + value + "' is not valid; valid: 0, 1, profile, dispatch, all (comma-combinable)");
+          throw error(
+              errc::config_error, name,
+              "value '" + value + "' is not valid; valid: 0, 1, profile, dispatch, all (comma-combinable)");
         }
       }
     } else if (name == "PRISM_LOG_DISPATCH_FILE") {
@@ -99,7 +101,8 @@ env_settings parse_env(const env_snapshot& env) {
       try {
         std::regex check(value);
       } catch (const std::regex_error& e) {
-        throw error(errc::config_error, name, "'" + value + "' is not a valid regular expression: " + e.what());
+        throw error(errc::config_error, name,
+                    "'" + value + "' is not a valid regular expression: " + e.what());
       }
     } else if (name == "PRISM_VENDOR") {
       s.vendor = lower(trim(value));
@@ -107,7 +110,8 @@ env_settings parse_env(const env_snapshot& env) {
       s.vendor_path = split_list(value, ':');
     }
   }
-  std::sort(s.routes.begin(), s.routes.end(), [](const env_route& a, const env_route& b) { return a.op < b.op; });
+  std::sort(s.routes.begin(), s.routes.end(),
+            [](const env_route& a, const env_route& b) { return a.op < b.op; });
   return s;
 }
 

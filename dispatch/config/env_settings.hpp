@@ -17,7 +17,7 @@ env_snapshot process_environment();
 
 /// One op routed by an env variable.
 struct env_route {
-  std::string op;        ///< op name with "__" turned back into "."
+  std::string op;  ///< op name with "__" turned back into "."
   std::string backend;
   std::string variable;  ///< e.g. "PRISM_OP_mm"
 };

@@ -16,7 +16,8 @@ void load_into(const fs::path& path, routes_config& out, std::vector<fs::path>& 
   auto canonical = fs::weakly_canonical(path);
   for (const auto& p : stack)
     if (p == canonical)
-      throw error(errc::config_error, "PRISM_ROUTES", "include cycle: '" + path.string() + "' includes itself");
+      throw error(errc::config_error, "PRISM_ROUTES",
+                  "include cycle: '" + path.string() + "' includes itself");
   stack.push_back(canonical);
   const std::string file = path.string();
   auto root = load_yaml_file(file);
@@ -30,8 +31,9 @@ void load_into(const fs::path& path, routes_config& out, std::vector<fs::path>& 
   for (auto it = root.begin(); it != root.end(); ++it) {
     auto key = it->first.as<std::string>();
     if (key != "routes" && key != "unused" && key != "include")
-      throw error(errc::config_error, "PRISM_ROUTES",
-                  yaml_where(file, it->first) + ": unknown key '" + key + "'; valid keys: routes, unused, include");
+      throw error(
+          errc::config_error, "PRISM_ROUTES",
+          yaml_where(file, it->first) + ": unknown key '" + key + "'; valid keys: routes, unused, include");
   }
   if (auto inc = root["include"]) {
     std::vector<YAML::Node> items;
@@ -47,7 +49,8 @@ void load_into(const fs::path& path, routes_config& out, std::vector<fs::path>& 
   }
   if (auto unused = root["unused"]) {
     if (!unused.IsSequence())
-      throw error(errc::config_error, "PRISM_ROUTES", yaml_where(file, unused) + ": 'unused' must be a list of op names");
+      throw error(errc::config_error, "PRISM_ROUTES",
+                  yaml_where(file, unused) + ": 'unused' must be a list of op names");
     for (auto n : unused) {
       auto op = yaml_scalar(file, n, "an op name");
       out.routes.erase(op);

@@ -80,7 +80,8 @@ std::string join(const std::vector<std::string>& v) {
 
 void check(const std::vector<op_catalog_entry>& catalog, const std::vector<std::string>& backends,
            const std::string& where, const std::string& op, const std::string* backend) {
-  auto it = std::find_if(catalog.begin(), catalog.end(), [&](const op_catalog_entry& e) { return e.name == op; });
+  auto it =
+      std::find_if(catalog.begin(), catalog.end(), [&](const op_catalog_entry& e) { return e.name == op; });
   if (it == catalog.end()) {
     std::vector<std::string> names;
     for (const auto& e : catalog) names.push_back(e.name);
@@ -88,16 +89,19 @@ void check(const std::vector<op_catalog_entry>& catalog, const std::vector<std::
   }
   if (!backend) return;
   if (std::find(backends.begin(), backends.end(), *backend) == backends.end())
-    throw error(errc::not_found, where, "unknown backend '" + *backend + "' for op '" + op + "'; valid backends: " + join(backends));
+    throw error(errc::not_found, where,
+                "unknown backend '" + *backend + "' for op '" + op + "'; valid backends: " + join(backends));
   if (std::find(it->backends.begin(), it->backends.end(), *backend) == it->backends.end())
     throw error(errc::not_found, where,
-                "backend '" + *backend + "' does not implement op '" + op + "'; backends of '" + op + "': " + join(it->backends));
+                "backend '" + *backend + "' does not implement op '" + op + "'; backends of '" + op +
+                    "': " + join(it->backends));
 }
 
 }  // namespace
 
 void validate_sources(const std::vector<op_catalog_entry>& catalog, const std::vector<std::string>& backends,
-                      const env_settings& env, const routes_config* routes, const std::vector<vendor_profile>& vendors) {
+                      const env_settings& env, const routes_config* routes,
+                      const std::vector<vendor_profile>& vendors) {
   for (const auto& e : env.routes) check(catalog, backends, e.variable, e.op, &e.backend);
   for (const auto& op : env.unused) check(catalog, backends, "PRISM_UNUSED", op, nullptr);
   if (routes) {
@@ -114,8 +118,9 @@ void validate_sources(const std::vector<op_catalog_entry>& catalog, const std::v
           if (std::find(known.begin(), known.end(), k) == known.end()) known.push_back(k);
       if (std::find(known.begin(), known.end(), file) == known.end()) {
         std::sort(known.begin(), known.end());
-        throw error(errc::not_found, path,
-                    "kernel override '" + file + "' replaces no prism kernel file; valid names: " + join(known));
+        throw error(
+            errc::not_found, path,
+            "kernel override '" + file + "' replaces no prism kernel file; valid names: " + join(known));
       }
     }
   }

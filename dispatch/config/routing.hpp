@@ -24,7 +24,7 @@ struct op_catalog_entry {
 
 struct routing_sources {
   const env_settings* env = nullptr;
-  const routes_config* routes = nullptr;  ///< nullptr: no PRISM_ROUTES
+  const routes_config* routes = nullptr;   ///< nullptr: no PRISM_ROUTES
   const vendor_profile* vendor = nullptr;  ///< nullptr: no profile matched
 };
 
@@ -49,6 +49,7 @@ std::vector<std::string> candidate_order(const op_catalog_entry& op, const std::
 /// errc::not_found naming the source (variable or file:line), the bad name and the valid
 /// names; also when a backend does not implement the op routed to it.
 void validate_sources(const std::vector<op_catalog_entry>& catalog, const std::vector<std::string>& backends,
-                      const env_settings& env, const routes_config* routes, const std::vector<vendor_profile>& vendors);
+                      const env_settings& env, const routes_config* routes,
+                      const std::vector<vendor_profile>& vendors);
 
 }  // namespace prism::dispatch

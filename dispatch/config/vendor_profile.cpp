@@ -15,7 +15,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> match_fields = {"platform_name", "device_vendor", "device_type", "device_name"};
+const std::vector<std::string> match_fields = {"platform_name", "device_vendor", "device_type",
+                                               "device_name"};
 
 std::vector<std::string> scalar_list(const std::string& file, const YAML::Node& n, const std::string& what) {
   std::vector<std::string> out;
@@ -30,12 +31,14 @@ std::vector<std::string> scalar_list(const std::string& file, const YAML::Node& 
 vendor_profile load_profile(const fs::path& dir) {
   const auto file = (dir / "vendor.yaml").string();
   auto root = load_yaml_file(file);
-  if (!root.IsMap()) throw error(errc::config_error, "vendor profile", yaml_where(file, root) + ": expected a map");
+  if (!root.IsMap())
+    throw error(errc::config_error, "vendor profile", yaml_where(file, root) + ": expected a map");
   vendor_profile p;
   p.directory = dir.string();
   for (auto it = root.begin(); it != root.end(); ++it) {
     auto key = it->first.as<std::string>();
-    static const std::vector<std::string> keys = {"name", "description", "priority", "match", "routes", "unused"};
+    static const std::vector<std::string> keys = {"name",  "description", "priority",
+                                                  "match", "routes",      "unused"};
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
       throw error(errc::config_error, "vendor profile",
                   yaml_where(file, it->first) + ": unknown key '" + key +
@@ -50,11 +53,13 @@ vendor_profile load_profile(const fs::path& dir) {
     try {
       p.priority = pr.as<int>();
     } catch (const YAML::Exception&) {
-      throw error(errc::config_error, "vendor profile", yaml_where(file, pr) + ": priority must be an integer");
+      throw error(errc::config_error, "vendor profile",
+                  yaml_where(file, pr) + ": priority must be an integer");
     }
   }
   if (auto m = root["match"]) {
-    if (!m.IsMap()) throw error(errc::config_error, "vendor profile", yaml_where(file, m) + ": 'match' must be a map");
+    if (!m.IsMap())
+      throw error(errc::config_error, "vendor profile", yaml_where(file, m) + ": 'match' must be a map");
     for (auto it = m.begin(); it != m.end(); ++it) {
       auto field = it->first.as<std::string>();
       if (std::find(match_fields.begin(), match_fields.end(), field) == match_fields.end())
@@ -65,7 +70,8 @@ vendor_profile load_profile(const fs::path& dir) {
     }
   }
   if (auto r = root["routes"]) {
-    if (!r.IsMap()) throw error(errc::config_error, "vendor profile", yaml_where(file, r) + ": 'routes' must be a map");
+    if (!r.IsMap())
+      throw error(errc::config_error, "vendor profile", yaml_where(file, r) + ": 'routes' must be a map");
     for (auto it = r.begin(); it != r.end(); ++it) {
       auto op = yaml_scalar(file, it->first, "an op name");
       file_route fr;
@@ -81,7 +87,8 @@ vendor_profile load_profile(const fs::path& dir) {
   }
   if (auto u = root["unused"]) {
     if (!u.IsSequence())
-      throw error(errc::config_error, "vendor profile", yaml_where(file, u) + ": 'unused' must be a list of op names");
+      throw error(errc::config_error, "vendor profile",
+                  yaml_where(file, u) + ": 'unused' must be a list of op names");
     for (auto n : u) p.unused[yaml_scalar(file, n, "an op name")] = yaml_where(file, n);
   }
   auto kdir = dir / "kernels";
@@ -133,7 +140,8 @@ bool vendor_profile::matches(const device_description& d) const {
                                : field == "device_vendor" ? d.vendor
                                : field == "device_type"   ? d.type
                                                           : d.name;
-    bool any = std::any_of(patterns.begin(), patterns.end(), [&](const std::string& g) { return glob_match(g, value); });
+    bool any = std::any_of(patterns.begin(), patterns.end(),
+                           [&](const std::string& g) { return glob_match(g, value); });
     if (!any) return false;
   }
   return true;
@@ -154,7 +162,8 @@ std::optional<std::string> vendor_profile::kernel_source(const std::string& kern
   auto it = kernel_files.find(kernel_file);
   if (it == kernel_files.end()) return std::nullopt;
   std::ifstream in(it->second);
-  if (!in) throw error(errc::io_error, "vendor profile " + name, "cannot read kernel override '" + it->second + "'");
+  if (!in)
+    throw error(errc::io_error, "vendor profile " + name, "cannot read kernel override '" + it->second + "'");
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
@@ -163,14 +172,16 @@ std::optional<std::string> vendor_profile::kernel_source(const std::string& kern
 std::vector<vendor_profile> load_vendor_profiles(const std::vector<std::string>& dirs) {
   std::vector<vendor_profile> out;
   auto add = [&](vendor_profile p) {
-    auto same = std::find_if(out.begin(), out.end(), [&](const vendor_profile& o) { return o.name == p.name; });
+    auto same =
+        std::find_if(out.begin(), out.end(), [&](const vendor_profile& o) { return o.name == p.name; });
     if (same != out.end()) out.erase(same);
     out.push_back(std::move(p));
   };
   for (const auto& d : dirs) {
     fs::path dir(d);
     if (!fs::is_directory(dir))
-      throw error(errc::not_found, "vendor profiles", "'" + d + "' is not a folder (from PRISM_VENDOR_PATH or the data dir)");
+      throw error(errc::not_found, "vendor profiles",
+                  "'" + d + "' is not a folder (from PRISM_VENDOR_PATH or the data dir)");
     if (fs::exists(dir / "vendor.yaml")) {
       add(load_profile(dir));
       continue;
@@ -191,7 +202,8 @@ const vendor_profile* select_vendor(const std::vector<vendor_profile>& profiles,
       if (p.name == forced) return &p;
     std::string names;
     for (const auto& p : profiles) names += (names.empty() ? "" : ", ") + p.name;
-    throw error(errc::not_found, "PRISM_VENDOR", "no vendor profile named '" + forced + "'; loaded profiles: " + names);
+    throw error(errc::not_found, "PRISM_VENDOR",
+                "no vendor profile named '" + forced + "'; loaded profiles: " + names);
   }
   const vendor_profile* best = nullptr;
   for (const auto& p : profiles)

@@ -1,6 +1,7 @@
 // Vendor profiles: vendors/<name>/vendor.yaml (match rules, default routes, unused ops) and
-// optional vendors/<name>/kernels/<file>.cl replacing the prism kernel file of the same name. Data only: adding a device family
-// needs no C++ change (tune_configs.yaml in the same folder is read by the kernels layer).
+// optional vendors/<name>/kernels/<file>.cl replacing the prism kernel file of the same name. Data only:
+// adding a device family needs no C++ change (tune_configs.yaml in the same folder is read by the kernels
+// layer).
 #pragma once
 
 #include <map>

@@ -12,13 +12,20 @@ namespace prism::dispatch {
 
 const char* source_tier_name(source_tier t) noexcept {
   switch (t) {
-    case source_tier::env: return "env";
-    case source_tier::routes: return "routes";
-    case source_tier::db_exact: return "db-exact";
-    case source_tier::db_nearest: return "db-nearest";
-    case source_tier::vendor: return "vendor";
-    case source_tier::default_order: return "default";
-    case source_tier::fallback: return "fallback";
+    case source_tier::env:
+      return "env";
+    case source_tier::routes:
+      return "routes";
+    case source_tier::db_exact:
+      return "db-exact";
+    case source_tier::db_nearest:
+      return "db-nearest";
+    case source_tier::vendor:
+      return "vendor";
+    case source_tier::default_order:
+      return "default";
+    case source_tier::fallback:
+      return "fallback";
   }
   return "?";
 }
@@ -112,24 +119,37 @@ std::vector<log_record> parse_log(std::istream& in) {
       continue;
     }
     if (cells[0] != log_prefix) continue;
-    if (columns.empty()) throw error(errc::config_error, "dispatch log", "a line comes before the header line");
+    if (columns.empty())
+      throw error(errc::config_error, "dispatch log", "a line comes before the header line");
     if (cells[1] != log_version)
-      throw error(errc::config_error, "dispatch log", "line has version '" + cells[1] + "'; expected " + log_version);
+      throw error(errc::config_error, "dispatch log",
+                  "line has version '" + cells[1] + "'; expected " + log_version);
     log_record r;
     for (std::size_t i = 0; i < columns.size() && i + 2 < cells.size(); ++i) {
       const auto& c = columns[i];
       const auto& v = cells[i + 2];
-      if (c == "event") r.event = v;
-      else if (c == "op") r.op = v;
-      else if (c == "dtypes") r.dtypes = v;
-      else if (c == "shape") r.shape = v;
-      else if (c == "device") r.device = v;
-      else if (c == "backend") r.backend = v;
-      else if (c == "config") r.config = v;
-      else if (c == "tier") r.tier = v;
-      else if (c == "reason") r.reason = v;
-      else if (c == "time_us" && !v.empty()) r.time_us = std::stod(v);
-      else if (c == "attrs") r.attrs = v;
+      if (c == "event")
+        r.event = v;
+      else if (c == "op")
+        r.op = v;
+      else if (c == "dtypes")
+        r.dtypes = v;
+      else if (c == "shape")
+        r.shape = v;
+      else if (c == "device")
+        r.device = v;
+      else if (c == "backend")
+        r.backend = v;
+      else if (c == "config")
+        r.config = v;
+      else if (c == "tier")
+        r.tier = v;
+      else if (c == "reason")
+        r.reason = v;
+      else if (c == "time_us" && !v.empty())
+        r.time_us = std::stod(v);
+      else if (c == "attrs")
+        r.attrs = v;
     }
     out.push_back(std::move(r));
   }
@@ -152,7 +172,8 @@ void log_sink::ensure_open() {
     out_ = std::fopen(settings_.file.c_str(), "w");
     if (!out_) {
       out_ = stderr;
-      throw error(errc::io_error, "PRISM_LOG_DISPATCH_FILE", "cannot open '" + settings_.file + "' for writing");
+      throw error(errc::io_error, "PRISM_LOG_DISPATCH_FILE",
+                  "cannot open '" + settings_.file + "' for writing");
     }
     own_file_ = true;
   }

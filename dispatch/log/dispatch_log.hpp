@@ -29,11 +29,11 @@ struct log_record {
   std::string shape;   ///< the descriptor's shape key
   std::string device;  ///< device fingerprint hash
   std::string backend;
-  std::string config;  ///< canonical config string ("" = default)
-  std::string tier;    ///< env|routes|db-exact|db-nearest|vendor|default|fallback
-  std::string reason;  ///< why this backend (origin) or why it was rejected
+  std::string config;             ///< canonical config string ("" = default)
+  std::string tier;               ///< env|routes|db-exact|db-nearest|vendor|default|fallback
+  std::string reason;             ///< why this backend (origin) or why it was rejected
   std::optional<double> time_us;  ///< device time when profiling
-  std::string attrs;   ///< the call's attributes, for replay with `prism run`
+  std::string attrs;              ///< the call's attributes, for replay with `prism run`
 };
 
 /// The header line (without newline): "prism_dispatch_header,v1,event,op,...".

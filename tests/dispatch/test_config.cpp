@@ -23,8 +23,8 @@ namespace {
 struct temp_dir {
   fs::path path;
   temp_dir() {
-    path = fs::temp_directory_path() / ("prism_dispatch_test_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(counter()++));
+    path = fs::temp_directory_path() /
+           ("prism_dispatch_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
     fs::create_directories(path);
   }
   ~temp_dir() { fs::remove_all(path); }
@@ -363,7 +363,8 @@ TEST(DispatchLog, LinesParseBack) {
   EXPECT_DOUBLE_EQ(*recs[0].time_us, 12.5);
   EXPECT_EQ(recs[1].event, "reject");
   EXPECT_FALSE(recs[1].time_us);
-  EXPECT_EQ(log_header(), "prism_dispatch_header,v1,event,op,dtypes,shape,device,backend,config,tier,reason,time_us,attrs");
+  EXPECT_EQ(log_header(),
+            "prism_dispatch_header,v1,event,op,dtypes,shape,device,backend,config,tier,reason,time_us,attrs");
 
   std::stringstream wrong("prism_dispatch_header,v9,event\n");
   EXPECT_EQ(code_of([&] { parse_log(wrong); }), errc::config_error);
