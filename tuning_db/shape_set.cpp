@@ -175,8 +175,12 @@ shape_set load_shape_set(const std::string& path) {
 }
 
 namespace {
+// Source tree: <root>/tuning_db/shapes; installed: <prefix>/share/prism/shapes.
 fs::path shapes_dir() {
-  return fs::path(prism::data_dir()) / "tuning_db" / "shapes";
+  fs::path source_layout = fs::path(prism::data_dir()) / "tuning_db" / "shapes";
+  std::error_code ec;
+  if (fs::is_directory(source_layout, ec)) return source_layout;
+  return fs::path(prism::data_dir()) / "shapes";
 }
 }  // namespace
 
