@@ -64,11 +64,14 @@ TEST(ShapeSet, ShippedModelSetsLoad) {
   std::set<std::string> matmul_nk;
   for (auto& e : llama.entries) {
     ops.insert(e.op);
-    if (e.op == "matmul")
+    if (e.op == "linear")
       matmul_nk.insert("n=" + std::to_string(*e.shape.get("n")) + ",k=" + std::to_string(*e.shape.get("k")));
   }
-  for (const char* op : {"matmul", "rms_norm", "softmax", "rope", "attention"})
+  for (const char* op : {"linear", "rms_norm", "softmax", "rotary_embedding", "scaled_dot_product_attention",
+                         "silu_and_mul", "embedding"})
     EXPECT_TRUE(ops.count(op)) << op;
+  // Every shipped set parses and is substantial.
+  for (auto& name : names) EXPECT_GT(load_model_shape_set(name).entries.size(), 50u) << name;
   // Llama-2-7B: hidden 4096, intermediate 11008, vocab 32000.
   for (const char* nk : {"n=4096,k=4096", "n=11008,k=4096", "n=4096,k=11008", "n=32000,k=4096"})
     EXPECT_TRUE(matmul_nk.count(nk)) << nk;
