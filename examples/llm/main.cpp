@@ -30,6 +30,9 @@ int main(int argc, char** argv) {
                  std::string("device spec (default: PRISM_DEVICE, else a GPU, else a CPU); ") +
                      prism::device_spec_syntax());
   app.add_option("--routes", opt.routes, "routes YAML file (sets PRISM_ROUTES for this run)");
+  app.add_option(
+      "--backend", opt.backend,
+      "route every op to this backend (opencl, clblast, host), e.g. host for the all-host baseline");
   app.add_option("--weights", opt.weights,
                  "safetensors checkpoint with Hugging Face Llama names (default: seeded random weights)");
   app.add_option("--save-weights", opt.save_weights, "write the weights used to this safetensors file (f32)");

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "examples/llm/reference.hpp"
@@ -83,6 +84,17 @@ run_result run_model(const run_options& opt) {
       throw error(errc::not_found, "prism-llm --routes",
                   fmt::format("routes file '{}' does not exist", opt.routes));
     ::setenv("PRISM_ROUTES", opt.routes.c_str(), 1);  // read once, at the first dispatch
+  }
+  if (!opt.backend.empty()) {
+    const auto& valid = dispatch::backend_names();
+    if (std::find(valid.begin(), valid.end(), opt.backend) == valid.end())
+      throw error(errc::not_found, "prism-llm --backend",
+                  fmt::format("unknown backend '{}'; valid: {}", opt.backend, fmt::join(valid, ", ")));
+    for (const auto& op : dispatch::op_names()) {
+      std::string var = "PRISM_OP_" + op;
+      for (std::size_t p = var.find('.'); p != std::string::npos; p = var.find('.')) var.replace(p, 1, "__");
+      ::setenv(var.c_str(), opt.backend.c_str(), 0);  // an explicit PRISM_OP_<op> still wins
+    }
   }
   if (opt.new_tokens < 1)
     throw error(errc::invalid_argument, "prism-llm --new-tokens",

@@ -17,6 +17,9 @@ struct run_options {
   std::string dtype = "f32";
   std::string device;  ///< PRISM_DEVICE-style spec; empty: the default selector
   std::string routes;  ///< routes YAML; sets PRISM_ROUTES (must happen before the first dispatch)
+  /// Routes every op to this backend (PRISM_OP_<op> for each op the dispatcher knows, unless
+  /// already set); ops it cannot serve fall back, as the dispatch log says.
+  std::string backend;
   std::string weights;
   std::string save_weights;
   std::uint64_t seed = 1;

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "examples/llm/safetensors.hpp"
 #include "prism/error.hpp"
