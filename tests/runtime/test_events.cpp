@@ -167,6 +167,11 @@ TEST(AsyncErrors, ReachTheUserHandlerAtWaitAndThrow) {
   q.wait();  // with a user handler, wait() keeps the error for wait_and_throw
   EXPECT_TRUE(received.empty());
   EXPECT_EQ(failed.status(), event_status::failed);
+  std::atomic<int> callback_status{-1};
+  failed.then([&](event_status st) { callback_status = static_cast<int>(st); });
+  for (int i = 0; i < 500 && callback_status.load() < 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(callback_status.load(), static_cast<int>(event_status::failed));
   q.wait_and_throw();
   ASSERT_EQ(received.size(), 1u);
   EXPECT_EQ(received[0], "host task exploded");
