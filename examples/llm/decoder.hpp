@@ -75,13 +75,17 @@ class decoder {
  private:
   struct layer_weights {
     tensor input_norm, qkv, qkv_bias, q_norm, k_norm, o_proj, post_norm, gate_up, down;
-    tensor k_cache, v_cache;  ///< [1, kv_heads, max_seq, head_dim]
+    /// Keys and values in one tensor [2, kv_heads, max_seq, head_dim], so that appending both
+    /// is one copy from the adjacent k|v columns of the qkv output.
+    tensor kv_cache;
   };
   void step(const char* name);
 
   queue& q_;
   model_config c_;
-  tensor embed_, final_norm_, lm_head_, cos_sin_;  ///< cos_sin_: [max_seq, head_dim] (cos | sin)
+  tensor embed_, final_norm_, lm_head_, cos_sin_;
+  tensor positions_;  ///< i64 [max_seq] = 0, 1, ...: a step's positions are a slice, not a dispatch  ///<
+                      ///< cos_sin_: [max_seq, head_dim] (cos | sin)
   std::vector<layer_weights> layers_;
   std::int64_t pos_ = 0;
   step_timer* timer_ = nullptr;

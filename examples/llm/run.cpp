@@ -136,10 +136,20 @@ run_result run_model(const run_options& opt) {
   }
   r.warmup_seconds = seconds_since(t0);
 
-  dispatch::reset_statistics();
+  // Counters of the timed generation alone: a difference of snapshots (resetting them would
+  // also empty the dispatcher's exit summary).
+  const auto before = dispatch::statistics();
   dec.reset();
   auto gen = dec.generate(r.prompt, opt.new_tokens);
-  r.dispatch_stats = dispatch::statistics();
+  for (auto s : dispatch::statistics()) {
+    for (const auto& b : before)
+      if (b.op == s.op && b.backend == s.backend) {
+        s.calls -= b.calls;
+        s.fallbacks -= b.fallbacks;
+        s.device_ns -= b.device_ns;
+      }
+    if (s.calls > 0) r.dispatch_stats.push_back(s);
+  }
   r.tokens = gen.tokens;
   r.prefill_seconds = gen.prefill_seconds;
   r.decode_seconds = gen.decode_seconds;
