@@ -55,7 +55,8 @@ fi
 echo
 echo "== prism-llm --preset $preset, tuned (default database), PRISM_LOG_DISPATCH=1"
 log=$work/dispatch.log
-PRISM_LOG_DISPATCH=1 PRISM_LOG_DISPATCH_FILE=$log "$build/bin/prism-llm" --preset "$preset" "${extra[@]}"
+PRISM_LOG_DISPATCH=1 PRISM_LOG_DISPATCH_FILE=$log "$build/bin/prism-llm" --preset "$preset" "${extra[@]}" \
+  --breakdown-steps 0
 
 echo
 echo "== dispatch log ($(grep -c '^prism_dispatch,' "$log") lines; the first ones):"
@@ -76,3 +77,8 @@ sed 's/"[^"]*"//g' "$log" | awk -F, '
 echo
 echo "== the dispatcher's exit summary"
 sed -n '/^prism dispatch summary/,$p' "$log"
+
+echo
+echo "== per-step device time: a short run with PRISM_LOG_DISPATCH=profile (kernel time from profiling events)"
+PRISM_LOG_DISPATCH=profile PRISM_LOG_DISPATCH_FILE=$work/profile.log "$build/bin/prism-llm" --preset "$preset" \
+  "${extra[@]}" --new-tokens 2 --breakdown-steps 8 | sed -n '/^per-step/,/^  total/p'

@@ -6,22 +6,35 @@
 
 #include <fmt/format.h>
 
+#include "prism/dispatch.hpp"
 #include "prism/error.hpp"
 
 namespace prism::llm {
 
+namespace {
+std::uint64_t dispatched_device_ns() {
+  std::uint64_t ns = 0;
+  for (const auto& s : dispatch::statistics()) ns += s.device_ns;
+  return ns;
+}
+}  // namespace
+
 void step_timer::start(queue& q) {
   q.wait();
   t0_ = std::chrono::steady_clock::now();
+  device_ns0_ = dispatched_device_ns();
 }
 
 void step_timer::stop(queue& q, const char* step) {
   q.wait();
   const auto now = std::chrono::steady_clock::now();
+  const std::uint64_t device_ns = dispatched_device_ns();
   auto& e = entries_[step];
   e.seconds += std::chrono::duration<double>(now - t0_).count();
+  e.device_seconds += static_cast<double>(device_ns - device_ns0_) * 1e-9;
   e.calls += 1;
   t0_ = now;
+  device_ns0_ = device_ns;
 }
 
 double step_timer::total_seconds() const {
