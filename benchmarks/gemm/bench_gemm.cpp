@@ -170,7 +170,9 @@ class ratio_reporter : public benchmark::ConsoleReporter {
       const auto slash = name.find('/');
       auto it = r.counters.find("GFLOP/s");
       if (slash == std::string::npos || it == r.counters.end()) continue;
-      results()[name.substr(slash + 1)][name.substr(0, slash)] = it->second.value;
+      const auto end = name.find('/', slash + 1);  // drop "/min_time:.../real_time"
+      results()[name.substr(slash + 1, end == std::string::npos ? std::string::npos : end - slash - 1)]
+               [name.substr(0, slash)] = it->second.value;
     }
   }
 };
