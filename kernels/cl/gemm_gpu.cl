@@ -6,10 +6,12 @@
 // conflict-free and global loads walk each operand's contiguous dim (A_KCONTIG / B_NCONTIG).
 // With GV=4 the register block is contiguous instead (m = ty*WM + i, n = tx*WN + j) and read
 // from local memory as float4 (one 128-bit load per 4 values; rows padded by 4 to stay aligned).
-// Operand layout and epilogue as in gemm_cpu.cl; prepended with gemm_common.cl.
+// Operand layout and epilogue as in gemm_cpu.cl.
 // Build defines: PRISM_DTYPE, TM, TN, TK, WM, WN, GV (1/4), A_KCONTIG (0/1), B_NCONTIG (0/1), HAS_BIAS.
 // Validity: TM % WM == 0, TN % WN == 0, GV == 4 needs WM % 4 == WN % 4 == 0, (TM/WM)*(TN/WN) <=
 // device max work-group size, (TM + TN + 2*PAD) * TK * 4 bytes <= local memory.
+
+#include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
 
 #ifndef GV
 #define GV 1

@@ -138,8 +138,7 @@ event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_overr
                   : out.type() == dtype::f16 ? 1
                                              : 2,
                   s.d, s.dv, bq, cfg.at("bk"), cfg.at("local"), c.get_bool("is_causal", false) ? 1 : 0, mk);
-  const std::string source = compose_source("attention.cl", src);
-  kernel k = build_kernel(q.get_context(), "attention.cl", std::string_view(source), opts, "attention");
+  kernel k = build_kernel(q.get_context(), "attention.cl", src, opts, "attention");
 
   const int hq = to_int(s.hq, "scaled_dot_product_attention", "query heads");
   const int hkv = to_int(s.hkv, "scaled_dot_product_attention", "key heads");

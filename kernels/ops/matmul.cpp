@@ -245,8 +245,7 @@ event enqueue_cpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
   std::string opts = fmt::format("{} -DHAS_BIAS={} -DVW={} -DRM={} -DRN={} -DKU={} -DB_NCONTIG={} {}",
                                  dtype_define(p.c.type()), p.x.defined() ? 1 : 0, vw, rm, rn, ku,
                                  p.sbn == 1 ? 1 : 0, outer ? "-DFORM_OUTER" : "-DFORM_DOT");
-  const std::string source = compose_source("gemm_cpu.cl", src);
-  kernel k = build_kernel(q.get_context(), "gemm_cpu.cl", std::string_view(source), opts, "gemm_cpu");
+  kernel k = build_kernel(q.get_context(), "gemm_cpu.cl", src, opts, "gemm_cpu");
   const std::int64_t gx = ceil_div(p.n, outer ? rn * vw : rn), gy = ceil_div(p.m, rm);
   // Keep the configured work-group size but do not pad a short dim far past its extent.
   const std::int64_t wg = c.at("lx") * c.at("ly");
@@ -275,8 +274,7 @@ event enqueue_gpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
       "{} -DHAS_BIAS={} -DTM={} -DTN={} -DTK={} -DWM={} -DWN={} -DGV={} -DA_KCONTIG={} -DB_NCONTIG={}",
       dtype_define(p.c.type()), p.x.defined() ? 1 : 0, tm, tn, tk, wm, wn, c.at("gv"), p.sak == 1 ? 1 : 0,
       p.sbn == 1 ? 1 : 0);
-  const std::string source = compose_source("gemm_gpu.cl", src);
-  kernel k = build_kernel(q.get_context(), "gemm_gpu.cl", std::string_view(source), opts, "gemm_gpu");
+  kernel k = build_kernel(q.get_context(), "gemm_gpu.cl", src, opts, "gemm_gpu");
   const std::int64_t lx = tn / wn, ly = tm / wm;
   nd_range r(range<3>(ceil_div(p.n, tn) * lx, ceil_div(p.m, tm) * ly, p.batch), range<3>(lx, ly, 1));
   return launch(q, p, k, r);
@@ -288,8 +286,7 @@ event enqueue_gemv(queue& q, const gemm_problem& p, const kernel_config& c, sour
                      wg = c.at("wg");
   std::string opts = fmt::format("{} -DHAS_BIAS={} -DMB={} -DNB={} -DWG={}", dtype_define(p.c.type()),
                                  p.x.defined() ? 1 : 0, mb, nb, wg);
-  const std::string source = compose_source("gemm_gemv.cl", src);
-  kernel k = build_kernel(q.get_context(), "gemm_gemv.cl", std::string_view(source), opts, "gemm_gemv");
+  kernel k = build_kernel(q.get_context(), "gemm_gemv.cl", src, opts, "gemm_gemv");
   nd_range r(range<3>(ceil_div(p.n, nb) * wg, ceil_div(p.m, mb), p.batch), range<3>(wg, 1, 1));
   return launch(q, p, k, r);
 }
