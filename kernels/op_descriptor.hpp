@@ -239,6 +239,9 @@ struct attr_spec {
 struct arg_spec {
   std::string name;
   bool optional = false;  ///< inputs only: may be an undefined tensor
+  /// Outputs only: the input this output updates in place (must be that very view);
+  /// allocate_outputs() reuses the input for it.
+  std::string in_place_of = {};
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -250,6 +253,8 @@ struct op_descriptor {
   std::string summary;  ///< one line for --help and docs
   std::vector<arg_spec> inputs;
   std::vector<arg_spec> outputs;
+  /// The last input repeats (1..n tensors, e.g. cat's "tensors").
+  bool variadic_inputs = false;
   std::vector<attr_spec> attrs;
   /// The dtypes of the op's main tensors (the suite runs each).
   std::vector<dtype> dtypes;

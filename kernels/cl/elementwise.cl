@@ -1,0 +1,157 @@
+// elementwise.cl: unary, binary and gated ops, f32 compute on every float storage kind.
+// Defines: OP_<name>, A_K/B_K/O_K storage kinds, VEC, EPT, A_MODE (1 tensor, 2 one broadcast
+// element), B_MODE (0 none, 1 tensor, 2 one broadcast element, 3 the `scalar` argument).
+// Flat path (every operand contiguous): work-item g handles VEC-wide chunks g, g+G, ... (EPT of
+// them, grid-stride: consecutive work-items touch consecutive chunks, so loads coalesce on GPUs
+// and vectorise across work-items on CPUs); the n % VEC tail goes to the first work-items.
+// Strided path: element index -> per-operand offsets over the dims the host merged (<= 8).
+#ifndef B_K
+#define B_K A_K
+#endif
+#ifndef A_MODE
+#define A_MODE 1
+#endif
+#ifndef B_MODE
+#define B_MODE 0
+#endif
+
+#if defined(OP_neg)
+#define EW_BODY return -x;
+#elif defined(OP_abs)
+#define EW_BODY return fabs(x);
+#elif defined(OP_exp)
+#define EW_BODY return exp(x);
+#elif defined(OP_log)
+#define EW_BODY return log(x);
+#elif defined(OP_sqrt)
+#define EW_BODY return sqrt(x);
+#elif defined(OP_rsqrt)
+#define EW_BODY return rsqrt(x);
+#elif defined(OP_sin)
+#define EW_BODY return sin(x);
+#elif defined(OP_cos)
+#define EW_BODY return cos(x);
+#elif defined(OP_tanh)
+#define EW_BODY return tanh(x);
+#elif defined(OP_sigmoid)
+#define EW_BODY return (T)(1.0f) / ((T)(1.0f) + exp(-x));
+#elif defined(OP_relu)
+#define EW_BODY return select(x, (T)(0.0f), x < (T)(0.0f));
+#elif defined(OP_gelu)
+#define EW_BODY return (T)(0.5f) * x * ((T)(1.0f) + erf(x * (T)(0.70710678118654752f)));
+#elif defined(OP_gelu_tanh)
+#define EW_BODY \
+  return (T)(0.5f) * x * ((T)(1.0f) + tanh((T)(0.79788456080286536f) * (x + (T)(0.044715f) * x * x * x)));
+#elif defined(OP_silu)
+#define EW_BODY return x / ((T)(1.0f) + exp(-x));
+#elif defined(OP_add)
+#define EW_BODY return x + (T)(alpha) * y;
+#elif defined(OP_sub)
+#define EW_BODY return x - (T)(alpha) * y;
+#elif defined(OP_mul)
+#define EW_BODY return x * y;
+#elif defined(OP_div)
+#define EW_BODY return x / y;
+#elif defined(OP_maximum)
+#define EW_BODY return select(fmax(x, y), x + y, isnan(x) | isnan(y));
+#elif defined(OP_minimum)
+#define EW_BODY return select(fmin(x, y), x + y, isnan(x) | isnan(y));
+#elif defined(OP_pow)
+#define EW_BODY return pow(x, y);
+#elif defined(OP_silu_mul)
+#define EW_BODY return x / ((T)(1.0f) + exp(-x)) * y;
+#elif defined(OP_gelu_mul)
+#define EW_BODY return (T)(0.5f) * x * ((T)(1.0f) + erf(x * (T)(0.70710678118654752f))) * y;
+#elif defined(OP_gelu_tanh_mul)
+#define EW_BODY \
+  return (T)(0.5f) * x * ((T)(1.0f) + tanh((T)(0.79788456080286536f) * (x + (T)(0.044715f) * x * x * x))) * y;
+#else
+#error "elementwise.cl: no OP_<name> defined"
+#endif
+
+#define T floatv
+inline floatv ew_v(floatv x, floatv y, float alpha) { EW_BODY }
+#undef T
+#define T float
+inline float ew_s(float x, float y, float alpha) { EW_BODY }
+#undef T
+
+__kernel void ew_flat(long n, __global const STYPE(A_K)* a, long a_off, __global const STYPE(B_K)* b, long b_off,
+                      __global STYPE(O_K)* o, long o_off, float alpha, float scalar) {
+  a += a_off;
+  b += b_off;
+  o += o_off;
+  const long nv = n / VEC;
+  const long g = get_global_id(0), G = get_global_size(0);
+#if A_MODE == 2
+  const float as = LOAD(A_K, a, 0);
+#endif
+#if B_MODE == 2
+  const float bs = LOAD(B_K, b, 0);
+#elif B_MODE == 3
+  const float bs = scalar;
+#endif
+  for (int k = 0; k < EPT; ++k) {
+    const long v = g + (long)k * G;
+    if (v < nv) {
+#if A_MODE == 2
+      floatv x = (floatv)(as);
+#else
+      floatv x = VLOAD(A_K, a, v * VEC);
+#endif
+#if B_MODE == 1
+      floatv y = VLOAD(B_K, b, v * VEC);
+#elif B_MODE == 0
+      floatv y = x;
+#else
+      floatv y = (floatv)(bs);
+#endif
+      VSTORE(O_K, o, v * VEC, ew_v(x, y, alpha));
+    }
+  }
+  const long t = nv * VEC + g;
+  if (t < n) {
+#if A_MODE == 2
+    float x = as;
+#else
+    float x = LOAD(A_K, a, t);
+#endif
+#if B_MODE == 1
+    float y = LOAD(B_K, b, t);
+#elif B_MODE == 0
+    float y = x;
+#else
+    float y = bs;
+#endif
+    STORE(O_K, o, t, ew_s(x, y, alpha));
+  }
+}
+
+__kernel void ew_strided(long n, int nd, long8 shape, __global const STYPE(A_K)* a, long a_off, long8 sa,
+                         __global const STYPE(B_K)* b, long b_off, long8 sb, __global STYPE(O_K)* o, long o_off,
+                         long8 so, float alpha, float scalar) {
+  long sh[8], s_a[8], s_b[8], s_o[8];
+  vstore8(shape, 0, sh);
+  vstore8(sa, 0, s_a);
+  vstore8(sb, 0, s_b);
+  vstore8(so, 0, s_o);
+  for (long i = get_global_id(0); i < n; i += get_global_size(0)) {
+    long idx = i, oa = a_off, ob = b_off, oo = o_off;
+    for (int d = nd - 1; d >= 0; --d) {
+      const long c = idx % sh[d];
+      idx /= sh[d];
+      oa += c * s_a[d];
+      ob += c * s_b[d];
+      oo += c * s_o[d];
+    }
+    const float x = LOAD(A_K, a, oa);
+#if B_MODE == 1 || B_MODE == 2
+    const float y = LOAD(B_K, b, ob);
+#elif B_MODE == 3
+    const float y = scalar;
+#else
+    const float y = x;
+#endif
+    STORE(O_K, o, oo, ew_s(x, y, alpha));
+  }
+}

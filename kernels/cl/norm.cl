@@ -1,0 +1,94 @@
+// norm.cl: layer_norm, rms_norm and fused_add_rms_norm over the last dim of contiguous rows.
+// One work-group of WG per row; each work-item strides the row by WG (neighbouring work-items
+// read neighbouring elements), local-memory tree sums; statistics in f32, the row is re-read
+// from cache for the output sweep. Defines: A_K (x/out/residual kind), W_K (weight/bias kind),
+// HAS_W, HAS_B, WG.
+#include "reduce_common.cl"
+
+#ifndef W_K
+#define W_K A_K
+#endif
+
+__kernel void layer_norm_rows(long D, __global const STYPE(A_K)* x, long x_off, __global const STYPE(W_K)* w,
+                              long w_off, __global const STYPE(W_K)* b, long b_off, __global STYPE(A_K)* o,
+                              long o_off, float eps) {
+  __local float s[WG];
+  const long row = get_group_id(0);
+  const int lid = get_local_id(0);
+  x += x_off + row * D;
+  o += o_off + row * D;
+  w += w_off;
+  b += b_off;
+  float acc = 0.0f;
+  for (long j = lid; j < D; j += WG) acc += LOAD(A_K, x, j);
+  const float mean = wg_sum(s, acc) / (float)D;
+  acc = 0.0f;
+  for (long j = lid; j < D; j += WG) {
+    const float t = LOAD(A_K, x, j) - mean;
+    acc += t * t;
+  }
+  const float rstd = rsqrt(wg_sum(s, acc) / (float)D + eps);
+  for (long j = lid; j < D; j += WG) {
+    float y = (LOAD(A_K, x, j) - mean) * rstd;
+#if HAS_W
+    y *= LOAD(W_K, w, j);
+#endif
+#if HAS_B
+    y += LOAD(W_K, b, j);
+#endif
+    STORE(A_K, o, j, y);
+  }
+}
+
+__kernel void rms_norm_rows(long D, __global const STYPE(A_K)* x, long x_off, __global const STYPE(W_K)* w,
+                            long w_off, __global STYPE(A_K)* o, long o_off, float eps) {
+  __local float s[WG];
+  const long row = get_group_id(0);
+  const int lid = get_local_id(0);
+  x += x_off + row * D;
+  o += o_off + row * D;
+  w += w_off;
+  float acc = 0.0f;
+  for (long j = lid; j < D; j += WG) {
+    const float t = LOAD(A_K, x, j);
+    acc += t * t;
+  }
+  const float r = rsqrt(wg_sum(s, acc) / (float)D + eps);
+  for (long j = lid; j < D; j += WG) {
+#if HAS_W
+    STORE(A_K, o, j, LOAD(A_K, x, j) * r * LOAD(W_K, w, j));
+#else
+    STORE(A_K, o, j, LOAD(A_K, x, j) * r);
+#endif
+  }
+}
+
+// residual <- x + residual (stored), out <- rms_norm(x + residual) * w. The sum is kept in f32
+// for the statistics and recomputed (not re-read from the rounded residual) for the output, so
+// `out` may alias `x`: each element is read before it is written by the same work-item.
+__kernel void fused_add_rms_norm_rows(long D, __global const STYPE(A_K)* x, long x_off, __global STYPE(A_K)* res,
+                                      long r_off, __global const STYPE(W_K)* w, long w_off, __global STYPE(A_K)* o,
+                                      long o_off, float eps) {
+  __local float s[WG];
+  const long row = get_group_id(0);
+  const int lid = get_local_id(0);
+  x += x_off + row * D;
+  res += r_off + row * D;
+  o += o_off + row * D;
+  w += w_off;
+  float acc = 0.0f;
+  for (long j = lid; j < D; j += WG) {
+    const float t = LOAD(A_K, x, j) + LOAD(A_K, res, j);
+    acc += t * t;
+  }
+  const float r = rsqrt(wg_sum(s, acc) / (float)D + eps);
+  for (long j = lid; j < D; j += WG) {
+    const float t = LOAD(A_K, x, j) + LOAD(A_K, res, j);
+    STORE(A_K, res, j, t);
+#if HAS_W
+    STORE(A_K, o, j, t * r * LOAD(W_K, w, j));
+#else
+    STORE(A_K, o, j, t * r);
+#endif
+  }
+}

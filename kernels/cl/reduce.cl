@@ -1,0 +1,129 @@
+// reduce.cl: sum / mean / max / min / argmax over the middle axis of a contiguous [outer, R,
+// inner] view (the host permutes/copies other layouts into it). Rows kernel (inner == 1): one
+// work-group of WG per row, each work-item strides over the row VEC elements at a time
+// (coalesced), then a local-memory tree. Cols kernel (inner > 1): one work-item per output,
+// walking R with stride inner (neighbouring work-items read neighbouring addresses).
+// Defines: A_K, O_K, RED_<sum|mean|max|min|argmax>, WG, VEC. Accumulation in f32.
+#include "reduce_common.cl"
+
+#if defined(RED_sum) || defined(RED_mean)
+#define INIT 0.0f
+#define COMBINE(a, b) ((a) + (b))
+#elif defined(RED_max)
+#define INIT (-INFINITY)
+#define COMBINE(a, b) nan_max(a, b)
+#elif defined(RED_min)
+#define INIT (INFINITY)
+#define COMBINE(a, b) nan_min(a, b)
+#endif
+
+#ifdef RED_argmax
+// (value, index) pair order: NaN beats numbers, larger beats smaller, ties go to the lower index.
+inline int better(float v, long i, float w, long j) {
+  if (isnan(v) != isnan(w)) return isnan(v);
+  if (isnan(v)) return i < j;
+  return v > w || (v == w && i < j);
+}
+
+__kernel void reduce_rows(long R, __global const STYPE(A_K)* x, long x_off, __global STYPE(O_K)* o, long o_off) {
+  __local float sv[WG];
+  __local long si[WG];
+  const long row = get_group_id(0);
+  const int lid = get_local_id(0);
+  x += x_off + row * R;
+  float bv = -INFINITY;
+  long bi = R;  // sentinel: loses every tie
+  for (long j = lid; j < R; j += WG) {
+    const float v = LOAD(A_K, x, j);
+    if (better(v, j, bv, bi)) {
+      bv = v;
+      bi = j;
+    }
+  }
+  sv[lid] = bv;
+  si[lid] = bi;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int w = WG / 2; w > 0; w >>= 1) {
+    if (lid < w && better(sv[lid + w], si[lid + w], sv[lid], si[lid])) {
+      sv[lid] = sv[lid + w];
+      si[lid] = si[lid + w];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0) STOREL(O_K, o, o_off + row, si[0]);
+}
+
+__kernel void reduce_cols(long outer, long R, long inner, __global const STYPE(A_K)* x, long x_off,
+                          __global STYPE(O_K)* o, long o_off) {
+  const long g = get_global_id(0);
+  if (g >= outer * inner) return;
+  const long ob = g / inner, j = g % inner;
+  x += x_off + ob * R * inner + j;
+  float bv = -INFINITY;
+  long bi = R;
+  for (long r = 0; r < R; ++r) {
+    const float v = LOAD(A_K, x, r * inner);
+    if (better(v, r, bv, bi)) {
+      bv = v;
+      bi = r;
+    }
+  }
+  STOREL(O_K, o, o_off + g, bi);
+}
+#else
+
+#if defined(RED_max) || defined(RED_min)
+#define WG_REDUCE(s, v) wg_minmax(s, v)
+inline float wg_minmax(__local float* s, float v) {
+  const int lid = get_local_id(0);
+  s[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int w = WG / 2; w > 0; w >>= 1) {
+    if (lid < w) s[lid] = COMBINE(s[lid], s[lid + w]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float r = s[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+#else
+#define WG_REDUCE(s, v) wg_sum(s, v)
+#endif
+
+__kernel void reduce_rows(long R, __global const STYPE(A_K)* x, long x_off, __global STYPE(O_K)* o, long o_off) {
+  __local float s[WG];
+  const long row = get_group_id(0);
+  const int lid = get_local_id(0);
+  x += x_off + row * R;
+  float acc = INIT;
+#if VEC > 1
+  const long nv = R / VEC;
+  for (long v = lid; v < nv; v += WG) {
+    const floatv t = VLOAD(A_K, x, v * VEC);
+    for (int k = 0; k < VEC; ++k) acc = COMBINE(acc, ((float*)&t)[k]);
+  }
+  for (long j = nv * VEC + lid; j < R; j += WG) acc = COMBINE(acc, LOAD(A_K, x, j));
+#else
+  for (long j = lid; j < R; j += WG) acc = COMBINE(acc, LOAD(A_K, x, j));
+#endif
+  acc = WG_REDUCE(s, acc);
+#ifdef RED_mean
+  acc = acc / (float)R;
+#endif
+  if (lid == 0) STORE(O_K, o, o_off + row, acc);
+}
+
+__kernel void reduce_cols(long outer, long R, long inner, __global const STYPE(A_K)* x, long x_off,
+                          __global STYPE(O_K)* o, long o_off) {
+  const long g = get_global_id(0);
+  if (g >= outer * inner) return;
+  const long ob = g / inner, j = g % inner;
+  x += x_off + ob * R * inner + j;
+  float acc = INIT;
+  for (long r = 0; r < R; ++r) acc = COMBINE(acc, LOAD(A_K, x, r * inner));
+#ifdef RED_mean
+  acc = acc / (float)R;
+#endif
+  STORE(O_K, o, o_off + g, acc);
+}
+#endif

@@ -1,0 +1,99 @@
+// Embedded OpenCL sources and the kernel build helper: resolves `#include "x.cl"` lines against
+// the embedded files, prepends prelude.cl and goes through the runtime's program cache.
+#include "kernels/cl_source.hpp"
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <tuple>
+
+#include "prism/runtime/program.hpp"
+
+namespace prism {
+namespace detail {
+extern const std::pair<std::string_view, std::string_view> embedded_cl_files[];
+extern const int embedded_cl_count;
+}  // namespace detail
+
+std::string_view embedded_kernel_source(std::string_view file) {
+  for (int i = 0; i < detail::embedded_cl_count; ++i)
+    if (detail::embedded_cl_files[i].first == file) return detail::embedded_cl_files[i].second;
+  std::string names;
+  for (const auto& n : embedded_kernel_files()) names += (names.empty() ? "" : ", ") + n;
+  throw error(errc::not_found, "embedded_kernel_source",
+              "no embedded kernel file '" + std::string(file) + "'; embedded: " + names);
+}
+
+std::vector<std::string> embedded_kernel_files() {
+  std::vector<std::string> out;
+  for (int i = 0; i < detail::embedded_cl_count; ++i) out.emplace_back(detail::embedded_cl_files[i].first);
+  return out;
+}
+
+namespace {
+// Replaces each line `#include "name.cl"` by the embedded file (each file once per program).
+void expand_includes(std::string_view text, std::string& out, std::set<std::string>& seen) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    std::string_view t = line;
+    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+    if (t.starts_with("#include \"") && t.find('"', 10) != std::string_view::npos) {
+      std::string name(t.substr(10, t.find('"', 10) - 10));
+      if (seen.insert(name).second) expand_includes(embedded_kernel_source(name), out, seen);
+    } else {
+      out.append(line);
+      out += '\n';
+    }
+    pos = eol + 1;
+  }
+}
+}  // namespace
+
+kernel build_kernel(const context& ctx, std::string_view file, source_override src, const std::string& options,
+                    const std::string& kernel_name) {
+  // Source texts are assembled once per (file, override) and kept for the process lifetime.
+  static std::mutex mu;
+  static auto* sources = new std::map<std::pair<std::string, std::string>, std::string>();
+  static auto* kernels = new std::map<std::tuple<std::uint64_t, std::string, std::string, std::string, std::string>, kernel>();
+  std::string override_text = src ? std::string(*src) : std::string();
+  std::unique_lock lock(mu);
+  auto kkey = std::make_tuple(ctx.id(), std::string(file), override_text, options, kernel_name);
+  if (auto it = kernels->find(kkey); it != kernels->end()) return it->second;
+  auto skey = std::make_pair(std::string(file), override_text);
+  auto sit = sources->find(skey);
+  if (sit == sources->end()) {
+    std::string text;
+    std::set<std::string> seen{"prelude.cl"};
+    expand_includes(embedded_kernel_source("prelude.cl"), text, seen);
+    seen.insert(std::string(file));
+    expand_includes(src ? *src : embedded_kernel_source(file), text, seen);
+    sit = sources->emplace(skey, std::move(text)).first;
+  }
+  const std::string& text = sit->second;
+  lock.unlock();
+  // The runtime cache makes concurrent builds of one key compile once.
+  program p = program::build(ctx, text, options);
+  kernel k = p.get_kernel(kernel_name);
+  lock.lock();
+  kernels->emplace(kkey, k);
+  return k;
+}
+
+std::string dtype_defines(std::string_view prefix, dtype t) {
+  const char* kind = "f32";
+  switch (t) {
+    case dtype::f32: kind = "f32"; break;
+    case dtype::f16: kind = "f16"; break;
+    case dtype::bf16: kind = "bf16"; break;
+    case dtype::i32: kind = "i32"; break;
+    case dtype::i64: kind = "i64"; break;
+    case dtype::boolean: kind = "b8"; break;
+  }
+  std::string p(prefix);
+  return "-D" + p + "_K=" + kind + " -D" + p + "_IS_INT=" + (is_floating(t) ? "0" : "1") + " ";
+}
+
+}  // namespace prism
