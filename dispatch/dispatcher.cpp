@@ -230,15 +230,37 @@ state& get_state() {
   return *raw;
 }
 
+device_state& get_device_state_locked(state& s, const device& dev);
+
 device_description describe(const device& d) {
   return {d.platform_name(), d.vendor(), device_type_name(d.type()), d.name()};
 }
 
 device_state& get_device_state(state& s, const device& dev) {
+  // The warm path: the same thread dispatching to the same device again takes no lock.
+  thread_local const state* cached_state = nullptr;
+  thread_local const void* cached_device = nullptr;
+  thread_local device_state* cached = nullptr;
+  const void* key = &dev.get_impl();
+  if (cached_state == &s && cached_device == key) return *cached;
   std::lock_guard lock(s.devices_mutex);
   for (auto& d : s.devices)
-    if (d.dev == dev) return d;
-  auto& d = s.devices.emplace_back();
+    if (d.dev == dev) {
+      cached_state = &s;
+      cached_device = key;
+      cached = &d;
+      return d;
+    }
+  auto& created = get_device_state_locked(s, dev);
+  cached_state = &s;
+  cached_device = key;
+  cached = &created;
+  return created;
+}
+
+// Caller holds s.devices_mutex and found no entry for `dev`.
+device_state& get_device_state_locked(state& s, const device& dev) {
+  device_state d;  // built aside, so a failing vendor match leaves no half-made entry
   d.dev = dev;
   d.fingerprint = dev.fingerprint().hash;
   d.vendor = select_vendor(s.vendors, describe(dev), s.env.vendor);
@@ -247,7 +269,7 @@ device_state& get_device_state(state& s, const device& dev) {
   if (d.vendor)
     for (const auto& [file, path] : d.vendor->kernel_files)
       d.overrides[file] = *d.vendor->kernel_source(file);
-  return d;
+  return s.devices.emplace_back(std::move(d));
 }
 
 // The memo key: device, op, and everything of the call that routing and shape keys can depend
