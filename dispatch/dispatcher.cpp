@@ -327,7 +327,6 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
   d->dev = &dev;
   d->dtypes = dtypes_of(call);
   d->shape = o.desc->key ? o.desc->key(call).str() : std::string();
-  const std::string vendor = dev.vendor ? dev.vendor->name : "generic";
 
   std::string first = "";
   std::string first_config;
@@ -378,7 +377,7 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
   for (const auto& be : order) {
     const auto& reader = o.readers.at(be);
     std::string text = be == first ? first_config : std::string();
-    kernel_config cfg = reader.parse(text, vendor);
+    kernel_config cfg = reader.parse(text, dev.vendor);
     for (const auto& impl : o.impls) {
       if (impl.backend != be) continue;
       step st;
@@ -546,6 +545,11 @@ std::vector<std::string> op_backends(const op_descriptor& d) {
   if (d.implementations.empty()) out.erase(std::remove(out.begin(), out.end(), "opencl"), out.end());
   out.push_back("host");
   return out;
+}
+
+tune_space tune_space_for(const op_descriptor& d, const device& dev) {
+  auto& s = get_state();
+  return vendor_tune_space(d, get_device_state(s, dev).vendor);
 }
 
 int op_index(std::string_view op) {

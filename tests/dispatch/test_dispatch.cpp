@@ -309,9 +309,11 @@ TEST(Dispatch, VendorProfileFromPathOverridesAKernel) {
   d.write("vendors/acme/vendor.yaml",
           "name: acme\npriority: 100\nmatch:\n  device_type: [cpu, gpu, accelerator]\n");
   d.write("vendors/acme/kernels/elementwise.cl", src);
+  d.write("vendors/acme/tune_configs.yaml",
+          "version: 1\nops:\n  - op: add\n    default: {wg: 64, vec: 2, ept: 2}\n");
   env_scope env(env_vars{{"PRISM_VENDOR_PATH", (d.path / "vendors").string()},
-                 {"PRISM_LOG_DISPATCH", "1"},
-                 {"PRISM_LOG_DISPATCH_FILE", (d.path / "log.csv").string()}});
+                         {"PRISM_LOG_DISPATCH", "1"},
+                         {"PRISM_LOG_DISPATCH_FILE", (d.path / "log.csv").string()}});
   pd::testing::reload_config();
   EXPECT_EQ(pd::matched_vendor(q.get_device()).name, "acme");
   std::vector<float> out;
@@ -323,6 +325,7 @@ TEST(Dispatch, VendorProfileFromPathOverridesAKernel) {
   EXPECT_EQ(recs.back().op, "add");
   EXPECT_NE(recs.back().reason.find("kernel override"), std::string::npos) << recs.back().reason;
   EXPECT_NE(recs.back().reason.find("acme/kernels/elementwise.cl"), std::string::npos) << recs.back().reason;
+  EXPECT_EQ(recs.back().config, "wg=64,vec=2,ept=2") << "the profile's own tune_configs.yaml default";
 }
 
 TEST(Dispatch, UnknownNamesAndMalformedYamlStopAtStartup) {
@@ -356,8 +359,8 @@ TEST(Dispatch, LogLinesParseBackWithRejectsAndProfile) {
   auto& q = test_queue();
   temp_dir d;
   env_scope env(env_vars{{"PRISM_OP_mm", "clblast"},
-                 {"PRISM_LOG_DISPATCH", "profile,dispatch"},
-                 {"PRISM_LOG_DISPATCH_FILE", (d.path / "log.csv").string()}});
+                         {"PRISM_LOG_DISPATCH", "profile,dispatch"},
+                         {"PRISM_LOG_DISPATCH_FILE", (d.path / "log.csv").string()}});
   pd::testing::reload_config();
   dispatch_add(q);
   op_call c;
@@ -395,8 +398,8 @@ TEST(Dispatch, LogFilterKeepsMatchingLines) {
   auto& q = test_queue();
   temp_dir d;
   env_scope env(env_vars{{"PRISM_LOG_DISPATCH", "1"},
-                 {"PRISM_LOG_DISPATCH_FILTER", ",relu,"},
-                 {"PRISM_LOG_DISPATCH_FILE", (d.path / "log.csv").string()}});
+                         {"PRISM_LOG_DISPATCH_FILTER", ",relu,"},
+                         {"PRISM_LOG_DISPATCH_FILE", (d.path / "log.csv").string()}});
   pd::testing::reload_config();
   dispatch_add(q);
   ops::relu(q, vec(q, {1, -1}));
