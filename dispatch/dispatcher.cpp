@@ -96,6 +96,8 @@ struct decision {
   device_state* dev = nullptr;
 };
 
+constexpr std::size_t max_memo_entries = 16384;
+
 struct signature_hash {
   std::size_t operator()(const std::vector<std::int64_t>& v) const noexcept {
     std::uint64_t h = 1469598103934665603ull;
@@ -115,7 +117,8 @@ struct state {
   std::deque<device_state> devices;
 
   std::shared_mutex memo_mutex;
-  std::unordered_map<std::vector<std::int64_t>, std::unique_ptr<decision>, signature_hash> memo;
+  // Shared so a call in flight keeps its decision alive while another thread clears the memo.
+  std::unordered_map<std::vector<std::int64_t>, std::shared_ptr<const decision>, signature_hash> memo;
 };
 
 std::mutex& state_mutex() {
@@ -569,17 +572,18 @@ dispatch_result route_and_run(queue& q, int op, op_call& call, bool dry_run) {
   auto& dev = get_device_state(s, q.get_device());
   thread_local std::vector<std::int64_t> sig;
   signature_of(dev, op, call, sig);
-  const decision* d = nullptr;
+  std::shared_ptr<const decision> d;
   {
     std::shared_lock lock(s.memo_mutex);
     auto it = s.memo.find(sig);
-    if (it != s.memo.end()) d = it->second.get();
+    if (it != s.memo.end()) d = it->second;
   }
   if (!d) {
-    auto fresh = decide(s, dev, op, call, nullptr);
+    d = decide(s, dev, op, call, nullptr);
     std::unique_lock lock(s.memo_mutex);
-    auto [it, inserted] = s.memo.emplace(sig, std::move(fresh));
-    d = it->second.get();
+    // Growing shapes (a KV cache's length) add keys forever: start over past a bound.
+    if (s.memo.size() >= max_memo_entries) s.memo.clear();
+    s.memo.emplace(sig, d);
   }
   return run_decision(s, q, *d, call, false, dry_run);
 }
@@ -693,11 +697,6 @@ void set_tuning_lookup(tuning_lookup lookup) {
   }
   if (auto* s = current_state().load()) {
     std::unique_lock lock(s->memo_mutex);
-    // Decisions may be in use by other threads: move them to the retired list, never free.
-    static auto* graveyard = new std::vector<std::unique_ptr<decision>>;
-    static auto* graveyard_mutex = new std::mutex;
-    std::lock_guard g(*graveyard_mutex);
-    for (auto& [k, v] : s->memo) graveyard->push_back(std::move(v));
     s->memo.clear();
   }
 }
