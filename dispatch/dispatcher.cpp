@@ -213,6 +213,22 @@ std::unique_ptr<state> build_state() {
     catalog.push_back(o.catalog);
   }
   validate_sources(catalog, known_backends(), s->env, s->routes ? &*s->routes : nullptr, s->vendors);
+  // Configs written in routes files and vendor profiles are checked now, not at first use.
+  auto check_config = [&](const std::string& op, const file_route& r) {
+    if (r.config.empty()) return;
+    for (auto& o : s->ops) {
+      if (o.desc->name != op) continue;
+      try {
+        o.readers.at(r.backend).parse(r.config, nullptr);
+      } catch (const prism::error& e) {
+        throw error(errc::config_error, r.origin, e.message());
+      }
+    }
+  };
+  if (s->routes)
+    for (const auto& [op, r] : s->routes->routes) check_config(op, r);
+  for (const auto& v : s->vendors)
+    for (const auto& [op, r] : v.routes) check_config(op, r);
   if (!s->env.vendor.empty()) {
     // PRISM_VENDOR must name a loaded profile; checked here so the error comes at start-up.
     select_vendor(s->vendors, device_description{}, s->env.vendor);
@@ -323,6 +339,17 @@ std::string dtypes_of(const op_call& call) {
   return out;
 }
 
+// Why `text` is not a valid config of `backend` for the op, or nullopt.
+std::optional<std::string> config_problem(const op_state& o, const std::string& backend,
+                                          const std::string& text, const vendor_profile* vendor) {
+  try {
+    o.readers.at(backend).parse(text, vendor);
+    return std::nullopt;
+  } catch (const prism::error& e) {
+    return e.message();
+  }
+}
+
 std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_call& call,
                                  const forced_route* forced) {
   auto& o = s.ops[op];
@@ -363,6 +390,10 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
             log::get("dispatch")
                 ->warn("tuning db proposes backend '{}' for {} {}; '{}' has backends {}; ignored",
                        choice->backend, o.desc->name, d->shape, o.desc->name, join(o.catalog.backends));
+          } else if (auto bad = config_problem(o, choice->backend, choice->config, dev.vendor)) {
+            log::get("dispatch")
+                ->warn("tuning db proposes {} config '{}' for {} {}, which is not valid ({}); ignored",
+                       choice->backend, choice->config, o.desc->name, d->shape, *bad);
           } else {
             first = choice->backend;
             first_config = choice->config;

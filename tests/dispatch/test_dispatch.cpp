@@ -168,6 +168,29 @@ TEST(Dispatch, EveryPrecedenceCombination) {
   }
 }
 
+TEST(Dispatch, InvalidTuningDbChoicesAreIgnored) {
+  auto& q = test_queue();
+  env_scope env(env_vars{});
+  pd::testing::reload_config();
+  pd::set_tuning_lookup([](const pd::tuning_query&) -> std::optional<pd::tuned_choice> {
+    return pd::tuned_choice{"opencl", "wg=3,nosuch=1", pd::source_tier::db_exact};
+  });
+  std::vector<float> out;
+  auto r = dispatch_add(q, &out);
+  EXPECT_EQ(r.tier, pd::source_tier::default_order);
+  EXPECT_EQ(out, (std::vector<float>{11, 22, 33, 44}));
+  pd::set_tuning_lookup([](const pd::tuning_query&) -> std::optional<pd::tuned_choice> {
+    return pd::tuned_choice{"clblast", "", pd::source_tier::db_exact};  // clblast has no add
+  });
+  EXPECT_EQ(dispatch_add(q).tier, pd::source_tier::default_order);
+  pd::set_tuning_lookup([](const pd::tuning_query&) -> std::optional<pd::tuned_choice> {
+    return pd::tuned_choice{"host", "", pd::source_tier::db_exact};
+  });
+  auto h = dispatch_add(q);
+  EXPECT_EQ(h.tier, pd::source_tier::db_exact);
+  EXPECT_EQ(h.backend, "host");
+}
+
 TEST(Dispatch, TuningLookupIsMemoizedPerShapeAndGetsTheKey) {
   auto& q = test_queue();
   env_scope env(env_vars{});
@@ -347,6 +370,13 @@ TEST(Dispatch, UnknownNamesAndMalformedYamlStopAtStartup) {
     env_scope env(env_vars{{"PRISM_ROUTES", bad}});
     EXPECT_EQ(code_of([] { pd::testing::reload_config(); }, &what), errc::config_error);
     EXPECT_NE(what.find(bad + ":"), std::string::npos) << what;
+  }
+  auto bad_config = d.write("cfg.yaml", "routes:\n  mm: {backend: clblast, config: \"KWG=16,NOPE=1\"}\n");
+  {
+    env_scope env(env_vars{{"PRISM_ROUTES", bad_config}});
+    EXPECT_EQ(code_of([] { pd::testing::reload_config(); }, &what), errc::config_error);
+    EXPECT_NE(what.find(bad_config + ":2"), std::string::npos) << what;
+    EXPECT_NE(what.find("NOPE"), std::string::npos) << what;
   }
   {
     env_scope env(env_vars{{"PRISM_VENDOR", "nosuchvendor"}});
