@@ -52,8 +52,9 @@ inline std::string compose_source(std::string_view file, source_override src) {
 /// Narrows an element stride/extent to the kernels' 32-bit int arguments.
 inline int to_int(std::int64_t v, const char* op, const char* what) {
   if (v > std::numeric_limits<int>::max() || v < std::numeric_limits<int>::min())
-    throw error(errc::unsupported, fmt::format("ops::{}", op),
-                fmt::format("{} = {} does not fit the kernel's 32-bit index; valid: |{}| < 2^31", what, v, what));
+    throw error(
+        errc::unsupported, fmt::format("ops::{}", op),
+        fmt::format("{} = {} does not fit the kernel's 32-bit index; valid: |{}| < 2^31", what, v, what));
   return static_cast<int>(v);
 }
 
@@ -63,6 +64,8 @@ inline std::int64_t next_pow2(std::int64_t v) {
   return p;
 }
 
-inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
 
 }  // namespace prism::gemm_detail

@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
     size_t gx = (N + cols - 1) / cols, gy = (M + RM - 1) / RM;
     gx = (gx + lx - 1) / lx * lx; gy = (gy + ly - 1) / ly * ly;
     if (kname == "gemm_gpu") { int TM=1,TN=1,WM=1,WN=1; gi("-DTM=",TM); gi("-DTN=",TN); gi("-DWM=",WM); gi("-DWN=",WN); lx=TN/WN; ly=TM/WM; gx=(N+TN-1)/TN*lx; gy=(M+TM-1)/TM*ly; }
-    if (kname == "gemm_gemv") { int NB=1,WG=1; gi("-DNB=",NB); gi("-DWG=",WG); lx=WG; ly=1; gx=(N+NB-1)/NB*WG; gy=1; }
+    if (kname == "gemm_gemv") { int NB=1,WG=1,MB=1; gi("-DNB=",NB); gi("-DWG=",WG); gi("-DMB=",MB); lx=WG; ly=1; gx=(N+NB-1)/NB*WG; gy=(M+MB-1)/MB; }
     size_t g[3] = {gx, gy, 1}, l[3] = {(size_t)lx, (size_t)ly, 1};
     std::vector<double> ts;
     auto launch = [&] {
