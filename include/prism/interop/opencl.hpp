@@ -2,7 +2,7 @@
 // prism's own CLBlast backend and by users who mix prism with other OpenCL code.
 #pragma once
 
-#include <CL/opencl.hpp>
+#include "prism/interop/cl_hpp.hpp"
 
 #include <vector>
 

@@ -1,0 +1,182 @@
+// Buffers: allocation, blocking host transfers, host maps and write-back at destruction. Device
+// commands on buffers are ordered in queue.cpp from the dependency state kept here.
+#include "runtime/impl.hpp"
+#include "runtime/log.hpp"
+#include "runtime/sync.hpp"
+
+namespace prism {
+
+const char* access_mode_name(access_mode m) noexcept {
+  switch (m) {
+    case access_mode::read:
+      return "read";
+    case access_mode::write:
+      return "write";
+    case access_mode::read_write:
+      return "read_write";
+    case access_mode::discard_write:
+      return "discard_write";
+    case access_mode::discard_read_write:
+      return "discard_read_write";
+  }
+  return "unknown";
+}
+
+namespace detail {
+
+void check_allocation(const device& dev, std::size_t bytes, const char* operation) {
+  auto& d = dev.get_impl();
+  if (d.max_alloc && bytes > d.max_alloc)
+    throw error(errc::out_of_memory, operation,
+                "cannot allocate " + std::to_string(bytes) + " bytes (" + format_bytes(bytes) + ") on " +
+                    d.name + ": the device's largest allocation (CL_DEVICE_MAX_MEM_ALLOC_SIZE) is " +
+                    std::to_string(d.max_alloc) + " bytes (" + format_bytes(d.max_alloc) + ")");
+  if (d.global_mem && bytes > d.global_mem)
+    throw error(errc::out_of_memory, operation,
+                "cannot allocate " + std::to_string(bytes) + " bytes (" + format_bytes(bytes) + ") on " +
+                    d.name + ": the device has " + std::to_string(d.global_mem) + " bytes (" +
+                    format_bytes(d.global_mem) + ") of global memory");
+}
+
+std::shared_ptr<buffer_impl> make_buffer(const context& ctx, std::size_t bytes, void* host, bool copy_in,
+                                         bool write_back) {
+  auto& c = ctx.get_impl();
+  check_allocation(c.dev, bytes, "buffer");
+  auto b = std::make_shared<buffer_impl>();
+  b->ctx = ctx;
+  b->bytes = bytes;
+  if (bytes == 0) return b;
+  cl_mem_flags flags = CL_MEM_READ_WRITE;
+  if (copy_in && host) flags |= CL_MEM_COPY_HOST_PTR;
+  // On CPU devices host-allocated memory makes maps zero copy.
+  if (c.dev.type() == device_type::cpu) flags |= CL_MEM_ALLOC_HOST_PTR;
+  cl_int st = CL_SUCCESS;
+  b->mem = clCreateBuffer(c.ctx, flags, bytes, copy_in ? host : nullptr, &st);
+  check_cl(st, "clCreateBuffer", std::to_string(bytes) + " bytes on " + c.dev.name());
+  if (write_back) b->write_back = host;
+  return b;
+}
+
+std::size_t buffer_bytes(const buffer_impl& b) noexcept {
+  return b.bytes;
+}
+const context& buffer_context(const buffer_impl& b) noexcept {
+  return b.ctx;
+}
+void buffer_set_write_back(buffer_impl& b, void* host) noexcept {
+  std::lock_guard lock(b.mutex);
+  b.write_back = host;
+}
+
+namespace {
+void check_range(const buffer_impl& b, std::size_t offset, std::size_t bytes, const char* op) {
+  if (offset > b.bytes || bytes > b.bytes - offset)
+    throw error(errc::invalid_argument, op,
+                "range [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
+                    ") bytes is outside the buffer of " + std::to_string(b.bytes) + " bytes");
+}
+}  // namespace
+
+void buffer_read(buffer_impl& b, std::size_t offset, std::size_t bytes, void* dst) {
+  check_range(b, offset, bytes, "buffer::read");
+  if (bytes == 0) return;
+  std::lock_guard lock(b.mutex);
+  wait_list wl;
+  wl.add(b.last_writer.get());
+  cl_int st = clEnqueueReadBuffer(b.ctx.get_impl().get_io_queue(), b.mem, CL_TRUE, offset, bytes, dst,
+                                  wl.size(), wl.data(), nullptr);
+  check_cl(st, "clEnqueueReadBuffer", std::to_string(bytes) + " bytes at offset " + std::to_string(offset));
+}
+
+void buffer_write(buffer_impl& b, std::size_t offset, std::size_t bytes, const void* src) {
+  check_range(b, offset, bytes, "buffer::write");
+  if (bytes == 0) return;
+  std::lock_guard lock(b.mutex);
+  wait_list wl;
+  wl.add(b.last_writer.get());
+  for (auto& r : b.readers) wl.add(r.get());
+  cl_int st = clEnqueueWriteBuffer(b.ctx.get_impl().get_io_queue(), b.mem, CL_TRUE, offset, bytes, src,
+                                   wl.size(), wl.data(), nullptr);
+  check_cl(st, "clEnqueueWriteBuffer", std::to_string(bytes) + " bytes at offset " + std::to_string(offset));
+  // Blocking: every earlier user is done, and this write too.
+  b.last_writer.reset();
+  b.readers.clear();
+}
+
+void* buffer_map(buffer_impl& b, access_mode mode) {
+  if (b.bytes == 0) return nullptr;
+  std::lock_guard lock(b.mutex);
+  wait_list wl;
+  wl.add(b.last_writer.get());
+  cl_map_flags flags = CL_MAP_READ;
+  if (mode != access_mode::read) {
+    for (auto& r : b.readers) wl.add(r.get());
+    flags = (mode == access_mode::discard_write || mode == access_mode::discard_read_write)
+                ? CL_MAP_WRITE_INVALIDATE_REGION
+                : CL_MAP_READ | CL_MAP_WRITE;
+  }
+  cl_int st = CL_SUCCESS;
+  void* p = clEnqueueMapBuffer(b.ctx.get_impl().get_io_queue(), b.mem, CL_TRUE, flags, 0, b.bytes, wl.size(),
+                               wl.data(), nullptr, &st);
+  check_cl(st, "clEnqueueMapBuffer", std::to_string(b.bytes) + " bytes for " + access_mode_name(mode));
+  b.mappings.push_back({p, mode});
+  return p;
+}
+
+void buffer_unmap(buffer_impl& b, void* ptr) {
+  std::lock_guard lock(b.mutex);
+  access_mode mode = access_mode::read;
+  bool found = false;
+  for (auto it = b.mappings.begin(); it != b.mappings.end(); ++it)
+    if (it->ptr == ptr) {
+      mode = it->mode;
+      b.mappings.erase(it);
+      found = true;
+      break;
+    }
+  if (!found) {
+    log::get("runtime")->error("buffer_unmap: pointer {} is not mapped", ptr);
+    return;
+  }
+  cl_event ev = nullptr;
+  cl_int st = clEnqueueUnmapMemObject(b.ctx.get_impl().get_io_queue(), b.mem, ptr, 0, nullptr, &ev);
+  if (st != CL_SUCCESS) {  // called from host_accessor's destructor: must not throw
+    log::get("runtime")->error("clEnqueueUnmapMemObject failed: {}", cl_error_name(st));
+    return;
+  }
+  auto e = std::make_shared<event::impl>();
+  e->ev = ev;
+  clFlush(b.ctx.get_impl().get_io_queue());
+  if (mode == access_mode::read) {
+    b.readers.push_back(std::move(e));
+  } else {
+    b.last_writer = std::move(e);
+    b.readers.clear();
+  }
+}
+
+void handler_require(handler& h, const std::shared_ptr<buffer_impl>& b, access_mode mode) {
+  if (!b)
+    throw error(errc::invalid_argument, "accessor", "accessor of an empty (default-constructed) buffer");
+  h.require(b, mode);
+}
+
+buffer_impl::~buffer_impl() {
+  if (!mem) return;
+  if (write_back) {
+    try {
+      wait_list wl;
+      wl.add(last_writer.get());
+      cl_int st = clEnqueueReadBuffer(ctx.get_impl().get_io_queue(), mem, CL_TRUE, 0, bytes, write_back,
+                                      wl.size(), wl.data(), nullptr);
+      if (st != CL_SUCCESS)
+        log::get("runtime")->error("buffer write-back of {} bytes failed: {}", bytes, cl_error_name(st));
+    } catch (const std::exception& e) {
+      log::get("runtime")->error("buffer write-back failed: {}", e.what());
+    }
+  }
+  clReleaseMemObject(mem);
+}
+
+}  // namespace detail
+}  // namespace prism

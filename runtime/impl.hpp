@@ -1,0 +1,181 @@
+// The runtime's internal object model: what prism's public handles (device, context, event,
+// buffer, usm allocation, program, kernel, queue) point to. Included only by runtime sources
+// and by layers that need raw OpenCL handles through the interop header.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "prism/runtime.hpp"
+#include "runtime/cl.hpp"
+
+namespace prism {
+
+struct device::impl {
+  cl_device_id id = nullptr;
+  cl_platform_id platform = nullptr;
+  std::size_t global_index = 0, index_in_platform = 0;
+  std::string name, vendor, driver_version, opencl_version, opencl_c_version, platform_name, platform_version,
+      platform_vendor;
+  std::uint32_t vendor_id = 0, compute_units = 0, max_clock_mhz = 0;
+  std::uint64_t global_mem = 0, local_mem = 0, max_alloc = 0, profiling_resolution = 0;
+  std::size_t max_work_group = 0;
+  std::uint32_t vector_widths[7] = {};
+  device_type type = device_type::other;
+  std::vector<std::string> extensions;
+  bool fp16 = false, fp64 = false, svm = false, subgroups = false;
+  int cl_major = 1, cl_minor = 2;  ///< from CL_DEVICE_VERSION
+  device_fingerprint fingerprint;
+};
+
+struct context::impl {
+  cl_context ctx = nullptr;
+  device dev;
+  std::uint64_t id = 0;
+  /// An in-order queue for blocking buffer transfers and maps done outside any user queue.
+  std::mutex io_mutex;
+  cl_command_queue io_queue = nullptr;
+  /// Messages from the context's notify callback; queues pick them up at their next wait.
+  std::mutex notify_mutex;
+  std::vector<std::string> notifications;
+
+  cl_command_queue get_io_queue();
+  ~impl();
+};
+
+namespace detail {
+/// Small inline list of retained cl_events: the dependencies a command waited on.
+struct event_deps {
+  static constexpr int inline_count = 4;
+  cl_event inline_[inline_count] = {};
+  int count_ = 0;
+  std::vector<cl_event> more_;
+  void add(cl_event e);  ///< retains e
+  template <class F>
+  void for_each(F&& f) const {
+    for (int i = 0; i < count_ && i < inline_count; ++i) f(inline_[i]);
+    for (auto e : more_) f(e);
+  }
+  ~event_deps();
+};
+}  // namespace detail
+
+struct event::impl {
+  cl_event ev = nullptr;      ///< owned reference; nullptr = complete
+  std::uint64_t lane_id = 0;  ///< lane of an in-order cl queue it was enqueued on; 0 = none
+  bool profiling = false;
+  bool host_task = false;
+  std::atomic<bool> reported{false};  ///< its failure was already handed to an async handler
+  /// A host task that threw: its user event still completes (so dependents run, as in SYCL)
+  /// and the exception goes to the queue's async handler; status() says failed.
+  std::atomic<bool> host_failed{false};
+  std::weak_ptr<queue::impl> owner;  ///< where async errors of callbacks go
+  detail::event_deps deps;
+  ~impl();
+};
+
+namespace detail {
+
+struct buffer_impl {
+  context ctx;
+  cl_mem mem = nullptr;  ///< nullptr for zero-size buffers
+  std::size_t bytes = 0;
+  void* write_back = nullptr;
+  // Dependency state; guarded by mutex.
+  std::mutex mutex;
+  std::shared_ptr<event::impl> last_writer;
+  std::vector<std::shared_ptr<event::impl>> readers;
+  struct mapping {
+    void* ptr;
+    access_mode mode;
+  };
+  std::vector<mapping> mappings;
+  ~buffer_impl();
+};
+
+struct usm_alloc {
+  context ctx;
+  usm_kind kind = usm_kind::device;
+  cl_mem mem = nullptr;
+  void* svm = nullptr;
+  std::size_t bytes = 0;
+  ~usm_alloc();
+};
+
+/// Checks `bytes` against the device's max allocation and global memory; throws
+/// errc::out_of_memory naming the size and the limit.
+void check_allocation(const device& dev, std::size_t bytes, const char* operation);
+
+/// Records an asynchronous error on the queue (if it still exists).
+void report_async(const std::weak_ptr<queue::impl>& q, std::exception_ptr e);
+
+/// Runs work on the runtime's threads (host tasks and event callbacks). Created on first use,
+/// never destroyed.
+void run_on_worker(std::function<void()> fn);
+void run_on_callback_thread(std::function<void()> fn);
+
+/// Waits for `e` and throws errc::async_error when the command failed.
+void wait_event(cl_event e, const char* operation);
+event_status status_of(cl_event e);
+
+}  // namespace detail
+
+struct program::impl {
+  context ctx;
+  cl_program prog = nullptr;
+  std::string options, source_hash;
+  std::mutex kernels_mutex;
+  std::map<std::string, std::shared_ptr<kernel::impl>, std::less<>> kernels;
+  ~impl();
+};
+
+struct kernel::impl {
+  std::shared_ptr<program::impl> prog;
+  cl_kernel k = nullptr;
+  std::string name;
+  cl_uint num_args = 0;
+  std::mutex mutex;  ///< kernel arguments are set and the launch enqueued under it
+  ~impl();
+};
+
+namespace detail {
+/// One in-order OpenCL queue of a prism queue.
+struct lane {
+  cl_command_queue cq = nullptr;
+  std::uint64_t id = 0;
+  /// Last command enqueued on it, and a command outside the lane (host task) that the next
+  /// command on it must wait for to keep the prism queue in order.
+  std::shared_ptr<event::impl> last;
+  std::shared_ptr<event::impl> pending_foreign;
+};
+}  // namespace detail
+
+struct queue::impl : std::enable_shared_from_this<queue::impl> {
+  context ctx;
+  device dev;
+  queue_options options;
+  std::uint64_t id = 0;
+  std::mutex mutex;  ///< submission order and lane state
+  std::vector<detail::lane> lanes;
+  std::uint32_t next_lane = 0;
+  /// Commands submitted since the last wait, checked for failures then.
+  std::vector<std::shared_ptr<event::impl>> since_wait;
+  std::size_t notifications_seen = 0;
+  std::mutex async_mutex;
+  std::vector<std::exception_ptr> async_errors;
+  ~impl();
+};
+
+std::uint64_t next_object_id();
+
+}  // namespace prism

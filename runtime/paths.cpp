@@ -1,0 +1,56 @@
+// data_dir(): PRISM_DATA_DIR, else the source tree, else the install prefix of libprism_runtime.
+#include "runtime/paths.hpp"
+
+#include <dlfcn.h>
+
+#include <string>
+#include <system_error>
+
+#include "prism/error.hpp"
+#include "runtime/env.hpp"
+#include "runtime/log.hpp"
+
+namespace prism {
+namespace {
+std::filesystem::path library_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void*>(&data_dir), &info) == 0 || info.dli_fname == nullptr) return {};
+  std::error_code ec;
+  auto p = std::filesystem::canonical(info.dli_fname, ec);
+  return ec ? std::filesystem::path(info.dli_fname).parent_path() : p.parent_path();
+}
+
+std::filesystem::path resolve() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string looked;
+  if (auto v = env::get("PRISM_DATA_DIR"); v && !v->empty()) {
+    if (fs::is_directory(*v, ec)) return fs::path(*v);
+    throw error(errc::not_found, "prism::data_dir", "PRISM_DATA_DIR='" + *v + "' is not a directory");
+  }
+  fs::path source = PRISM_SOURCE_DATA_DIR;
+  if (fs::is_directory(source / "vendors", ec)) return source;
+  looked += source.string() + "/vendors";
+  // <prefix>/<libdir>/libprism_runtime.so -> <prefix>/share/prism; libdir may be lib/<triplet>.
+  fs::path lib = library_dir();
+  for (fs::path dir = lib; !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+    fs::path candidate = dir / PRISM_INSTALL_DATA_DIR;
+    if (fs::is_directory(candidate, ec)) return candidate;
+    looked += ", " + candidate.string();
+  }
+  throw error(errc::not_found, "prism::data_dir",
+              "no data directory found (looked at " + looked +
+                  "); set PRISM_DATA_DIR to the folder holding vendors/");
+}
+}  // namespace
+
+const std::filesystem::path& data_dir() {
+  static const auto* dir = [] {
+    auto* p = new std::filesystem::path(resolve());
+    log::get("runtime")->debug("data dir: {}", p->string());
+    return p;
+  }();
+  return *dir;
+}
+
+}  // namespace prism

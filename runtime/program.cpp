@@ -1,0 +1,182 @@
+// Program builds through a process-wide cache of shared futures keyed by (context, device,
+// source hash, options): concurrent requests for one key compile once; failures are cached too.
+#include <future>
+#include <unordered_map>
+
+#include "runtime/hash.hpp"
+#include "runtime/impl.hpp"
+#include "runtime/log.hpp"
+
+namespace prism {
+namespace {
+struct program_cache {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::shared_future<std::shared_ptr<program::impl>>> entries;
+  std::atomic<std::uint64_t> hits{0}, builds{0}, failures{0};
+};
+program_cache& cache() {
+  static auto* c = new program_cache;  // never destroyed: holds cl_programs
+  return *c;
+}
+
+std::string build_log(cl_program p, cl_device_id d) {
+  std::size_t n = 0;
+  clGetProgramBuildInfo(p, d, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+  std::string log(n, '\0');
+  if (n) clGetProgramBuildInfo(p, d, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return log;
+}
+
+std::shared_ptr<program::impl> compile(const context& ctx, std::string_view source,
+                                       const std::string& options, const std::string& source_hash) {
+  auto& c = ctx.get_impl();
+  auto logger = log::get("runtime");
+  auto p = std::make_shared<program::impl>();
+  p->ctx = ctx;
+  p->options = options;
+  p->source_hash = source_hash;
+  const char* src = source.data();
+  std::size_t len = source.size();
+  cl_int st = CL_SUCCESS;
+  p->prog = clCreateProgramWithSource(c.ctx, 1, &src, &len, &st);
+  detail::check_cl(st, "clCreateProgramWithSource");
+  cl_device_id dev = c.dev.get_impl().id;
+  auto t0 = std::chrono::steady_clock::now();
+  st = clBuildProgram(p->prog, 1, &dev, options.c_str(), nullptr, nullptr);
+  auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (st != CL_SUCCESS) {
+    std::string log = build_log(p->prog, dev);
+    logger->warn("build of program {} failed on {} ({})", source_hash, c.dev.name(), cl_error_name(st));
+    throw error(errc::build_failure, "clBuildProgram",
+                "program " + source_hash + " failed to build for " + c.dev.name() + " with options '" +
+                    options + "'; compiler log:\n" + (log.empty() ? std::string("(empty)") : log),
+                st);
+  }
+  logger->debug("built program {} for {} in {:.1f} ms (options '{}')", source_hash, c.dev.name(), ms,
+                options);
+  return p;
+}
+}  // namespace
+
+program program::build(const context& ctx, std::string_view source, std::string_view options) {
+  auto& c = ctx.get_impl();
+  std::string opts(options);
+  std::uint64_t h = hash::fnv1a64(source);
+  h = hash::fnv1a64("\n--options--\n", h);
+  h = hash::fnv1a64(opts, h);
+  std::string source_hash = hash::to_hex(h);
+  std::string key = std::to_string(c.id) + "/" +
+                    std::to_string(reinterpret_cast<std::uintptr_t>(c.dev.get_impl().id)) + "/" +
+                    hash::to_hex(hash::fnv1a64(source)) + "/" + opts;
+  auto& pc = cache();
+  std::promise<std::shared_ptr<impl>> promise;
+  std::shared_future<std::shared_ptr<impl>> future;
+  bool builder = false;
+  {
+    std::lock_guard lock(pc.mutex);
+    auto it = pc.entries.find(key);
+    if (it != pc.entries.end()) {
+      future = it->second;
+      ++pc.hits;
+    } else {
+      future = promise.get_future().share();
+      pc.entries.emplace(key, future);
+      builder = true;
+    }
+  }
+  if (builder) {
+    ++pc.builds;
+    try {
+      promise.set_value(compile(ctx, source, opts, source_hash));
+    } catch (...) {
+      ++pc.failures;
+      promise.set_exception(std::current_exception());
+    }
+  }
+  return program(future.get());  // rethrows a (cached) build failure
+}
+
+program_cache_stats program_cache_statistics() {
+  auto& pc = cache();
+  return {pc.hits.load(), pc.builds.load(), pc.failures.load()};
+}
+
+program::impl::~impl() {
+  kernels.clear();
+  if (prog) clReleaseProgram(prog);
+}
+
+program::impl& program::get_impl() const {
+  if (!impl_)
+    throw error(errc::invalid_argument, "prism::program", "use of a default-constructed (empty) program");
+  return *impl_;
+}
+const std::string& program::options() const {
+  return get_impl().options;
+}
+const std::string& program::source_hash() const {
+  return get_impl().source_hash;
+}
+
+kernel program::get_kernel(const std::string& name) const {
+  auto& p = get_impl();
+  std::lock_guard lock(p.kernels_mutex);
+  auto it = p.kernels.find(name);
+  if (it != p.kernels.end()) return kernel(it->second);
+  cl_int st = CL_SUCCESS;
+  cl_kernel k = clCreateKernel(p.prog, name.c_str(), &st);
+  if (st == CL_INVALID_KERNEL_NAME) {
+    std::size_t n = 0;
+    clGetProgramInfo(p.prog, CL_PROGRAM_KERNEL_NAMES, 0, nullptr, &n);
+    std::string names(n, '\0');
+    if (n) clGetProgramInfo(p.prog, CL_PROGRAM_KERNEL_NAMES, n, names.data(), nullptr);
+    while (!names.empty() && names.back() == '\0') names.pop_back();
+    throw error(errc::not_found, "program::get_kernel",
+                "program " + p.source_hash + " has no kernel '" + name + "'; it has: " + names, st);
+  }
+  detail::check_cl(st, "clCreateKernel", name);
+  auto ki = std::make_shared<kernel::impl>();
+  ki->prog = impl_;
+  ki->k = k;
+  ki->name = name;
+  clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof ki->num_args, &ki->num_args, nullptr);
+  p.kernels.emplace(name, ki);
+  return kernel(ki);
+}
+
+kernel::impl::~impl() {
+  if (k) clReleaseKernel(k);
+}
+
+kernel::impl& kernel::get_impl() const {
+  if (!impl_)
+    throw error(errc::invalid_argument, "prism::kernel", "use of a default-constructed (empty) kernel");
+  return *impl_;
+}
+const std::string& kernel::name() const {
+  return get_impl().name;
+}
+
+namespace {
+template <class T>
+T work_group_info(const kernel::impl& k, cl_kernel_work_group_info what) {
+  T v{};
+  detail::check_cl(
+      clGetKernelWorkGroupInfo(k.k, k.prog->ctx.get_impl().dev.get_impl().id, what, sizeof v, &v, nullptr),
+      "clGetKernelWorkGroupInfo", k.name);
+  return v;
+}
+}  // namespace
+
+std::size_t kernel::max_work_group_size() const {
+  return work_group_info<std::size_t>(get_impl(), CL_KERNEL_WORK_GROUP_SIZE);
+}
+std::uint64_t kernel::local_mem_size() const {
+  return work_group_info<cl_ulong>(get_impl(), CL_KERNEL_LOCAL_MEM_SIZE);
+}
+std::size_t kernel::preferred_work_group_multiple() const {
+  return work_group_info<std::size_t>(get_impl(), CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE);
+}
+
+}  // namespace prism

@@ -1,0 +1,230 @@
+// Events: profiling timestamps, callbacks, dependency lists, host tasks, native commands and
+// the asynchronous error path (user handler and the default log-and-rethrow).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+#include "prism/interop/opencl.hpp"
+#include "prism/runtime.hpp"
+#include "tests/runtime/test_support.hpp"
+
+using namespace prism;
+using prism::test::default_queue;
+using prism::test::test_program;
+
+TEST(Events, ProfilingTimestampsAreMonotonic) {
+  queue q(default_queue().get_device(), queue_options{.enable_profiling = true});
+  EXPECT_TRUE(q.is_profiling_enabled());
+  auto k = test_program(q.get_context()).get_kernel("iota");
+  buffer<int> b(q, 4096);
+  std::vector<event> events;
+  for (int i = 0; i < 3; ++i)
+    events.push_back(q.submit([&](handler& h) {
+      accessor<int> a(b, h, write_only);
+      h.parallel_for(range<1>(4096), k, a, i);
+    }));
+  q.wait();
+  std::uint64_t previous_end = 0;
+  for (auto& e : events) {
+    auto p = e.profiling();
+    EXPECT_LE(p.queued_ns, p.submit_ns);
+    EXPECT_LE(p.submit_ns, p.start_ns);
+    EXPECT_LE(p.start_ns, p.end_ns);
+    EXPECT_GT(p.end_ns, 0u);
+    EXPECT_LE(previous_end, p.start_ns) << "an in-order queue runs commands one after another";
+    EXPECT_EQ(p.duration_ns(), p.end_ns - p.start_ns);
+    previous_end = p.end_ns;
+  }
+}
+
+TEST(Events, ProfilingWithoutTheQueuePropertyIsUnsupported) {
+  auto& q = default_queue();
+  buffer<int> b(q, 4);
+  auto e = q.fill(b, 1);
+  e.wait();
+  try {
+    e.profiling();
+    FAIL() << "profiling info from a queue without enable_profiling";
+  } catch (const error& err) {
+    EXPECT_EQ(err.code(), errc::unsupported);
+    EXPECT_NE(std::string(err.what()).find("enable_profiling"), std::string::npos);
+  }
+  EXPECT_THROW(event().profiling(), error);
+}
+
+TEST(Events, StatusWaitAndCallbacks) {
+  auto& q = default_queue();
+  EXPECT_EQ(event().status(), event_status::complete);
+  buffer<int> b(q, 16);
+  auto e = q.fill(b, 3);
+  std::atomic<int> called{0};
+  std::atomic<int> status{-1};
+  e.then([&](event_status s) {
+    status = static_cast<int>(s);
+    called++;
+  });
+  e.wait();
+  EXPECT_EQ(e.status(), event_status::complete);
+  for (int i = 0; i < 500 && called.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(called.load(), 1);
+  EXPECT_EQ(status.load(), static_cast<int>(event_status::complete));
+  // A default event runs its callback right away (on the callback thread).
+  std::atomic<int> immediate{0};
+  event().then([&](event_status) { immediate = 1; });
+  for (int i = 0; i < 500 && immediate.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(immediate.load(), 1);
+}
+
+TEST(Events, DependenciesListWhatACommandWaitedOn) {
+  auto& q = default_queue();
+  buffer<int> a(q, 16), b(q, 16);
+  auto writer = q.fill(a, 1);
+  auto explicit_dep = q.fill(b, 2);
+  auto copy = q.submit([&](handler& h) {
+    h.depends_on(explicit_dep);
+    accessor<int> s(a, h, read_only);
+    accessor<int> d(b, h, write_only);
+    h.copy(s, d, 16 * sizeof(int));
+  });
+  auto deps = copy.dependencies();
+  auto has = [&](const event& e) {
+    for (auto& d : deps)
+      if (interop::native(d) == interop::native(e)) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(writer)) << "RAW on a";
+  EXPECT_TRUE(has(explicit_dep)) << "depends_on";
+  copy.wait();
+  EXPECT_EQ(b.read(), std::vector<int>(16, 1));
+}
+
+TEST(HostTasks, RunInQueueOrder) {
+  auto& q = default_queue();
+  auto k = test_program(q.get_context()).get_kernel("slow_write");
+  int iters = prism::test::slow_iterations(q);
+  buffer<int> a(q, 64);
+  auto slow = q.submit([&](handler& h) {
+    accessor<int> w(a, h, discard_write);
+    h.parallel_for(range<1>(64), k, w, 4, iters);
+  });
+  std::atomic<int> saw_complete{-1};
+  std::atomic<int> flag{0};
+  q.submit([&](handler& h) {
+    h.host_task([&] {
+      saw_complete = slow.status() == event_status::complete ? 1 : 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      flag = 1;
+    });
+  });
+  // The next device command waits for the host task.
+  std::atomic<int> flag_when_done{-1};
+  auto after = q.fill(a, 5);
+  after.wait();
+  flag_when_done = flag.load();
+  EXPECT_EQ(saw_complete.load(), 1) << "the host task ran before the earlier kernel finished";
+  EXPECT_EQ(flag_when_done.load(), 1) << "a command after the host task ran before it finished";
+  EXPECT_EQ(a.read(), std::vector<int>(64, 5));
+}
+
+TEST(HostTasks, AccessorRequirementsOrderThemInOutOfOrderQueues) {
+  queue q(default_queue().get_device(), queue_options{.in_order = false});
+  auto k = test_program(q.get_context()).get_kernel("slow_write");
+  int iters = prism::test::slow_iterations(default_queue());
+  buffer<int> a(q, 64);
+  auto slow = q.submit([&](handler& h) {
+    accessor<int> w(a, h, discard_write);
+    h.parallel_for(range<1>(64), k, w, 4, iters);
+  });
+  std::atomic<int> saw_complete{-1};
+  q.submit([&](handler& h) {
+    accessor<int> r(a, h, read_only);
+    h.host_task([&] { saw_complete = slow.status() == event_status::complete ? 1 : 0; });
+  });
+  q.wait_and_throw();
+  EXPECT_EQ(saw_complete.load(), 1);
+}
+
+TEST(AsyncErrors, ReachTheUserHandlerAtWaitAndThrow) {
+  std::vector<std::string> received;
+  queue_options options;
+  options.on_async_error = [&](const std::vector<std::exception_ptr>& errors) {
+    for (auto& e : errors) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        received.push_back(ex.what());
+      }
+    }
+  };
+  queue q(default_queue().get_device(), options);
+  auto failed =
+      q.submit([&](handler& h) { h.host_task([] { throw std::runtime_error("host task exploded"); }); });
+  q.wait();  // with a user handler, wait() keeps the error for wait_and_throw
+  EXPECT_TRUE(received.empty());
+  EXPECT_EQ(failed.status(), event_status::failed);
+  q.wait_and_throw();
+  ASSERT_EQ(received.size(), 1u);
+  EXPECT_EQ(received[0], "host task exploded");
+  // Delivered once.
+  q.wait_and_throw();
+  EXPECT_EQ(received.size(), 1u);
+  // A command after the failed host task still runs on a healthy queue.
+  buffer<int> b(q, 4);
+  q.fill(b, 6);
+  EXPECT_EQ(b.read(), std::vector<int>(4, 6));
+}
+
+TEST(AsyncErrors, DefaultHandlerRethrowsAtTheNextWait) {
+  queue q(default_queue().get_device());
+  q.submit([&](handler& h) { h.host_task([] { throw std::runtime_error("deferred failure"); }); });
+  try {
+    q.wait();
+    FAIL() << "the default handler did not rethrow";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "deferred failure");
+  }
+  EXPECT_NO_THROW(q.wait());
+  // Exceptions thrown by event callbacks take the same path.
+  buffer<int> b(q, 4);
+  auto e = q.fill(b, 1);
+  e.then([](event_status) { throw std::runtime_error("callback failure"); });
+  e.wait();
+  bool thrown = false;
+  for (int i = 0; i < 500 && !thrown; ++i) {
+    try {
+      q.throw_asynchronous();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    } catch (const std::runtime_error& ex) {
+      EXPECT_STREQ(ex.what(), "callback failure");
+      thrown = true;
+    }
+  }
+  EXPECT_TRUE(thrown);
+}
+
+TEST(Interop, NativeCommandJoinsDependencyTracking) {
+  auto& q = default_queue();
+  buffer<int> a(q, 32), b(q, 32);
+  q.fill(a, 11);
+  auto e = q.submit([&](handler& h) {
+    accessor<int> s(a, h, read_only);
+    accessor<int> d(b, h, discard_write);
+    interop::enqueue_native(h, [&](interop::native_handle& nh) {
+      cl_event ev = nullptr;
+      cl_int st = clEnqueueCopyBuffer(nh.queue(), nh.mem(s), nh.mem(d), 0, 0, 32 * sizeof(int),
+                                      nh.wait_count(), nh.wait_events(), &ev);
+      if (st != CL_SUCCESS) throw error(errc::opencl_error, "test", "copy failed", st);
+      return ev;
+    });
+  });
+  EXPECT_NE(interop::native(e), nullptr);
+  EXPECT_EQ(b.read(), std::vector<int>(32, 11));
+  EXPECT_EQ(interop::native(q.get_device()).getInfo<CL_DEVICE_NAME>().substr(0, 4),
+            q.get_device().name().substr(0, 4));
+  EXPECT_NE(interop::native(a), nullptr);
+}

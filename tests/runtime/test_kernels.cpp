@@ -1,0 +1,134 @@
+// User kernels with and without a local size, local memory arguments, argument checks, build
+// errors carrying the compiler log, and the program cache compiling once under concurrency.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "prism/runtime.hpp"
+#include "tests/runtime/test_support.hpp"
+
+using namespace prism;
+using prism::test::default_queue;
+using prism::test::test_program;
+
+TEST(Kernels, LaunchWithAndWithoutLocalSize) {
+  auto& q = default_queue();
+  auto k = test_program(q.get_context()).get_kernel("group_info");
+  buffer<int> b(q, 256);
+  q.submit([&](handler& h) {
+    accessor<int> a(b, h, discard_write);
+    h.parallel_for(nd_range(range<1>(256), range<1>(16)), k, a);
+  });
+  auto with_local = b.read();
+  for (int v : with_local) ASSERT_EQ(v, 16);
+  q.submit([&](handler& h) {
+    accessor<int> a(b, h, discard_write);
+    h.parallel_for(range<1>(256), k, a);
+  });
+  auto driver_local = b.read();
+  EXPECT_GE(driver_local[0], 1);
+  EXPECT_EQ(256 % driver_local[0], 0) << "the driver's local size divides the global size";
+}
+
+TEST(Kernels, LocalMemoryArgument) {
+  auto& q = default_queue();
+  auto k = test_program(q.get_context()).get_kernel("local_reverse");
+  std::vector<int> host(64);
+  for (int i = 0; i < 64; ++i) host[i] = i;
+  buffer<int> in(q, static_cast<const int*>(host.data()), 64), out(q, 64);
+  q.submit([&](handler& h) {
+    accessor<int> a(in, h, read_only);
+    accessor<int> b(out, h, discard_write);
+    h.parallel_for(nd_range(range<1>(64), range<1>(8)), k, a, b, local_memory{8 * sizeof(int)});
+  });
+  auto got = out.read();
+  EXPECT_EQ(got[0], 7);
+  EXPECT_EQ(got[7], 0);
+  EXPECT_EQ(got[8], 15);
+}
+
+TEST(Kernels, ArgumentAndShapeErrorsAreReported) {
+  auto& q = default_queue();
+  auto prog = test_program(q.get_context());
+  auto k = prog.get_kernel("add_const");
+  EXPECT_EQ(k.name(), "add_const");
+  EXPECT_GT(k.max_work_group_size(), 0u);
+  EXPECT_GT(k.preferred_work_group_multiple(), 0u);
+  buffer<int> b(q, 8);
+  try {
+    q.submit([&](handler& h) {
+      accessor<int> a(b, h, read_write);
+      h.parallel_for(range<1>(8), k, a);
+    });
+    FAIL() << "launch with too few arguments";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("takes 3 arguments"), std::string::npos) << e.what();
+  }
+  try {
+    prog.get_kernel("no_such_kernel");
+    FAIL() << "unknown kernel name";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::not_found);
+    EXPECT_NE(std::string(e.what()).find("add_const"), std::string::npos)
+        << "lists the kernels: " << e.what();
+  }
+  // Two commands in one group are a user error, not a crash.
+  EXPECT_THROW(q.submit([&](handler& h) {
+    h.host_task([] {});
+    h.host_task([] {});
+  }),
+               error);
+  // The queue still works after the errors.
+  q.fill(b, 1);
+  EXPECT_EQ(b.read(), std::vector<int>(8, 1));
+}
+
+TEST(Programs, BuildErrorCarriesTheCompilerLog) {
+  auto& q = default_queue();
+  const char* broken = "kernel void broken(global int* a) { a[0] = prism_undeclared_identifier; }\n";
+  auto before = program_cache_statistics();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      program::build(q.get_context(), broken);
+      FAIL() << "a broken program built";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::build_failure);
+      EXPECT_EQ(e.cl_error_name(), "CL_BUILD_PROGRAM_FAILURE");
+      std::string what = e.what();
+      EXPECT_NE(what.find("compiler log"), std::string::npos) << what;
+      EXPECT_NE(what.find("prism_undeclared_identifier"), std::string::npos) << "log missing: " << what;
+    }
+  }
+  auto after = program_cache_statistics();
+  EXPECT_EQ(after.failures - before.failures, 1u) << "a failed build is cached, not retried";
+}
+
+TEST(Programs, ConcurrentRequestsCompileOnce) {
+  auto& q = default_queue();
+  // A source no other test uses, so this test sees its first build.
+  std::string source = "kernel void once(global int* a) { a[get_global_id(0)] = 17; }\n// cache-test " +
+                       std::to_string(reinterpret_cast<std::uintptr_t>(&q));
+  auto before = program_cache_statistics();
+  std::vector<std::thread> threads;
+  std::vector<program> results(8);
+  std::atomic<int> go{0};
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      results[t] = program::build(q.get_context(), source, "-cl-fast-relaxed-math");
+    });
+  go = 1;
+  for (auto& th : threads) th.join();
+  auto after = program_cache_statistics();
+  EXPECT_EQ(after.builds - before.builds, 1u);
+  EXPECT_EQ(after.hits - before.hits, 7u);
+  for (auto& p : results) EXPECT_EQ(&p.get_impl(), &results[0].get_impl());
+  EXPECT_EQ(results[0].options(), "-cl-fast-relaxed-math");
+  EXPECT_EQ(results[0].source_hash().size(), 16u);
+  // Other options are another cache entry with another hash.
+  auto other = program::build(q.get_context(), source);
+  EXPECT_NE(other.source_hash(), results[0].source_hash());
+  EXPECT_EQ(program_cache_statistics().builds - before.builds, 2u);
+}
