@@ -50,14 +50,14 @@ inline void storel_bf16(__global ushort* p, long i, long v) { p[i] = f_to_bf16(c
 #define STOREL(K, p, i, v) PRISM_XCAT(storel_, K)(p, i, v)
 
 #define PRISM_DEF_VEC(N)                                                                              \
-  inline float##N vload##N##_f32(const __global float* p, long i) { return vload##N(0, p + i); }     \
-  inline float##N vload##N##_f16(const __global half* p, long i) { return vload_half##N(0, p + i); } \
-  inline float##N vload##N##_bf16(const __global ushort* p, long i) {                                \
+  inline float##N prism_vload##N##_f32(const __global float* p, long i) { return vload##N(0, p + i); }     \
+  inline float##N prism_vload##N##_f16(const __global half* p, long i) { return vload_half##N(0, p + i); } \
+  inline float##N prism_vload##N##_bf16(const __global ushort* p, long i) {                                \
     return as_float##N(convert_uint##N(vload##N(0, p + i)) << 16);                                   \
   }                                                                                                  \
-  inline void vstore##N##_f32(__global float* p, long i, float##N v) { vstore##N(v, 0, p + i); }     \
-  inline void vstore##N##_f16(__global half* p, long i, float##N v) { vstore_half##N##_rte(v, 0, p + i); } \
-  inline void vstore##N##_bf16(__global ushort* p, long i, float##N v) {                             \
+  inline void prism_vstore##N##_f32(__global float* p, long i, float##N v) { vstore##N(v, 0, p + i); }     \
+  inline void prism_vstore##N##_f16(__global half* p, long i, float##N v) { vstore_half##N##_rte(v, 0, p + i); } \
+  inline void prism_vstore##N##_bf16(__global ushort* p, long i, float##N v) {                             \
     uint##N x = as_uint##N(v);                                                                       \
     uint##N r = (x + (uint##N)(0x7fffu) + ((x >> 16) & (uint##N)(1u))) >> 16;                        \
     r = select(r, (x >> 16) | (uint##N)(0x40u), (x & (uint##N)(0x7fffffffu)) > (uint##N)(0x7f800000u)); \
@@ -75,8 +75,8 @@ typedef float floatv;
 #define VSTORE(K, p, i, v) STORE(K, p, i, v)
 #else
 typedef PRISM_XCAT(float, VEC) floatv;
-#define VLOAD(K, p, i) PRISM_XCAT(PRISM_XCAT(vload, VEC), PRISM_XCAT(_, K))(p, i)
-#define VSTORE(K, p, i, v) PRISM_XCAT(PRISM_XCAT(vstore, VEC), PRISM_XCAT(_, K))(p, i, v)
+#define VLOAD(K, p, i) PRISM_XCAT(PRISM_XCAT(prism_vload, VEC), PRISM_XCAT(_, K))(p, i)
+#define VSTORE(K, p, i, v) PRISM_XCAT(PRISM_XCAT(prism_vstore, VEC), PRISM_XCAT(_, K))(p, i, v)
 #endif
 #endif
 

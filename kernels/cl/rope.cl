@@ -4,9 +4,9 @@
 // (token, head, pair); NEOX pairs (i, i + rot/2), GPT-J pairs (2i, 2i + 1). A position outside
 // [0, max_pos) leaves its token unrotated (never reads outside the cache).
 // Defines: A_K (q/k kind), C_K (cache kind), P_K (positions kind), NEOX.
-inline void rotate(__global STYPE(A_K)* x, long half, long i, float c, float s) {
+inline void rotate(__global STYPE(A_K)* x, long hr, long i, float c, float s) {
 #if NEOX
-  const long i1 = i, i2 = i + half;
+  const long i1 = i, i2 = i + hr;
 #else
   const long i1 = 2 * i, i2 = 2 * i + 1;
 #endif
@@ -15,20 +15,20 @@ inline void rotate(__global STYPE(A_K)* x, long half, long i, float c, float s) 
   STORE(A_K, x, i2, x2 * c + x1 * s);
 }
 
-__kernel void rope(long T, long hq, long hk, long half, long max_pos, __global const STYPE(P_K)* pos, long p_off,
+__kernel void rope(long T, long hq, long hk, long hr, long max_pos, __global const STYPE(P_K)* pos, long p_off,
                    __global STYPE(A_K)* q, long q_off, long q_st, long q_sh, __global STYPE(A_K)* k, long k_off,
                    long k_st, long k_sh, __global const STYPE(C_K)* cache, long c_off) {
   const long g = get_global_id(0);
-  const long per_token = (hq + hk) * half;
+  const long per_token = (hq + hk) * hr;
   if (g >= T * per_token) return;
   const long t = g / per_token, rem = g % per_token;
-  const long h = rem / half, i = rem % half;
+  const long h = rem / hr, i = rem % hr;
   const long p = LOADL(P_K, pos, p_off + t);
   if (p < 0 || p >= max_pos) return;
-  const float c = LOAD(C_K, cache, c_off + p * 2 * half + i);
-  const float s = LOAD(C_K, cache, c_off + p * 2 * half + half + i);
+  const float c = LOAD(C_K, cache, c_off + p * 2 * hr + i);
+  const float s = LOAD(C_K, cache, c_off + p * 2 * hr + hr + i);
   if (h < hq)
-    rotate(q + q_off + t * q_st + h * q_sh, half, i, c, s);
+    rotate(q + q_off + t * q_st + h * q_sh, hr, i, c, s);
   else
-    rotate(k + k_off + t * k_st + (h - hq) * k_sh, half, i, c, s);
+    rotate(k + k_off + t * k_st + (h - hq) * k_sh, hr, i, c, s);
 }

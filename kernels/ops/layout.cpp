@@ -1,6 +1,7 @@
 // Layout and creation ops: copy (strided views, broadcasting source), cast between all dtypes,
 // fill, zeros, arange, cat. Copies and casts share kernels/cl/cast.cl.
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/elementwise_launch.hpp"
 #include "kernels/op_support.hpp"
@@ -207,7 +208,9 @@ op_implementation fill_impl(bool arange) {
     }
     const double v = c.get_f64("value", 0.0);
     const float fv = static_cast<float>(v);
-    const std::int64_t iv = static_cast<std::int64_t>(std::isnan(v) ? 0 : v);
+    // Integer outputs get the value as the dtype stores it (truncated, saturated; bool: != 0).
+    const double stored = round_to(out.type(), v);
+    const std::int64_t iv = stored >= 9.2233720368547758e18 ? INT64_MAX : static_cast<std::int64_t>(stored);
     return q.submit([&](handler& h) {
       accessor<std::byte> O(out.storage(), h, access_mode::write);
       h.parallel_for(r, k, n, O, off, fv, iv);

@@ -1,0 +1,127 @@
+// Memory-bound op benchmarks: each op's GB/s (descriptor byte count / time) and its ratio to the
+// device's own clEnqueueCopyBuffer bandwidth, measured first in the same process.
+// PRISM_DEVICE picks the device; PRISM_BENCH_VENDOR overrides the tune_configs profile.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+
+#include "kernels/op_descriptor.hpp"
+
+namespace {
+
+using namespace prism;
+
+queue& bench_queue() {
+  static queue* q = new queue(default_selector_v);
+  return *q;
+}
+
+std::string vendor() {
+  if (const char* v = std::getenv("PRISM_BENCH_VENDOR")) return v;
+  const device& dev = bench_queue().get_device();
+  std::string p = dev.platform_name() + " " + dev.vendor();
+  std::transform(p.begin(), p.end(), p.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (p.find("portable computing language") != std::string::npos || p.find("pocl") != std::string::npos) return "pocl";
+  if (p.find("nvidia") != std::string::npos) return "nvidia";
+  return "generic";
+}
+
+constexpr std::size_t kCopyBytes = std::size_t{64} << 20;
+double g_copy_gbs = 0;  ///< measured by the reference benchmark before any op runs
+
+/// Reference: clEnqueueCopyBuffer of 64 MiB (counted as read + write bytes).
+void bm_copy_reference(benchmark::State& state) {
+  queue& q = bench_queue();
+  buffer<std::byte> a(q.get_context(), kCopyBytes), b(q.get_context(), kCopyBytes);
+  q.copy(a, b);
+  q.wait();
+  double seconds = 0;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    q.copy(a, b);
+    q.wait();
+    auto dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state.SetIterationTime(dt);
+    seconds += dt;
+  }
+  double bytes = 2.0 * static_cast<double>(kCopyBytes) * static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  g_copy_gbs = bytes / seconds / 1e9;
+  state.counters["GB/s"] = g_copy_gbs;
+}
+
+void bm_op(benchmark::State& state, const std::string& name, const std::string& key, dtype t) {
+  queue& q = bench_queue();
+  const op_descriptor& d = op_registry::instance().get(name);
+  sample_options o;
+  o.type = t;
+  o.seed = 1;
+  op_call c = d.sample(q, shape_key::parse(key), o);
+  kernel_config cfg = load_tune_space(d, vendor()).defaults;
+  enqueue_opencl(q, d, c, cfg);  // build + warm up
+  q.wait_and_throw();
+  double seconds = 0;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    enqueue_opencl(q, d, c, cfg);
+    q.wait();
+    auto dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state.SetIterationTime(dt);
+    seconds += dt;
+  }
+  double bytes = d.bytes(c) * static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  double gbs = bytes / seconds / 1e9;
+  state.counters["GB/s"] = gbs;
+  if (g_copy_gbs > 0) state.counters["x_copy"] = gbs / g_copy_gbs;
+  state.SetLabel(cfg.str());
+}
+
+struct bench_case {
+  const char* op;
+  const char* key;
+  dtype type;
+};
+
+// 16 MiB of f32 per main operand: past the caches, large enough for steady bandwidth.
+const bench_case cases[] = {
+    {"copy", "n=4194304", dtype::f32},
+    {"neg", "n=4194304", dtype::f32},
+    {"exp", "n=4194304", dtype::f32},
+    {"gelu", "n=4194304", dtype::f32},
+    {"silu", "n=4194304", dtype::f32},
+    {"exp", "n=4194304", dtype::f16},
+    {"exp", "n=4194304", dtype::bf16},
+    {"add", "n=4194304", dtype::f32},
+    {"mul", "n=4194304", dtype::f16},
+    {"silu_and_mul", "rows=1024,d=4096", dtype::f32},
+    {"cast", "n=4194304", dtype::f32},
+    {"cast", "n=4194304", dtype::f16},
+    {"sum", "outer=1024,r=4096,inner=1", dtype::f32},
+    {"softmax", "rows=1024,r=4096,inner=1", dtype::f32},
+    {"softmax", "rows=1024,r=4096,inner=1", dtype::f16},
+    {"rms_norm", "rows=1024,d=4096", dtype::f32},
+    {"layer_norm", "rows=1024,d=4096", dtype::f32},
+    {"fused_add_rms_norm", "rows=1024,d=4096", dtype::f32},
+    {"rotary_embedding", "tokens=512,heads=64,d=128,rot=128", dtype::i64},
+    {"embedding", "n=1024,v=32000,d=4096", dtype::f32},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  benchmark::RegisterBenchmark("copy_reference/64MiB", bm_copy_reference)->UseManualTime()->MinTime(0.5);
+  for (const auto& c : cases) {
+    std::string name = std::string(c.op) + "/" + dtype_name(c.type) + "/" + c.key;
+    benchmark::RegisterBenchmark(name.c_str(), [c](benchmark::State& s) { bm_op(s, c.op, c.key, c.type); })
+        ->UseManualTime()
+        ->MinTime(0.3);
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
