@@ -401,7 +401,8 @@ void log_reject(state& s, const decision& d, const op_call& call, const step& st
   s.log->write(r);
 }
 
-dispatch_result run_decision(state& s, queue& q, const decision& d, const op_call& call, bool forced) {
+dispatch_result run_decision(state& s, queue& q, const decision& d, const op_call& call, bool forced,
+                             bool dry_run = false) {
   std::string refusals;
   const bool logging = s.log->enabled();
   for (std::size_t i = 0; i < d.steps.size(); ++i) {
@@ -411,6 +412,16 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
     event ev;
     std::chrono::steady_clock::time_point t0;
     const bool timing = logging && s.log->profile();
+    if (!why && dry_run) {
+      dispatch_result res;
+      res.backend = st.impl->backend;
+      res.implementation = st.impl->name;
+      res.config = st.config_text;
+      const bool fell_back = st.impl->backend != d.steps[0].impl->backend;
+      res.tier = fell_back ? source_tier::fallback : d.tier;
+      res.reason = fell_back ? refusals : d.origin;
+      return res;
+    }
     if (!why) {
       if (timing) t0 = std::chrono::steady_clock::now();
       try {
@@ -523,7 +534,8 @@ int op_index(std::string_view op) {
   return -1;
 }
 
-dispatch_result dispatch_call(queue& q, int op, op_call& call) {
+namespace {
+dispatch_result route_and_run(queue& q, int op, op_call& call, bool dry_run) {
   auto& s = get_state();
   auto& o = s.ops[op];
   if (call.outputs.empty()) allocate_outputs(q, *o.desc, call);
@@ -543,7 +555,16 @@ dispatch_result dispatch_call(queue& q, int op, op_call& call) {
     auto [it, inserted] = s.memo.emplace(sig, std::move(fresh));
     d = it->second.get();
   }
-  return run_decision(s, q, *d, call, false);
+  return run_decision(s, q, *d, call, false, dry_run);
+}
+}  // namespace
+
+dispatch_result dispatch_call(queue& q, int op, op_call& call) {
+  return route_and_run(q, op, call, false);
+}
+
+dispatch_result plan_call(queue& q, op_call& call) {
+  return route_and_run(q, op_index(call.op), call, true);
 }
 
 dispatch_result dispatch_call(queue& q, op_call& call, const forced_route* forced) {

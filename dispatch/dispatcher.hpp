@@ -43,6 +43,11 @@ int op_index(std::string_view op);
 dispatch_result dispatch_call(queue& q, op_call& call, const forced_route* forced = nullptr);
 dispatch_result dispatch_call(queue& q, int op_index, op_call& call);
 
+/// Everything dispatch_call does (output allocation, argument checks, routing, supports())
+/// except launching: which implementation and config would serve `call`. Nothing is enqueued,
+/// logged or counted (prism run --dry-run style questions, and the overhead benchmark).
+dispatch_result plan_call(queue& q, op_call& call);
+
 /// The backends an op can run on, in its built-in order (host last).
 std::vector<std::string> op_backends(const op_descriptor& d);
 

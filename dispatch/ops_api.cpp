@@ -166,7 +166,7 @@ PRISM_REDUCE(min)
 namespace {
 attr_map argmax_attrs(std::optional<int> dim, bool keepdim) {
   attr_map a{{"keepdim", keepdim}};
-  if (dim) a["dim"] = std::int64_t{*dim};
+  if (dim) a["dims"] = std::vector<std::int64_t>{*dim};
   return a;
 }
 }  // namespace
@@ -222,15 +222,61 @@ tensor fused_add_rms_norm(queue& q, const tensor& x, tensor& residual, const ten
 }
 
 // ---- rotary embedding ------------------------------------------------------------------------
+// The descriptor (vLLM's form) rotates query [T, H, D] in place with positions [T] and one
+// cos|sin cache [max_pos, rot]. Separate cos/sin caches that are the two halves of one tensor
+// (cos = cache.slice(1, 0, rot/2), sin = cache.slice(1, rot/2, rot)) are used without a copy;
+// others are concatenated on each call.
+namespace {
+tensor cos_sin_cache(queue& q, const tensor& cos_cache, const tensor& sin_cache) {
+  if (cos_cache.dim() == 2 && sin_cache.dim() == 2 && cos_cache.same_storage(sin_cache) &&
+      cos_cache.type() == sin_cache.type() && cos_cache.shape() == sin_cache.shape() &&
+      cos_cache.strides() == sin_cache.strides() && cos_cache.strides()[1] == 1 &&
+      sin_cache.offset() == cos_cache.offset() + cos_cache.size(1)) {
+    dims shape{cos_cache.size(0), 2 * cos_cache.size(1)};
+    return tensor(cos_cache.storage(), shape, cos_cache.strides(), cos_cache.offset(), cos_cache.type());
+  }
+  return cat(q, {cos_cache, sin_cache}, 1);
+}
+
+// Rotates `target` (a [T, H, D] view, or [B, S, H, D] with positions [B, S]) in place.
+void rope_in_place(queue& q, tensor& target, const tensor& positions, const tensor& cache, rope_style style) {
+  tensor view = target;
+  tensor pos = positions;
+  if (view.dim() == 4) {
+    view = view.reshape({view.size(0) * view.size(1), view.size(2), view.size(3)});
+    pos = pos.reshape({pos.numel()});
+  }
+  op_call c;
+  c.op = "rotary_embedding";
+  c.inputs = {pos, view, tensor(), cache};
+  c.outputs = {view, tensor()};
+  c.attrs = {{"is_neox", style == rope_style::neox}};
+  dispatch_call(q, PRISM_OP_INDEX("rotary_embedding"), c);
+}
+}  // namespace
+
 tensor rotary_embedding(queue& q, const tensor& x, const tensor& positions, const tensor& cos_cache,
                         const tensor& sin_cache, rope_style style) {
-  return run(q, PRISM_OP_INDEX("rotary_embedding"), "rotary_embedding", {x, positions, cos_cache, sin_cache},
-             {{"mode", std::string(rope_name(style))}});
+  tensor out = tensor::empty(q, x.shape(), x.type());
+  return rotary_embedding_out(q, out, x, positions, cos_cache, sin_cache, style);
 }
 tensor& rotary_embedding_out(queue& q, tensor& out, const tensor& x, const tensor& positions,
                              const tensor& cos_cache, const tensor& sin_cache, rope_style style) {
-  return run_out(q, out, PRISM_OP_INDEX("rotary_embedding"), "rotary_embedding",
-                 {x, positions, cos_cache, sin_cache}, {{"mode", std::string(rope_name(style))}});
+  const bool in_place = out.same_storage(x) && out.offset() == x.offset() && out.shape() == x.shape() &&
+                        out.strides() == x.strides();
+  if (!in_place) copy(q, out, x);
+  rope_in_place(q, out, positions, cos_sin_cache(q, cos_cache, sin_cache), style);
+  return out;
+}
+tensor& rotary_embedding_(queue& q, tensor& query, tensor& key, const tensor& positions,
+                          const tensor& cos_sin_cache, rope_style style) {
+  op_call c;
+  c.op = "rotary_embedding";
+  c.inputs = {positions, query, key, cos_sin_cache};
+  c.outputs = {query, key};
+  c.attrs = {{"is_neox", style == rope_style::neox}};
+  dispatch_call(q, PRISM_OP_INDEX("rotary_embedding"), c);
+  return query;
 }
 
 // ---- gated activations -----------------------------------------------------------------------

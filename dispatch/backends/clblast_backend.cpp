@@ -145,7 +145,8 @@ std::optional<std::string> supports(const device& dev, const op_call& call) {
   if (auto* why = std::get_if<std::string>(&p)) return "clblast: " + *why;
   const auto& g = std::get<gemm_problem>(p);
   if (g.bias && call.op != "linear" && call.op != "addmm") return std::string("clblast: unexpected bias");
-  if (g.m == 0 || g.n == 0) return std::nullopt;
+  if (g.k == 0 && g.m > 0 && g.n > 0)
+    return std::string("clblast: k=0 (CLBlast rejects empty inner dimensions)");
   return std::nullopt;
 }
 
@@ -206,18 +207,26 @@ event run(queue& q, const op_call& call, const kernel_config& params) {
   if (p.m == 0 || p.n == 0) return event{};
   const cl_device_id id = interop::native(q.get_device())();
   tensor a = *p.a.t, b = *p.b.t;
-  return q.submit([&](handler& h) {
+  // The native command runs inside submit(); prism retains the event it returns, so this
+  // function drops CLBlast's own reference afterwards.
+  cl_event produced = nullptr;
+  event done = q.submit([&](handler& h) {
     accessor<std::byte> acc_a(a.storage(), h, read_only);
     accessor<std::byte> acc_b(b.storage(), h, read_only);
     accessor<std::byte> acc_c(out.storage(), h, p.bias ? access_mode::read_write : access_mode::write);
-    interop::enqueue_native(h, [p, acc_a, acc_b, acc_c, id, params](interop::native_handle& nh) -> cl_event {
-      std::lock_guard lock(mutex());
-      auto& dp = params_for(id, p.type);
-      if (p.type == dtype::f16)
-        return enqueue_gemm<cl_half>(nh, p, nh.mem(acc_a), nh.mem(acc_b), nh.mem(acc_c), dp, params);
-      return enqueue_gemm<float>(nh, p, nh.mem(acc_a), nh.mem(acc_b), nh.mem(acc_c), dp, params);
-    });
+    interop::enqueue_native(
+        h, [p, acc_a, acc_b, acc_c, id, params, &produced](interop::native_handle& nh) -> cl_event {
+          std::lock_guard lock(mutex());
+          auto& dp = params_for(id, p.type);
+          if (p.type == dtype::f16)
+            produced = enqueue_gemm<cl_half>(nh, p, nh.mem(acc_a), nh.mem(acc_b), nh.mem(acc_c), dp, params);
+          else
+            produced = enqueue_gemm<float>(nh, p, nh.mem(acc_a), nh.mem(acc_b), nh.mem(acc_c), dp, params);
+          return produced;
+        });
   });
+  if (produced) clReleaseEvent(produced);
+  return done;
 }
 
 switch_stats switching_statistics() {

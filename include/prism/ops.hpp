@@ -150,15 +150,22 @@ tensor& fused_add_rms_norm_out(queue& q, tensor& out, const tensor& x, tensor& r
                                const tensor& weight = {}, double eps = 1e-6);
 
 // ---------------------------------------------------------------------------------------------
-// Rotary position embedding. x: [tokens, heads, head_dim] (or [batch, seq, heads, head_dim]
-// with positions [batch, seq]); positions: i32/i64 per token, indexing the caches;
-// cos_cache/sin_cache: [max_positions, rotary_dim / 2] (f32 or x's dtype). The first
-// `rotary_dim` entries of head_dim are rotated, the rest pass through. `_out` may alias x.
+// Rotary position embedding. x: [tokens, heads, head_dim] with positions [tokens], or
+// [batch, seq, heads, head_dim] with positions [batch, seq] (contiguous); positions are i32/i64
+// indices into the caches; cos_cache/sin_cache: [max_positions, rotary_dim / 2] (any float
+// dtype). The first `rotary_dim` entries of head_dim are rotated, the rest pass through.
+// `_out` may alias x (in place). When cos_cache and sin_cache are the two halves of one
+// [max_positions, rotary_dim] tensor (cache.slice(1, 0, r/2) and cache.slice(1, r/2, r)) no copy
+// is made; otherwise they are concatenated on every call.
 tensor rotary_embedding(queue& q, const tensor& x, const tensor& positions, const tensor& cos_cache,
                         const tensor& sin_cache, rope_style style = rope_style::neox);
 tensor& rotary_embedding_out(queue& q, tensor& out, const tensor& x, const tensor& positions,
                              const tensor& cos_cache, const tensor& sin_cache,
                              rope_style style = rope_style::neox);
+/// vLLM's in-place form: query [T, Hq, D] and key [T, Hk, D] (or tensor{}) rotated in place with
+/// positions [T] and cos_sin_cache [max_positions, rotary_dim] (cos | sin halves). Returns query.
+tensor& rotary_embedding_(queue& q, tensor& query, tensor& key, const tensor& positions,
+                          const tensor& cos_sin_cache, rope_style style = rope_style::neox);
 
 // ---------------------------------------------------------------------------------------------
 // Gated activations (vLLM): x: [..., 2 * d] -> [..., d] = act(x[..., :d]) * x[..., d:].
