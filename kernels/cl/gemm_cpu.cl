@@ -80,7 +80,7 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
 #pragma unroll
       for (int j = 0; j < RN; ++j) {
         float lanes[VW];
-#pragma unroll
+#pragma unroll 1
         for (int l = 0; l < VW; ++l) lanes[l] = PRISM_LOAD(bp + (long)min(j * VW + l, N - 1 - n0) * sbn);
         bv[j] = GEMM_CAT(vload, VW)(0, lanes);
       }
@@ -103,7 +103,7 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
       for (int j = 0; j < RN; ++j) {
         float lanes[VW];
         GEMM_CAT(vstore, VW)(acc[i][j], 0, lanes);
-#pragma unroll
+#pragma unroll 1
         for (int l = 0; l < VW; ++l) {
           const int n = n0 + j * VW + l;
           if (n < N)

@@ -216,7 +216,7 @@ TEST(Attention, DecodeRowsEqualPrefillRows) {
          v = rand_tensor({1, 2, L, D}, dtype::f32, 33);
   op_call full = sdpa(q, k, v, {}, true);
   ASSERT_TRUE(run_and_compare(full, "bq=4,bk=4,local=0").ok);
-  op_call tail = sdpa(q.slice(2, L - 3, L).contiguous(test_queue()), k, v, {}, true);
+  op_call tail = sdpa(q.slice(2, L - 3, L), k, v, {}, true);  // a strided view of the last rows
   ASSERT_TRUE(run_and_compare(tail, "bq=4,bk=4,local=0").ok);
   const auto f = floats_of(full.outputs[0].slice(2, L - 3, L)), t = floats_of(tail.outputs[0]);
   ASSERT_EQ(f.size(), t.size());
