@@ -42,7 +42,7 @@ struct bench_args {
   bool fresh_db = false;
   bool pretune = true;
   double budget_s = 0;
-  std::size_t max_candidates = 16;
+  std::size_t max_candidates = 12;
   int rounds = 7;
   bool with_clblast = false;
   std::string markdown;
