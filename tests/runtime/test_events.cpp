@@ -162,9 +162,11 @@ TEST(AsyncErrors, ReachTheUserHandlerAtWaitAndThrow) {
     }
   };
   queue q(default_queue().get_device(), options);
-  q.submit([&](handler& h) { h.host_task([] { throw std::runtime_error("host task exploded"); }); });
+  auto failed =
+      q.submit([&](handler& h) { h.host_task([] { throw std::runtime_error("host task exploded"); }); });
   q.wait();  // with a user handler, wait() keeps the error for wait_and_throw
   EXPECT_TRUE(received.empty());
+  EXPECT_EQ(failed.status(), event_status::failed);
   q.wait_and_throw();
   ASSERT_EQ(received.size(), 1u);
   EXPECT_EQ(received[0], "host task exploded");
