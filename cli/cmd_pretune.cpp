@@ -20,8 +20,8 @@ struct pretune_args {
   std::vector<std::string> ops, dtypes, backends;
   double budget_s = 0;
   std::string strategy = "random";
-  std::size_t max_candidates = 16;
-  int min_runs = 5;
+  std::size_t max_candidates = 12;
+  int min_runs = 3;
   int max_runs = 25;
   bool force = false;
   bool list_models = false;
@@ -57,8 +57,8 @@ PRISM_CLI_COMMAND(60) {
                   "backend and shape (default)")
       ->check(CLI::IsMember({"exhaustive", "random"}));
   cmd->add_option("--max-candidates", a->max_candidates,
-                  "random strategy: candidates per backend and shape (default 16)");
-  cmd->add_option("--min-runs", a->min_runs, "Timed runs per candidate, at least (default 5)");
+                  "random strategy: generated candidates per backend and shape (default 12)");
+  cmd->add_option("--min-runs", a->min_runs, "Timed runs per candidate, at least (default 3)");
   cmd->add_option("--max-runs", a->max_runs, "Timed runs per candidate, at most (default 25)");
   cmd->add_option("--seed", a->seed, "Seed of the random strategy and of the sampled inputs (default 1)");
   cmd->add_flag("--force", a->force, "Re-tune shapes that already have a valid row");

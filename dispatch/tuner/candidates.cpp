@@ -36,6 +36,56 @@ std::vector<T> pick(std::vector<T> all, const candidate_options& o, std::uint64_
 
 }  // namespace
 
+opencl_space opencl_configs(const op_descriptor& d, const std::string& vendor, const candidate_options& o) {
+  auto space = load_tune_space(d, vendor);
+  opencl_space out;
+  out.vendor = space.vendor;
+  std::vector<kernel_config> base{space.defaults};
+  for (const auto& c : space.configs)
+    if (std::find(base.begin(), base.end(), c) == base.end()) base.push_back(c);
+  for (const auto& c : base) out.explicit_configs.push_back(c.str());
+
+  // The parameters the vendor file actually varies are the ones that matter on this device;
+  // step each of them through its allowed values around every explicit config.
+  std::vector<const config_param*> varying;
+  for (const auto& p : d.config.params) {
+    bool differs = false;
+    for (const auto& c : base)
+      differs = differs || c.get(p.name, p.default_value) != base[0].get(p.name, p.default_value);
+    if (differs) varying.push_back(&p);
+  }
+  std::vector<std::string> generated;
+  std::set<std::string> seen(out.explicit_configs.begin(), out.explicit_configs.end());
+  for (const auto& b : base)
+    for (const auto* p : varying) {
+      std::vector<std::int64_t> values = p->allowed;
+      if (values.empty()) {
+        const std::int64_t v = b.get(p->name, p->default_value);
+        values = {std::max<std::int64_t>(1, v / 2), v * 2};
+      }
+      for (auto v : values) {
+        kernel_config c = b;
+        c.set(p->name, v);
+        if (d.config.validate(c)) continue;
+        std::string text = d.config.complete(c).str();
+        if (seen.insert(text).second) generated.push_back(text);
+      }
+    }
+  if (o.pick == strategy::random && o.max_per_backend > 0 && generated.size() > o.max_per_backend) {
+    std::mt19937_64 rng(o.seed ^ 0x67656e6572617465ULL);
+    std::vector<std::size_t> idx(generated.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::shuffle(idx.begin(), idx.end(), rng);
+    idx.resize(o.max_per_backend);
+    std::sort(idx.begin(), idx.end());
+    std::vector<std::string> kept;
+    for (auto i : idx) kept.push_back(generated[i]);
+    generated = std::move(kept);
+  }
+  out.generated = std::move(generated);
+  return out;
+}
+
 std::vector<std::string> clblast_parameter_sets(const device& dev, dtype type) {
   const std::size_t elem = type == dtype::f16 ? 2 : 4;
   const std::uint64_t local_mem = dev.local_mem_size();
@@ -103,17 +153,19 @@ std::vector<candidate> make_candidates(const device& dev, const op_descriptor& d
         add("opencl", "", "opencl (no tunable parameters)");
         continue;
       }
-      auto space = load_tune_space(d, vendor);
-      std::vector<std::string> configs{space.defaults.str()};
-      for (const auto& c : space.configs) configs.push_back(c.str());
-      configs.erase(std::unique(configs.begin() + 1, configs.end()), configs.end());
-      for (const auto& c : pick(configs, o, 0x6f70656e636cULL))
-        add("opencl", c, "vendors/" + space.vendor + "/tune_configs.yaml");
+      auto configs = opencl_configs(d, vendor, o);
+      for (const auto& c : configs.explicit_configs)
+        add("opencl", c, "vendors/" + configs.vendor + "/tune_configs.yaml");
+      for (const auto& c : configs.generated) add("opencl", c, "generated around tune_configs.yaml");
     } else if (backend == "clblast") {
       if (type != dtype::f32 && type != dtype::f16) continue;
       std::vector<std::string> sets{""};  // CLBlast's own parameters for the device
       for (auto& s : clblast_parameter_sets(dev, type)) sets.push_back(s);
-      for (const auto& s : pick(sets, o, 0x636c626c6173ULL))
+      // CLBlast's kernels are written for GPUs: on a CPU device a few sets are enough to know.
+      candidate_options co = o;
+      if (dev.is_cpu() && co.max_per_backend > 0)
+        co.max_per_backend = std::max<std::size_t>(2, co.max_per_backend / 4);
+      for (const auto& s : pick(sets, co, 0x636c626c6173ULL))
         add("clblast", s,
             s.empty() ? "clblast defaults"
                       : (s.find("WGD=") != std::string::npos ? "clblast XgemmDirect" : "clblast Xgemm"));

@@ -26,6 +26,18 @@ struct candidate_options {
   std::uint64_t seed = 1;
 };
 
+/// The opencl configs pretune tries: every config of the vendor's tune_configs.yaml space
+/// (default first), then configs generated around them: each parameter the file varies is
+/// stepped through its allowed values (schema-valid only; random strategy: at most
+/// max_per_backend of them).
+struct opencl_space {
+  std::string vendor;  ///< the profile the space came from
+  std::vector<std::string> explicit_configs;
+  std::vector<std::string> generated;
+};
+opencl_space opencl_configs(const op_descriptor& d, const std::string& vendor,
+                            const candidate_options& options);
+
 /// Candidate list for `d` on `dev` (vendor = the matched profile name), deduplicated, in a
 /// stable order. The default route itself is added by the tuner, not here.
 std::vector<candidate> make_candidates(const device& dev, const op_descriptor& d, dtype type,

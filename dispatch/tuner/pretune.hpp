@@ -20,13 +20,13 @@ struct pretune_options {
   std::vector<std::string> dtypes;    ///< only these dtypes (empty = all)
   std::vector<std::string> backends;  ///< candidate backends (empty = every one that can serve)
   strategy pick = strategy::random;
-  std::size_t max_per_backend = 16;  ///< random strategy: candidates per backend and shape
+  std::size_t max_per_backend = 12;  ///< random strategy: generated candidates per backend and shape
   double budget_s = 0;               ///< stop cleanly after this many seconds (0 = no limit)
-  int min_runs = 5;                  ///< timed runs per candidate (after one warm-up)
+  int min_runs = 3;                  ///< timed runs per candidate (after one warm-up)
   int max_runs = 25;
-  double target_s_per_candidate = 0.25;  ///< timed runs stop once they sum to this
-  bool force = false;                    ///< re-tune shapes that already have a valid row
-  bool progress_bar = false;             ///< redraw one line (terminal) instead of printing lines
+  double target_s_per_candidate = 0.3;  ///< timed runs stop once they sum to this
+  bool force = false;                   ///< re-tune shapes that already have a valid row
+  bool progress_bar = false;            ///< redraw one line (terminal) instead of printing lines
   std::uint64_t seed = 1;
 };
 

@@ -155,3 +155,38 @@ __kernel void ew_strided(long n, int nd, long8 shape, __global const STYPE(A_K)*
     STORE(O_K, o, oo, ew_s(x, y, alpha));
   }
 }
+
+// Rows path: [rows, cols] with unit inner stride for every operand and free row strides (0 =
+// broadcast over rows, e.g. a bias; the halves of a gated input). Work-item (x, row) handles the
+// VEC-wide chunk x of its row; the cols % VEC tail goes to the first work-items of the row.
+__kernel void ew_rows(long cols, __global const STYPE(A_K)* a, long a_off, long a_rs, __global const STYPE(B_K)* b,
+                      long b_off, long b_rs, __global STYPE(O_K)* o, long o_off, long o_rs, float alpha, float scalar) {
+  const long row = get_global_id(1), x = get_global_id(0);
+  a += a_off + row * a_rs;
+  b += b_off + row * b_rs;
+  o += o_off + row * o_rs;
+  const long nv = cols / VEC;
+  if (x < nv) {
+    floatv xa = VLOAD(A_K, a, x * VEC);
+#if B_MODE == 1 || B_MODE == 2
+    floatv y = VLOAD(B_K, b, x * VEC);
+#elif B_MODE == 3
+    floatv y = (floatv)(scalar);
+#else
+    floatv y = xa;
+#endif
+    VSTORE(O_K, o, x * VEC, ew_v(xa, y, alpha));
+  }
+  const long t = nv * VEC + x;
+  if (t < cols) {
+    const float xs = LOAD(A_K, a, t);
+#if B_MODE == 1 || B_MODE == 2
+    const float ys = LOAD(B_K, b, t);
+#elif B_MODE == 3
+    const float ys = scalar;
+#else
+    const float ys = xs;
+#endif
+    STORE(O_K, o, t, ew_s(xs, ys, alpha));
+  }
+}

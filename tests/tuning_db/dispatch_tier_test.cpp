@@ -3,6 +3,9 @@
 // device are never used, and pretune fills rows that dispatch then finds.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <set>
+
 #include "dispatch/dispatcher.hpp"
 #include "dispatch/tuner/pretune.hpp"
 #include "dispatch/tuner/tuning_glue.hpp"
@@ -143,4 +146,33 @@ TEST(TuningDispatch, DtypeKeyCollapsesUniformInputs) {
   EXPECT_EQ(dispatch::tuner::dtype_key("f16"), "f16");
   EXPECT_EQ(dispatch::tuner::dtype_key("i64|f32|-|f32"), "i64|f32|f32");
   EXPECT_EQ(dispatch::tuner::dtype_key("-"), "-");
+}
+
+// Runs only inside the child spawned below (PRISM_RECORD_UNTUNED is read once per process).
+TEST(TuningDispatch, RecordUntunedChild) {
+  if (!std::getenv("PRISM_TUNING_RECORD_CHILD")) GTEST_SKIP() << "runs as a child of RecordsMissesForPretune";
+  queue q;
+  dispatch::tuner::install_db_lookup();
+  for (const char* key : {"rows=3,d=64", "rows=5,d=64", "rows=3,d=64"}) {
+    auto call = sample(q, "rms_norm", key);
+    dispatch::dispatch_call(q, call);
+  }
+  q.wait();
+}
+
+TEST(TuningDispatch, RecordsMissesForPretune) {
+  std::string dir = test::make_temp_dir("record-dispatch");
+  std::string file = dir + "/untuned.yaml";
+  std::vector<std::string> args{"--gtest_filter=TuningDispatch.RecordUntunedChild"};
+  auto c = test::spawn_helper(args, dir + "/child.out",
+                              {{"PRISM_TUNING_RECORD_CHILD", "1"},
+                               {"PRISM_RECORD_UNTUNED", file},
+                               {"PRISM_TUNING_DB", dir + "/empty.db"}},
+                              false, "/proc/self/exe");
+  ASSERT_EQ(test::wait_child(c), 0) << test::read_file(dir + "/child.out");
+  auto set = load_shape_set(file);  // the file pretune --shapes reads
+  std::set<std::string> got;
+  for (auto& e : set.entries) got.insert(e.op + " " + e.dtype + " " + e.shape.str());
+  EXPECT_EQ(got, (std::set<std::string>{"rms_norm f32 rows=3,d=64", "rms_norm f32 rows=5,d=64"}))
+      << test::read_file(file);
 }
