@@ -7,6 +7,7 @@
 #
 # usage: benchmarks/llm/bench.sh [BUILD_DIR]
 # env:   PRESET (demo) DTYPE (f32) PROMPT_LEN (64) NEW_TOKENS (32) BUDGET_S (120, pretune budget)
+#        MAX_CANDIDATES (6, pretune candidates per backend and shape) REPEAT (3, best of N generations)
 #        PRISM_DEVICE (device spec) WORK (scratch dir; default: a new temp dir)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,7 +24,14 @@ mkdir -p "$work"
 for exe in "$llm" "$prism"; do
   [ -x "$exe" ] || { echo "bench.sh: $exe not built (cmake --build $build --target prism_cli prism_llm_cli)"; exit 1; }
 done
-args=(--preset "$preset" --dtype "$dtype" --prompt-len "$prompt_len" --new-tokens "$new_tokens" --breakdown-steps 0)
+args=(--preset "$preset" --dtype "$dtype" --prompt-len "$prompt_len" --new-tokens "$new_tokens" --breakdown-steps 0 --repeat "${REPEAT:-3}")
+
+# PRISM_RECORD_UNTUNED writes multi-input dtypes ("f32|i64", "i64|f32|f32|f32") and "-" for
+# ops without tensor inputs, which `prism pretune --shapes` does not parse (yet): keep the float
+# dtype (pretune samples the index inputs itself) and drop the input-less ops (zeros, arange).
+normalize_shapes() {
+  sed -E -e '/dtype: -,/d' -e 's/dtype: [^,]*(bf16|f16|f32)[^,]*,/dtype: \1,/' "$1" > "$1.tmp" && mv "$1.tmp" "$1"
+}
 
 field() { sed -n "s/^  \"$2\": \([0-9.e+-]*\),\{0,1\}$/\1/p" "$1"; }
 
@@ -32,8 +40,10 @@ rm -f "$work/untuned.db" "$work/shapes.yaml"
 PRISM_TUNING_DB=$work/untuned.db PRISM_RECORD_UNTUNED=$work/shapes.yaml "$llm" "${args[@]}" --json "$work/untuned.json" \
   | grep -E '^(model|device|prefill|decode)'
 
+normalize_shapes "$work/shapes.yaml"
 echo "== pretune of those shapes into $work/tuned.db (budget ${budget} s)"
-"$prism" pretune --shapes "$work/shapes.yaml" --db "$work/tuned.db" --budget-s "$budget" | tail -n 25
+"$prism" pretune --shapes "$work/shapes.yaml" --db "$work/tuned.db" --budget-s "$budget" \
+  --max-candidates "${MAX_CANDIDATES:-6}" --progress lines 2>&1 | grep -v "^pretune: \\[" | tail -n 40 || true
 
 echo "== tuned"
 PRISM_TUNING_DB=$work/tuned.db "$llm" "${args[@]}" --json "$work/tuned.json" | grep -E '^(prefill|decode)'

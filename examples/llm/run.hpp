@@ -27,6 +27,7 @@ struct run_options {
   std::string prompt;  ///< "1,2,3": explicit token ids
   std::int64_t new_tokens = 32;
   int warmup_runs = 1;
+  int repeat = 1;  ///< timed generations; the fastest prefill and decode are reported
   std::int64_t breakdown_decode_steps = 8;
   bool check = false;
   std::string dump_path;
@@ -49,7 +50,8 @@ struct run_result {
   /// Synchronised pass: per-step wall time of the prefill and of `breakdown_decode_steps` steps.
   std::map<std::string, step_timer::entry> prefill_steps, decode_steps;
   std::int64_t breakdown_decode_steps = 0;
-  std::vector<dispatch::dispatch_stat> dispatch_stats;  ///< of the timed generation only
+  std::vector<dispatch::dispatch_stat> dispatch_stats;  ///< of the timed generations only
+  int repeat = 1;
   // --check
   bool checked = false, check_passed = false;
   double logits_max_abs_diff = 0, logits_max_abs_ref = 0, logits_tolerance = 0;
