@@ -68,9 +68,9 @@ std::vector<std::int32_t> parse_prompt(const std::string& text, std::int64_t voc
 double logits_tolerance(dtype t) {
   switch (t) {
     case dtype::f16:
-      return 3e-2;
+      return 1e-2;
     case dtype::bf16:
-      return 6e-2;
+      return 4e-2;
     default:
       return 2e-4;
   }
