@@ -335,7 +335,8 @@ op_descriptor make_softmax(bool log) {
     if (in.dim()) rd = {normalize_dim(c, c.get_int("dim", -1), in.dim())};
     reduce_view v = canonical(q, in, rd);
     const std::int64_t wg = cfg.at("wg"), vec = cfg.at("vec");
-    std::string opts = dtype_defines("A", in.type()) + "-DLOG=" + (log ? "1" : "0") + " -DWG=" + std::to_string(wg) +
+    std::string opts = dtype_defines("A", in.type()) + "-DLOG=" + (log ? "1" : "0") +
+                       " -DOUT_F32=" + (in.type() == dtype::f32 ? "1" : "0") + " -DWG=" + std::to_string(wg) +
                        " -DVEC=" + std::to_string(vec);
     const bool rows = v.inner == 1;
     const bool per_item = rows && cfg.at("variant") == 1;
