@@ -1,9 +1,10 @@
 // elementwise.cl: unary, binary and gated ops, f32 compute on every float storage kind.
 // Defines: OP_<name>, A_K/B_K/O_K storage kinds, VEC, EPT, A_MODE (1 tensor, 2 one broadcast
 // element), B_MODE (0 none, 1 tensor, 2 one broadcast element, 3 the `scalar` argument).
-// Flat path (every operand contiguous): work-item g handles VEC-wide chunks g, g+G, ... (EPT of
-// them, grid-stride: consecutive work-items touch consecutive chunks, so loads coalesce on GPUs
-// and vectorise across work-items on CPUs); the n % VEC tail goes to the first work-items.
+// Flat path (every operand contiguous): work-group b owns VEC-wide chunks [b*L*EPT, (b+1)*L*EPT);
+// on step k work-item l takes chunk b*L*EPT + k*L + l (consecutive work-items on consecutive
+// chunks: coalesced on GPUs, vectorised across work-items on CPUs); the n % VEC tail goes to the
+// first work-items.
 // Strided path: element index -> per-operand offsets over the dims the host merged (<= 8).
 #ifndef B_K
 #define B_K A_K
@@ -101,7 +102,10 @@ __kernel void ew_flat(long n, __global const STYPE(A_K)* a, long a_off, __global
   b += b_off;
   o += o_off;
   const long nv = n / VEC;
-  const long g = get_global_id(0), G = get_global_size(0);
+  const long g = get_global_id(0), L = get_local_size(0);
+  // Each work-group owns a contiguous block of L * EPT chunks; within it, consecutive work-items
+  // take consecutive chunks on each step (coalesced on GPUs, one streaming region per CPU thread).
+  const long base = get_group_id(0) * L * EPT + get_local_id(0);
 #if A_MODE == 2
   const float as = LOAD(A_K, a, 0);
 #endif
@@ -111,7 +115,7 @@ __kernel void ew_flat(long n, __global const STYPE(A_K)* a, long a_off, __global
   const float bs = scalar;
 #endif
   for (int k = 0; k < EPT; ++k) {
-    const long v = g + (long)k * G;
+    const long v = base + (long)k * L;
     if (v < nv) {
 #if A_MODE == 2
       floatv x = (floatv)(as);
