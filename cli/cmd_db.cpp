@@ -1,0 +1,322 @@
+// `prism db list|show|stats|check|export|import|merge|vacuum|clear`: inspect and manage the
+// tuning database (docs/tuning.md).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli/command.hpp"
+#include "prism/error.hpp"
+#include "prism/runtime.hpp"
+#include "prism/tuning_db.hpp"
+
+namespace {
+
+using namespace prism::tuning;
+
+struct db_args {
+  std::string fingerprint;  // --fingerprint (prefix)
+  std::string op;
+  std::string dtype;
+  std::string shape;
+  std::string file;
+  bool replace = false;
+  bool yes = false;
+  bool json = false;
+};
+
+std::string human_ns(double ns) {
+  if (ns <= 0) return "-";
+  if (ns < 1e3) return fmt::format("{:.0f} ns", ns);
+  if (ns < 1e6) return fmt::format("{:.1f} us", ns / 1e3);
+  if (ns < 1e9) return fmt::format("{:.2f} ms", ns / 1e6);
+  return fmt::format("{:.2f} s", ns / 1e9);
+}
+
+std::string human_time(std::int64_t unix_seconds) {
+  if (unix_seconds <= 0) return "-";
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+std::string speedup_text(double s) {
+  return s > 0 ? fmt::format("{:.2f}x", s) : "-";
+}
+
+database& open_db(const prism::cli::global_options& global) {
+  database::set_default_path(global.db.empty() ? database::default_path() : global.db);
+  return database::process_default();
+}
+
+// The fingerprint filter: --fingerprint, else the device chosen with --device (if any).
+std::string fingerprint_filter(const prism::cli::global_options& global, const db_args& a) {
+  if (!a.fingerprint.empty()) return a.fingerprint;
+  if (global.device.empty()) return {};
+  return prism::devices_matching(global.device).front().fingerprint().hash;
+}
+
+void print_header(database& db) {
+  std::printf("database: %s", db.path().c_str());
+  if (!db.is_open())
+    std::printf(" (not open: %s)", db.read_only_reason().c_str());
+  else if (!db.writable())
+    std::printf(" (read-only: %s)", db.read_only_reason().c_str());
+  std::printf("\n");
+}
+
+void add_db_option(CLI::App* cmd, prism::cli::global_options& global) {
+  cmd->add_option("--db", global.db,
+                  "Tuning database file (default: PRISM_TUNING_DB, else "
+                  "${XDG_CACHE_HOME:-~/.cache}/prism/tuning.db)");
+}
+void add_device_option(CLI::App* cmd, prism::cli::global_options& global) {
+  cmd->add_option(
+      "--device", global.device,
+      std::string("Only rows of this device (PRISM_DEVICE syntax: ") + prism::device_spec_syntax() + ")");
+}
+void add_filters(CLI::App* cmd, prism::cli::global_options& global, db_args& a) {
+  add_device_option(cmd, global);
+  cmd->add_option("--fingerprint", a.fingerprint, "Only rows of devices whose fingerprint starts with this");
+  cmd->add_option("--op", a.op, "Only rows of this op");
+  cmd->add_option("--dtype", a.dtype, "Only rows of this dtype");
+}
+
+std::vector<device_record> present_devices() {
+  std::vector<device_record> out;
+  try {
+    for (auto& d : prism::device::get_devices()) out.push_back(describe(d));
+  } catch (const prism::error&) {
+    // No OpenCL platform: rows can still be listed, only driver checks are skipped.
+  }
+  return out;
+}
+
+}  // namespace
+
+PRISM_CLI_COMMAND(70) {
+  auto* db_cmd =
+      app.add_subcommand("db",
+                         "Inspect and manage the tuning database (list, show, stats, check, export, "
+                         "import, merge, vacuum, clear)");
+  db_cmd->require_subcommand(1);
+  add_db_option(db_cmd, global);
+  auto args = std::make_shared<db_args>();
+  auto& a = *args;
+
+  // ---- list ----
+  auto* list =
+      db_cmd->add_subcommand("list", "List tuned rows: shape, backend, config, time, speedup vs default");
+  add_db_option(list, global);
+  add_filters(list, global, a);
+  list->callback([&global, &exit_code, args] {
+    auto& db = open_db(global);
+    print_header(db);
+    auto rows = db.results(row_filter{fingerprint_filter(global, *args), args->op, args->dtype, ""});
+    std::size_t shape_w = 5, config_w = 6;
+    for (auto& r : rows) {
+      shape_w = std::max(shape_w, r.shape.size());
+      config_w = std::max(config_w, r.config.size());
+    }
+    std::printf("%s\n", fmt::format("{:<16}  {:<10}  {:<5}  {:<{}}  {:<8}  {:<{}}  {:>10}  {:>10}  {:>7}  {}",
+                                    "device", "op", "dtype", "shape", shape_w, "backend", "config", config_w,
+                                    "p50", "default", "speedup", "tuned (UTC)")
+                            .c_str());
+    for (auto& r : rows)
+      std::printf("%s\n",
+                  fmt::format("{:<16}  {:<10}  {:<5}  {:<{}}  {:<8}  {:<{}}  {:>10}  {:>10}  {:>7}  {}",
+                              r.device, r.op, r.dtype, r.shape, shape_w, r.backend,
+                              r.config.empty() ? "(default)" : r.config, config_w, human_ns(r.p50_ns),
+                              human_ns(r.default_ns), speedup_text(r.speedup()), human_time(r.tuned_at))
+                      .c_str());
+    std::printf("%zu rows\n", rows.size());
+    exit_code = 0;
+  });
+
+  // ---- show ----
+  auto* show = db_cmd->add_subcommand("show", "Show one key: the winner and every candidate measured for it");
+  add_db_option(show, global);
+  add_device_option(show, global);
+  show->add_option("--fingerprint", a.fingerprint, "Only rows of devices whose fingerprint starts with this");
+  show->add_option("op", a.op, "Op name, e.g. matmul")->required();
+  show->add_option("dtype", a.dtype, "Dtype, e.g. f32")->required();
+  show->add_option("shape", a.shape, "Shape key, e.g. m=16,n=4096,k=4096")->required();
+  show->callback([&global, &exit_code, args] {
+    auto& db = open_db(global);
+    print_header(db);
+    auto key = shape_key::parse(args->shape);
+    auto rows = db.results(row_filter{fingerprint_filter(global, *args), args->op, args->dtype, ""});
+    std::size_t shown = 0;
+    for (auto& r : rows) {
+      if (!(shape_key::parse(r.shape) == key)) continue;
+      ++shown;
+      auto dev = db.find_device(r.device);
+      std::printf("%s %s [%s] on %s (%s, driver %s)\n", r.op.c_str(), r.dtype.c_str(), r.shape.c_str(),
+                  r.device.c_str(), dev ? dev->name.c_str() : "unknown device", r.driver_version.c_str());
+      std::printf("  winner: %s %s  p20/p50/p80 %s / %s / %s  default %s  speedup %s\n", r.backend.c_str(),
+                  r.config.empty() ? "(default)" : r.config.c_str(), human_ns(r.p20_ns).c_str(),
+                  human_ns(r.p50_ns).c_str(), human_ns(r.p80_ns).c_str(), human_ns(r.default_ns).c_str(),
+                  speedup_text(r.speedup()).c_str());
+      std::printf("  kernel hash %s, prism %s, tuned %s UTC\n", r.kernel_hash.c_str(),
+                  r.prism_version.c_str(), human_time(r.tuned_at).c_str());
+      auto cands = db.candidates(r.device, r.op, r.dtype, shape_key::parse(r.shape));
+      std::stable_sort(cands.begin(), cands.end(), [](auto& x, auto& y) {
+        bool xo = x.status == candidate_status::ok, yo = y.status == candidate_status::ok;
+        if (xo != yo) return xo;
+        return xo && x.p50_ns < y.p50_ns;
+      });
+      std::printf("  %zu candidates:\n", cands.size());
+      for (auto& c : cands) {
+        if (c.status == candidate_status::ok)
+          std::printf("    %-8s %-40s %10s\n", c.backend.c_str(),
+                      c.config.empty() ? "(default)" : c.config.c_str(), human_ns(c.p50_ns).c_str());
+        else
+          std::printf("    %-8s %-40s %s: %s\n", c.backend.c_str(),
+                      c.config.empty() ? "(default)" : c.config.c_str(), candidate_status_name(c.status),
+                      c.reason.c_str());
+      }
+    }
+    if (shown == 0) {
+      std::fprintf(stderr, "prism db show: no row for %s %s [%s]%s (see `prism db list`)\n", args->op.c_str(),
+                   args->dtype.c_str(), key.str().c_str(), global.device.empty() ? "" : " on that device");
+      exit_code = 1;
+      return;
+    }
+    exit_code = 0;
+  });
+
+  // ---- stats ----
+  auto* stats =
+      db_cmd->add_subcommand("stats", "Rows per device and op, with the speedups over the default they give");
+  add_db_option(stats, global);
+  add_filters(stats, global, a);
+  stats->callback([&global, &exit_code, args] {
+    auto& db = open_db(global);
+    print_header(db);
+    auto st = db.stats(row_filter{fingerprint_filter(global, *args), args->op, args->dtype, ""});
+    std::printf("%s\n", fmt::format("{:<16}  {:<28}  {:<12}  {:>6}  {:>8}  {:>8}  {:>8}", "device", "name",
+                                    "op", "rows", "geomean", "min", "max")
+                            .c_str());
+    for (auto& s : st)
+      std::printf("%s\n",
+                  fmt::format("{:<16}  {:<28}  {:<12}  {:>6}  {:>8}  {:>8}  {:>8}", s.device,
+                              s.device_name.substr(0, 28), s.op, s.rows, speedup_text(s.geomean_speedup),
+                              speedup_text(s.min_speedup), speedup_text(s.max_speedup))
+                      .c_str());
+    auto devs = db.devices();
+    std::printf("%zu devices, %zu (device, op) groups\n", devs.size(), st.size());
+    exit_code = 0;
+  });
+
+  // ---- check ----
+  auto* check = db_cmd->add_subcommand(
+      "check",
+      "Integrity check, and the rows lookups skip (driver or kernel changed since tuning); exit 1 on damage");
+  add_db_option(check, global);
+  check->callback([&global, &exit_code] {
+    auto& db = open_db(global);
+    print_header(db);
+    std::string integrity = db.integrity_check();
+    std::printf("integrity: %s\n", integrity.c_str());
+    auto stale = db.check(present_devices());
+    for (auto& s : stale)
+      std::printf("stale: %s %s %s [%s] %s '%s': %s\n", s.row.device.c_str(), s.row.op.c_str(),
+                  s.row.dtype.c_str(), s.row.shape.c_str(), s.row.backend.c_str(), s.row.config.c_str(),
+                  s.reason.c_str());
+    std::printf("%zu stale rows (skipped by lookups; re-run `prism pretune` to refresh them)\n",
+                stale.size());
+    exit_code = integrity == "ok" ? 0 : 1;
+  });
+
+  // ---- export ----
+  auto* exp =
+      db_cmd->add_subcommand("export", "Write rows as JSON (for `prism db import` on another machine)");
+  add_db_option(exp, global);
+  add_filters(exp, global, a);
+  exp->add_option("file", a.file, "Output file (default: stdout)");
+  exp->callback([&global, &exit_code, args] {
+    auto& db = open_db(global);
+    auto text = db.export_json(row_filter{fingerprint_filter(global, *args), args->op, args->dtype, ""});
+    if (args->file.empty() || args->file == "-") {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    } else {
+      std::ofstream out(args->file);
+      out << text;
+      if (!out) throw prism::error(prism::errc::io_error, "prism db export", "cannot write " + args->file);
+      std::fprintf(stderr, "exported to %s\n", args->file.c_str());
+    }
+    exit_code = 0;
+  });
+
+  // ---- import ----
+  auto* imp =
+      db_cmd->add_subcommand("import", "Import a `prism db export` JSON file; per key the faster row wins");
+  add_db_option(imp, global);
+  imp->add_option("file", a.file, "JSON file ('-' for stdin)")->required();
+  imp->add_flag("--replace", a.replace, "Replace existing rows even when they are faster");
+  imp->callback([&global, &exit_code, args] {
+    auto& db = open_db(global);
+    std::stringstream buf;
+    if (args->file == "-") {
+      buf << std::cin.rdbuf();
+    } else {
+      std::ifstream in(args->file);
+      if (!in) throw prism::error(prism::errc::io_error, "prism db import", "cannot read " + args->file);
+      buf << in.rdbuf();
+    }
+    auto rep = db.import_json(buf.str(), args->replace);
+    std::printf(
+        "imported into %s: %zu new, %zu replaced (faster), %zu kept (existing as fast or faster), %zu "
+        "devices\n",
+        db.path().c_str(), rep.inserted, rep.replaced, rep.kept, rep.devices);
+    exit_code = 0;
+  });
+
+  // ---- merge ----
+  auto* merge =
+      db_cmd->add_subcommand("merge", "Merge another tuning database file; per key the faster row wins");
+  add_db_option(merge, global);
+  merge->add_option("other", a.file, "The other database file")->required();
+  merge->callback([&global, &exit_code, args] {
+    auto& db = open_db(global);
+    auto rep = db.merge_from(args->file);
+    std::printf("merged %s into %s: %zu new, %zu replaced (faster), %zu kept, %zu devices\n",
+                args->file.c_str(), db.path().c_str(), rep.inserted, rep.replaced, rep.kept, rep.devices);
+    exit_code = 0;
+  });
+
+  // ---- vacuum ----
+  auto* vac = db_cmd->add_subcommand("vacuum", "Compact the database file");
+  add_db_option(vac, global);
+  vac->callback([&global, &exit_code] {
+    auto& db = open_db(global);
+    db.vacuum();
+    std::printf("vacuumed %s\n", db.path().c_str());
+    exit_code = 0;
+  });
+
+  // ---- clear ----
+  auto* clear =
+      db_cmd->add_subcommand("clear", "Delete rows (and their candidate measurements); needs --yes");
+  add_db_option(clear, global);
+  add_filters(clear, global, a);
+  clear->add_flag("--yes", a.yes, "Really delete");
+  clear->callback([&global, &exit_code, args] {
+    if (!args->yes)
+      throw prism::error(
+          prism::errc::invalid_argument, "prism db clear",
+          "refusing to delete without --yes (narrow it with --device/--fingerprint/--op/--dtype)");
+    auto& db = open_db(global);
+    auto n = db.clear(row_filter{fingerprint_filter(global, *args), args->op, args->dtype, ""});
+    std::printf("removed %zu rows from %s\n", n, db.path().c_str());
+    exit_code = 0;
+  });
+}

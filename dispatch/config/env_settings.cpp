@@ -1,0 +1,118 @@
+// Parsing of the dispatcher's PRISM_* environment variables (see env_settings.hpp).
+#include "dispatch/config/env_settings.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <regex>
+
+#include "prism/error.hpp"
+
+extern char** environ;
+
+namespace prism::dispatch {
+namespace {
+
+std::string trim(const std::string& s) {
+  auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return {};
+  auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool parse_bool(const std::string& var, const std::string& value) {
+  auto v = lower(trim(value));
+  if (v.empty() || v == "0" || v == "false" || v == "off" || v == "no") return false;
+  if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
+  throw error(errc::config_error, var,
+              "value '" + value + "' is not a boolean; valid: 1, 0, true, false, on, off");
+}
+
+}  // namespace
+
+std::vector<std::string> split_list(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    auto end = text.find(sep, start);
+    if (end == std::string::npos) end = text.size();
+    auto item = trim(text.substr(start, end - start));
+    if (!item.empty()) out.push_back(item);
+    start = end + 1;
+  }
+  return out;
+}
+
+env_snapshot process_environment() {
+  env_snapshot out;
+  for (char** e = environ; e && *e; ++e) {
+    std::string entry(*e);
+    if (entry.rfind("PRISM_", 0) != 0) continue;
+    auto eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    out.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return out;
+}
+
+env_settings parse_env(const env_snapshot& env) {
+  env_settings s;
+  static const std::string op_prefix = "PRISM_OP_";
+  for (const auto& [name, value] : env) {
+    if (name.rfind(op_prefix, 0) == 0) {
+      auto op = name.substr(op_prefix.size());
+      if (op.empty()) throw error(errc::config_error, name, "names no op; write PRISM_OP_<op>=<backend>");
+      op = std::regex_replace(op, std::regex("__"), ".");
+      auto backend = lower(trim(value));
+      if (backend.empty())
+        throw error(errc::config_error, name, "is empty; set it to a backend name (opencl, clblast, host)");
+      s.routes.push_back({op, backend, name});
+    } else if (name == "PRISM_UNUSED") {
+      s.unused = split_list(value, ',');
+    } else if (name == "PRISM_ROUTES") {
+      s.routes_file = trim(value);
+    } else if (name == "PRISM_STRICT_ROUTES") {
+      s.strict = parse_bool(name, value);
+    } else if (name == "PRISM_LOG_DISPATCH") {
+      for (const auto& item : split_list(lower(value), ',')) {
+        if (item == "0" || item == "off" || item == "false") continue;
+        if (item == "1" || item == "on" || item == "true") {
+          s.log.enabled = true;
+        } else if (item == "profile") {
+          s.log.enabled = s.log.profile = true;
+        } else if (item == "dispatch") {
+          s.log.enabled = s.log.candidates = true;
+        } else if (item == "all") {
+          s.log.enabled = s.log.profile = s.log.candidates = true;
+        } else {
+          throw error(
+              errc::config_error, name,
+              "value '" + value + "' is not valid; valid: 0, 1, profile, dispatch, all (comma-combinable)");
+        }
+      }
+    } else if (name == "PRISM_LOG_DISPATCH_FILE") {
+      s.log.file = trim(value);
+    } else if (name == "PRISM_LOG_DISPATCH_FILTER") {
+      s.log.filter = value;
+      try {
+        std::regex check(value);
+      } catch (const std::regex_error& e) {
+        throw error(errc::config_error, name,
+                    "'" + value + "' is not a valid regular expression: " + e.what());
+      }
+    } else if (name == "PRISM_VENDOR") {
+      s.vendor = lower(trim(value));
+    } else if (name == "PRISM_VENDOR_PATH") {
+      s.vendor_path = split_list(value, ':');
+    }
+  }
+  std::sort(s.routes.begin(), s.routes.end(),
+            [](const env_route& a, const env_route& b) { return a.op < b.op; });
+  return s;
+}
+
+}  // namespace prism::dispatch

@@ -1,0 +1,129 @@
+// Routing precedence (see routing.hpp and docs/dispatch.md).
+#include "dispatch/config/routing.hpp"
+
+#include <algorithm>
+
+#include "prism/error.hpp"
+
+namespace prism::dispatch {
+
+static_route resolve_route(const op_catalog_entry& op, const routing_sources& src) {
+  static_route r;
+  if (src.env) {
+    for (const auto& e : src.env->routes)
+      if (e.op == op.name) {
+        r.backend = e.backend;
+        r.tier = source_tier::env;
+        r.origin = e.variable;
+        return r;
+      }
+    if (std::find(src.env->unused.begin(), src.env->unused.end(), op.name) != src.env->unused.end()) {
+      r.backend = "host";
+      r.tier = source_tier::env;
+      r.origin = "PRISM_UNUSED";
+      r.unused = true;
+      return r;
+    }
+  }
+  if (src.routes) {
+    if (auto it = src.routes->routes.find(op.name); it != src.routes->routes.end()) {
+      r.backend = it->second.backend;
+      r.config = it->second.config;
+      r.tier = source_tier::routes;
+      r.origin = it->second.origin;
+      return r;
+    }
+    if (auto it = src.routes->unused.find(op.name); it != src.routes->unused.end()) {
+      r.backend = "host";
+      r.tier = source_tier::routes;
+      r.origin = it->second;
+      r.unused = true;
+      return r;
+    }
+  }
+  if (src.vendor) {
+    if (auto it = src.vendor->routes.find(op.name); it != src.vendor->routes.end()) {
+      r.backend = it->second.backend;
+      r.config = it->second.config;
+      r.tier = source_tier::vendor;
+      r.origin = it->second.origin;
+      return r;
+    }
+    if (auto it = src.vendor->unused.find(op.name); it != src.vendor->unused.end()) {
+      r.backend = "host";
+      r.tier = source_tier::vendor;
+      r.origin = it->second;
+      r.unused = true;
+      return r;
+    }
+  }
+  r.backend = op.backends.empty() ? "host" : op.backends.front();
+  r.tier = source_tier::default_order;
+  r.origin = "built-in";
+  return r;
+}
+
+std::vector<std::string> candidate_order(const op_catalog_entry& op, const std::string& first) {
+  std::vector<std::string> out{first};
+  for (const auto& b : op.backends)
+    if (b != first) out.push_back(b);
+  return out;
+}
+
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+void check(const std::vector<op_catalog_entry>& catalog, const std::vector<std::string>& backends,
+           const std::string& where, const std::string& op, const std::string* backend) {
+  auto it =
+      std::find_if(catalog.begin(), catalog.end(), [&](const op_catalog_entry& e) { return e.name == op; });
+  if (it == catalog.end()) {
+    std::vector<std::string> names;
+    for (const auto& e : catalog) names.push_back(e.name);
+    throw error(errc::not_found, where, "unknown op '" + op + "'; valid ops: " + join(names));
+  }
+  if (!backend) return;
+  if (std::find(backends.begin(), backends.end(), *backend) == backends.end())
+    throw error(errc::not_found, where,
+                "unknown backend '" + *backend + "' for op '" + op + "'; valid backends: " + join(backends));
+  if (std::find(it->backends.begin(), it->backends.end(), *backend) == it->backends.end())
+    throw error(errc::not_found, where,
+                "backend '" + *backend + "' does not implement op '" + op + "'; backends of '" + op +
+                    "': " + join(it->backends));
+}
+
+}  // namespace
+
+void validate_sources(const std::vector<op_catalog_entry>& catalog, const std::vector<std::string>& backends,
+                      const env_settings& env, const routes_config* routes,
+                      const std::vector<vendor_profile>& vendors) {
+  for (const auto& e : env.routes) check(catalog, backends, e.variable, e.op, &e.backend);
+  for (const auto& op : env.unused) check(catalog, backends, "PRISM_UNUSED", op, nullptr);
+  if (routes) {
+    for (const auto& [op, r] : routes->routes) check(catalog, backends, r.origin, op, &r.backend);
+    for (const auto& [op, origin] : routes->unused) check(catalog, backends, origin, op, nullptr);
+  }
+  for (const auto& v : vendors) {
+    for (const auto& [op, r] : v.routes) check(catalog, backends, r.origin, op, &r.backend);
+    for (const auto& [op, origin] : v.unused) check(catalog, backends, origin, op, nullptr);
+    for (const auto& [file, path] : v.kernel_files) {
+      std::vector<std::string> known;
+      for (const auto& e : catalog)
+        for (const auto& k : e.kernel_files)
+          if (std::find(known.begin(), known.end(), k) == known.end()) known.push_back(k);
+      if (std::find(known.begin(), known.end(), file) == known.end()) {
+        std::sort(known.begin(), known.end());
+        throw error(
+            errc::not_found, path,
+            "kernel override '" + file + "' replaces no prism kernel file; valid names: " + join(known));
+      }
+    }
+  }
+}
+
+}  // namespace prism::dispatch

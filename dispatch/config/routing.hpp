@@ -1,0 +1,55 @@
+// Routing precedence for one op, from the configuration sources that do not depend on the call:
+// env (PRISM_OP_*, PRISM_UNUSED) > routes file (PRISM_ROUTES) > [tuning db, per shape, applied
+// by the dispatcher] > vendor profile > the op's built-in implementation order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dispatch/config/env_settings.hpp"
+#include "dispatch/config/routes_file.hpp"
+#include "dispatch/config/vendor_profile.hpp"
+#include "prism/dispatch.hpp"
+
+namespace prism::dispatch {
+
+/// What the router knows of an op: its name and the backends of its implementations, in the
+/// descriptor's built-in order (host always last and always present), and the kernel files
+/// its OpenCL implementations build (what a vendor kernels/ file may replace).
+struct op_catalog_entry {
+  std::string name;
+  std::vector<std::string> backends;
+  std::vector<std::string> kernel_files;
+};
+
+struct routing_sources {
+  const env_settings* env = nullptr;
+  const routes_config* routes = nullptr;   ///< nullptr: no PRISM_ROUTES
+  const vendor_profile* vendor = nullptr;  ///< nullptr: no profile matched
+};
+
+/// The call-independent route of one op.
+struct static_route {
+  std::string backend;
+  std::string config;  ///< from a routes file / vendor entry with a config; "" = default
+  source_tier tier = source_tier::default_order;
+  std::string origin;
+  bool unused = false;
+  /// True for env/routes tiers: they outrank the tuning database.
+  bool above_db() const { return tier == source_tier::env || tier == source_tier::routes; }
+};
+
+static_route resolve_route(const op_catalog_entry& op, const routing_sources& src);
+
+/// The candidate order for a call: `first`, then the op's other backends in built-in order.
+std::vector<std::string> candidate_order(const op_catalog_entry& op, const std::string& first);
+
+/// Checks every op and backend name in env, routes file and vendor profiles against `catalog`
+/// and `backends`, and vendor kernels/ files against the ops' kernel files. Throws
+/// errc::not_found naming the source (variable or file:line), the bad name and the valid
+/// names; also when a backend does not implement the op routed to it.
+void validate_sources(const std::vector<op_catalog_entry>& catalog, const std::vector<std::string>& backends,
+                      const env_settings& env, const routes_config* routes,
+                      const std::vector<vendor_profile>& vendors);
+
+}  // namespace prism::dispatch

@@ -1,0 +1,698 @@
+// The per-op dispatcher (see dispatcher.hpp): process-wide state built once from env, routes
+// file and vendor profiles; per-device routes; a memo of decisions per call signature; the
+// fallback loop; counters and the dispatch log.
+#include "dispatch/dispatcher.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "dispatch/backends/backend.hpp"
+#include "dispatch/config/env_settings.hpp"
+#include "dispatch/config/routes_file.hpp"
+#include "dispatch/config/routing.hpp"
+#include "dispatch/config/vendor_profile.hpp"
+#include "dispatch/log/dispatch_log.hpp"
+#include "prism/error.hpp"
+#include "runtime/log.hpp"
+#include "runtime/paths.hpp"
+
+namespace prism::dispatch {
+namespace {
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+// ---- counters ------------------------------------------------------------------------------
+// Per (op, backend) counters live in a never-destroyed registry so decisions can hold raw
+// pointers and the atexit summary reads plain host memory.
+struct counter {
+  std::string op, backend;
+  std::atomic<std::uint64_t> calls{0}, fallbacks{0}, device_ns{0};
+};
+
+struct counter_registry {
+  std::mutex mutex;
+  std::deque<counter> items;
+  counter* get(const std::string& op, const std::string& backend) {
+    std::lock_guard lock(mutex);
+    for (auto& c : items)
+      if (c.op == op && c.backend == backend) return &c;
+    auto& c = items.emplace_back();
+    c.op = op;
+    c.backend = backend;
+    return &c;
+  }
+};
+counter_registry& counters() {
+  static auto* r = new counter_registry;
+  return *r;
+}
+
+// ---- per-op, per-device and global state -----------------------------------------------------
+struct op_state {
+  const op_descriptor* desc = nullptr;
+  op_catalog_entry catalog;
+  std::vector<implementation> impls;  // grouped per backend in catalog.backends order
+  std::map<std::string, config_reader> readers;
+};
+
+struct device_state {
+  device dev;
+  std::string fingerprint;
+  const vendor_profile* vendor = nullptr;
+  std::vector<static_route> routes;              // per op index
+  std::map<std::string, std::string> overrides;  // kernel file -> text (vendor kernels/)
+};
+
+// One resolved candidate of a decision.
+struct step {
+  const implementation* impl = nullptr;
+  kernel_config config;
+  std::string config_text;
+  source_override src;
+  std::string src_note;  // "override <path>" when a vendor kernel replaces the file
+  counter* count = nullptr;
+};
+
+struct decision {
+  std::vector<step> steps;
+  source_tier tier = source_tier::default_order;
+  std::string origin;
+  std::string dtypes, shape;
+  device_state* dev = nullptr;
+};
+
+struct signature_hash {
+  std::size_t operator()(const std::vector<std::int64_t>& v) const noexcept {
+    std::uint64_t h = 1469598103934665603ull;
+    for (auto x : v) h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ull;
+    return static_cast<std::size_t>(h);
+  }
+};
+
+struct state {
+  env_settings env;
+  std::optional<routes_config> routes;
+  std::vector<vendor_profile> vendors;
+  std::vector<op_state> ops;
+  std::unique_ptr<log_sink> log;
+
+  std::mutex devices_mutex;
+  std::deque<device_state> devices;
+
+  std::shared_mutex memo_mutex;
+  std::unordered_map<std::vector<std::int64_t>, std::unique_ptr<decision>, signature_hash> memo;
+};
+
+std::mutex& state_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::atomic<state*>& current_state() {
+  static auto* s = new std::atomic<state*>(nullptr);
+  return *s;
+}
+// Replaced states are kept (never freed): decisions of in-flight calls may still point at them.
+std::vector<std::unique_ptr<state>>& retired_states() {
+  static auto* v = new std::vector<std::unique_ptr<state>>;
+  return *v;
+}
+
+std::mutex& tuning_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+tuning_lookup& tuning_hook() {
+  static auto* f = new tuning_lookup;
+  return *f;
+}
+
+std::atomic<bool>& any_injection() {
+  static std::atomic<bool> b{false};
+  return b;
+}
+std::mutex& injection_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::map<std::pair<std::string, std::string>, int>& injections() {
+  static auto* m = new std::map<std::pair<std::string, std::string>, int>;
+  return *m;
+}
+
+std::atomic<bool>& summary_registered() {
+  static std::atomic<bool> b{false};
+  return b;
+}
+
+void print_summary_at_exit() {
+  auto* s = current_state().load();
+  if (!s || !s->log || !s->log->enabled()) return;
+  try {
+    s->log->write_text(format_summary(statistics(), s->log->profile()));
+  } catch (...) {
+    // at exit nothing can be reported any more; the log lines themselves were written
+  }
+}
+
+std::unique_ptr<state> build_state() {
+  auto s = std::make_unique<state>();
+  s->env = parse_env(process_environment());
+  if (!s->env.routes_file.empty()) s->routes = load_routes_file(s->env.routes_file);
+  std::vector<std::string> dirs;
+  auto shipped = prism::data_dir() / "vendors";
+  if (std::filesystem::is_directory(shipped)) dirs.push_back(shipped.string());
+  for (const auto& d : s->env.vendor_path) dirs.push_back(d);
+  s->vendors = load_vendor_profiles(dirs);
+
+  const auto& all = op_registry::instance().all();
+  s->ops.resize(all.size());
+  std::vector<op_catalog_entry> catalog;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    auto& o = s->ops[i];
+    o.desc = all[i];
+    o.catalog.name = all[i]->name;
+    o.catalog.backends = op_backends(*all[i]);
+    for (const auto& be : o.catalog.backends) {
+      std::vector<implementation> v;
+      if (be == "opencl") {
+        v = opencl_implementations(*o.desc);
+        o.readers[be] = opencl_config_reader(*o.desc);
+      } else if (be == "clblast") {
+        v = clblast_implementations(*o.desc);
+        o.readers[be] = clblast_config_reader(*o.desc);
+      } else {
+        v = host_implementations(*o.desc);
+        o.readers[be] = host_config_reader(*o.desc);
+      }
+      for (auto& impl : v) {
+        if (!impl.kernel_file.empty() &&
+            std::find(o.catalog.kernel_files.begin(), o.catalog.kernel_files.end(), impl.kernel_file) ==
+                o.catalog.kernel_files.end())
+          o.catalog.kernel_files.push_back(impl.kernel_file);
+        o.impls.push_back(std::move(impl));
+      }
+    }
+    catalog.push_back(o.catalog);
+  }
+  validate_sources(catalog, known_backends(), s->env, s->routes ? &*s->routes : nullptr, s->vendors);
+  if (!s->env.vendor.empty()) {
+    // PRISM_VENDOR must name a loaded profile; checked here so the error comes at start-up.
+    select_vendor(s->vendors, device_description{}, s->env.vendor);
+  }
+  s->log = std::make_unique<log_sink>(s->env.log);
+  return s;
+}
+
+state& get_state() {
+  if (auto* s = current_state().load(std::memory_order_acquire)) return *s;
+  std::lock_guard lock(state_mutex());
+  if (auto* s = current_state().load()) return *s;
+  auto fresh = build_state();
+  auto* raw = fresh.get();
+  retired_states().push_back(std::move(fresh));
+  current_state().store(raw, std::memory_order_release);
+  if (raw->log->enabled() && !summary_registered().exchange(true)) std::atexit(print_summary_at_exit);
+  return *raw;
+}
+
+device_description describe(const device& d) {
+  return {d.platform_name(), d.vendor(), device_type_name(d.type()), d.name()};
+}
+
+device_state& get_device_state(state& s, const device& dev) {
+  std::lock_guard lock(s.devices_mutex);
+  for (auto& d : s.devices)
+    if (d.dev == dev) return d;
+  auto& d = s.devices.emplace_back();
+  d.dev = dev;
+  d.fingerprint = dev.fingerprint().hash;
+  d.vendor = select_vendor(s.vendors, describe(dev), s.env.vendor);
+  routing_sources src{&s.env, s.routes ? &*s.routes : nullptr, d.vendor};
+  for (const auto& o : s.ops) d.routes.push_back(resolve_route(o.catalog, src));
+  if (d.vendor)
+    for (const auto& [file, path] : d.vendor->kernel_files)
+      d.overrides[file] = *d.vendor->kernel_source(file);
+  return d;
+}
+
+// The memo key: device, op, and everything of the call that routing and shape keys can depend
+// on (dtypes, shapes, attrs), without formatting strings.
+void signature_of(const device_state& dev, int op, const op_call& call, std::vector<std::int64_t>& sig) {
+  sig.clear();
+  sig.push_back(reinterpret_cast<std::intptr_t>(&dev));
+  sig.push_back(op);
+  auto add_tensor = [&](const tensor& t) {
+    if (!t.defined()) {
+      sig.push_back(-1);
+      return;
+    }
+    sig.push_back(static_cast<std::int64_t>(t.type()) * 16 + t.dim());
+    for (auto e : t.shape()) sig.push_back(e);
+  };
+  for (const auto& t : call.inputs) add_tensor(t);
+  sig.push_back(-2);
+  for (const auto& t : call.outputs) add_tensor(t);
+  for (const auto& [name, value] : call.attrs) {
+    sig.push_back(static_cast<std::int64_t>(std::hash<std::string>{}(name)));
+    std::visit(
+        [&](const auto& v) {
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<V, std::string>) {
+            sig.push_back(static_cast<std::int64_t>(std::hash<std::string>{}(v)));
+          } else if constexpr (std::is_same_v<V, std::vector<std::int64_t>>) {
+            sig.push_back(static_cast<std::int64_t>(v.size()));
+            for (auto x : v) sig.push_back(x);
+          } else if constexpr (std::is_same_v<V, double>) {
+            std::int64_t bits;
+            std::memcpy(&bits, &v, sizeof bits);
+            sig.push_back(bits);
+          } else {
+            sig.push_back(static_cast<std::int64_t>(v));
+          }
+        },
+        value);
+  }
+}
+
+std::string dtypes_of(const op_call& call) {
+  std::string out;
+  for (const auto& t : call.inputs) {
+    if (!out.empty()) out += '|';
+    out += t.defined() ? dtype_name(t.type()) : "-";
+  }
+  return out;
+}
+
+std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_call& call,
+                                 const forced_route* forced) {
+  auto& o = s.ops[op];
+  auto d = std::make_unique<decision>();
+  d->dev = &dev;
+  d->dtypes = dtypes_of(call);
+  d->shape = o.desc->key ? o.desc->key(call).str() : std::string();
+  const std::string vendor = dev.vendor ? dev.vendor->name : "generic";
+
+  std::string first = "";
+  std::string first_config;
+  if (forced) {
+    if (std::find(o.catalog.backends.begin(), o.catalog.backends.end(), forced->backend) ==
+        o.catalog.backends.end())
+      throw error(errc::not_found, "ops::" + o.desc->name,
+                  fmt::format("backend '{}' does not implement '{}'; its backends: {}", forced->backend,
+                              o.desc->name, join(o.catalog.backends)));
+    first = forced->backend;
+    first_config = forced->config.value_or("");
+    d->tier = source_tier::env;
+    d->origin = "forced";
+  } else {
+    const auto& r = dev.routes[op];
+    first = r.backend;
+    first_config = r.config;
+    d->tier = r.tier;
+    d->origin = r.origin;
+    if (!r.above_db()) {
+      tuning_lookup hook;
+      {
+        std::lock_guard lock(tuning_mutex());
+        hook = tuning_hook();
+      }
+      if (hook) {
+        auto choice = hook(tuning_query{dev.fingerprint, o.desc->name, d->dtypes, d->shape});
+        if (choice) {
+          if (std::find(o.catalog.backends.begin(), o.catalog.backends.end(), choice->backend) ==
+              o.catalog.backends.end()) {
+            log::get("dispatch")
+                ->warn("tuning db proposes backend '{}' for {} {}; '{}' has backends {}; ignored",
+                       choice->backend, o.desc->name, d->shape, o.desc->name, join(o.catalog.backends));
+          } else {
+            first = choice->backend;
+            first_config = choice->config;
+            d->tier =
+                choice->tier == source_tier::db_nearest ? source_tier::db_nearest : source_tier::db_exact;
+            d->origin = std::string("tuning db ") + source_tier_name(d->tier);
+          }
+        }
+      }
+    }
+    if (r.unused) d->origin += " (unused)";
+  }
+
+  auto order = forced ? std::vector<std::string>{first} : candidate_order(o.catalog, first);
+  for (const auto& be : order) {
+    const auto& reader = o.readers.at(be);
+    std::string text = be == first ? first_config : std::string();
+    kernel_config cfg = reader.parse(text, vendor);
+    for (const auto& impl : o.impls) {
+      if (impl.backend != be) continue;
+      step st;
+      st.impl = &impl;
+      st.config = cfg;
+      st.config_text = cfg.str();
+      if (!impl.kernel_file.empty()) {
+        auto it = dev.overrides.find(impl.kernel_file);
+        if (it != dev.overrides.end()) {
+          st.src = std::string_view(it->second);
+          st.src_note = "kernel override " + dev.vendor->kernel_files.at(impl.kernel_file);
+        }
+      }
+      st.count = counters().get(o.desc->name, be);
+      d->steps.push_back(std::move(st));
+    }
+  }
+  return d;
+}
+
+bool take_injected_failure(const std::string& op, const std::string& backend) {
+  std::lock_guard lock(injection_mutex());
+  auto it = injections().find({op, backend});
+  if (it == injections().end() || it->second <= 0) return false;
+  if (--it->second == 0) injections().erase(it);
+  if (injections().empty()) any_injection().store(false);
+  return true;
+}
+
+void log_reject(state& s, const decision& d, const op_call& call, const step& st, const std::string& why) {
+  log_record r;
+  r.event = "reject";
+  r.op = call.op;
+  r.dtypes = d.dtypes;
+  r.shape = d.shape;
+  r.device = d.dev->fingerprint;
+  r.backend = st.impl->backend;
+  r.config = st.config_text;
+  r.tier = source_tier_name(d.tier);
+  r.reason = st.impl->name + ": " + why;
+  r.attrs = format_attrs(call.attrs);
+  s.log->write(r);
+}
+
+dispatch_result run_decision(state& s, queue& q, const decision& d, const op_call& call, bool forced,
+                             bool dry_run = false) {
+  std::string refusals;
+  const bool logging = s.log->enabled();
+  for (std::size_t i = 0; i < d.steps.size(); ++i) {
+    const auto& st = d.steps[i];
+    std::optional<std::string> why;
+    if (st.impl->supports) why = st.impl->supports(d.dev->dev, call, st.config);
+    event ev;
+    std::chrono::steady_clock::time_point t0;
+    const bool timing = logging && s.log->profile();
+    if (!why && dry_run) {
+      dispatch_result res;
+      res.backend = st.impl->backend;
+      res.implementation = st.impl->name;
+      res.config = st.config_text;
+      const bool fell_back = st.impl->backend != d.steps[0].impl->backend;
+      res.tier = fell_back ? source_tier::fallback : d.tier;
+      res.reason = fell_back ? refusals : d.origin;
+      return res;
+    }
+    if (!why) {
+      if (timing) t0 = std::chrono::steady_clock::now();
+      try {
+        if (any_injection().load(std::memory_order_relaxed) &&
+            take_injected_failure(call.op, st.impl->backend))
+          throw error(errc::opencl_error, st.impl->name, "injected launch failure (test hook)");
+        ev = st.impl->enqueue(q, call, st.config, st.src);
+      } catch (const prism::error& e) {
+        if (e.code() == errc::invalid_argument) throw;  // a bad call is the caller's, not a backend's
+        why = std::string("launch failed: ") + e.what();
+      }
+    }
+    if (why) {
+      if (logging && s.log->candidates()) log_reject(s, d, call, st, *why);
+      refusals += (refusals.empty() ? "" : "; ") + st.impl->name + ": " + *why;
+      // Several implementations of one backend (e.g. GEMM variants) are tried in turn; strict
+      // mode and forced routes fail only once the routed backend has none left.
+      const bool last_of_backend =
+          i + 1 == d.steps.size() || d.steps[i + 1].impl->backend != st.impl->backend;
+      if (last_of_backend && st.impl->backend == d.steps[0].impl->backend && (forced || s.env.strict)) {
+        if (logging) {
+          log_record r;
+          r.event = "error";
+          r.op = call.op;
+          r.dtypes = d.dtypes;
+          r.shape = d.shape;
+          r.device = d.dev->fingerprint;
+          r.backend = st.impl->backend;
+          r.config = st.config_text;
+          r.tier = source_tier_name(d.tier);
+          r.reason = refusals;
+          r.attrs = format_attrs(call.attrs);
+          s.log->write(r);
+        }
+        throw error(errc::unsupported, "ops::" + call.op,
+                    fmt::format("{} routed to {} ({} {}) cannot serve {} [{}]: {}{}", call.op,
+                                st.impl->backend, source_tier_name(d.tier), d.origin, d.dtypes, d.shape,
+                                refusals, forced ? "" : " (PRISM_STRICT_ROUTES=1 forbids falling back)"));
+      }
+      continue;
+    }
+    const bool fell_back = st.impl->backend != d.steps[0].impl->backend;
+    st.count->calls.fetch_add(1, std::memory_order_relaxed);
+    if (fell_back) st.count->fallbacks.fetch_add(1, std::memory_order_relaxed);
+    dispatch_result res;
+    res.done = ev;
+    res.tier = fell_back ? source_tier::fallback : d.tier;
+    if (logging) {
+      log_record r;
+      r.op = call.op;
+      r.dtypes = d.dtypes;
+      r.shape = d.shape;
+      r.device = d.dev->fingerprint;
+      r.backend = st.impl->backend;
+      r.config = st.config_text;
+      r.tier = source_tier_name(res.tier);
+      r.reason = fell_back ? "fallback from " + d.steps[0].impl->backend + " (" + d.origin + "): " + refusals
+                           : d.origin;
+      if (!st.src_note.empty()) r.reason += "; " + st.src_note;
+      r.attrs = format_attrs(call.attrs);
+      if (timing) {
+        std::uint64_t ns = 0;
+        if (ev && q.is_profiling_enabled()) {
+          ev.wait();
+          ns = ev.profiling().duration_ns();
+        } else {
+          ev.wait();
+          ns = static_cast<std::uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+                  .count());
+        }
+        st.count->device_ns.fetch_add(ns, std::memory_order_relaxed);
+        r.time_us = static_cast<double>(ns) / 1e3;
+      }
+      s.log->write(r);
+      res.reason = r.reason;
+    } else {
+      res.reason = fell_back
+                       ? "fallback from " + d.steps[0].impl->backend + " (" + d.origin + "): " + refusals
+                       : d.origin;
+    }
+    res.backend = st.impl->backend;
+    res.implementation = st.impl->name;
+    res.config = st.config_text;
+    return res;
+  }
+  throw error(
+      errc::unsupported, "ops::" + call.op,
+      fmt::format("no implementation of {} can serve {} [{}]: {}", call.op, d.dtypes, d.shape, refusals));
+}
+
+}  // namespace
+
+std::vector<std::string> op_backends(const op_descriptor& d) {
+  std::vector<std::string> out;
+  for (const auto& b : d.backends)
+    if (b != "host" && std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+  if (is_gemm_family(d.name) && std::find(out.begin(), out.end(), "clblast") == out.end())
+    out.push_back("clblast");
+  if (d.implementations.empty()) out.erase(std::remove(out.begin(), out.end(), "opencl"), out.end());
+  out.push_back("host");
+  return out;
+}
+
+int op_index(std::string_view op) {
+  const auto& all = op_registry::instance().all();
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (all[i]->name == op) return static_cast<int>(i);
+  op_registry::instance().get(op);  // throws not_found listing the valid names
+  return -1;
+}
+
+namespace {
+dispatch_result route_and_run(queue& q, int op, op_call& call, bool dry_run) {
+  auto& s = get_state();
+  auto& o = s.ops[op];
+  if (call.outputs.empty()) allocate_outputs(q, *o.desc, call);
+  check_call(*o.desc, call);
+  auto& dev = get_device_state(s, q.get_device());
+  thread_local std::vector<std::int64_t> sig;
+  signature_of(dev, op, call, sig);
+  const decision* d = nullptr;
+  {
+    std::shared_lock lock(s.memo_mutex);
+    auto it = s.memo.find(sig);
+    if (it != s.memo.end()) d = it->second.get();
+  }
+  if (!d) {
+    auto fresh = decide(s, dev, op, call, nullptr);
+    std::unique_lock lock(s.memo_mutex);
+    auto [it, inserted] = s.memo.emplace(sig, std::move(fresh));
+    d = it->second.get();
+  }
+  return run_decision(s, q, *d, call, false, dry_run);
+}
+}  // namespace
+
+dispatch_result dispatch_call(queue& q, int op, op_call& call) {
+  return route_and_run(q, op, call, false);
+}
+
+dispatch_result plan_call(queue& q, op_call& call) {
+  return route_and_run(q, op_index(call.op), call, true);
+}
+
+dispatch_result dispatch_call(queue& q, op_call& call, const forced_route* forced) {
+  int op = op_index(call.op);
+  if (!forced) return dispatch_call(q, op, call);
+  auto& s = get_state();
+  auto& o = s.ops[op];
+  if (call.outputs.empty()) allocate_outputs(q, *o.desc, call);
+  check_call(*o.desc, call);
+  auto& dev = get_device_state(s, q.get_device());
+  auto d = decide(s, dev, op, call, forced);
+  return run_decision(s, q, *d, call, true);
+}
+
+// ---- public API of prism/dispatch.hpp ------------------------------------------------------
+
+const std::vector<std::string>& backend_names() {
+  return known_backends();
+}
+
+std::vector<std::string> op_names() {
+  std::vector<std::string> out;
+  for (const auto* d : op_registry::instance().all()) out.push_back(d->name);
+  return out;
+}
+
+void init() {
+  get_state();
+}
+
+std::vector<route_entry> effective_routes(const device& dev) {
+  auto& s = get_state();
+  auto& d = get_device_state(s, dev);
+  std::vector<route_entry> out;
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const auto& r = d.routes[i];
+    route_entry e;
+    e.op = s.ops[i].desc->name;
+    e.backend = r.backend;
+    e.tier = r.tier;
+    e.origin = r.origin;
+    e.unused = r.unused;
+    e.order = candidate_order(s.ops[i].catalog, r.backend);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+namespace {
+vendor_profile_info info_of(const vendor_profile& p) {
+  vendor_profile_info i;
+  i.name = p.name;
+  i.directory = p.directory;
+  i.priority = p.priority;
+  i.match_summary = p.match_summary();
+  for (const auto& [file, path] : p.kernel_files) i.kernel_overrides.push_back(file);
+  return i;
+}
+}  // namespace
+
+std::vector<vendor_profile_info> vendor_profiles() {
+  std::vector<vendor_profile_info> out;
+  for (const auto& p : get_state().vendors) out.push_back(info_of(p));
+  return out;
+}
+
+vendor_profile_info matched_vendor(const device& dev) {
+  auto& s = get_state();
+  auto& d = get_device_state(s, dev);
+  if (!d.vendor) return {};
+  return info_of(*d.vendor);
+}
+
+std::vector<dispatch_stat> statistics() {
+  std::vector<dispatch_stat> out;
+  auto& r = counters();
+  std::lock_guard lock(r.mutex);
+  for (const auto& c : r.items) {
+    auto calls = c.calls.load();
+    if (!calls) continue;
+    out.push_back({c.op, c.backend, calls, c.fallbacks.load(), c.device_ns.load()});
+  }
+  return out;
+}
+
+void reset_statistics() {
+  auto& r = counters();
+  std::lock_guard lock(r.mutex);
+  for (auto& c : r.items) {
+    c.calls = 0;
+    c.fallbacks = 0;
+    c.device_ns = 0;
+  }
+}
+
+void set_tuning_lookup(tuning_lookup lookup) {
+  {
+    std::lock_guard lock(tuning_mutex());
+    tuning_hook() = std::move(lookup);
+  }
+  if (auto* s = current_state().load()) {
+    std::unique_lock lock(s->memo_mutex);
+    // Decisions may be in use by other threads: move them to the retired list, never free.
+    static auto* graveyard = new std::vector<std::unique_ptr<decision>>;
+    static auto* graveyard_mutex = new std::mutex;
+    std::lock_guard g(*graveyard_mutex);
+    for (auto& [k, v] : s->memo) graveyard->push_back(std::move(v));
+    s->memo.clear();
+  }
+}
+
+namespace testing {
+
+void reload_config() {
+  std::lock_guard lock(state_mutex());
+  auto fresh = build_state();
+  auto* raw = fresh.get();
+  retired_states().push_back(std::move(fresh));
+  current_state().store(raw, std::memory_order_release);
+  if (raw->log->enabled() && !summary_registered().exchange(true)) std::atexit(print_summary_at_exit);
+  reset_statistics();
+}
+
+void inject_launch_failure(const std::string& op, const std::string& backend, int count) {
+  std::lock_guard lock(injection_mutex());
+  injections()[{op, backend}] = count;
+  any_injection().store(count > 0 || !injections().empty());
+}
+
+}  // namespace testing
+}  // namespace prism::dispatch

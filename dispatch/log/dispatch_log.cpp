@@ -1,0 +1,224 @@
+// The dispatch log's format, parser, sink and exit summary (see dispatch_log.hpp).
+#include "dispatch/log/dispatch_log.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "prism/error.hpp"
+
+namespace prism::dispatch {
+
+const char* source_tier_name(source_tier t) noexcept {
+  switch (t) {
+    case source_tier::env:
+      return "env";
+    case source_tier::routes:
+      return "routes";
+    case source_tier::db_exact:
+      return "db-exact";
+    case source_tier::db_nearest:
+      return "db-nearest";
+    case source_tier::vendor:
+      return "vendor";
+    case source_tier::default_order:
+      return "default";
+    case source_tier::fallback:
+      return "fallback";
+  }
+  return "?";
+}
+
+namespace {
+
+const std::vector<std::string> fields = {"event",  "op",   "dtypes", "shape",   "device", "backend",
+                                         "config", "tier", "reason", "time_us", "attrs"};
+
+void append_field(std::string& out, const std::string& v) {
+  out += ',';
+  if (v.find_first_of(",\"\n") == std::string::npos) {
+    out += v;
+    return;
+  }
+  out += '"';
+  for (char c : v) {
+    if (c == '"') out += '"';
+    out += c == '\n' ? ' ' : c;
+  }
+  out += '"';
+}
+
+}  // namespace
+
+std::string log_header() {
+  std::string out = std::string(log_prefix) + "_header," + log_version;
+  for (const auto& f : fields) out += "," + f;
+  return out;
+}
+
+std::string format_log_line(const log_record& r) {
+  std::string out = std::string(log_prefix) + "," + log_version;
+  out.reserve(160);
+  append_field(out, r.event);
+  append_field(out, r.op);
+  append_field(out, r.dtypes);
+  append_field(out, r.shape);
+  append_field(out, r.device);
+  append_field(out, r.backend);
+  append_field(out, r.config);
+  append_field(out, r.tier);
+  append_field(out, r.reason);
+  append_field(out, r.time_us ? fmt::format("{:.3f}", *r.time_us) : std::string());
+  append_field(out, r.attrs);
+  return out;
+}
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cur += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cur += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+std::vector<log_record> parse_log(std::istream& in) {
+  std::vector<log_record> out;
+  std::vector<std::string> columns;
+  const std::string header_tag = std::string(log_prefix) + "_header";
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    auto cells = split_csv(line);
+    if (cells.size() < 2) continue;
+    if (cells[0] == header_tag) {
+      if (cells[1] != log_version)
+        throw error(errc::config_error, "dispatch log",
+                    "header has version '" + cells[1] + "'; this prism reads " + log_version);
+      columns.assign(cells.begin() + 2, cells.end());
+      continue;
+    }
+    if (cells[0] != log_prefix) continue;
+    if (columns.empty())
+      throw error(errc::config_error, "dispatch log", "a line comes before the header line");
+    if (cells[1] != log_version)
+      throw error(errc::config_error, "dispatch log",
+                  "line has version '" + cells[1] + "'; expected " + log_version);
+    log_record r;
+    for (std::size_t i = 0; i < columns.size() && i + 2 < cells.size(); ++i) {
+      const auto& c = columns[i];
+      const auto& v = cells[i + 2];
+      if (c == "event")
+        r.event = v;
+      else if (c == "op")
+        r.op = v;
+      else if (c == "dtypes")
+        r.dtypes = v;
+      else if (c == "shape")
+        r.shape = v;
+      else if (c == "device")
+        r.device = v;
+      else if (c == "backend")
+        r.backend = v;
+      else if (c == "config")
+        r.config = v;
+      else if (c == "tier")
+        r.tier = v;
+      else if (c == "reason")
+        r.reason = v;
+      else if (c == "time_us" && !v.empty())
+        r.time_us = std::stod(v);
+      else if (c == "attrs")
+        r.attrs = v;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+log_sink::log_sink(const log_settings& s) : settings_(s) {
+  if (!s.filter.empty()) filter_.emplace(s.filter);
+}
+
+log_sink::~log_sink() {
+  if (own_file_ && out_) std::fclose(out_);
+}
+
+void log_sink::ensure_open() {
+  if (out_) return;
+  if (settings_.file.empty()) {
+    out_ = stderr;
+  } else {
+    out_ = std::fopen(settings_.file.c_str(), "w");
+    if (!out_) {
+      out_ = stderr;
+      throw error(errc::io_error, "PRISM_LOG_DISPATCH_FILE",
+                  "cannot open '" + settings_.file + "' for writing");
+    }
+    own_file_ = true;
+  }
+}
+
+void log_sink::write(const log_record& r) {
+  auto line = format_log_line(r);
+  if (filter_ && !std::regex_search(line, *filter_)) return;
+  std::lock_guard lock(mutex_);
+  ensure_open();
+  if (!header_written_) {
+    std::fprintf(out_, "%s\n", log_header().c_str());
+    header_written_ = true;
+  }
+  std::fprintf(out_, "%s\n", line.c_str());
+  std::fflush(out_);
+}
+
+void log_sink::write_text(const std::string& text) {
+  std::lock_guard lock(mutex_);
+  ensure_open();
+  std::fputs(text.c_str(), out_);
+  std::fflush(out_);
+}
+
+std::string format_summary(const std::vector<dispatch_stat>& stats, bool with_time) {
+  auto sorted = stats;
+  std::sort(sorted.begin(), sorted.end(), [](const dispatch_stat& a, const dispatch_stat& b) {
+    return std::tie(a.op, a.backend) < std::tie(b.op, b.backend);
+  });
+  std::size_t op_w = 2, be_w = 7;
+  for (const auto& s : sorted) {
+    op_w = std::max(op_w, s.op.size());
+    be_w = std::max(be_w, s.backend.size());
+  }
+  std::string out = "prism dispatch summary\n";
+  out += fmt::format("{:<{}}  {:<{}}  {:>10}  {:>9}", "op", op_w, "backend", be_w, "calls", "fallbacks");
+  if (with_time) out += fmt::format("  {:>12}", "device_ms");
+  out += "\n";
+  for (const auto& s : sorted) {
+    out += fmt::format("{:<{}}  {:<{}}  {:>10}  {:>9}", s.op, op_w, s.backend, be_w, s.calls, s.fallbacks);
+    if (with_time) out += fmt::format("  {:>12.3f}", static_cast<double>(s.device_ns) / 1e6);
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace prism::dispatch

@@ -1,0 +1,93 @@
+// Introspection and control of prism's per-op dispatcher: the effective routes table, vendor
+// profiles, dispatch statistics, and the hook through which the tuning database is consulted.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "prism/runtime/device.hpp"
+
+namespace prism::dispatch {
+
+/// Where a routing decision came from, highest precedence first (docs/dispatch.md).
+/// `fallback` marks a call served by a later implementation because the routed one refused.
+enum class source_tier : std::uint8_t { env, routes, db_exact, db_nearest, vendor, default_order, fallback };
+/// "env", "routes", "db-exact", "db-nearest", "vendor", "default", "fallback".
+const char* source_tier_name(source_tier t) noexcept;
+
+/// Backends prism knows: "opencl", "clblast", "host".
+const std::vector<std::string>& backend_names();
+/// Every op the dispatcher can route (descriptor names, e.g. "add", "mm").
+std::vector<std::string> op_names();
+
+/// Reads env variables, the routes file and vendor profiles and validates them. Runs on the
+/// first dispatch anyway; call it to fail early. Throws errc::not_found for unknown op, backend
+/// or vendor names (listing the valid ones) and errc::config_error for malformed YAML (file and
+/// line). Thread safety: safe; runs once.
+void init();
+
+/// One row of the effective routes table for a device.
+struct route_entry {
+  std::string op;
+  std::string backend;             ///< the backend tried first
+  source_tier tier;                ///< env, routes, vendor or default_order (tuning is per shape: see below)
+  std::string origin;              ///< e.g. "PRISM_OP_mm", "/path/routes.yaml", "vendor pocl", "built-in"
+  bool unused = false;             ///< marked unused (served by host)
+  std::vector<std::string> order;  ///< the whole candidate order (backend names)
+};
+/// The routes the dispatcher would use on `dev`, one entry per op, sorted by op name. Tuning
+/// database entries are per shape and are not part of this table (they sit between routes
+/// and vendor, see docs/dispatch.md).
+std::vector<route_entry> effective_routes(const device& dev);
+
+/// A vendor profile as loaded (vendors/<name>/vendor.yaml).
+struct vendor_profile_info {
+  std::string name;
+  std::string directory;
+  int priority = 0;
+  std::string match_summary;                  ///< human-readable match rules
+  std::vector<std::string> kernel_overrides;  ///< ops with a kernels/<op>.cl file
+};
+/// All profiles found (shipped + PRISM_VENDOR_PATH), in load order.
+std::vector<vendor_profile_info> vendor_profiles();
+/// The profile that applies to `dev` (PRISM_VENDOR when set, else the best match).
+vendor_profile_info matched_vendor(const device& dev);
+
+/// Per (op, backend) counters since start (or the last reset). device_ns is summed only when
+/// PRISM_LOG_DISPATCH=profile and the queue profiles.
+struct dispatch_stat {
+  std::string op;
+  std::string backend;
+  std::uint64_t calls = 0;
+  std::uint64_t fallbacks = 0;
+  std::uint64_t device_ns = 0;
+};
+std::vector<dispatch_stat> statistics();
+void reset_statistics();
+
+// ---- Tuning-database hook ----------------------------------------------------------------
+/// What the tuning database proposes for one call.
+struct tuned_choice {
+  std::string backend;                       ///< "opencl", "clblast", "host"
+  std::string config;                        ///< canonical config string of that backend ("" = its default)
+  source_tier tier = source_tier::db_exact;  ///< db_exact or db_nearest
+};
+/// The key of a lookup. Strings are views valid during the call only.
+struct tuning_query {
+  std::string_view device_fingerprint;  ///< device_fingerprint::hash
+  std::string_view op;
+  std::string_view dtypes;     ///< e.g. "f32" or "f16,f16->f16" (the dispatch log's dtypes field)
+  std::string_view shape_key;  ///< the descriptor's canonical key, e.g. "m=128,n=4096,k=4096"
+};
+/// Returns a choice, or nullopt when the database has nothing for the key. Called once per new
+/// (device, op, dtypes, shape key): results are memoized until the next set_tuning_lookup.
+/// It must be thread-safe and must not dispatch ops itself.
+using tuning_lookup = std::function<std::optional<tuned_choice>(const tuning_query&)>;
+/// Installs (or, with an empty function, removes) the lookup; clears memoized decisions.
+void set_tuning_lookup(tuning_lookup lookup);
+
+}  // namespace prism::dispatch

@@ -1,0 +1,306 @@
+// prism's tuning database: per-device, per-shape measured-best backend + config, on SQLite.
+// Knows nothing of kernels or dispatch: rows are keyed by (device, op, dtype, shape key).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace prism {
+class device;
+
+namespace tuning {
+
+/// A shape key: named integer components in canonical text form, e.g. "m=128,n=4096,k=4096".
+/// The op descriptors define which components an op has and their order; this class parses any
+/// such key generically. Two keys are equal when they hold the same name=value pairs (in any
+/// order). Thread safety: immutable value type.
+class shape_key {
+ public:
+  using component = std::pair<std::string, std::int64_t>;
+
+  shape_key() = default;
+  explicit shape_key(std::vector<component> components);
+  /// Parses "a=1,b=2" (spaces around tokens allowed). Throws prism::error(invalid_argument)
+  /// naming the bad token for an empty name, a non-integer value or a repeated name.
+  static shape_key parse(std::string_view text);
+
+  const std::vector<component>& components() const noexcept { return components_; }
+  std::optional<std::int64_t> get(std::string_view name) const;
+  bool empty() const noexcept { return components_.empty(); }
+  /// "a=1,b=2" in the order the components were given.
+  std::string str() const;
+  /// Order-independent form (components sorted by name): what equality and memo keys use.
+  std::string canonical() const;
+  /// True when both keys have the same component names (so a distance is defined).
+  bool comparable(const shape_key& other) const;
+
+  bool operator==(const shape_key& other) const { return canonical() == other.canonical(); }
+
+ private:
+  std::vector<component> components_;
+};
+
+/// Distance used by nearest-shape selection: the sum over components of |log2 a - log2 b|
+/// (so each factor of 2 in one dimension costs 1). Components <= 0 (flags, empty dims) must be
+/// equal or the keys are not comparable. Returns +infinity when the keys are not comparable.
+double shape_distance(const shape_key& a, const shape_key& b);
+
+/// A device as the database knows it.
+struct device_record {
+  std::string fingerprint;     ///< prism::device_fingerprint::hash (16 hex digits)
+  std::string name;            ///< human readable device name
+  std::string driver_version;  ///< the driver that produced the rows
+  std::string info_json;       ///< everything else worth keeping, as a JSON object
+};
+/// The record of a live device (fingerprint, name, driver, platform, compute units, ...).
+device_record describe(const prism::device& dev);
+
+/// The measured-best choice for one key.
+struct result_row {
+  std::string device;  ///< fingerprint
+  std::string op;
+  std::string dtype;
+  std::string shape;    ///< shape key text
+  std::string backend;  ///< e.g. "opencl", "clblast", "host"
+  std::string config;   ///< backend-specific config string ("" = the backend's default)
+  double p20_ns = 0;
+  double p50_ns = 0;
+  double p80_ns = 0;
+  double default_ns = 0;       ///< p50 of the untuned default route (0 = not measured)
+  std::string kernel_hash;     ///< hash of the kernel source + build options that won
+  std::string driver_version;  ///< driver the measurement ran on
+  std::string prism_version;   ///< prism that measured it
+  std::int64_t tuned_at = 0;   ///< unix seconds
+  /// default_ns / p50_ns, or 0 when either is unknown.
+  double speedup() const { return (default_ns > 0 && p50_ns > 0) ? default_ns / p50_ns : 0.0; }
+};
+
+/// Outcome of one candidate measurement during pretune.
+enum class candidate_status { ok, build_error, out_of_resources, wrong_result, runtime_error, unsupported };
+const char* candidate_status_name(candidate_status s) noexcept;
+/// Inverse of candidate_status_name; throws prism::error(invalid_argument) listing valid names.
+candidate_status parse_candidate_status(std::string_view name);
+
+/// One measured (or failed) candidate, kept so an interrupted pretune resumes where it stopped.
+struct candidate_row {
+  std::string device;
+  std::string op;
+  std::string dtype;
+  std::string shape;
+  std::string backend;
+  std::string config;
+  candidate_status status = candidate_status::ok;
+  std::string reason;  ///< why it failed (build log excerpt, CL error name, max error, ...)
+  double p20_ns = 0;
+  double p50_ns = 0;
+  double p80_ns = 0;
+  std::string kernel_hash;
+  std::int64_t measured_at = 0;
+};
+
+/// Which tier of the database answered a lookup.
+enum class match_tier { exact, nearest };
+/// "db-exact" / "db-nearest": the names the dispatch log prints.
+const char* match_tier_name(match_tier t) noexcept;
+
+/// A lookup's answer.
+struct match {
+  match_tier tier = match_tier::exact;
+  result_row row;
+  double distance = 0;  ///< shape_distance to the tuned row (0 for exact)
+};
+
+/// What a lookup asks for. `driver_version` empty = do not check it.
+struct lookup_query {
+  std::string device;  ///< fingerprint
+  std::string op;
+  std::string dtype;
+  shape_key shape;
+  std::string driver_version;
+  /// Nearest-shape answers farther than this (see shape_distance) are not used.
+  double max_distance = 8.0;
+};
+
+/// Decides whether a stored row may still be used: returns "" when it may, else the reason
+/// (e.g. "kernel hash changed: 1a2b.. -> 3c4d.."). The dispatcher installs one that recomputes
+/// the kernel hash of the row's backend + config.
+using row_validator = std::function<std::string(const result_row&)>;
+
+/// Selects rows; empty fields match anything.
+struct row_filter {
+  std::string device;  ///< fingerprint or a prefix of it
+  std::string op;
+  std::string dtype;
+  std::string shape;
+};
+
+struct stale_row {
+  result_row row;
+  std::string reason;
+};
+
+/// Rows and speedups for one (device, op).
+struct op_stats {
+  std::string device;
+  std::string device_name;
+  std::string op;
+  std::size_t rows = 0;
+  std::size_t rows_with_default = 0;  ///< rows whose default time is known
+  double geomean_speedup = 0;         ///< over rows_with_default (0 when none)
+  double min_speedup = 0;
+  double max_speedup = 0;
+};
+
+/// What an import or merge did.
+struct merge_report {
+  std::size_t devices = 0;   ///< device records added or refreshed
+  std::size_t inserted = 0;  ///< keys that were new
+  std::size_t replaced = 0;  ///< keys where the incoming row was faster
+  std::size_t kept = 0;      ///< keys where the existing row was as fast or faster
+};
+
+/// Counters for tests and diagnostics.
+struct database_counters {
+  std::uint64_t sql_queries = 0;  ///< SELECTs run by lookups (a warm memoized hit adds none)
+  std::uint64_t lookups = 0;
+  std::uint64_t memo_hits = 0;
+  std::uint64_t writes = 0;        ///< committed write transactions
+  std::uint64_t busy_retries = 0;  ///< times SQLITE_BUSY was retried
+};
+
+/// One SQLite tuning database file.
+///
+/// - Opening never throws for a bad file: a corrupt or non-SQLite file is moved aside (warning
+///   naming where it went) and a fresh one is created; an unwritable location is opened
+///   read-only (or not at all) and writable() says why results cannot be saved. Lookups then
+///   answer from what is there, or with nothing.
+/// - WAL mode, a busy timeout and short BEGIN IMMEDIATE transactions make many processes safe
+///   on one file; each put_* call is one committed transaction.
+/// - Lookups are memoized in-process: the first lookup for (device, op, dtype) loads its rows
+///   once; any later lookup for them runs no SQL. Writes through this object refresh the memo.
+///
+/// Thread safety: safe; calls are serialized by an internal mutex.
+class database {
+ public:
+  enum class access { read_write, read_only };
+
+  /// Opens (creating if needed) the database at `path`.
+  explicit database(std::string path, access mode = access::read_write);
+  ~database();
+  database(const database&) = delete;
+  database& operator=(const database&) = delete;
+
+  /// PRISM_TUNING_DB, else ${XDG_CACHE_HOME:-$HOME/.cache}/prism/tuning.db.
+  static std::string default_path();
+  /// The process-wide database at the path given to set_default_path(), else default_path().
+  /// Opened on first use, never destroyed.
+  static database& process_default();
+  /// Sets the path process_default() opens (the CLI's --db). Calling it after process_default()
+  /// was opened with another path reopens it there.
+  static void set_default_path(std::string path);
+
+  const std::string& path() const noexcept;
+  /// False when no database could be opened at all (lookups then find nothing).
+  bool is_open() const noexcept;
+  bool writable() const noexcept;
+  /// Why results cannot be saved ("" when writable()).
+  const std::string& read_only_reason() const noexcept;
+  /// Where a corrupt file found at open was moved ("" when none was).
+  const std::string& moved_aside_to() const noexcept;
+  /// PRAGMA user_version of the open file.
+  int schema_version() const;
+  static int current_schema_version() noexcept;
+
+  /// Installs the validator lookups and check() apply (replaces any earlier one; clears memo).
+  void set_validator(row_validator validator);
+
+  // ---- writes (each one short BEGIN IMMEDIATE transaction; throw database_error when not
+  // writable(), naming the path and the reason) ----
+  void put_device(const device_record& dev);
+  /// Inserts or replaces the row for its key.
+  void put_result(const result_row& row);
+  /// Inserts or replaces the row only if it is faster (smaller p50) than the stored one.
+  /// Returns true when it was stored.
+  bool put_result_if_faster(const result_row& row);
+  void put_candidate(const candidate_row& row);
+  /// Stores the shape's winner and its candidates in one transaction (a finished shape).
+  void put_shape(const result_row& winner, const std::vector<candidate_row>& candidates);
+  /// Removes matching results and candidates; returns the number of result rows removed.
+  std::size_t clear(const row_filter& filter);
+  void vacuum();
+
+  // ---- reads ----
+  /// Exact key, else the nearest comparable tuned shape of the same device, op and dtype,
+  /// else nothing. Rows failing the driver check or the validator are skipped (logged once).
+  std::optional<match> lookup(const lookup_query& query);
+  /// Only the exact key (no validation): what pretune uses to see whether a shape is done.
+  std::optional<result_row> find_result(const std::string& device, const std::string& op,
+                                        const std::string& dtype, const shape_key& shape);
+  std::vector<candidate_row> candidates(const std::string& device, const std::string& op,
+                                        const std::string& dtype, const shape_key& shape);
+  std::vector<result_row> results(const row_filter& filter = {});
+  std::vector<device_record> devices();
+  std::optional<device_record> find_device(const std::string& fingerprint);
+  /// Rows that lookups would skip: wrong driver version for their device (`current` devices
+  /// give today's driver per fingerprint/name) or rejected by the validator.
+  std::vector<stale_row> check(const std::vector<device_record>& current = {});
+  std::vector<op_stats> stats(const row_filter& filter = {});
+  /// PRAGMA integrity_check: "ok" or the problems it lists.
+  std::string integrity_check();
+
+  // ---- fleet sharing ----
+  /// JSON {"format":"prism-tuning","version":1,"devices":[...],"results":[...]}.
+  std::string export_json(const row_filter& filter = {});
+  /// Imports an export_json() document; per key the faster row wins unless `replace`.
+  merge_report import_json(std::string_view json_text, bool replace = false);
+  /// Merges another database file: devices and results, the faster row per key.
+  merge_report merge_from(const std::string& other_path);
+
+  database_counters counters() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// PRISM_RECORD_UNTUNED: appends each (op, dtype, shape) that missed the database, once per
+/// process, to the shapes file named by the variable, in a form `prism pretune --shapes`
+/// reads. Cheap no-op when the variable is unset. Thread safety: safe.
+void record_untuned(std::string_view op, std::string_view dtype, const shape_key& shape);
+/// The file record_untuned writes to ("" when PRISM_RECORD_UNTUNED is unset).
+const std::string& untuned_record_path();
+
+/// One entry of a shape set: an op, a dtype and a concrete shape.
+struct shape_entry {
+  std::string op;
+  std::string dtype;
+  shape_key shape;
+  std::string note;  ///< where it comes from (e.g. "q_proj"); may be empty
+};
+
+/// A shape set: the shapes a model dispatches (tuning_db/shapes/*.yaml, see docs/tuning.md).
+struct shape_set {
+  std::string name;
+  std::string source;  ///< where the model dimensions come from
+  std::vector<shape_entry> entries;
+};
+
+/// Parses a shape set file; list-valued components expand as a cartesian product; duplicate
+/// (op, dtype, shape) entries are dropped. Throws prism::error(config_error) naming the file,
+/// the entry and what is wrong, or io_error when it cannot be read.
+shape_set load_shape_set(const std::string& path);
+shape_set parse_shape_set(std::string_view yaml_text, const std::string& origin = "<string>");
+/// The shipped set for a model name (case-insensitive, e.g. "llama-2-7b"); throws
+/// prism::error(not_found) listing the shipped names.
+shape_set load_model_shape_set(std::string_view model);
+/// Names of the shipped shape sets (file stems of tuning_db/shapes/*.yaml).
+std::vector<std::string> shipped_models();
+
+}  // namespace tuning
+}  // namespace prism

@@ -1,0 +1,135 @@
+// prism scaled-dot-product attention, online softmax (flash-style): O = softmax(scale*Q@K^T + mask) @ V.
+// Q [B,Hq,Lq,D], K [B,Hkv,Lk,D], V [B,Hkv,Lk,DV], O [B,Hq,Lq,DV], any strides (in elements);
+// query head h reads kv head h / (Hq/Hkv) (GQA). One work-item owns one query row: q and the
+// DV-wide accumulator stay in registers while keys stream by in blocks of BK scores (one
+// rescale per block). With USE_LOCAL the work-group's BQ rows share each K/V block staged in
+// local memory (GPU); without it every work-item reads K/V directly (CPU, no barriers).
+// CAUSAL: query i sees keys j <= Lk - Lq + i (q rows are the last Lq positions, KV cache decode).
+// MASK_KIND: 0 none, 1 additive (the storage dtype), 2 boolean (uchar, nonzero = attend); mask strides may be 0
+// (broadcast). A row that sees no key outputs zeros. Prepended with gemm_common.cl.
+// Build defines: PRISM_DTYPE, D, DV, BQ (work-group size), BK, USE_LOCAL, CAUSAL, MASK_KIND.
+// Validity: BQ <= max work-group size; with USE_LOCAL, BK*(D+DV)*4 bytes <= local memory.
+
+#if MASK_KIND == 2
+typedef uchar mask_t;
+#define MASK_VALUE(p) ((*(p)) ? 0.0f : -INFINITY)
+#elif MASK_KIND == 1
+typedef GT mask_t;
+#define MASK_VALUE(p) PRISM_LOAD(p)
+#else
+typedef uchar mask_t;
+#endif
+
+__kernel __attribute__((reqd_work_group_size(BQ, 1, 1)))
+void attention(int Hq, int Hkv, int Lq, int Lk, float scale,
+               __global const GT* Q, long q_off, long4 sq, __global const GT* Kp, long k_off, long4 sk,
+               __global const GT* Vp, long v_off, long4 sv, __global GT* O, long o_off, long4 so,
+               __global const mask_t* Mk, long m_off, long4 sm) {
+  // Strides (.s0 batch, .s1 head, .s2 row, .s3 column) in elements; sm may hold zeros.
+  const int i = get_global_id(0);
+  const int h = get_global_id(1);
+  const long b = get_global_id(2);
+  const int hk = h / (Hq / Hkv);
+  const bool active = i < Lq;
+  const int qi = active ? i : Lq - 1;
+  Q += q_off + b * sq.s0 + h * sq.s1 + qi * sq.s2;
+  Kp += k_off + b * sk.s0 + hk * sk.s1;
+  Vp += v_off + b * sv.s0 + hk * sv.s1;
+#if MASK_KIND != 0
+  Mk += m_off + b * sm.s0 + h * sm.s1 + qi * sm.s2;
+#endif
+
+  float q[D];
+#pragma unroll
+  for (int d = 0; d < D; ++d) q[d] = PRISM_LOAD(Q + d * sq.s3) * scale;
+  float acc[DV];
+#pragma unroll
+  for (int d = 0; d < DV; ++d) acc[d] = 0.0f;
+  float row_max = -INFINITY, row_sum = 0.0f;
+
+  // Keys this row may see; with USE_LOCAL the loop bound must be uniform over the work-group.
+#if CAUSAL
+  const int my_end = min(Lk, Lk - Lq + qi + 1);
+#else
+  const int my_end = Lk;
+#endif
+#if USE_LOCAL
+  __local float Ks[BK][D];
+  __local float Vs[BK][DV];
+  const int lid = get_local_id(0);
+#if CAUSAL
+  const int last_q = min((int)(get_group_id(0) * BQ + BQ - 1), Lq - 1);
+  const int loop_end = min(Lk, Lk - Lq + last_q + 1);
+#else
+  const int loop_end = Lk;
+#endif
+#else
+  const int loop_end = my_end;
+#endif
+
+  for (int j0 = 0; j0 < loop_end; j0 += BK) {
+#if USE_LOCAL
+    for (int idx = lid; idx < BK * D; idx += BQ) {
+      const int jj = idx / D, d = idx % D;
+      Ks[jj][d] = (j0 + jj < Lk) ? PRISM_LOAD(Kp + (long)(j0 + jj) * sk.s2 + d * sk.s3) : 0.0f;
+    }
+    for (int idx = lid; idx < BK * DV; idx += BQ) {
+      const int jj = idx / DV, d = idx % DV;
+      Vs[jj][d] = (j0 + jj < Lk) ? PRISM_LOAD(Vp + (long)(j0 + jj) * sv.s2 + d * sv.s3) : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#define KEY(jj, d) Ks[jj][d]
+#define VAL(jj, d) Vs[jj][d]
+#else
+#define KEY(jj, d) PRISM_LOAD(Kp + (long)(j0 + (jj)) * sk.s2 + (d) * sk.s3)
+#define VAL(jj, d) PRISM_LOAD(Vp + (long)(j0 + (jj)) * sv.s2 + (d) * sv.s3)
+#endif
+    float s[BK];
+    float block_max = -INFINITY;
+#pragma unroll
+    for (int jj = 0; jj < BK; ++jj) {
+      const int j = j0 + jj;
+      float v = -INFINITY;
+      if (j < my_end) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int d = 0; d < D; ++d) dot = fma(q[d], KEY(jj, d), dot);
+        v = dot;
+#if MASK_KIND != 0
+        v += MASK_VALUE(Mk + (long)j * sm.s3);
+#endif
+      }
+      s[jj] = v;
+      block_max = fmax(block_max, v);
+    }
+    if (block_max > -INFINITY) {
+      const float new_max = fmax(row_max, block_max);
+      const float corr = exp(row_max - new_max);  // exp(-inf) = 0 on the first block
+      row_sum *= corr;
+#pragma unroll
+      for (int d = 0; d < DV; ++d) acc[d] *= corr;
+#pragma unroll
+      for (int jj = 0; jj < BK; ++jj) {
+        const float p = exp(s[jj] - new_max);  // masked keys: exp(-inf) = 0
+        row_sum += p;
+        if (p != 0.0f) {
+#pragma unroll
+          for (int d = 0; d < DV; ++d) acc[d] = fma(p, VAL(jj, d), acc[d]);
+        }
+      }
+      row_max = new_max;
+    }
+#if USE_LOCAL
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+#undef KEY
+#undef VAL
+  }
+
+  if (active) {
+    const float inv = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
+    __global GT* o = O + o_off + b * so.s0 + h * so.s1 + (long)i * so.s2;
+#pragma unroll
+    for (int d = 0; d < DV; ++d) PRISM_STORE(o + d * so.s3, acc[d] * inv);
+  }
+}

@@ -1,0 +1,65 @@
+// Shared prelude of prism's GEMM and attention kernels: storage-dtype loads/stores (f32, f16 via
+// core vload_half/vstore_half, bf16 as 16-bit with round-to-nearest-even), vector helpers, epilogue.
+// PRISM_DTYPE: 0 f32, 1 f16, 2 bf16. Compute is always f32.
+
+#define GEMM_CAT_(a, b) a##b
+#define GEMM_CAT(a, b) GEMM_CAT_(a, b)
+
+#ifndef VW
+#define VW 1
+#endif
+
+#if PRISM_DTYPE == 0
+typedef float GT;
+#define PRISM_LOAD(p) (*(p))
+#define PRISM_STORE(p, v) (*(p) = (v))
+#if VW == 1
+#define PRISM_LOADV(p) (*(p))
+#else
+#define PRISM_LOADV(p) GEMM_CAT(vload, VW)(0, (p))
+#endif
+#elif PRISM_DTYPE == 1
+typedef half GT;
+#define PRISM_LOAD(p) vload_half(0, (p))
+#define PRISM_STORE(p, v) vstore_half_rte((v), 0, (p))
+#if VW == 1
+#define PRISM_LOADV(p) vload_half(0, (p))
+#else
+#define PRISM_LOADV(p) GEMM_CAT(vload_half, VW)(0, (p))
+#endif
+#elif PRISM_DTYPE == 2
+typedef ushort GT;
+#define PRISM_LOAD(p) as_float(((uint)(*(p))) << 16)
+#define PRISM_STORE(p, v) (*(p) = prism_to_bf16(v))
+#if VW == 1
+#define PRISM_LOADV(p) as_float(((uint)(*(p))) << 16)
+#else
+#define PRISM_LOADV(p) GEMM_CAT(as_float, VW)(GEMM_CAT(convert_uint, VW)(GEMM_CAT(vload, VW)(0, (p))) << 16)
+#endif
+#else
+#error "PRISM_DTYPE must be 0 (f32), 1 (f16) or 2 (bf16)"
+#endif
+
+// f32 -> bf16, round to nearest even; NaN stays a (quiet) NaN.
+inline ushort prism_to_bf16(float f) {
+  const uint u = as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);
+  return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+inline float prism_hsum1(float v) { return v; }
+inline float prism_hsum2(float2 v) { return v.s0 + v.s1; }
+inline float prism_hsum4(float4 v) { return prism_hsum2(v.lo + v.hi); }
+inline float prism_hsum8(float8 v) { return prism_hsum4(v.lo + v.hi); }
+inline float prism_hsum16(float16 v) { return prism_hsum8(v.lo + v.hi); }
+#define prism_hsum GEMM_CAT(prism_hsum, VW)
+
+// alpha * acc (+ beta * bias(m, n) when HAS_BIAS).
+inline float prism_epilogue(float acc, float alpha, float beta, __global const GT* X, long x_off, int sxm,
+                            int sxn, int m, int n) {
+#if HAS_BIAS
+  return alpha * acc + beta * PRISM_LOAD(X + x_off + (long)m * sxm + (long)n * sxn);
+#else
+  return alpha * acc;
+#endif
+}

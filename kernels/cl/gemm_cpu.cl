@@ -1,0 +1,186 @@
+// prism GEMM, CPU-friendly variant (PoCL): C = alpha * A@B + beta * bias, register-blocked,
+// vector loads along one contiguous dim, no local memory and no barriers.
+//
+// Layout: A(m,k) = A[a_off + b*sab + m*sam + k*sak], B(k,n) = B[b_off + b*sbb + k*sbk + n*sbn],
+// C(m,n) = C[c_off + b*scb + m*scm + n] (C rows contiguous), bias(m,n) = bias[m*sxm + n*sxn].
+// One work-item owns an RM x (RN*VW) block (FORM_OUTER) or an RM x RN block (FORM_DOT).
+//   FORM_OUTER: per k, RN vectors of B row k times RM broadcast scalars of A; vector loads
+//              of B when B_NCONTIG (sbn == 1), per-lane strided loads otherwise.
+//   FORM_DOT   needs sak == sbk == 1: VW-wide partial dot products along k, summed at the end.
+// K-blocking without barriers: the host may split K into slices of kc launched in turn, each
+// covering a cache-sized panel; slices after the first run with accumulate=1 (C += alpha*A@B).
+// Edge rows/columns are clamped for loads and skipped for stores, so every work-item runs the
+// vector path; only FORM_OUTER's last column block falls back to per-lane loads.
+// Build defines: PRISM_DTYPE (0 f32, 1 f16, 2 bf16), VW (1,2,4,8,16), RM, RN, FORM_OUTER|FORM_DOT,
+// HAS_BIAS, KU (k unroll) and B_NCONTIG (FORM_OUTER).
+
+// Prepended at build time: gemm_common.cl (dtype load/store macros, epilogue).
+
+#define VT GEMM_CAT(float, VW)
+
+#if defined(FORM_OUTER)
+__kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
+                       __global const GT* A, long a_off, int sam, int sak, long sab,
+                       __global const GT* B, long b_off, int sbk, int sbn, long sbb,
+                       __global GT* C, long c_off, int scm, long scb,
+                       __global const GT* X, long x_off, int sxm, int sxn, int accumulate) {
+  const int n0 = (int)get_global_id(0) * (RN * VW);
+  const int m0 = (int)get_global_id(1) * RM;
+  const long bt = get_global_id(2);
+  if (m0 >= M || n0 >= N) return;
+  A += a_off + bt * sab;
+  B += b_off + bt * sbb;
+  C += c_off + bt * scb;
+
+  const __global GT* arow[RM];
+#pragma unroll
+  for (int i = 0; i < RM; ++i) arow[i] = A + (long)min(m0 + i, M - 1) * sam;
+
+  VT acc[RM][RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) acc[i][j] = (VT)(0.0f);
+
+  const __global GT* bp = B + (long)n0 * sbn;
+  if (B_NCONTIG && n0 + RN * VW <= N) {
+    int k = 0;
+    for (; k + KU <= K; k += KU) {
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        VT bv[RN];
+#pragma unroll
+        for (int j = 0; j < RN; ++j) bv[j] = PRISM_LOADV(bp + j * VW);
+#pragma unroll
+        for (int i = 0; i < RM; ++i) {
+          const float a = PRISM_LOAD(arow[i] + (long)(k + u) * sak);
+#pragma unroll
+          for (int j = 0; j < RN; ++j) acc[i][j] = fma((VT)(a), bv[j], acc[i][j]);
+        }
+        bp += sbk;
+      }
+    }
+    for (; k < K; ++k) {
+      VT bv[RN];
+#pragma unroll
+      for (int j = 0; j < RN; ++j) bv[j] = PRISM_LOADV(bp + j * VW);
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        const float a = PRISM_LOAD(arow[i] + (long)k * sak);
+#pragma unroll
+        for (int j = 0; j < RN; ++j) acc[i][j] = fma((VT)(a), bv[j], acc[i][j]);
+      }
+      bp += sbk;
+    }
+  } else {
+    // Strided B, or the last column block: per-lane loads; lanes past N load column N-1 and
+    // are not stored.
+    for (int k = 0; k < K; ++k) {
+      VT bv[RN];
+#pragma unroll
+      for (int j = 0; j < RN; ++j) {
+        float lanes[VW];
+#pragma unroll 1
+        for (int l = 0; l < VW; ++l) lanes[l] = PRISM_LOAD(bp + (long)min(j * VW + l, N - 1 - n0) * sbn);
+        bv[j] = GEMM_CAT(vload, VW)(0, lanes);
+      }
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        const float a = PRISM_LOAD(arow[i] + (long)k * sak);
+#pragma unroll
+        for (int j = 0; j < RN; ++j) acc[i][j] = fma((VT)(a), bv[j], acc[i][j]);
+      }
+      bp += sbk;
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int m = m0 + i;
+    if (m < M) {
+      __global GT* crow = C + (long)m * scm;
+#pragma unroll
+      for (int j = 0; j < RN; ++j) {
+        float lanes[VW];
+        GEMM_CAT(vstore, VW)(acc[i][j], 0, lanes);
+#pragma unroll 1
+        for (int l = 0; l < VW; ++l) {
+          const int n = n0 + j * VW + l;
+          if (n < N)
+            PRISM_STORE(crow + n, accumulate ? PRISM_LOAD(crow + n) + alpha * lanes[l]
+                                             : prism_epilogue(lanes[l], alpha, beta, X, x_off, sxm, sxn, m, n));
+        }
+      }
+    }
+  }
+}
+#elif defined(FORM_DOT)
+__kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
+                       __global const GT* A, long a_off, int sam, int sak, long sab,
+                       __global const GT* B, long b_off, int sbk, int sbn, long sbb,
+                       __global GT* C, long c_off, int scm, long scb,
+                       __global const GT* X, long x_off, int sxm, int sxn, int accumulate) {
+  const int n0 = (int)get_global_id(0) * RN;
+  const int m0 = (int)get_global_id(1) * RM;
+  const long bt = get_global_id(2);
+  if (m0 >= M || n0 >= N) return;
+  A += a_off + bt * sab;
+  B += b_off + bt * sbb;
+  C += c_off + bt * scb;
+
+  const __global GT* arow[RM];
+  const __global GT* bcol[RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i) arow[i] = A + (long)min(m0 + i, M - 1) * sam;
+#pragma unroll
+  for (int j = 0; j < RN; ++j) bcol[j] = B + (long)min(n0 + j, N - 1) * sbn;
+
+  VT acc[RM][RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) acc[i][j] = (VT)(0.0f);
+
+  int k = 0;
+  for (; k + VW <= K; k += VW) {
+    VT av[RM], bv[RN];
+#pragma unroll
+    for (int i = 0; i < RM; ++i) av[i] = PRISM_LOADV(arow[i] + k);
+#pragma unroll
+    for (int j = 0; j < RN; ++j) bv[j] = PRISM_LOADV(bcol[j] + k);
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+  }
+  float sum[RM][RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) sum[i][j] = prism_hsum(acc[i][j]);
+  for (; k < K; ++k) {
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+      const float a = PRISM_LOAD(arow[i] + k);
+#pragma unroll
+      for (int j = 0; j < RN; ++j) sum[i][j] = fma(a, PRISM_LOAD(bcol[j] + k), sum[i][j]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int m = m0 + i;
+    if (m < M) {
+#pragma unroll
+      for (int j = 0; j < RN; ++j) {
+        const int n = n0 + j;
+        __global GT* c = C + (long)m * scm + n;
+        if (n < N)
+          PRISM_STORE(c, accumulate ? PRISM_LOAD(c) + alpha * sum[i][j]
+                                    : prism_epilogue(sum[i][j], alpha, beta, X, x_off, sxm, sxn, m, n));
+      }
+    }
+  }
+}
+#else
+#error "gemm_cpu.cl: define FORM_OUTER or FORM_DOT"
+#endif

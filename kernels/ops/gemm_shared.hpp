@@ -1,0 +1,68 @@
+// Helpers shared by the GEMM and attention descriptors (kernels/ops/matmul.cpp, attention.cpp):
+// random sample tensors, program sources with the gemm_common.cl prelude, stride checks.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/cl_source.hpp"
+#include "kernels/op_descriptor.hpp"
+#include "prism/error.hpp"
+#include "prism/tensor.hpp"
+
+namespace prism::gemm_detail {
+
+/// Random values for a sample input: small integers in [-lo_int, lo_int] (exact products and
+/// sums in f32) or uniform reals in [-1, 1].
+inline std::vector<float> sample_values(std::int64_t n, const sample_options& o, std::uint64_t salt,
+                                        int int_range = 2) {
+  std::mt19937_64 rng(o.seed * 0x9e3779b97f4a7c15ull + salt);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  if (o.small_integers) {
+    std::uniform_int_distribution<int> d(-int_range, int_range);
+    for (auto& x : v) x = static_cast<float>(d(rng));
+  } else {
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    for (auto& x : v) x = d(rng);
+  }
+  return v;
+}
+
+/// A contiguous random tensor of `shape` in `t`.
+inline tensor random_tensor(queue& q, const dims& shape, dtype t, const sample_options& o, std::uint64_t salt,
+                            int int_range = 2) {
+  auto v = sample_values(shape.product(), o, salt, int_range);
+  return tensor::from_floats(q, v, shape, t);
+}
+
+/// Program source: gemm_common.cl, then the op's file (or a vendor override of it).
+inline std::string compose_source(std::string_view file, source_override src) {
+  std::string s(embedded_kernel_source("gemm_common.cl"));
+  s += "\n";
+  s += src ? *src : embedded_kernel_source(file);
+  return s;
+}
+
+/// Narrows an element stride/extent to the kernels' 32-bit int arguments.
+inline int to_int(std::int64_t v, const char* op, const char* what) {
+  if (v > std::numeric_limits<int>::max() || v < std::numeric_limits<int>::min())
+    throw error(errc::unsupported, fmt::format("ops::{}", op),
+                fmt::format("{} = {} does not fit the kernel's 32-bit index; valid: |{}| < 2^31", what, v, what));
+  return static_cast<int>(v);
+}
+
+inline std::int64_t next_pow2(std::int64_t v) {
+  std::int64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace prism::gemm_detail

@@ -1,0 +1,405 @@
+// Unit tests of the dispatcher's configuration layer: env parsing, routes files (includes,
+// errors with file:line), vendor profiles (match, priority, override), routing precedence and
+// name validation. No OpenCL device needed.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "dispatch/config/env_settings.hpp"
+#include "dispatch/config/routes_file.hpp"
+#include "dispatch/config/routing.hpp"
+#include "dispatch/config/vendor_profile.hpp"
+#include "dispatch/log/dispatch_log.hpp"
+#include "prism/error.hpp"
+
+namespace fs = std::filesystem;
+using namespace prism;
+using namespace prism::dispatch;
+
+namespace {
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    path = fs::temp_directory_path() /
+           ("prism_dispatch_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
+    fs::create_directories(path);
+  }
+  ~temp_dir() { fs::remove_all(path); }
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    auto p = path / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p.string();
+  }
+};
+
+errc code_of(const std::function<void()>& f, std::string* what = nullptr) {
+  try {
+    f();
+  } catch (const prism::error& e) {
+    if (what) *what = e.what();
+    return e.code();
+  }
+  ADD_FAILURE() << "no prism::error thrown";
+  return errc::internal;
+}
+
+const std::vector<op_catalog_entry> catalog = {
+    {"add", {"opencl", "host"}, {"binary.cl"}},
+    {"gelu.tanh", {"opencl", "host"}, {"unary.cl"}},
+    {"mm", {"opencl", "clblast", "host"}, {"gemm.cl"}},
+    {"softmax", {"opencl", "host"}, {"softmax.cl"}},
+};
+const std::vector<std::string> backends = {"opencl", "clblast", "host"};
+
+const op_catalog_entry& op(const std::string& name) {
+  for (const auto& e : catalog)
+    if (e.name == name) return e;
+  throw std::runtime_error("no op " + name);
+}
+
+}  // namespace
+
+TEST(DispatchEnv, ParsesEveryVariable) {
+  auto s = parse_env({{"PRISM_OP_mm", "CLBlast"},
+                      {"PRISM_OP_gelu__tanh", "host"},
+                      {"PRISM_UNUSED", "softmax, add"},
+                      {"PRISM_ROUTES", "/x/r.yaml"},
+                      {"PRISM_STRICT_ROUTES", "1"},
+                      {"PRISM_LOG_DISPATCH", "profile,dispatch"},
+                      {"PRISM_LOG_DISPATCH_FILE", "/tmp/l.csv"},
+                      {"PRISM_LOG_DISPATCH_FILTER", "op=mm|,mm,"},
+                      {"PRISM_VENDOR", "PoCL"},
+                      {"PRISM_VENDOR_PATH", "/a:/b"},
+                      {"PRISM_OTHER", "x"}});
+  ASSERT_EQ(s.routes.size(), 2u);
+  EXPECT_EQ(s.routes[0].op, "gelu.tanh");
+  EXPECT_EQ(s.routes[0].backend, "host");
+  EXPECT_EQ(s.routes[0].variable, "PRISM_OP_gelu__tanh");
+  EXPECT_EQ(s.routes[1].op, "mm");
+  EXPECT_EQ(s.routes[1].backend, "clblast");
+  EXPECT_EQ(s.unused, (std::vector<std::string>{"softmax", "add"}));
+  EXPECT_EQ(s.routes_file, "/x/r.yaml");
+  EXPECT_TRUE(s.strict);
+  EXPECT_TRUE(s.log.enabled && s.log.profile && s.log.candidates);
+  EXPECT_EQ(s.log.file, "/tmp/l.csv");
+  EXPECT_EQ(s.vendor, "pocl");
+  EXPECT_EQ(s.vendor_path, (std::vector<std::string>{"/a", "/b"}));
+}
+
+TEST(DispatchEnv, LogModes) {
+  EXPECT_FALSE(parse_env({{"PRISM_LOG_DISPATCH", "0"}}).log.enabled);
+  auto on = parse_env({{"PRISM_LOG_DISPATCH", "1"}}).log;
+  EXPECT_TRUE(on.enabled);
+  EXPECT_FALSE(on.profile || on.candidates);
+  auto d = parse_env({{"PRISM_LOG_DISPATCH", "dispatch"}}).log;
+  EXPECT_TRUE(d.enabled && d.candidates && !d.profile);
+}
+
+TEST(DispatchEnv, BadValuesNameTheVariableAndValidValues) {
+  std::string what;
+  EXPECT_EQ(code_of([] { parse_env({{"PRISM_LOG_DISPATCH", "loud"}}); }, &what), errc::config_error);
+  EXPECT_NE(what.find("PRISM_LOG_DISPATCH"), std::string::npos);
+  EXPECT_NE(what.find("profile"), std::string::npos);
+  EXPECT_EQ(code_of([] { parse_env({{"PRISM_STRICT_ROUTES", "maybe"}}); }), errc::config_error);
+  EXPECT_EQ(code_of([] { parse_env({{"PRISM_LOG_DISPATCH_FILTER", "(unclosed"}}); }), errc::config_error);
+  EXPECT_EQ(code_of([] { parse_env({{"PRISM_OP_mm", ""}}); }), errc::config_error);
+}
+
+TEST(DispatchRoutesFile, IncludesLaterEntriesWin) {
+  temp_dir d;
+  d.write("base.yaml", "routes:\n  mm: clblast\n  add: host\nunused: [softmax]\n");
+  auto top = d.write("sub/top.yaml",
+                     "include: ../base.yaml\nroutes:\n  add: opencl\n  softmax: opencl\n"
+                     "  mm: {backend: opencl, config: \"bm=4,bn=4\"}\n");
+  auto r = load_routes_file(top);
+  ASSERT_EQ(r.routes.size(), 3u);
+  EXPECT_EQ(r.routes.at("add").backend, "opencl");
+  EXPECT_EQ(r.routes.at("add").origin, top + ":3");
+  EXPECT_EQ(r.routes.at("mm").backend, "opencl");
+  EXPECT_EQ(r.routes.at("mm").config, "bm=4,bn=4");
+  EXPECT_EQ(r.routes.at("softmax").backend, "opencl");
+  EXPECT_TRUE(r.unused.empty()) << "softmax routed by the including file leaves unused";
+}
+
+TEST(DispatchRoutesFile, UnusedOverridesIncludedRoute) {
+  temp_dir d;
+  d.write("a.yaml", "routes: {add: opencl}\n");
+  auto b = d.write("b.yaml", "include: [a.yaml]\nunused: [add]\n");
+  auto r = load_routes_file(b);
+  EXPECT_TRUE(r.routes.empty());
+  ASSERT_EQ(r.unused.count("add"), 1u);
+  EXPECT_EQ(r.unused.at("add"), b + ":2");
+}
+
+TEST(DispatchRoutesFile, ErrorsNameFileAndLine) {
+  temp_dir d;
+  std::string what;
+  auto bad = d.write("bad.yaml", "routes:\n  mm: clblast\n  add: [unclosed\n");
+  EXPECT_EQ(code_of([&] { load_routes_file(bad); }, &what), errc::config_error);
+  EXPECT_NE(what.find(bad + ":"), std::string::npos) << what;
+  EXPECT_NE(what.find("malformed YAML"), std::string::npos) << what;
+
+  auto key = d.write("key.yaml", "route:\n  mm: clblast\n");
+  EXPECT_EQ(code_of([&] { load_routes_file(key); }, &what), errc::config_error);
+  EXPECT_NE(what.find(key + ":1"), std::string::npos) << what;
+  EXPECT_NE(what.find("valid keys: routes, unused, include"), std::string::npos) << what;
+
+  auto cyc = d.write("cyc.yaml", "include: cyc.yaml\n");
+  EXPECT_EQ(code_of([&] { load_routes_file(cyc); }, &what), errc::config_error);
+  EXPECT_NE(what.find("cycle"), std::string::npos);
+
+  EXPECT_EQ(code_of([&] { load_routes_file((d.path / "missing.yaml").string()); }), errc::io_error);
+}
+
+TEST(DispatchVendor, MatchPriorityAndOverrideByPath) {
+  temp_dir shipped, extra;
+  shipped.write("generic/vendor.yaml", "name: generic\npriority: 0\n");
+  shipped.write("pocl/vendor.yaml",
+                "name: pocl\npriority: 10\nmatch:\n  platform_name: ['*portable computing*', '*pocl*']\n"
+                "routes:\n  mm: opencl\nunused: [softmax]\n");
+  extra.write("acme/vendor.yaml",
+              "name: acme\npriority: 20\nmatch:\n  device_vendor: acme*\n  device_type: [gpu]\n"
+              "routes: {mm: clblast}\n");
+  extra.write("acme/kernels/binary.cl", "__kernel void k() {}\n");
+  auto profiles = load_vendor_profiles({shipped.path.string(), extra.path.string()});
+  ASSERT_EQ(profiles.size(), 3u);
+
+  device_description cpu{"Portable Computing Language", "GenuineIntel", "cpu", "cpu-haswell"};
+  device_description acme_gpu{"ACME CL", "ACME Inc.", "gpu", "Rocket 9"};
+  device_description acme_cpu{"ACME CL", "ACME Inc.", "cpu", "Rocket 9"};
+  EXPECT_EQ(select_vendor(profiles, cpu, "")->name, "pocl");
+  EXPECT_EQ(select_vendor(profiles, acme_gpu, "")->name, "acme");
+  EXPECT_EQ(select_vendor(profiles, acme_cpu, "")->name, "generic");
+  EXPECT_EQ(select_vendor(profiles, cpu, "acme")->name, "acme");
+  std::string what;
+  EXPECT_EQ(code_of([&] { select_vendor(profiles, cpu, "nope"); }, &what), errc::not_found);
+  EXPECT_NE(what.find("generic, pocl, acme"), std::string::npos) << what;
+
+  const auto& acme = *select_vendor(profiles, acme_gpu, "");
+  ASSERT_TRUE(acme.kernel_source("binary.cl"));
+  EXPECT_NE(acme.kernel_source("binary.cl")->find("__kernel"), std::string::npos);
+  EXPECT_FALSE(acme.kernel_source("unary.cl"));
+  EXPECT_EQ(acme.match_summary(), "device_type=gpu; device_vendor=acme*");
+
+  // A same-named profile later in the path replaces the shipped one.
+  temp_dir patch;
+  patch.write("pocl/vendor.yaml", "name: pocl\npriority: 10\nroutes: {mm: host}\n");
+  auto patched = load_vendor_profiles({shipped.path.string(), patch.path.string()});
+  EXPECT_EQ(select_vendor(patched, cpu, "")->routes.at("mm").backend, "host");
+}
+
+TEST(DispatchVendor, MalformedProfiles) {
+  temp_dir d;
+  std::string what;
+  d.write("a/vendor.yaml", "name: a\nmatch:\n  gpu_name: x\n");
+  EXPECT_EQ(code_of([&] { load_vendor_profiles({d.path.string()}); }, &what), errc::config_error);
+  EXPECT_NE(what.find("vendor.yaml:3"), std::string::npos) << what;
+  EXPECT_NE(what.find("device_name"), std::string::npos) << what;
+  temp_dir e;
+  e.write("b/vendor.yaml", "name: b\nroutes: {mm: opencl\n");
+  EXPECT_EQ(code_of([&] { load_vendor_profiles({e.path.string()}); }, &what), errc::config_error);
+  EXPECT_NE(what.find("malformed YAML"), std::string::npos) << what;
+  temp_dir f;
+  f.write("c/vendor.yaml", "name: other\n");
+  EXPECT_EQ(code_of([&] { load_vendor_profiles({f.path.string()}); }), errc::config_error);
+}
+
+TEST(DispatchVendor, GlobMatch) {
+  EXPECT_TRUE(glob_match("*pocl*", "Portable Computing Language (PoCL)"));
+  EXPECT_TRUE(glob_match("nvidia*", "NVIDIA Corporation"));
+  EXPECT_TRUE(glob_match("cpu-?aswell", "cpu-haswell"));
+  EXPECT_FALSE(glob_match("gpu", "cpu"));
+  EXPECT_TRUE(glob_match("*", ""));
+}
+
+// Every combination of the four configured sources (env route, routes file, vendor, built-in)
+// resolves to the highest one present, and says so.
+TEST(DispatchRouting, EveryPrecedenceCombination) {
+  vendor_profile vendor;
+  vendor.name = "v";
+  vendor.routes["mm"] = {"host", "", "vendor.yaml:3"};
+  routes_config routes;
+  routes.routes["mm"] = {"clblast", "", "routes.yaml:2"};
+  env_settings env;
+  env.routes.push_back({"mm", "opencl", "PRISM_OP_mm"});
+  env_settings no_env;
+  for (int mask = 0; mask < 8; ++mask) {
+    routing_sources src;
+    src.env = (mask & 4) ? &env : &no_env;
+    src.routes = (mask & 2) ? &routes : nullptr;
+    src.vendor = (mask & 1) ? &vendor : nullptr;
+    auto r = resolve_route(op("mm"), src);
+    SCOPED_TRACE("mask " + std::to_string(mask));
+    if (mask & 4) {
+      EXPECT_EQ(r.backend, "opencl");
+      EXPECT_EQ(r.tier, source_tier::env);
+      EXPECT_EQ(r.origin, "PRISM_OP_mm");
+      EXPECT_TRUE(r.above_db());
+    } else if (mask & 2) {
+      EXPECT_EQ(r.backend, "clblast");
+      EXPECT_EQ(r.tier, source_tier::routes);
+      EXPECT_EQ(r.origin, "routes.yaml:2");
+      EXPECT_TRUE(r.above_db());
+    } else if (mask & 1) {
+      EXPECT_EQ(r.backend, "host");
+      EXPECT_EQ(r.tier, source_tier::vendor);
+      EXPECT_FALSE(r.above_db());
+    } else {
+      EXPECT_EQ(r.backend, "opencl");
+      EXPECT_EQ(r.tier, source_tier::default_order);
+      EXPECT_EQ(r.origin, "built-in");
+    }
+  }
+}
+
+TEST(DispatchRouting, UnusedAtEachLevel) {
+  env_settings env;
+  env.unused = {"softmax"};
+  routing_sources src{&env, nullptr, nullptr};
+  auto r = resolve_route(op("softmax"), src);
+  EXPECT_TRUE(r.unused);
+  EXPECT_EQ(r.backend, "host");
+  EXPECT_EQ(r.tier, source_tier::env);
+  EXPECT_EQ(r.origin, "PRISM_UNUSED");
+  // An explicit PRISM_OP_ beats PRISM_UNUSED for the same op.
+  env.routes.push_back({"softmax", "opencl", "PRISM_OP_softmax"});
+  EXPECT_EQ(resolve_route(op("softmax"), src).backend, "opencl");
+
+  env_settings none;
+  routes_config rc;
+  rc.unused["add"] = "r.yaml:1";
+  vendor_profile v;
+  v.unused["add"] = "v.yaml:1";
+  v.routes["softmax"] = {"host", "", "v.yaml:2"};
+  routing_sources src2{&none, &rc, &v};
+  auto a = resolve_route(op("add"), src2);
+  EXPECT_TRUE(a.unused);
+  EXPECT_EQ(a.tier, source_tier::routes);
+  routing_sources src3{&none, nullptr, &v};
+  auto b = resolve_route(op("add"), src3);
+  EXPECT_TRUE(b.unused);
+  EXPECT_EQ(b.tier, source_tier::vendor);
+  // An op no file names is still routable by env (env override of any op).
+  env_settings only_env;
+  only_env.routes.push_back({"gelu.tanh", "host", "PRISM_OP_gelu__tanh"});
+  routing_sources src4{&only_env, &rc, &v};
+  auto g = resolve_route(op("gelu.tanh"), src4);
+  EXPECT_EQ(g.backend, "host");
+  EXPECT_EQ(g.tier, source_tier::env);
+}
+
+TEST(DispatchRouting, CandidateOrder) {
+  EXPECT_EQ(candidate_order(op("mm"), "clblast"), (std::vector<std::string>{"clblast", "opencl", "host"}));
+  EXPECT_EQ(candidate_order(op("mm"), "host"), (std::vector<std::string>{"host", "opencl", "clblast"}));
+}
+
+TEST(DispatchRouting, ValidationListsValidNames) {
+  std::string what;
+  env_settings env;
+  env.routes.push_back({"matmull", "opencl", "PRISM_OP_matmull"});
+  EXPECT_EQ(code_of([&] { validate_sources(catalog, backends, env, nullptr, {}); }, &what), errc::not_found);
+  EXPECT_NE(what.find("PRISM_OP_matmull"), std::string::npos) << what;
+  EXPECT_NE(what.find("valid ops: add, gelu.tanh, mm, softmax"), std::string::npos) << what;
+
+  env.routes = {{"mm", "cublas", "PRISM_OP_mm"}};
+  EXPECT_EQ(code_of([&] { validate_sources(catalog, backends, env, nullptr, {}); }, &what), errc::not_found);
+  EXPECT_NE(what.find("valid backends: opencl, clblast, host"), std::string::npos) << what;
+
+  env.routes = {{"add", "clblast", "PRISM_OP_add"}};
+  EXPECT_EQ(code_of([&] { validate_sources(catalog, backends, env, nullptr, {}); }, &what), errc::not_found);
+  EXPECT_NE(what.find("does not implement"), std::string::npos) << what;
+
+  env.routes.clear();
+  env.unused = {"nosuch"};
+  EXPECT_EQ(code_of([&] { validate_sources(catalog, backends, env, nullptr, {}); }), errc::not_found);
+
+  env_settings ok;
+  routes_config rc;
+  rc.routes["mm"] = {"gpu", "", "r.yaml:7"};
+  EXPECT_EQ(code_of([&] { validate_sources(catalog, backends, ok, &rc, {}); }, &what), errc::not_found);
+  EXPECT_NE(what.find("r.yaml:7"), std::string::npos) << what;
+
+  vendor_profile v;
+  v.kernel_files["gemmm.cl"] = "/v/kernels/gemmm.cl";
+  EXPECT_EQ(code_of([&] { validate_sources(catalog, backends, ok, nullptr, {v}); }, &what), errc::not_found);
+  EXPECT_NE(what.find("binary.cl, gemm.cl, softmax.cl, unary.cl"), std::string::npos) << what;
+
+  EXPECT_NO_THROW(validate_sources(catalog, backends, ok, nullptr, {}));
+}
+
+TEST(DispatchLog, LinesParseBack) {
+  log_record a;
+  a.op = "mm";
+  a.dtypes = "f32|f32";
+  a.shape = "m=128,n=64,k=32";
+  a.device = "0123456789abcdef";
+  a.backend = "opencl";
+  a.config = "bm=4,bn=4";
+  a.tier = "fallback";
+  a.reason = "clblast: bf16 not supported, says \"x\"";
+  a.time_us = 12.5;
+  a.attrs = "alpha=1.0;dims=[0,2]";
+  log_record b;
+  b.event = "reject";
+  b.op = "add";
+  b.backend = "clblast";
+  std::stringstream s;
+  s << "unrelated line\n" << log_header() << "\n" << format_log_line(a) << "\n" << format_log_line(b) << "\n";
+  auto recs = parse_log(s);
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0].shape, a.shape);
+  EXPECT_EQ(recs[0].config, a.config);
+  EXPECT_EQ(recs[0].reason, a.reason);
+  EXPECT_EQ(recs[0].attrs, a.attrs);
+  ASSERT_TRUE(recs[0].time_us);
+  EXPECT_DOUBLE_EQ(*recs[0].time_us, 12.5);
+  EXPECT_EQ(recs[1].event, "reject");
+  EXPECT_FALSE(recs[1].time_us);
+  EXPECT_EQ(log_header(),
+            "prism_dispatch_header,v1,event,op,dtypes,shape,device,backend,config,tier,reason,time_us,attrs");
+
+  std::stringstream wrong("prism_dispatch_header,v9,event\n");
+  EXPECT_EQ(code_of([&] { parse_log(wrong); }), errc::config_error);
+}
+
+TEST(DispatchLog, SinkFiltersAndWritesHeaderOnce) {
+  temp_dir d;
+  log_settings s;
+  s.enabled = true;
+  s.file = (d.path / "log.csv").string();
+  s.filter = ",mm,";
+  {
+    log_sink sink(s);
+    log_record r;
+    r.op = "add";
+    sink.write(r);
+    r.op = "mm";
+    sink.write(r);
+    sink.write(r);
+  }
+  std::ifstream in(s.file);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto content = text.str();
+  EXPECT_EQ(content.find(log_header()), 0u);
+  std::stringstream again(content);
+  auto recs = parse_log(again);
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0].op, "mm");
+}
+
+TEST(DispatchLog, SummaryTable) {
+  auto t = format_summary({{"mm", "opencl", 3, 1, 2500000}, {"add", "host", 7, 0, 0}}, true);
+  EXPECT_NE(t.find("prism dispatch summary"), std::string::npos);
+  EXPECT_LT(t.find("\nadd "), t.find("\nmm "));
+  EXPECT_NE(t.find("2.500"), std::string::npos) << t;
+  EXPECT_EQ(format_summary({}, false).find("device_ms"), std::string::npos);
+}

@@ -1,0 +1,532 @@
+// Dispatch through the public op API on a real device (PRISM_DEVICE, PoCL here): routing
+// precedence, fallback, strict mode, unused ops, vendor kernel overrides, name/YAML errors, the
+// dispatch log parsed back, the exit summary, threads, and the GEMM family on every backend.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "dispatch/backends/clblast_backend.hpp"
+#include "dispatch/dispatcher.hpp"
+#include "dispatch/log/dispatch_log.hpp"
+#include "kernels/cl_source.hpp"
+#include "kernels/op_descriptor.hpp"
+#include "prism/dispatch.hpp"
+#include "prism/ops.hpp"
+#include "prism/runtime.hpp"
+
+namespace fs = std::filesystem;
+using namespace prism;
+namespace pd = prism::dispatch;
+
+namespace {
+
+const char* dispatch_vars[] = {"PRISM_OP_add",
+                               "PRISM_OP_mm",
+                               "PRISM_OP_relu",
+                               "PRISM_OP_matmull",
+                               "PRISM_ROUTES",
+                               "PRISM_UNUSED",
+                               "PRISM_STRICT_ROUTES",
+                               "PRISM_LOG_DISPATCH",
+                               "PRISM_LOG_DISPATCH_FILE",
+                               "PRISM_LOG_DISPATCH_FILTER",
+                               "PRISM_VENDOR",
+                               "PRISM_VENDOR_PATH"};
+
+using env_vars = std::map<std::string, std::string>;
+
+// Sets dispatch env variables for one test and restores a clean configuration afterwards.
+class env_scope {
+ public:
+  explicit env_scope(const env_vars& vars) {
+    clear();
+    for (const auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
+  }
+  env_scope(const env_scope&) = delete;
+  ~env_scope() {
+    clear();
+    pd::set_tuning_lookup({});
+    pd::testing::reload_config();
+  }
+  static void clear() {
+    for (const char* v : dispatch_vars) ::unsetenv(v);
+  }
+};
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    static int n = 0;
+    path = fs::temp_directory_path() /
+           ("prism_dispatch_dev_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    fs::create_directories(path);
+  }
+  ~temp_dir() { fs::remove_all(path); }
+  std::string write(const std::string& name, const std::string& text) const {
+    auto p = path / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  std::string read(const std::string& name) const {
+    std::ifstream in(path / name);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+};
+
+queue& test_queue() {
+  static auto* q = new queue(default_selector_v, queue_options{.enable_profiling = true});
+  return *q;
+}
+
+tensor vec(queue& q, std::vector<float> v) {
+  return tensor::from_floats(q, v, dims{static_cast<std::int64_t>(v.size())}, dtype::f32);
+}
+
+op_call add_call(queue& q) {
+  op_call c;
+  c.op = "add";
+  c.inputs = {vec(q, {1, 2, 3, 4}), vec(q, {10, 20, 30, 40})};
+  c.attrs = {{"alpha", 1.0}};
+  return c;
+}
+
+pd::dispatch_result dispatch_add(queue& q, std::vector<float>* out = nullptr) {
+  auto c = add_call(q);
+  auto r = pd::dispatch_call(q, c);
+  if (out) *out = c.outputs[0].to_floats(q);
+  return r;
+}
+
+errc code_of(const std::function<void()>& f, std::string* what = nullptr) {
+  try {
+    f();
+  } catch (const prism::error& e) {
+    if (what) *what = e.what();
+    return e.code();
+  }
+  ADD_FAILURE() << "no prism::error thrown";
+  return errc::internal;
+}
+
+}  // namespace
+
+// Every subset of {env, routes file, tuning db, vendor profile} above the built-in order: the
+// highest source present decides, and the result says which.
+TEST(Dispatch, EveryPrecedenceCombination) {
+  auto& q = test_queue();
+  temp_dir d;
+  auto routes = d.write("routes.yaml", "routes:\n  add: opencl\n");
+  d.write("vendors/acme/vendor.yaml", "name: acme\npriority: 100\nroutes: {add: host}\n");
+  for (int mask = 0; mask < 16; ++mask) {
+    SCOPED_TRACE("mask " + std::to_string(mask));
+    std::map<std::string, std::string> vars;
+    if (mask & 8) vars["PRISM_OP_add"] = "host";
+    if (mask & 4) vars["PRISM_ROUTES"] = routes;
+    if (mask & 1) vars["PRISM_VENDOR_PATH"] = (d.path / "vendors").string();
+    env_scope env(vars);
+    pd::testing::reload_config();
+    int lookups = 0;
+    if (mask & 2)
+      pd::set_tuning_lookup([&lookups](const pd::tuning_query& k) -> std::optional<pd::tuned_choice> {
+        ++lookups;
+        if (k.op != "add") return std::nullopt;
+        return pd::tuned_choice{"opencl", "", pd::source_tier::db_nearest};
+      });
+    std::vector<float> out;
+    auto r = dispatch_add(q, &out);
+    EXPECT_EQ(out, (std::vector<float>{11, 22, 33, 44}));
+    if (mask & 8) {
+      EXPECT_EQ(r.tier, pd::source_tier::env);
+      EXPECT_EQ(r.backend, "host");
+      EXPECT_EQ(r.reason, "PRISM_OP_add");
+      EXPECT_EQ(lookups, 0) << "env outranks the tuning db";
+    } else if (mask & 4) {
+      EXPECT_EQ(r.tier, pd::source_tier::routes);
+      EXPECT_EQ(r.backend, "opencl");
+      EXPECT_EQ(r.reason, routes + ":2");
+      EXPECT_EQ(lookups, 0) << "the routes file outranks the tuning db";
+    } else if (mask & 2) {
+      EXPECT_EQ(r.tier, pd::source_tier::db_nearest);
+      EXPECT_EQ(r.backend, "opencl");
+      EXPECT_EQ(lookups, 1);
+    } else if (mask & 1) {
+      EXPECT_EQ(r.tier, pd::source_tier::vendor);
+      EXPECT_EQ(r.backend, "host");
+      EXPECT_NE(r.reason.find("acme/vendor.yaml:3"), std::string::npos) << r.reason;
+    } else {
+      EXPECT_EQ(r.tier, pd::source_tier::default_order);
+      EXPECT_EQ(r.backend, "opencl");
+    }
+  }
+}
+
+TEST(Dispatch, TuningLookupIsMemoizedPerShapeAndGetsTheKey) {
+  auto& q = test_queue();
+  env_scope env(env_vars{});
+  pd::testing::reload_config();
+  std::vector<std::string> keys;
+  pd::set_tuning_lookup([&keys](const pd::tuning_query& k) -> std::optional<pd::tuned_choice> {
+    keys.push_back(std::string(k.op) + " " + std::string(k.dtypes) + " " + std::string(k.shape_key) + " " +
+                   std::string(k.device_fingerprint));
+    return std::nullopt;
+  });
+  dispatch_add(q);
+  dispatch_add(q);
+  ASSERT_EQ(keys.size(), 1u) << "one lookup per (device, op, dtypes, shape)";
+  EXPECT_EQ(keys[0].rfind("add f32|f32 n=4 ", 0), 0u) << keys[0];
+  EXPECT_NE(keys[0].find(q.get_device().fingerprint().hash), std::string::npos);
+}
+
+TEST(Dispatch, EnvOverridesAnOpNoFileNames) {
+  auto& q = test_queue();
+  temp_dir d;
+  auto routes = d.write("routes.yaml", "routes: {mm: host}\n");
+  env_scope env(env_vars{{"PRISM_ROUTES", routes}, {"PRISM_OP_relu", "host"}});
+  pd::testing::reload_config();
+  op_call c;
+  c.op = "relu";
+  c.inputs = {vec(q, {-1, 2})};
+  auto r = pd::dispatch_call(q, c);
+  EXPECT_EQ(r.backend, "host");
+  EXPECT_EQ(r.tier, pd::source_tier::env);
+  EXPECT_EQ(c.outputs[0].to_floats(q), (std::vector<float>{0, 2}));
+}
+
+TEST(Dispatch, FallbackOnUnsupportedDtypeAndShape) {
+  auto& q = test_queue();
+  env_scope env(env_vars{{"PRISM_OP_mm", "clblast"}});
+  pd::testing::reload_config();
+  std::vector<float> av(6 * 4), bv(4 * 6);
+  for (std::size_t i = 0; i < av.size(); ++i) av[i] = static_cast<float>(i % 5) - 2;
+  for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = static_cast<float>(i % 3) - 1;
+  // bf16: clblast refuses, opencl serves.
+  {
+    op_call c;
+    c.op = "mm";
+    c.inputs = {tensor::from_floats(q, av, {6, 4}, dtype::bf16),
+                tensor::from_floats(q, bv, {4, 6}, dtype::bf16)};
+    auto r = pd::dispatch_call(q, c);
+    EXPECT_EQ(r.tier, pd::source_tier::fallback);
+    EXPECT_EQ(r.backend, "opencl");
+    EXPECT_NE(r.reason.find("clblast: bf16 not supported"), std::string::npos) << r.reason;
+  }
+  // A layout BLAS cannot express (no unit stride in either dim): clblast refuses the shape.
+  {
+    tensor big = tensor::from_floats(q, std::vector<float>(12 * 8, 1.0f), {12, 8}, dtype::f32);
+    tensor a = big.slice(0, 0, 12, 2).slice(1, 0, 8, 2);  // [6, 4], strides [16, 2]
+    op_call c;
+    c.op = "mm";
+    c.inputs = {a, tensor::from_floats(q, bv, {4, 6}, dtype::f32)};
+    auto r = pd::dispatch_call(q, c);
+    EXPECT_EQ(r.tier, pd::source_tier::fallback);
+    EXPECT_NE(r.backend, "clblast");
+    EXPECT_NE(r.reason.find("no unit stride"), std::string::npos) << r.reason;
+    auto expected = compute_reference(q, op_registry::instance().get("mm"), c);
+    std::vector<host_tensor> got{read_host(q, c.outputs[0])};
+    EXPECT_TRUE(compare_outputs(op_registry::instance().get("mm"), c, expected, got).ok);
+  }
+}
+
+TEST(Dispatch, FallbackOnInjectedLaunchFailureAndStrictMode) {
+  auto& q = test_queue();
+  {
+    env_scope env(env_vars{});
+    pd::testing::reload_config();
+    pd::testing::inject_launch_failure("add", "opencl", 1);
+    std::vector<float> out;
+    auto r = dispatch_add(q, &out);
+    EXPECT_EQ(r.tier, pd::source_tier::fallback);
+    EXPECT_EQ(r.backend, "host");
+    EXPECT_NE(r.reason.find("injected launch failure"), std::string::npos) << r.reason;
+    EXPECT_EQ(out, (std::vector<float>{11, 22, 33, 44}));
+    EXPECT_EQ(dispatch_add(q).backend, "opencl") << "the injection is used up";
+  }
+  {
+    env_scope env(env_vars{{"PRISM_STRICT_ROUTES", "1"}});
+    pd::testing::reload_config();
+    pd::testing::inject_launch_failure("add", "opencl", 1);
+    std::string what;
+    EXPECT_EQ(code_of([&] { dispatch_add(q); }, &what), errc::unsupported);
+    EXPECT_NE(what.find("PRISM_STRICT_ROUTES"), std::string::npos) << what;
+    EXPECT_EQ(dispatch_add(q).backend, "opencl");
+  }
+  {
+    env_scope env(env_vars{{"PRISM_STRICT_ROUTES", "1"}, {"PRISM_OP_mm", "clblast"}});
+    pd::testing::reload_config();
+    op_call c;
+    c.op = "mm";
+    c.inputs = {tensor::from_floats(q, std::vector<float>(4, 1.f), {2, 2}, dtype::bf16),
+                tensor::from_floats(q, std::vector<float>(4, 1.f), {2, 2}, dtype::bf16)};
+    std::string what;
+    EXPECT_EQ(code_of([&] { pd::dispatch_call(q, c); }, &what), errc::unsupported);
+    EXPECT_NE(what.find("bf16 not supported"), std::string::npos) << what;
+  }
+}
+
+TEST(Dispatch, UnusedOpsGoToHost) {
+  auto& q = test_queue();
+  temp_dir d;
+  auto routes = d.write("routes.yaml", "unused: [relu]\n");
+  env_scope env(env_vars{{"PRISM_UNUSED", "add"}, {"PRISM_ROUTES", routes}});
+  pd::testing::reload_config();
+  std::vector<float> out;
+  auto r = dispatch_add(q, &out);
+  EXPECT_EQ(r.backend, "host");
+  EXPECT_EQ(r.tier, pd::source_tier::env);
+  EXPECT_NE(r.reason.find("PRISM_UNUSED"), std::string::npos);
+  EXPECT_EQ(out, (std::vector<float>{11, 22, 33, 44}));
+  op_call c;
+  c.op = "relu";
+  c.inputs = {vec(q, {-3, 3})};
+  auto rr = pd::dispatch_call(q, c);
+  EXPECT_EQ(rr.backend, "host");
+  EXPECT_EQ(rr.tier, pd::source_tier::routes);
+  auto table = pd::effective_routes(q.get_device());
+  auto it = std::find_if(table.begin(), table.end(), [](auto& e) { return e.op == "add"; });
+  ASSERT_NE(it, table.end());
+  EXPECT_TRUE(it->unused);
+  EXPECT_EQ(it->origin, "PRISM_UNUSED");
+}
+
+// A profile from PRISM_VENDOR_PATH replaces add's kernel file; the log names the override and
+// the result shows the replaced kernel ran.
+TEST(Dispatch, VendorProfileFromPathOverridesAKernel) {
+  auto& q = test_queue();
+  temp_dir d;
+  std::string src(embedded_kernel_source("elementwise.cl"));
+  const std::string body = "return x + (T)(alpha) * y;";
+  auto at = src.find(body);
+  ASSERT_NE(at, std::string::npos) << "add's kernel body changed; update this test";
+  src.replace(at, body.size(), "return x + (T)(alpha) * y + (T)(1000.0f);");
+  d.write("vendors/acme/vendor.yaml",
+          "name: acme\npriority: 100\nmatch:\n  device_type: [cpu, gpu, accelerator]\n");
+  d.write("vendors/acme/kernels/elementwise.cl", src);
+  env_scope env(env_vars{{"PRISM_VENDOR_PATH", (d.path / "vendors").string()},
+                 {"PRISM_LOG_DISPATCH", "1"},
+                 {"PRISM_LOG_DISPATCH_FILE", (d.path / "log.csv").string()}});
+  pd::testing::reload_config();
+  EXPECT_EQ(pd::matched_vendor(q.get_device()).name, "acme");
+  std::vector<float> out;
+  dispatch_add(q, &out);
+  EXPECT_EQ(out, (std::vector<float>{1011, 1022, 1033, 1044}));
+  std::stringstream log(d.read("log.csv"));
+  auto recs = pd::parse_log(log);
+  ASSERT_FALSE(recs.empty());
+  EXPECT_EQ(recs.back().op, "add");
+  EXPECT_NE(recs.back().reason.find("kernel override"), std::string::npos) << recs.back().reason;
+  EXPECT_NE(recs.back().reason.find("acme/kernels/elementwise.cl"), std::string::npos) << recs.back().reason;
+}
+
+TEST(Dispatch, UnknownNamesAndMalformedYamlStopAtStartup) {
+  std::string what;
+  {
+    env_scope env(env_vars{{"PRISM_OP_matmull", "opencl"}});
+    EXPECT_EQ(code_of([] { pd::testing::reload_config(); }, &what), errc::not_found);
+    EXPECT_NE(what.find("unknown op 'matmull'"), std::string::npos) << what;
+    EXPECT_NE(what.find("valid ops:"), std::string::npos) << what;
+  }
+  {
+    env_scope env(env_vars{{"PRISM_OP_mm", "cublas"}});
+    EXPECT_EQ(code_of([] { pd::testing::reload_config(); }, &what), errc::not_found);
+    EXPECT_NE(what.find("valid backends: opencl, clblast, host"), std::string::npos) << what;
+  }
+  temp_dir d;
+  auto bad = d.write("bad.yaml", "routes:\n  mm: host\n  add: {backend: [\n");
+  {
+    env_scope env(env_vars{{"PRISM_ROUTES", bad}});
+    EXPECT_EQ(code_of([] { pd::testing::reload_config(); }, &what), errc::config_error);
+    EXPECT_NE(what.find(bad + ":"), std::string::npos) << what;
+  }
+  {
+    env_scope env(env_vars{{"PRISM_VENDOR", "nosuchvendor"}});
+    EXPECT_EQ(code_of([] { pd::testing::reload_config(); }, &what), errc::not_found);
+    EXPECT_NE(what.find("generic"), std::string::npos) << what;
+  }
+}
+
+TEST(Dispatch, LogLinesParseBackWithRejectsAndProfile) {
+  auto& q = test_queue();
+  temp_dir d;
+  env_scope env(env_vars{{"PRISM_OP_mm", "clblast"},
+                 {"PRISM_LOG_DISPATCH", "profile,dispatch"},
+                 {"PRISM_LOG_DISPATCH_FILE", (d.path / "log.csv").string()}});
+  pd::testing::reload_config();
+  dispatch_add(q);
+  op_call c;
+  c.op = "mm";
+  c.inputs = {tensor::from_floats(q, std::vector<float>(4, 1.f), {2, 2}, dtype::bf16),
+              tensor::from_floats(q, std::vector<float>(4, 1.f), {2, 2}, dtype::bf16)};
+  pd::dispatch_call(q, c);
+  auto text = d.read("log.csv");
+  EXPECT_EQ(text.rfind(pd::log_header() + "\n", 0), 0u) << text;
+  std::stringstream s(text);
+  auto recs = pd::parse_log(s);
+  ASSERT_GE(recs.size(), 3u) << text;
+  const auto& add = recs[0];
+  EXPECT_EQ(add.event, "exec");
+  EXPECT_EQ(add.op, "add");
+  EXPECT_EQ(add.dtypes, "f32|f32");
+  EXPECT_EQ(add.shape, "n=4");
+  EXPECT_EQ(add.device, q.get_device().fingerprint().hash);
+  EXPECT_EQ(add.backend, "opencl");
+  EXPECT_EQ(add.tier, "default");
+  EXPECT_FALSE(add.config.empty());
+  EXPECT_EQ(parse_attrs(add.attrs), (attr_map{{"alpha", 1.0}}));
+  ASSERT_TRUE(add.time_us);
+  EXPECT_GE(*add.time_us, 0.0);
+  EXPECT_EQ(recs[1].event, "reject");
+  EXPECT_EQ(recs[1].backend, "clblast");
+  EXPECT_NE(recs[1].reason.find("bf16 not supported"), std::string::npos);
+  EXPECT_EQ(recs[2].event, "exec");
+  EXPECT_EQ(recs[2].tier, "fallback");
+  EXPECT_EQ(recs[2].op, "mm");
+  EXPECT_EQ(recs[2].dtypes, "bf16|bf16");
+}
+
+TEST(Dispatch, LogFilterKeepsMatchingLines) {
+  auto& q = test_queue();
+  temp_dir d;
+  env_scope env(env_vars{{"PRISM_LOG_DISPATCH", "1"},
+                 {"PRISM_LOG_DISPATCH_FILTER", ",relu,"},
+                 {"PRISM_LOG_DISPATCH_FILE", (d.path / "log.csv").string()}});
+  pd::testing::reload_config();
+  dispatch_add(q);
+  ops::relu(q, vec(q, {1, -1}));
+  std::stringstream s(d.read("log.csv"));
+  auto recs = pd::parse_log(s);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].op, "relu");
+}
+
+TEST(DispatchDeathTest, ExitSummaryPrintsCountsPerOpAndBackend) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        env_scope::clear();
+        ::setenv("PRISM_LOG_DISPATCH", "1", 1);
+        ::setenv("PRISM_OP_relu", "host", 1);
+        pd::testing::reload_config();
+        auto& q = test_queue();
+        dispatch_add(q);
+        dispatch_add(q);
+        ops::relu(q, vec(q, {1, -1}));
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "prism dispatch summary\n.*\nadd +opencl +2 +0\n.*relu +host +1 +0");
+}
+
+TEST(Dispatch, EightThreadsOnOneQueueAndOnEightQueues) {
+  env_scope env(env_vars{});
+  pd::testing::reload_config();
+  pd::reset_statistics();
+  auto worker = [](queue& q, int t, std::vector<int>& failures) {
+    for (int i = 0; i < 10; ++i) {
+      float base = static_cast<float>(t * 100 + i);
+      auto a = vec(q, {base, base + 1, base + 2});
+      auto b = vec(q, {1, 1, 1});
+      auto c = ops::add(q, a, b, 2.0);
+      auto got = c.to_floats(q);
+      if (got != std::vector<float>{base + 2, base + 3, base + 4}) ++failures[t];
+    }
+  };
+  std::vector<int> failures(8, 0);
+  {
+    auto& q = test_queue();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) threads.emplace_back([&, t] { worker(q, t, failures); });
+    for (auto& th : threads) th.join();
+  }
+  {
+    std::vector<std::unique_ptr<queue>> queues;
+    for (int t = 0; t < 8; ++t) queues.push_back(std::make_unique<queue>(test_queue().get_device()));
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) threads.emplace_back([&, t] { worker(*queues[t], t, failures); });
+    for (auto& th : threads) th.join();
+  }
+  for (int t = 0; t < 8; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
+  std::uint64_t adds = 0;
+  for (const auto& s : pd::statistics())
+    if (s.op == "add") adds += s.calls;
+  EXPECT_EQ(adds, 160u);
+}
+
+// The GEMM family on each backend (forced) against the host reference, including transposed
+// operand views and bias.
+TEST(Dispatch, GemmFamilyOnEveryBackendMatchesTheReference) {
+  auto& q = test_queue();
+  env_scope env(env_vars{});
+  pd::testing::reload_config();
+  sample_options so;
+  so.seed = 7;
+  struct gemm_case {
+    std::string op, key;
+    attr_map attrs;
+  };
+  const std::vector<gemm_case> cases = {{"mm", "m=33,n=17,k=9", {}},
+                                        {"mm", "m=16,n=8,k=12,ta=1", {}},
+                                        {"bmm", "b=3,m=5,n=7,k=6", {}},
+                                        {"addmm", "m=9,n=10,k=11", {{"alpha", 0.5}, {"beta", 2.0}}},
+                                        {"linear", "m=6,n=5,k=7", {}}};
+  for (const auto& c : cases) {
+    const auto& desc = op_registry::instance().get(c.op);
+    for (const std::string backend : {"opencl", "clblast", "host"}) {
+      SCOPED_TRACE(c.op + " " + c.key + " on " + backend);
+      op_call call;
+      try {
+        call = desc.sample(q, shape_key::parse(c.key), so);
+      } catch (const prism::error& e) {
+        ADD_FAILURE() << e.what();
+        continue;
+      }
+      for (const auto& [k, v] : c.attrs) call.attrs[k] = v;
+      auto expected = compute_reference(q, desc, call);
+      pd::forced_route f{backend, std::nullopt};
+      try {
+        auto r = pd::dispatch_call(q, call, &f);
+        EXPECT_EQ(r.backend, backend);
+      } catch (const prism::error& e) {
+        ADD_FAILURE() << e.what();
+        continue;
+      }
+      std::vector<host_tensor> got;
+      for (const auto& t : call.outputs) got.push_back(read_host(q, t));
+      auto cmp = compare_outputs(desc, call, expected, got);
+      EXPECT_TRUE(cmp.ok) << cmp.message;
+    }
+  }
+}
+
+TEST(Dispatch, ClblastParametersApplyOnceAndRejectUnknownNames) {
+  auto& q = test_queue();
+  env_scope env(env_vars{});
+  pd::testing::reload_config();
+  auto defaults = pd::clblast::default_parameters(q.get_device(), dtype::f32);
+  ASSERT_TRUE(defaults.find("KWG"));
+  ASSERT_TRUE(defaults.find("XGEMM_MIN_INDIRECT_SIZE"));
+  const auto& desc = op_registry::instance().get("mm");
+  sample_options so;
+  auto call = desc.sample(q, shape_key::parse("m=8,n=8,k=8"), so);
+  auto before = pd::clblast::switching_statistics();
+  // A direct-GEMM threshold above the size keeps the direct kernel; same set twice: one apply.
+  auto params = pd::clblast::parse_parameters("XGEMM_MIN_INDIRECT_SIZE=4096");
+  pd::clblast::run(q, call, params).wait();
+  pd::clblast::run(q, call, params).wait();
+  auto after = pd::clblast::switching_statistics();
+  EXPECT_EQ(after.applied - before.applied, 1u);
+  EXPECT_GE(after.skipped - before.skipped, 1u);
+  std::string what;
+  EXPECT_EQ(code_of([] { pd::clblast::parse_parameters("KWG=16,NOPE=3"); }, &what), errc::config_error);
+  EXPECT_NE(what.find("XGEMM_MIN_INDIRECT_SIZE"), std::string::npos) << what;
+  auto expected = compute_reference(q, desc, call);
+  std::vector<host_tensor> got{read_host(q, call.outputs[0])};
+  EXPECT_TRUE(compare_outputs(desc, call, expected, got).ok);
+  pd::clblast::run(q, call, {}).wait();  // back to CLBlast's defaults
+}

@@ -1,0 +1,106 @@
+// Shape sets: the YAML format ($vars, list expansion, errors), the shipped model sets, and the
+// PRISM_RECORD_UNTUNED recorder producing a file pretune accepts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "prism/error.hpp"
+#include "tests/tuning_db/test_util.hpp"
+
+using namespace prism::tuning;
+using namespace prism::tuning::test;
+
+TEST(ShapeSet, ExpandsListsAndVariables) {
+  auto set = parse_shape_set(R"(
+model: toy
+source: made up
+vars:
+  tokens: [1, 16]
+  hidden: 64
+dtypes: [f32, f16]
+shapes:
+  - {op: matmul, m: $tokens, n: [$hidden, 128], k: $hidden, note: proj}
+  - {op: rms_norm, dtype: f32, rows: $tokens, cols: $hidden}
+  - {op: matmul, dtype: f32, m: 1, n: 64, k: 64}   # duplicate of an expanded entry
+)");
+  EXPECT_EQ(set.name, "toy");
+  EXPECT_EQ(set.source, "made up");
+  // 2 (m) x 2 (n) x 2 dtypes matmul + 2 norm; the duplicate is dropped.
+  ASSERT_EQ(set.entries.size(), 10u);
+  EXPECT_EQ(set.entries[0].op, "matmul");
+  EXPECT_EQ(set.entries[0].dtype, "f32");
+  EXPECT_EQ(set.entries[0].shape.str(), "m=1,n=64,k=64");
+  EXPECT_EQ(set.entries[0].note, "proj");
+  EXPECT_EQ(set.entries[1].dtype, "f16");
+  EXPECT_EQ(set.entries.back().shape.str(), "rows=16,cols=64");
+}
+
+TEST(ShapeSet, ErrorsNameTheEntry) {
+  auto expect_error = [](const char* yaml, const std::string& needle) {
+    try {
+      (void)parse_shape_set(yaml, "t.yaml");
+      FAIL() << "accepted " << yaml;
+    } catch (const prism::error& e) {
+      EXPECT_EQ(e.code(), prism::errc::config_error);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error("shapes: [{m: 1}]", "shapes[0]: missing 'op'");
+  expect_error("shapes: [{op: matmul, m: x}]", "shapes[0] (matmul).m");
+  expect_error("shapes: [{op: matmul, m: $nope}]", "unknown variable '$nope'");
+  expect_error("shapes: [{op: matmul}]", "no shape components");
+  expect_error("foo: 1", "missing 'shapes:'");
+  expect_error("shapes: [{op: matmul, m: [1, 2}", "not valid YAML");
+  EXPECT_THROW((void)load_shape_set("/nonexistent/shapes.yaml"), prism::error);
+}
+
+TEST(ShapeSet, ShippedModelSetsLoad) {
+  auto names = shipped_models();
+  for (const char* want : {"llama-2-7b", "qwen3-0.6b", "qwen2.5-7b"})
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  auto llama = load_model_shape_set("Llama-2-7B");  // case-insensitive
+  std::set<std::string> ops;
+  std::set<std::string> matmul_nk;
+  for (auto& e : llama.entries) {
+    ops.insert(e.op);
+    if (e.op == "linear")
+      matmul_nk.insert("n=" + std::to_string(*e.shape.get("n")) + ",k=" + std::to_string(*e.shape.get("k")));
+  }
+  for (const char* op : {"linear", "rms_norm", "softmax", "rotary_embedding", "scaled_dot_product_attention",
+                         "silu_and_mul", "embedding"})
+    EXPECT_TRUE(ops.count(op)) << op;
+  // Every shipped set parses and is substantial.
+  for (auto& name : names) EXPECT_GT(load_model_shape_set(name).entries.size(), 50u) << name;
+  // Llama-2-7B: hidden 4096, intermediate 11008, vocab 32000.
+  for (const char* nk : {"n=4096,k=4096", "n=11008,k=4096", "n=4096,k=11008", "n=32000,k=4096"})
+    EXPECT_TRUE(matmul_nk.count(nk)) << nk;
+  try {
+    (void)load_model_shape_set("gpt-17");
+    FAIL();
+  } catch (const prism::error& e) {
+    EXPECT_EQ(e.code(), prism::errc::not_found);
+    EXPECT_NE(std::string(e.what()).find("llama-2-7b"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ShapeSet, RecorderWritesAFilePretuneReads) {
+  auto dir = make_temp_dir("record");
+  auto file = dir + "/untuned.yaml";
+  std::map<std::string, std::string> env{{"PRISM_RECORD_UNTUNED", file}};
+  auto a = spawn_helper({"record", "matmul", "f32", "m=1,n=64,k=64", "m=2,n=64,k=64", "m=1,n=64,k=64"},
+                        dir + "/a.out", env);
+  auto b = spawn_helper({"record", "softmax", "f16", "rows=4,cols=128"}, dir + "/b.out", env);
+  ASSERT_EQ(wait_child(a), 0) << read_file(dir + "/a.out");
+  ASSERT_EQ(wait_child(b), 0) << read_file(dir + "/b.out");
+  // A later run records only what is new.
+  auto c = spawn_helper({"record", "matmul", "f32", "m=2,n=64,k=64", "m=4,n=64,k=64"}, dir + "/c.out", env);
+  ASSERT_EQ(wait_child(c), 0) << read_file(dir + "/c.out");
+  auto set = load_shape_set(file);
+  std::set<std::string> got;
+  for (auto& e : set.entries) got.insert(e.op + " " + e.dtype + " " + e.shape.str());
+  EXPECT_EQ(got, (std::set<std::string>{"matmul f32 m=1,n=64,k=64", "matmul f32 m=2,n=64,k=64",
+                                        "matmul f32 m=4,n=64,k=64", "softmax f16 rows=4,cols=128"}));
+  auto text = read_file(file);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3 + 4) << text;  // header + one line each
+}

@@ -1,0 +1,114 @@
+// shape_key parsing/printing and the nearest-shape distance (sum of |log2| ratios).
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include "prism/error.hpp"
+#include "prism/tuning_db.hpp"
+
+namespace prism::tuning {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool valid_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+}  // namespace
+
+shape_key::shape_key(std::vector<component> components) : components_(std::move(components)) {
+  for (std::size_t i = 0; i < components_.size(); ++i) {
+    if (!valid_name(components_[i].first))
+      throw prism::error(
+          errc::invalid_argument, "tuning::shape_key",
+          "component name '" + components_[i].first + "' is not valid: expected letters, digits or '_'");
+    for (std::size_t j = 0; j < i; ++j)
+      if (components_[j].first == components_[i].first)
+        throw prism::error(errc::invalid_argument, "tuning::shape_key",
+                           "component '" + components_[i].first + "' appears twice");
+  }
+}
+
+shape_key shape_key::parse(std::string_view text) {
+  std::vector<component> parts;
+  std::string_view rest = trim(text);
+  if (rest.empty()) return shape_key{};
+  while (true) {
+    auto comma = rest.find(',');
+    std::string_view token = trim(rest.substr(0, comma));
+    auto eq = token.find('=');
+    if (eq == std::string_view::npos)
+      throw prism::error(errc::invalid_argument, "tuning::shape_key::parse",
+                         "token '" + std::string(token) + "' in '" + std::string(text) +
+                             "' is not name=integer (expected e.g. \"m=128,n=4096,k=4096\")");
+    std::string_view name = trim(token.substr(0, eq));
+    std::string_view value = trim(token.substr(eq + 1));
+    std::int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || ptr != value.data() + value.size() || value.empty())
+      throw prism::error(errc::invalid_argument, "tuning::shape_key::parse",
+                         "value '" + std::string(value) + "' of '" + std::string(name) + "' in '" +
+                             std::string(text) + "' is not an integer");
+    parts.emplace_back(std::string(name), v);
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return shape_key(std::move(parts));
+}
+
+std::optional<std::int64_t> shape_key::get(std::string_view name) const {
+  for (auto& [n, v] : components_)
+    if (n == name) return v;
+  return std::nullopt;
+}
+
+std::string shape_key::str() const {
+  std::string out;
+  for (auto& [n, v] : components_) {
+    if (!out.empty()) out += ',';
+    out += n;
+    out += '=';
+    out += std::to_string(v);
+  }
+  return out;
+}
+
+std::string shape_key::canonical() const {
+  auto sorted = components_;
+  std::sort(sorted.begin(), sorted.end());
+  return shape_key(std::move(sorted)).str();
+}
+
+bool shape_key::comparable(const shape_key& other) const {
+  if (components_.size() != other.components_.size()) return false;
+  for (auto& [n, v] : components_)
+    if (!other.get(n)) return false;
+  return true;
+}
+
+double shape_distance(const shape_key& a, const shape_key& b) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  if (!a.comparable(b)) return inf;
+  double d = 0;
+  for (auto& [name, va] : a.components()) {
+    std::int64_t vb = *b.get(name);
+    if (va <= 0 || vb <= 0) {
+      if (va != vb) return inf;
+      continue;
+    }
+    d += std::fabs(std::log2(static_cast<double>(va)) - std::log2(static_cast<double>(vb)));
+  }
+  return d;
+}
+
+}  // namespace prism::tuning
