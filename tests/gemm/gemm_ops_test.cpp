@@ -49,14 +49,16 @@ comparison run_and_compare(op_call& call, const std::string& config, bool ints =
   return compare_outputs(d, call, expected, got, ints);
 }
 
-std::vector<float> floats_of(const tensor& t) { return t.to_floats(test_queue()); }
+std::vector<float> floats_of(const tensor& t) {
+  return t.to_floats(test_queue());
+}
 
 // One config per kernel variant (small tiles keep PoCL compiles cheap).
 const char* const variant_configs[] = {
-    "variant=0",                                      // cpu, vendor-neutral default
-    "variant=0,vw=4,rm=2,rn=3,ku=2,lx=2,ly=4",        // cpu, small blocks
-    "variant=1,tm=16,tn=32,tk=8,wm=2,wn=4",           // gpu tiles
-    "variant=2,mb=8,nb=2,wg=32",                      // small-M
+    "variant=0",                                // cpu, vendor-neutral default
+    "variant=0,vw=4,rm=2,rn=3,ku=2,lx=2,ly=4",  // cpu, small blocks
+    "variant=1,tm=16,tn=32,tk=8,wm=2,wn=4",     // gpu tiles
+    "variant=2,mb=8,nb=2,wg=32",                // small-M
 };
 
 TEST(GemmVariants, EveryLayoutMatchesReference) {
@@ -66,8 +68,10 @@ TEST(GemmVariants, EveryLayoutMatchesReference) {
       const bool ta = layout & 1, tb = layout & 2;
       const std::int64_t m = gemv ? 7 : 33, n = 37, k = 45;
       for (bool ints : {true, false}) {
-        tensor a = ta ? rand_tensor({k, m}, dtype::f32, 1, ints).transpose(0, 1) : rand_tensor({m, k}, dtype::f32, 1, ints);
-        tensor b = tb ? rand_tensor({n, k}, dtype::f32, 2, ints).transpose(0, 1) : rand_tensor({k, n}, dtype::f32, 2, ints);
+        tensor a = ta ? rand_tensor({k, m}, dtype::f32, 1, ints).transpose(0, 1)
+                      : rand_tensor({m, k}, dtype::f32, 1, ints);
+        tensor b = tb ? rand_tensor({n, k}, dtype::f32, 2, ints).transpose(0, 1)
+                      : rand_tensor({k, n}, dtype::f32, 2, ints);
         op_call call = make_call("mm", {a, b});
         const comparison r = run_and_compare(call, cfg, ints);
         EXPECT_TRUE(r.ok) << cfg << " ta=" << ta << " tb=" << tb << " ints=" << ints << ": " << r.message;
@@ -79,7 +83,8 @@ TEST(GemmVariants, EveryLayoutMatchesReference) {
 TEST(GemmVariants, HalfAndBfloatStorage) {
   for (dtype t : {dtype::f16, dtype::bf16})
     for (const char* cfg : {"variant=0", "variant=1,tm=16,tn=32,tk=8,wm=2,wn=4"}) {
-      op_call call = make_call("linear", {rand_tensor({3, 5, 40}, t, 3), rand_tensor({24, 40}, t, 4), rand_tensor({24}, t, 5)});
+      op_call call = make_call(
+          "linear", {rand_tensor({3, 5, 40}, t, 3), rand_tensor({24, 40}, t, 4), rand_tensor({24}, t, 5)});
       const comparison r = run_and_compare(call, cfg);
       EXPECT_TRUE(r.ok) << dtype_name(t) << " " << cfg << ": " << r.message;
     }
@@ -88,8 +93,9 @@ TEST(GemmVariants, HalfAndBfloatStorage) {
 TEST(GemmVariants, DecodeRowsClampPerWorkItem) {
   // M = 1..3 with the cpu variant's default rm=6: rows per work-item shrink to M.
   for (std::int64_t m : {1, 2, 3}) {
-    op_call call = make_call("linear", {rand_tensor({m, 64}, dtype::f32, 6, true), rand_tensor({40, 64}, dtype::f32, 7, true),
-                                        rand_tensor({40}, dtype::f32, 8, true)});
+    op_call call = make_call(
+        "linear", {rand_tensor({m, 64}, dtype::f32, 6, true), rand_tensor({40, 64}, dtype::f32, 7, true),
+                   rand_tensor({40}, dtype::f32, 8, true)});
     const comparison r = run_and_compare(call, "variant=0", true);
     EXPECT_TRUE(r.ok) << "m=" << m << ": " << r.message;
   }
@@ -98,14 +104,17 @@ TEST(GemmVariants, DecodeRowsClampPerWorkItem) {
 TEST(GemmVariants, KSlicesAccumulateOnce) {
   // kc=128 over K=300: three launches; bias and beta apply once, alpha to every slice.
   for (bool tb : {false, true}) {
-    tensor b = tb ? rand_tensor({40, 300}, dtype::f32, 16, true).transpose(0, 1) : rand_tensor({300, 40}, dtype::f32, 16, true);
-    op_call call = make_call("addmm", {rand_tensor({40}, dtype::f32, 15, true), rand_tensor({20, 300}, dtype::f32, 17, true), b});
+    tensor b = tb ? rand_tensor({40, 300}, dtype::f32, 16, true).transpose(0, 1)
+                  : rand_tensor({300, 40}, dtype::f32, 16, true);
+    op_call call = make_call(
+        "addmm", {rand_tensor({40}, dtype::f32, 15, true), rand_tensor({20, 300}, dtype::f32, 17, true), b});
     call.set("alpha", 2.0).set("beta", 3.0);
     const comparison r = run_and_compare(call, "variant=0,kc=128", true);
     EXPECT_TRUE(r.ok) << "tb=" << tb << ": " << r.message;
   }
   // f16 output ignores kc (no rounding per slice).
-  op_call h = make_call("mm", {rand_tensor({9, 300}, dtype::f16, 18), rand_tensor({300, 16}, dtype::f16, 19)});
+  op_call h =
+      make_call("mm", {rand_tensor({9, 300}, dtype::f16, 18), rand_tensor({300, 16}, dtype::f16, 19)});
   const comparison r = run_and_compare(h, "variant=0,kc=128");
   EXPECT_TRUE(r.ok) << r.message;
 }
@@ -114,8 +123,9 @@ TEST(Addmm, BiasBroadcastShapes) {
   const std::int64_t m = 9, n = 14, k = 11;
   const std::vector<dims> bias_shapes = {{n}, {1, n}, {m, 1}, {m, n}, {1}};
   for (const dims& bs : bias_shapes) {
-    op_call call = make_call("addmm", {rand_tensor(bs, dtype::f32, 9, true), rand_tensor({m, k}, dtype::f32, 10, true),
-                                       rand_tensor({k, n}, dtype::f32, 11, true)});
+    op_call call =
+        make_call("addmm", {rand_tensor(bs, dtype::f32, 9, true), rand_tensor({m, k}, dtype::f32, 10, true),
+                            rand_tensor({k, n}, dtype::f32, 11, true)});
     call.set("alpha", 0.5).set("beta", 2.0);
     const comparison r = run_and_compare(call, "variant=0", true);
     EXPECT_TRUE(r.ok) << "bias " << bs.str() << ": " << r.message;
@@ -164,7 +174,8 @@ TEST(GemmErrors, NameOpArgumentAndShapes) {
       FAIL() << "no error for " << call.op;
     } catch (const error& e) {
       const std::string msg = e.what();
-      for (auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' missing in: " << msg;
+      for (auto& n : needles)
+        EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' missing in: " << msg;
     }
   };
   tensor a = rand_tensor({4, 5}, dtype::f32, 1), b = rand_tensor({6, 3}, dtype::f32, 2);
@@ -268,8 +279,8 @@ TEST(Attention, MasksAndFullyMaskedRows) {
 
 TEST(Attention, HalfAndBfloatStorage) {
   for (dtype t : {dtype::f16, dtype::bf16}) {
-    op_call c = sdpa(rand_tensor({1, 2, 5, 16}, t, 61), rand_tensor({1, 1, 9, 16}, t, 62), rand_tensor({1, 1, 9, 16}, t, 63),
-                     {}, true);
+    op_call c = sdpa(rand_tensor({1, 2, 5, 16}, t, 61), rand_tensor({1, 1, 9, 16}, t, 62),
+                     rand_tensor({1, 1, 9, 16}, t, 63), {}, true);
     const comparison r = run_and_compare(c, "bq=4,bk=4,local=0");
     EXPECT_TRUE(r.ok) << dtype_name(t) << ": " << r.message;
   }
