@@ -261,6 +261,39 @@ TEST(Dispatch, FallbackOnUnsupportedDtypeAndShape) {
   }
 }
 
+TEST(Dispatch, ClblastF16NeedsTheExtension) {
+  auto& q = test_queue();
+  env_scope env(env_vars{{"PRISM_OP_mm", "clblast"}});
+  pd::testing::reload_config();
+  op_call c;
+  c.op = "mm";
+  c.inputs = {tensor::from_floats(q, std::vector<float>(6, 1.f), {2, 3}, dtype::f16),
+              tensor::from_floats(q, std::vector<float>(6, 2.f), {3, 2}, dtype::f16)};
+  auto r = pd::dispatch_call(q, c);
+  if (q.get_device().has_fp16()) {
+    EXPECT_EQ(r.backend, "clblast");
+    EXPECT_EQ(r.tier, pd::source_tier::env);
+  } else {
+    EXPECT_EQ(r.tier, pd::source_tier::fallback);
+    EXPECT_NE(r.reason.find("clblast: f16 needs cl_khr_fp16"), std::string::npos) << r.reason;
+  }
+  EXPECT_EQ(c.outputs[0].to_floats(q), (std::vector<float>{6, 6, 6, 6}));
+}
+
+TEST(Dispatch, ForcedVendorProfile) {
+  auto& q = test_queue();
+  env_scope env(env_vars{{"PRISM_VENDOR", "nvidia"}});
+  pd::testing::reload_config();
+  EXPECT_EQ(pd::matched_vendor(q.get_device()).name, "nvidia");
+  auto routes = pd::effective_routes(q.get_device());
+  auto mm = std::find_if(routes.begin(), routes.end(), [](auto& e) { return e.op == "mm"; });
+  ASSERT_NE(mm, routes.end());
+  EXPECT_EQ(mm->backend, "clblast");
+  EXPECT_EQ(mm->tier, pd::source_tier::vendor);
+  EXPECT_NE(mm->origin.find("nvidia/vendor.yaml:"), std::string::npos) << mm->origin;
+  EXPECT_EQ(mm->order, (std::vector<std::string>{"clblast", "opencl", "host"}));
+}
+
 TEST(Dispatch, FallbackOnInjectedLaunchFailureAndStrictMode) {
   auto& q = test_queue();
   {
