@@ -82,19 +82,17 @@ decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.con
     L.v_cache = ops::zeros(q_, cache_shape, t);
     layers_.push_back(std::move(L));
   }
-  // RoPE tables in double, stored f32: cos/sin(pos * theta^(-2i/d)) for i < head_dim/2.
+  // RoPE table in double, stored f32: [max_seq, head_dim] = cos | sin of pos * theta^(-2i/d), i < d/2.
   const std::int64_t half = c_.head_dim / 2;
-  std::vector<float> cos_values(static_cast<std::size_t>(c_.max_seq_len * half)),
-      sin_values(cos_values.size());
+  std::vector<float> table(static_cast<std::size_t>(c_.max_seq_len * c_.head_dim));
   for (std::int64_t p = 0; p < c_.max_seq_len; ++p)
     for (std::int64_t i = 0; i < half; ++i) {
       const double inv_freq =
           std::pow(c_.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c_.head_dim));
-      cos_values[p * half + i] = static_cast<float>(std::cos(static_cast<double>(p) * inv_freq));
-      sin_values[p * half + i] = static_cast<float>(std::sin(static_cast<double>(p) * inv_freq));
+      table[p * c_.head_dim + i] = static_cast<float>(std::cos(static_cast<double>(p) * inv_freq));
+      table[p * c_.head_dim + half + i] = static_cast<float>(std::sin(static_cast<double>(p) * inv_freq));
     }
-  cos_ = tensor::from_floats(q_, cos_values, {c_.max_seq_len, half}, dtype::f32);
-  sin_ = tensor::from_floats(q_, sin_values, {c_.max_seq_len, half}, dtype::f32);
+  cos_sin_ = tensor::from_floats(q_, table, {c_.max_seq_len, c_.head_dim}, dtype::f32);
   layer_out_.resize(c_.num_layers);
   q_.wait();
 }
@@ -152,16 +150,16 @@ tensor decoder::forward(const tensor& token_ids) {
       kh = ops::rms_norm(q_, kh, L.k_norm, eps);
       step("qk_norm");
     }
-    const tensor q_rot = ops::rotary_embedding(q_, qh, positions, cos_, sin_, ops::rope_style::neox);
-    const tensor k_rot = ops::rotary_embedding(q_, kh, positions, cos_, sin_, ops::rope_style::neox);
+    // vLLM's in-place form: q and k rotated by one kernel, in the qkv output itself.
+    ops::rotary_embedding_(q_, qh, kh, positions, cos_sin_, ops::rope_style::neox);
     step("rope");
     // Append to the cache: [1, kv_heads, max_seq, d] sliced at [pos, pos + n), seen as [n, kv_heads, d].
     tensor k_dst = L.k_cache.slice(2, pos_, pos_ + n).squeeze(0).permute({1, 0, 2});
     tensor v_dst = L.v_cache.slice(2, pos_, pos_ + n).squeeze(0).permute({1, 0, 2});
-    ops::copy(q_, k_dst, k_rot);
+    ops::copy(q_, k_dst, kh);
     ops::copy(q_, v_dst, vh);
     step("kv_cache_write");
-    const tensor query = q_rot.permute({1, 0, 2}).unsqueeze(0);  // [1, heads, n, d]
+    const tensor query = qh.permute({1, 0, 2}).unsqueeze(0);  // [1, heads, n, d]
     const tensor keys = L.k_cache.slice(2, 0, pos_ + n);
     const tensor values = L.v_cache.slice(2, 0, pos_ + n);
     // Bottom-right causal: token i sees keys 0 .. pos + i (all of them when n == 1).

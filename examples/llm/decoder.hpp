@@ -81,7 +81,7 @@ class decoder {
 
   queue& q_;
   model_config c_;
-  tensor embed_, final_norm_, lm_head_, cos_, sin_;
+  tensor embed_, final_norm_, lm_head_, cos_sin_;  ///< cos_sin_: [max_seq, head_dim] (cos | sin)
   std::vector<layer_weights> layers_;
   std::int64_t pos_ = 0;
   step_timer* timer_ = nullptr;
