@@ -23,5 +23,7 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/prismConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/prismConfig.cmake ${PROJECT_BINARY_DIR}/prismConfigVersion.cmake
   DESTINATION ${prism_cmake_dir})
 
+file(RELATIVE_PATH PRISM_PC_RELATIVE_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+string(REGEX REPLACE "/$" "" PRISM_PC_RELATIVE_PREFIX "${PRISM_PC_RELATIVE_PREFIX}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/prism.pc.in ${PROJECT_BINARY_DIR}/prism.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/prism.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
