@@ -148,9 +148,19 @@ event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_overr
     k = build_kernel(q.get_context(), "attention_split.cl", src, opts, "attention_split");
     r = nd_range(range<3>(s.lq * wg, s.hq, s.b), range<3>(wg, 1, 1));
   } else {
+    // Vectors along the head dim where the layout allows (private path only).
+    int vw = 1;
+    const bool unit =
+        c.inputs[0].strides()[3] == 1 && c.inputs[1].strides()[3] == 1 && c.inputs[2].strides()[3] == 1;
+    if (!cfg.at("local") && unit)
+      for (int w : {16, 8, 4})
+        if (s.d % w == 0 && s.dv % w == 0) {
+          vw = w;
+          break;
+        }
     const std::string opts = fmt::format(
-        "-DPRISM_DTYPE={} -DD={} -DDV={} -DBQ={} -DBK={} -DUSE_LOCAL={} -DCAUSAL={} -DMASK_KIND={}", dt, s.d,
-        s.dv, bq, cfg.at("bk"), cfg.at("local"), causal, mk);
+        "-DPRISM_DTYPE={} -DD={} -DDV={} -DBQ={} -DBK={} -DUSE_LOCAL={} -DCAUSAL={} -DMASK_KIND={} -DVW={}",
+        dt, s.d, s.dv, bq, cfg.at("bk"), cfg.at("local"), causal, mk, vw);
     k = build_kernel(q.get_context(), "attention.cl", src, opts, "attention");
     r = nd_range(range<3>(ceil_div(s.lq, bq) * bq, s.hq, s.b), range<3>(bq, 1, 1));
   }
