@@ -3,7 +3,8 @@
 // Env: PRISM_DEVICE picks the device; PRISM_GEMM_CONFIG ("variant=1,tm=128,...") overrides the
 // config of every prism run, PRISM_GEMM_SMALL_M_CONFIG that of M <= 16 runs; PRISM_GEMM_VENDOR
 // (pocl|nvidia|generic) picks the tune_configs.yaml defaults (default: from the device);
-// PRISM_GEMM_NO_BLAS=1 skips OpenBLAS, PRISM_GEMM_NO_CLBLAST=1 skips CLBlast.
+// PRISM_GEMM_NO_BLAS=1 skips OpenBLAS, PRISM_GEMM_NO_CLBLAST=1 skips CLBlast; 4096^3 runs on
+// GPUs or with PRISM_GEMM_BIG=1.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -151,9 +152,11 @@ void bm_openblas(benchmark::State& st, shape s) {
   finish(st, s);
 }
 
-std::vector<shape> shapes() {
-  std::vector<shape> v = {{"mm_1024x1024x1024", 1024, 1024, 1024, false},
-                          {"mm_128x4096x4096", 128, 4096, 4096, false}};
+std::vector<shape> shapes(bool big) {
+  std::vector<shape> v;
+  if (big) v.push_back({"mm_4096x4096x4096", 4096, 4096, 4096, false});  // GPUs (PRISM_GEMM_BIG=1 elsewhere)
+  v.insert(v.end(),
+           {{"mm_1024x1024x1024", 1024, 1024, 1024, false}, {"mm_128x4096x4096", 128, 4096, 4096, false}});
   for (std::int64_t m : {1, 16, 128})
     for (auto [n, k] : {std::pair<std::int64_t, std::int64_t>{4096, 4096}, {11008, 4096}, {4096, 11008}})
       v.push_back({fmt::format("linear_{}x{}x{}", m, n, k), m, n, k, true});
@@ -182,7 +185,8 @@ class ratio_reporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   const bool blas = !env("PRISM_GEMM_NO_BLAS"), clb = !env("PRISM_GEMM_NO_CLBLAST");
-  for (const shape& s : shapes()) {
+  const bool big = env("PRISM_GEMM_BIG") || bench_queue().get_device().is_gpu();
+  for (const shape& s : shapes(big)) {
     benchmark::RegisterBenchmark(("prism/" + s.name).c_str(), bm_prism, s)->UseRealTime()->MinTime(0.3);
     if (clb)
       benchmark::RegisterBenchmark(("clblast/" + s.name).c_str(), bm_clblast, s)->UseRealTime()->MinTime(0.3);

@@ -1,5 +1,5 @@
 // Helpers shared by the GEMM and attention descriptors (kernels/ops/matmul.cpp, attention.cpp):
-// random sample tensors, program sources with the gemm_common.cl prelude, stride checks.
+// random sample tensors, index narrowing.
 #pragma once
 
 #include <cmath>
@@ -39,14 +39,6 @@ inline tensor random_tensor(queue& q, const dims& shape, dtype t, const sample_o
                             int int_range = 2) {
   auto v = sample_values(shape.product(), o, salt, int_range);
   return tensor::from_floats(q, v, shape, t);
-}
-
-/// Program source: gemm_common.cl, then the op's file (or a vendor override of it).
-inline std::string compose_source(std::string_view file, source_override src) {
-  std::string s(embedded_kernel_source("gemm_common.cl"));
-  s += "\n";
-  s += src ? *src : embedded_kernel_source(file);
-  return s;
 }
 
 /// Narrows an element stride/extent to the kernels' 32-bit int arguments.

@@ -178,6 +178,7 @@ config_schema gemm_schema() {
       {"tk", 16, {4, 8, 16, 32}, "gpu: k-slice staged in local memory"},
       {"wm", 4, {1, 2, 4, 8}, "gpu: rows per work-item"},
       {"wn", 4, {1, 2, 4, 8}, "gpu: columns per work-item"},
+      {"gv", 1, {1, 4}, "gpu: 1 strided register block, 4 contiguous block read as float4 from local memory"},
       {"mb", 16, {1, 2, 4, 8, 16}, "gemv: rows per work-group (M <= mb is the case gemv is for)"},
       {"nb", 4, {1, 2, 4, 8}, "gemv: output columns per work-group"},
       {"wg", 64, {32, 64, 128, 256}, "gemv: work-group size (k split)"},
@@ -186,6 +187,8 @@ config_schema gemm_schema() {
     const auto tm = c.at("tm"), tn = c.at("tn"), wm = c.at("wm"), wn = c.at("wn");
     if (tm % wm != 0) return fmt::format("tm={} must be a multiple of wm={}", tm, wm);
     if (tn % wn != 0) return fmt::format("tn={} must be a multiple of wn={}", tn, wn);
+    if (c.at("gv") == 4 && (wm % 4 != 0 || wn % 4 != 0))
+      return fmt::format("gv=4 needs wm and wn multiples of 4, got wm={} wn={}", wm, wn);
     if ((tm / wm) * (tn / wn) > 1024)
       return fmt::format("gpu work-group (tn/wn)*(tm/wm) = {} exceeds 1024", (tm / wm) * (tn / wn));
     if (c.at("lx") * c.at("ly") > 4096)
@@ -242,8 +245,7 @@ event enqueue_cpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
   std::string opts = fmt::format("{} -DHAS_BIAS={} -DVW={} -DRM={} -DRN={} -DKU={} -DB_NCONTIG={} {}",
                                  dtype_define(p.c.type()), p.x.defined() ? 1 : 0, vw, rm, rn, ku,
                                  p.sbn == 1 ? 1 : 0, outer ? "-DFORM_OUTER" : "-DFORM_DOT");
-  const std::string source = compose_source("gemm_cpu.cl", src);
-  kernel k = build_kernel(q.get_context(), "gemm_cpu.cl", std::string_view(source), opts, "gemm_cpu");
+  kernel k = build_kernel(q.get_context(), "gemm_cpu.cl", src, opts, "gemm_cpu");
   const std::int64_t gx = ceil_div(p.n, outer ? rn * vw : rn), gy = ceil_div(p.m, rm);
   // Keep the configured work-group size but do not pad a short dim far past its extent.
   const std::int64_t wg = c.at("lx") * c.at("ly");
@@ -268,12 +270,11 @@ event enqueue_cpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
 event enqueue_gpu(queue& q, const gemm_problem& p, const kernel_config& c, source_override src) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
   const std::int64_t tm = c.at("tm"), tn = c.at("tn"), tk = c.at("tk"), wm = c.at("wm"), wn = c.at("wn");
-  std::string opts =
-      fmt::format("{} -DHAS_BIAS={} -DTM={} -DTN={} -DTK={} -DWM={} -DWN={} -DA_KCONTIG={} -DB_NCONTIG={}",
-                  dtype_define(p.c.type()), p.x.defined() ? 1 : 0, tm, tn, tk, wm, wn, p.sak == 1 ? 1 : 0,
-                  p.sbn == 1 ? 1 : 0);
-  const std::string source = compose_source("gemm_gpu.cl", src);
-  kernel k = build_kernel(q.get_context(), "gemm_gpu.cl", std::string_view(source), opts, "gemm_gpu");
+  std::string opts = fmt::format(
+      "{} -DHAS_BIAS={} -DTM={} -DTN={} -DTK={} -DWM={} -DWN={} -DGV={} -DA_KCONTIG={} -DB_NCONTIG={}",
+      dtype_define(p.c.type()), p.x.defined() ? 1 : 0, tm, tn, tk, wm, wn, c.at("gv"), p.sak == 1 ? 1 : 0,
+      p.sbn == 1 ? 1 : 0);
+  kernel k = build_kernel(q.get_context(), "gemm_gpu.cl", src, opts, "gemm_gpu");
   const std::int64_t lx = tn / wn, ly = tm / wm;
   nd_range r(range<3>(ceil_div(p.n, tn) * lx, ceil_div(p.m, tm) * ly, p.batch), range<3>(lx, ly, 1));
   return launch(q, p, k, r);
@@ -285,8 +286,7 @@ event enqueue_gemv(queue& q, const gemm_problem& p, const kernel_config& c, sour
                      wg = c.at("wg");
   std::string opts = fmt::format("{} -DHAS_BIAS={} -DMB={} -DNB={} -DWG={}", dtype_define(p.c.type()),
                                  p.x.defined() ? 1 : 0, mb, nb, wg);
-  const std::string source = compose_source("gemm_gemv.cl", src);
-  kernel k = build_kernel(q.get_context(), "gemm_gemv.cl", std::string_view(source), opts, "gemm_gemv");
+  kernel k = build_kernel(q.get_context(), "gemm_gemv.cl", src, opts, "gemm_gemv");
   nd_range r(range<3>(ceil_div(p.n, nb) * wg, ceil_div(p.m, mb), p.batch), range<3>(wg, 1, 1));
   return launch(q, p, k, r);
 }
@@ -327,7 +327,8 @@ std::vector<op_implementation> gemm_implementations() {
          if (threads > dev.max_work_group_size())
            return fmt::format("work-group (tm/wm)*(tn/wn) = {} > device maximum {}", threads,
                               dev.max_work_group_size());
-         const auto local = static_cast<std::uint64_t>((c.at("tm") + c.at("tn") + 2) * c.at("tk") * 4);
+         const auto local = static_cast<std::uint64_t>((c.at("tm") + c.at("tn") + (c.at("gv") == 4 ? 8 : 2)) *
+                                                       c.at("tk") * 4);
          if (local > dev.local_mem_size())
            return fmt::format("needs local memory {} B > device {} B", local, dev.local_mem_size());
          return std::nullopt;

@@ -176,3 +176,27 @@ TEST(TuningDispatch, RecordsMissesForPretune) {
   EXPECT_EQ(got, (std::set<std::string>{"rms_norm f32 rows=3,d=64", "rms_norm f32 rows=5,d=64"}))
       << test::read_file(file);
 }
+
+TEST(TuningDispatch, BudgetStopsCleanlyAndTheNextRunResumes) {
+  auto& db = test_db();
+  queue q;
+  auto dev = q.get_device();
+  dispatch::tuner::pretune_options o;
+  o.shapes = parse_shape_set("shapes:\n  - {op: softmax, rows: [2, 3], r: 128, inner: 1}\n", "test");
+  o.backends = {"opencl"};
+  o.max_per_backend = 1;
+  o.min_runs = 1;
+  o.max_runs = 2;
+  o.target_s_per_candidate = 0.001;
+  o.budget_s = 1e-9;  // spent before the first shape starts
+  auto cut = dispatch::tuner::pretune(dev, db, o);
+  EXPECT_TRUE(cut.budget_exhausted);
+  for (auto& s : cut.shapes) EXPECT_EQ(s.status, dispatch::tuner::shape_outcome::state::not_reached);
+  EXPECT_NE(dispatch::tuner::summary_table(cut).find("run the same command again"), std::string::npos);
+  EXPECT_TRUE(db.results(row_filter{"", "softmax", "", "rows=2,r=128,inner=1"}).empty());
+  o.budget_s = 0;
+  auto resumed = dispatch::tuner::pretune(dev, db, o);
+  EXPECT_FALSE(resumed.budget_exhausted);
+  for (auto& s : resumed.shapes)
+    EXPECT_EQ(s.status, dispatch::tuner::shape_outcome::state::tuned) << s.detail;
+}
