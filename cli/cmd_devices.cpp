@@ -55,6 +55,8 @@ PRISM_CLI_COMMAND(10) {
       app.add_subcommand("devices", "List OpenCL devices with their fingerprints; * marks the default");
   auto* json = new bool(false);  // lives as long as the CLI::App (the process)
   cmd->add_flag("--json", *json, "Print the devices (with every queried property) as JSON");
+  cmd->add_option("--device", global.device,
+                  "Mark the device this PRISM_DEVICE-style spec picks instead of the default");
   cmd->callback([json, &global, &exit_code] {
     auto devices = prism::device::get_devices();
     prism::device chosen;
@@ -83,7 +85,9 @@ PRISM_CLI_COMMAND(10) {
       if (devices.empty())
         std::printf("(no OpenCL devices; is an ICD such as pocl-opencl-icd installed?)\n");
       else if (chosen)
-        std::printf("* default device (PRISM_DEVICE selects another; see --help)\n");
+        std::printf("%s\n", global.device.empty()
+                                ? "* default device (PRISM_DEVICE selects another; see --help)"
+                                : "* the device --device picks");
     }
     if (!default_error.empty()) {
       std::fprintf(stderr, "prism devices: no default device: %s\n", default_error.c_str());

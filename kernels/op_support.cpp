@@ -300,8 +300,11 @@ config_schema elementwise_schema() {
 
 config_schema row_schema() {
   config_schema s;
-  s.params = {{"wg", 256, {16, 32, 64, 128, 256, 512, 1024}, "work-group size (one work-group per row)"},
-              {"vec", 4, {1, 2, 4, 8}, "vector width of row loads"}};
+  s.params = {{"wg", 256, {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, "work-group size"},
+              {"vec", 4, {1, 2, 4, 8, 16}, "vector width of row loads"},
+              {"variant", 0, {0, 1},
+               "0: one work-group per row with a local-memory tree (GPUs); 1: one work-item per row, "
+               "sequential vector sweeps, no barriers (CPUs)"}};
   return s;
 }
 

@@ -85,7 +85,7 @@ tensor random_strided(queue& q, const dims& shape, dtype t, std::mt19937_64& rng
 /// The elementwise config schema: wg (work-group size), vec (vector width), ept (vectors per
 /// work-item).
 config_schema elementwise_schema();
-/// Row-kernel schema (one work-group per row): wg, vec.
+/// Row-kernel schema: wg, vec, variant (0: work-group per row, 1: work-item per row).
 config_schema row_schema();
 
 /// Tolerance for f32-computed results: `f32_ulps` ulps in f32, rescaled for f16/bf16 outputs

@@ -148,11 +148,22 @@ void buffer_unmap(buffer_impl& b, void* ptr) {
   e->ev = ev;
   clFlush(b.ctx.get_impl().get_io_queue());
   if (mode == access_mode::read) {
-    b.readers.push_back(std::move(e));
+    add_reader(b, std::move(e));
   } else {
     b.last_writer = std::move(e);
     b.readers.clear();
   }
+}
+
+void add_reader(buffer_impl& b, std::shared_ptr<event::impl> reader) {
+  // A later reader on the same in-order lane finishes after the earlier ones, so a writer needs
+  // to wait for it alone; finished readers go too. Keeps the list as short as the lanes in use.
+  auto& rs = b.readers;
+  std::erase_if(rs, [&](const std::shared_ptr<event::impl>& r) {
+    return (reader->lane_id != 0 && r->lane_id == reader->lane_id) ||
+           (rs.size() > 8 && status_of(r->ev) == event_status::complete);
+  });
+  rs.push_back(std::move(reader));
 }
 
 void handler_require(handler& h, const std::shared_ptr<buffer_impl>& b, access_mode mode) {

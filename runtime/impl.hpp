@@ -116,6 +116,9 @@ struct usm_alloc {
 /// errc::out_of_memory naming the size and the limit.
 void check_allocation(const device& dev, std::size_t bytes, const char* operation);
 
+/// Adds `reader` to the buffer's readers (caller holds b.mutex), dropping readers it supersedes.
+void add_reader(buffer_impl& b, std::shared_ptr<event::impl> reader);
+
 /// Records an asynchronous error on the queue (if it still exists).
 void report_async(const std::weak_ptr<queue::impl>& q, std::exception_ptr e);
 

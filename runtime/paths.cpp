@@ -1,4 +1,4 @@
-// data_dir(): PRISM_DATA_DIR, else the source tree, else the install prefix of libprism_runtime.
+// data_dir(): PRISM_DATA_DIR, else the install prefix of libprism_runtime, else the source tree.
 #include "runtime/paths.hpp"
 
 #include <dlfcn.h>
@@ -23,24 +23,27 @@ std::filesystem::path library_dir() {
 std::filesystem::path resolve() {
   namespace fs = std::filesystem;
   std::error_code ec;
-  std::string looked;
   if (auto v = env::get("PRISM_DATA_DIR"); v && !v->empty()) {
     if (fs::is_directory(*v, ec)) return fs::path(*v);
     throw error(errc::not_found, "prism::data_dir", "PRISM_DATA_DIR='" + *v + "' is not a directory");
   }
+  // Installed: <prefix>/<libdir>/libprism_runtime.so -> <prefix>/share/prism (libdir may be
+  // lib or lib/<multiarch>). An installed prism reads its own data, not the tree it came from.
+  std::string looked;
+  fs::path lib = library_dir();
+  for (fs::path dir : {lib.parent_path(), lib.parent_path().parent_path()}) {
+    if (dir.empty()) continue;
+    fs::path candidate = dir / PRISM_INSTALL_DATA_DIR;
+    if (fs::is_directory(candidate / "vendors", ec)) return candidate;
+    looked += candidate.string() + ", ";
+  }
+  // A build tree: the source tree's data.
   fs::path source = PRISM_SOURCE_DATA_DIR;
   if (fs::is_directory(source / "vendors", ec)) return source;
-  looked += source.string() + "/vendors";
-  // <prefix>/<libdir>/libprism_runtime.so -> <prefix>/share/prism; libdir may be lib/<triplet>.
-  fs::path lib = library_dir();
-  for (fs::path dir = lib; !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
-    fs::path candidate = dir / PRISM_INSTALL_DATA_DIR;
-    if (fs::is_directory(candidate, ec)) return candidate;
-    looked += ", " + candidate.string();
-  }
+  looked += source.string();
   throw error(errc::not_found, "prism::data_dir",
-              "no data directory found (looked at " + looked +
-                  "); set PRISM_DATA_DIR to the folder holding vendors/");
+              "no data directory with vendors/ found (looked in " + looked +
+                  "); set PRISM_DATA_DIR to the folder that holds vendors/");
 }
 }  // namespace
 

@@ -5,8 +5,8 @@
 
 namespace prism {
 
-/// PRISM_DATA_DIR when set; else the source tree when running from a build tree (it has
-/// vendors/); else <prefix>/share/prism found relative to the installed library.
+/// PRISM_DATA_DIR when set; else <prefix>/share/prism when the library is installed (found
+/// relative to libprism_runtime); else the source tree when running from a build tree.
 /// Resolved once. Throws errc::not_found naming every place it looked when none exists.
 const std::filesystem::path& data_dir();
 

@@ -409,6 +409,7 @@ event queue::submit_group(detail::command_group& cg) {
       break;
   }
   ev->ev = out;
+  if (!host) ev->lane_id = lane->id;
 
   // New buffer state: this command is the last writer, or one more reader.
   for (std::size_t i = 0; i < reqs.n; ++i) {
@@ -417,13 +418,12 @@ event queue::submit_group(detail::command_group& cg) {
       b->last_writer = ev;
       b->readers.clear();
     } else {
-      b->readers.push_back(ev);
+      detail::add_reader(*b, ev);
     }
   }
   if (host) {
     if (lane) lane->pending_foreign = ev;
   } else {
-    ev->lane_id = lane->id;
     lane->last = ev;
     lane->pending_foreign.reset();
   }
@@ -551,13 +551,17 @@ std::vector<std::exception_ptr> finish(queue::impl& q) {
     q.since_wait.reserve(256);
     for (auto& l : q.lanes) lanes.push_back(l.cq);
   }
-  for (auto cq : lanes) clFlush(cq);
+  // Lane commands complete with their lane; host tasks and native commands are waited for alone.
+  for (auto cq : lanes) clFinish(cq);
   std::vector<std::exception_ptr> failed;
   for (auto& e : events) {
     if (!e->ev) continue;
-    clWaitForEvents(1, &e->ev);
     cl_int s = CL_COMPLETE;
     clGetEventInfo(e->ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof s, &s, nullptr);
+    if (s > CL_COMPLETE) {
+      clWaitForEvents(1, &e->ev);
+      clGetEventInfo(e->ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof s, &s, nullptr);
+    }
     if (s < 0 && !e->host_task && !e->reported.exchange(true))
       failed.push_back(std::make_exception_ptr(error(errc::async_error, "queue " + std::to_string(q.id),
                                                      std::string(e->host_task ? "a host task" : "a command") +
@@ -565,7 +569,6 @@ std::vector<std::exception_ptr> finish(queue::impl& q) {
                                                          std::to_string(s),
                                                      e->host_task ? 0 : s)));
   }
-  for (auto cq : lanes) clFinish(cq);
   return failed;
 }
 

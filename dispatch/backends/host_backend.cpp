@@ -117,7 +117,7 @@ std::vector<implementation> host_implementations(const op_descriptor& d) {
 
 config_reader host_config_reader(const op_descriptor& d) {
   std::string op = d.name;
-  return {[op](const std::string& text, const std::string&) {
+  return {[op](const std::string& text, const vendor_profile*) {
     if (!text.empty())
       throw error(errc::config_error, "ops::" + op, "the host backend takes no config; got '" + text + "'");
     return kernel_config{};

@@ -6,9 +6,11 @@
 // local memory (GPU); without it every work-item reads K/V directly (CPU, no barriers).
 // CAUSAL: query i sees keys j <= Lk - Lq + i (q rows are the last Lq positions, KV cache decode).
 // MASK_KIND: 0 none, 1 additive (the storage dtype), 2 boolean (uchar, nonzero = attend); mask strides may be 0
-// (broadcast). A row that sees no key outputs zeros. Prepended with gemm_common.cl.
+// (broadcast). A row that sees no key outputs zeros.
 // Build defines: PRISM_DTYPE, D, DV, BQ (work-group size), BK, USE_LOCAL, CAUSAL, MASK_KIND.
 // Validity: BQ <= max work-group size; with USE_LOCAL, BK*(D+DV)*4 bytes <= local memory.
+
+#include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
 
 #if MASK_KIND == 2
 typedef uchar mask_t;

@@ -2,9 +2,11 @@
 // owns NB output columns of MB rows (dim 1 walks row blocks, so any M is valid, though M <= MB
 // is the case it is for); work-item t sums k = t, t+WG, ... (so a
 // row of a k-contiguous B, e.g. a linear weight [N,K], is read coalesced), then a local-memory
-// tree reduction. Operand layout and epilogue as in gemm_cpu.cl; prepended with gemm_common.cl.
+// tree reduction. Operand layout and epilogue as in gemm_cpu.cl.
 // Build defines: PRISM_DTYPE, MB (max rows), NB (columns per group), WG (power of two), HAS_BIAS.
 // Validity: WG a power of two <= max work-group size, MB*NB*WG*4 bytes <= local memory.
+
+#include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void gemm_gemv(int M, int N, int K, float alpha, float beta,

@@ -38,5 +38,9 @@ echo "== installed prism command"
 "$prefix/bin/prism" devices
 if [ -d "$source/vendors" ]; then
   test -d "$prefix/share/prism/vendors" || { echo "vendors/ was not installed into share/prism"; exit 1; }
+  # The installed prism reads its data from the prefix (runtime/paths.cpp), not the source tree.
+  "$prefix/bin/prism" vendors | tee "$work/vendors.txt"
+  grep -q "$prefix/share/prism/vendors" "$work/vendors.txt" ||
+    { echo "the installed prism does not read vendors/ from $prefix/share/prism"; exit 1; }
 fi
 echo "install_consumer: OK"

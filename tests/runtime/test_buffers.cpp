@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "prism/runtime.hpp"
+#include "runtime/impl.hpp"
 #include "tests/runtime/test_support.hpp"
 
 using namespace prism;
@@ -156,4 +157,22 @@ TEST(Buffers, LargerThanTheDeviceAllowsIsOutOfMemory) {
   buffer<int> small(q, 4);
   q.fill(small, 3);
   EXPECT_EQ(small.read(), std::vector<int>(4, 3));
+}
+
+TEST(Buffers, ReaderListStaysShort) {
+  // Readers on one in-order lane supersede each other: the dependency state of a buffer that is
+  // only ever read must not grow with the number of commands (nor keep their events alive).
+  auto& q = default_queue();
+  auto k = test_program(q.get_context()).get_kernel("add_const");
+  buffer<int> in(q, 16), out(q, 16);
+  q.fill(in, 1);
+  for (int i = 0; i < 100; ++i)
+    q.submit([&](handler& h) {
+      accessor<int> a(in, h, read_only);
+      accessor<int> b(out, h, discard_write);
+      h.parallel_for(range<1>(16), k, a, b, i);
+    });
+  q.wait();
+  std::lock_guard lock(in.get_impl()->mutex);
+  EXPECT_LE(in.get_impl()->readers.size(), 1u);
 }

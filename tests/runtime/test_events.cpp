@@ -228,3 +228,47 @@ TEST(Interop, NativeCommandJoinsDependencyTracking) {
             q.get_device().name().substr(0, 4));
   EXPECT_NE(interop::native(a), nullptr);
 }
+
+TEST(AsyncErrors, AFailedDeviceCommandIsReported) {
+  // A native command waiting on a user event that fails: PoCL (and most drivers) fail the
+  // command too. Where an implementation leaves it pending instead, there is nothing to check.
+  std::vector<std::exception_ptr> received;
+  queue_options options;
+  options.on_async_error = [&](const std::vector<std::exception_ptr>& errors) {
+    received.insert(received.end(), errors.begin(), errors.end());
+  };
+  queue q(default_queue().get_device(), options);
+  cl_int st = CL_SUCCESS;
+  cl_event user = clCreateUserEvent(interop::native(q.get_context())(), &st);
+  ASSERT_EQ(st, CL_SUCCESS);
+  auto failing = q.submit([&](handler& h) {
+    interop::enqueue_native(h, [&](interop::native_handle& nh) {
+      cl_event ev = nullptr;
+      clEnqueueMarkerWithWaitList(nh.queue(), 1, &user, &ev);
+      return ev;
+    });
+  });
+  clSetUserEventStatus(user, -1);
+  clReleaseEvent(user);
+  bool failed = false;
+  for (int i = 0; i < 200 && !failed; ++i) {
+    failed = failing.status() == event_status::failed;
+    if (!failed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!failed)
+    GTEST_SKIP() << "this OpenCL implementation does not fail commands after a failed wait-list event";
+  try {
+    failing.wait();
+    FAIL() << "event::wait on a failed command returned normally";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::async_error);
+  }
+  q.wait_and_throw();
+  ASSERT_EQ(received.size(), 1u);
+  try {
+    std::rethrow_exception(received[0]);
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::async_error);
+    EXPECT_NE(std::string(e.what()).find("failed"), std::string::npos) << e.what();
+  }
+}

@@ -174,3 +174,48 @@ TEST_F(ordering, IndependentGroupsSpreadOverLanes) {
   EXPECT_EQ(interop::native(after.dependencies()[0]), interop::native(slow));
   EXPECT_EQ(a.read(), sevens);
 }
+
+TEST_F(ordering, AcrossQueuesOfOneContext) {
+  // Two in-order queues: the second's reader must wait for the first's gated writer.
+  queue other(q.get_context());
+  buffer<int> a(q, n), out(q, n);
+  std::vector<int> threes(n, 3);
+  auto producer = q.submit([&](handler& h) {
+    accessor<int> w(a, h, discard_write);
+    interop::enqueue_native(
+        h, [&](interop::native_handle& nh) { return gated_write(nh, g.ev, nh.mem(w), threes.data()); });
+  });
+  auto consumer = other.submit([&](handler& h) {
+    accessor<int> r(a, h, read_only);
+    accessor<int> o(out, h, discard_write);
+    h.parallel_for(range<1>(n), add_const, r, o, 1);
+  });
+  ASSERT_NE(queue_of(producer), queue_of(consumer));
+  expect_blocked(consumer, "the other queue's reader");
+  g.open();
+  EXPECT_EQ(out.read(), std::vector<int>(n, 4));
+}
+
+TEST_F(ordering, HostWritesWaitForDeviceReaders) {
+  // buffer::write (a host write) must not overwrite data a gated device reader still needs.
+  buffer<int> a(q, n), copy(q, n);
+  q.fill(a, 1).wait();
+  q.submit([&](handler& h) {
+    accessor<int> r(a, h, read_only);
+    accessor<int> c(copy, h, discard_write);
+    interop::enqueue_native(
+        h, [&](interop::native_handle& nh) { return gated_copy(nh, g.ev, nh.mem(r), nh.mem(c)); });
+  });
+  std::atomic<bool> written{false};
+  std::thread writer([&] {
+    std::vector<int> zeros(n, 0);
+    a.write(zeros);
+    written = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(written.load()) << "the host write did not wait for the device reader";
+  g.open();
+  writer.join();
+  EXPECT_EQ(copy.read(), std::vector<int>(n, 1));
+  EXPECT_EQ(a.read(), std::vector<int>(n, 0));
+}

@@ -1,6 +1,7 @@
 // The runtime tests' shared queue, test kernels and slow-kernel calibration.
 #include "tests/runtime/test_support.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 namespace prism::test {
@@ -62,8 +63,9 @@ int slow_iterations(queue& q) {
       });
       q.wait();
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (ms >= 100.0 || n >= (1 << 30) / 2) return n;
-      n = ms < 5.0 ? n * 8 : static_cast<int>(n * (120.0 / ms));
+      if (ms >= 100.0 || n >= (1 << 29)) return n;
+      double next = ms < 5.0 ? n * 8.0 : n * (120.0 / ms);
+      n = static_cast<int>(std::min(next, double(1 << 29)));
     }
   }();
   return iters;

@@ -48,11 +48,11 @@ int main(int argc, char** argv) {
     std::sort(ts.begin(), ts.end()); printf("clblast   %8.2f GFLOP/s (best %.2f)\n", flops / ts[ts.size() / 2] * 1e-9, flops / ts[0] * 1e-9);
   }
   if (what == "all" || what == "prism") {
-    std::string src = slurp("kernels/cl/gemm_common.cl") + slurp(("kernels/cl/" + kname + ".cl").c_str());
+    std::string src = slurp(("kernels/cl/" + kname + ".cl").c_str());  // #include "gemm_common.cl" via -I
     const char* s = src.c_str();
     cl_program p = clCreateProgramWithSource(ctx, 1, &s, nullptr, &err);
     t0 = now();
-    std::string opts = std::string("-cl-std=CL1.2 -DHAS_BIAS=0 ") + (getenv("DT") ? getenv("DT") : "-DPRISM_DTYPE=0") + " " + defs + (nt ? " -DB_NCONTIG=0" : " -DB_NCONTIG=1");
+    std::string opts = std::string("-cl-std=CL1.2 -I kernels/cl -DHAS_BIAS=0 ") + (getenv("DT") ? getenv("DT") : "-DPRISM_DTYPE=0") + " " + defs + (nt ? " -DB_NCONTIG=0" : " -DB_NCONTIG=1");
     if (clBuildProgram(p, 1, &dev, opts.c_str(), nullptr, nullptr)) {
       size_t n; clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n); std::string log(n, 0);
       clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr); printf("%s\n", log.c_str()); return 1; }

@@ -1,0 +1,236 @@
+// The prism decoder's forward pass, one prism::ops call per step (see decoder.hpp).
+#include "examples/llm/decoder.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "prism/dispatch.hpp"
+#include "prism/error.hpp"
+
+namespace prism::llm {
+
+namespace {
+std::uint64_t dispatched_device_ns() {
+  std::uint64_t ns = 0;
+  for (const auto& s : dispatch::statistics()) ns += s.device_ns;
+  return ns;
+}
+}  // namespace
+
+void step_timer::start(queue& q) {
+  q.wait();
+  t0_ = std::chrono::steady_clock::now();
+  device_ns0_ = dispatched_device_ns();
+}
+
+void step_timer::stop(queue& q, const char* step) {
+  q.wait();
+  const auto now = std::chrono::steady_clock::now();
+  const std::uint64_t device_ns = dispatched_device_ns();
+  auto& e = entries_[step];
+  e.seconds += std::chrono::duration<double>(now - t0_).count();
+  e.device_seconds += static_cast<double>(device_ns - device_ns0_) * 1e-9;
+  e.calls += 1;
+  t0_ = now;
+  device_ns0_ = device_ns;
+}
+
+double step_timer::total_seconds() const {
+  double s = 0;
+  for (const auto& [name, e] : entries_) s += e.seconds;
+  return s;
+}
+
+namespace {
+
+tensor upload(queue& q, const host_tensor& t, dtype type) {
+  return tensor::from_floats(q, t.values, dims(std::span<const std::int64_t>(t.shape)), type);
+}
+
+// Row-wise concatenation of [rows_i, cols] matrices (or 1-D vectors) into one device tensor.
+tensor upload_cat(queue& q, const std::vector<const host_tensor*>& parts, dtype type) {
+  std::vector<float> values;
+  std::int64_t rows = 0;
+  for (const auto* p : parts) {
+    values.insert(values.end(), p->values.begin(), p->values.end());
+    rows += p->shape[0];
+  }
+  dims shape = parts[0]->shape.size() == 2 ? dims{rows, parts[0]->shape[1]} : dims{rows};
+  return tensor::from_floats(q, values, shape, type);
+}
+
+}  // namespace
+
+decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.config()) {
+  c_.validate();
+  const dtype t = c_.weight_dtype;
+  embed_ = upload(q_, weights.get("model.embed_tokens.weight"), t);
+  final_norm_ = upload(q_, weights.get("model.norm.weight"), t);
+  lm_head_ = weights.lm_head_name() == "model.embed_tokens.weight"
+                 ? embed_
+                 : upload(q_, weights.get("lm_head.weight"), t);
+  for (std::int64_t l = 0; l < c_.num_layers; ++l) {
+    auto W = [&](const char* s) -> const host_tensor& {
+      return weights.get(model_weights::layer_name(l, s));
+    };
+    layer_weights L;
+    L.input_norm = upload(q_, W("input_layernorm.weight"), t);
+    L.qkv = upload_cat(
+        q_, {&W("self_attn.q_proj.weight"), &W("self_attn.k_proj.weight"), &W("self_attn.v_proj.weight")}, t);
+    if (c_.attention_bias)
+      L.qkv_bias = upload_cat(
+          q_, {&W("self_attn.q_proj.bias"), &W("self_attn.k_proj.bias"), &W("self_attn.v_proj.bias")}, t);
+    if (c_.qk_norm) {
+      L.q_norm = upload(q_, W("self_attn.q_norm.weight"), t);
+      L.k_norm = upload(q_, W("self_attn.k_norm.weight"), t);
+    }
+    L.o_proj = upload(q_, W("self_attn.o_proj.weight"), t);
+    L.post_norm = upload(q_, W("post_attention_layernorm.weight"), t);
+    L.gate_up = upload_cat(q_, {&W("mlp.gate_proj.weight"), &W("mlp.up_proj.weight")}, t);
+    L.down = upload(q_, W("mlp.down_proj.weight"), t);
+    L.kv_cache = ops::zeros(q_, {2, c_.num_kv_heads, c_.max_seq_len, c_.head_dim}, t);
+    layers_.push_back(std::move(L));
+  }
+  // RoPE table in double, stored f32: [max_seq, head_dim] = cos | sin of pos * theta^(-2i/d), i < d/2.
+  const std::int64_t half = c_.head_dim / 2;
+  std::vector<float> table(static_cast<std::size_t>(c_.max_seq_len * c_.head_dim));
+  for (std::int64_t p = 0; p < c_.max_seq_len; ++p)
+    for (std::int64_t i = 0; i < half; ++i) {
+      const double inv_freq =
+          std::pow(c_.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c_.head_dim));
+      table[p * c_.head_dim + i] = static_cast<float>(std::cos(static_cast<double>(p) * inv_freq));
+      table[p * c_.head_dim + half + i] = static_cast<float>(std::sin(static_cast<double>(p) * inv_freq));
+    }
+  cos_sin_ = tensor::from_floats(q_, table, {c_.max_seq_len, c_.head_dim}, dtype::f32);
+  positions_ = ops::arange(q_, static_cast<double>(c_.max_seq_len), dtype::i64);
+  layer_out_.resize(c_.num_layers);
+  q_.wait();
+}
+
+void decoder::step(const char* name) {
+  if (timer_) timer_->stop(q_, name);
+}
+
+tensor decoder::forward(std::span<const std::int32_t> tokens) {
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  for (std::int64_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
+      throw error(errc::invalid_argument, "llm::decoder::forward",
+                  fmt::format("token {} at prompt index {} is outside the vocabulary [0, {})", tokens[i], i,
+                              c_.vocab_size));
+  // i64 ids, like argmax's output: prefill and decode share one embedding dtype key.
+  const std::vector<std::int64_t> ids(tokens.begin(), tokens.end());
+  return forward(tensor::from_host(q_, ids.data(), {n}, dtype::i64));
+}
+
+tensor decoder::forward(const tensor& token_ids) {
+  const std::int64_t n = token_ids.numel();
+  const std::int64_t H = c_.num_heads, KVH = c_.num_kv_heads, D = c_.head_dim;
+  const std::int64_t qs = c_.q_size(), kvs = c_.kv_size();
+  const double eps = c_.rms_eps;
+  if (token_ids.dim() != 1 || n == 0)
+    throw error(errc::invalid_argument, "llm::decoder::forward",
+                fmt::format("token ids must be a non-empty 1-D tensor, got {}", token_ids.str()));
+  if (pos_ + n > c_.max_seq_len)
+    throw error(errc::invalid_argument, "llm::decoder::forward",
+                fmt::format("position {} + {} tokens exceeds max_seq_len {} of model '{}'", pos_, n,
+                            c_.max_seq_len, c_.name));
+  if (timer_) timer_->start(q_);
+  const tensor positions = positions_.slice(0, pos_, pos_ + n);
+  tensor x = ops::embedding(q_, embed_, token_ids);  // the residual stream, [n, hidden]
+  step("embedding");
+  tensor h, mlp_out;
+  for (std::int64_t l = 0; l < c_.num_layers; ++l) {
+    auto& L = layers_[l];
+    if (l == 0) {
+      h = ops::rms_norm(q_, x, L.input_norm, eps);
+      step("rms_norm");
+    } else {
+      // x += previous layer's MLP output, then this layer's input norm, in one kernel.
+      h = ops::fused_add_rms_norm(q_, mlp_out, x, L.input_norm, eps);
+      step("add_rms_norm");
+      if (capture_) layer_out_[l - 1] = x.to_floats(q_);
+    }
+    const tensor qkv = ops::linear(q_, h, L.qkv, L.qkv_bias);  // [n, q + 2 kv]
+    step("qkv_proj");
+    tensor qh = qkv.slice(1, 0, qs).reshape({n, H, D});
+    tensor kh = qkv.slice(1, qs, qs + kvs).reshape({n, KVH, D});
+    if (c_.qk_norm) {
+      qh = ops::rms_norm(q_, qh, L.q_norm, eps);
+      kh = ops::rms_norm(q_, kh, L.k_norm, eps);
+      step("qk_norm");
+    }
+    // vLLM's in-place form: q and k rotated by one kernel, in the qkv output itself.
+    ops::rotary_embedding_(q_, qh, kh, positions, cos_sin_, ops::rope_style::neox);
+    step("rope");
+    // Append k and v to the cache at [pos, pos + n), seen as [n, 2, kv_heads, d]. Without q/k
+    // norm, k (rotated in place) and v are adjacent in qkv: one copy moves both.
+    tensor kv_dst = L.kv_cache.slice(2, pos_, pos_ + n).permute({2, 0, 1, 3});
+    if (!c_.qk_norm) {
+      ops::copy(q_, kv_dst, qkv.slice(1, qs, qs + 2 * kvs).reshape({n, 2, KVH, D}));
+    } else {
+      tensor k_dst = kv_dst.select(1, 0), v_dst = kv_dst.select(1, 1);
+      ops::copy(q_, k_dst, kh);
+      ops::copy(q_, v_dst, qkv.slice(1, qs + kvs, qs + 2 * kvs).reshape({n, KVH, D}));
+    }
+    step("kv_cache_write");
+    const tensor query = qh.permute({1, 0, 2}).unsqueeze(0);              // [1, heads, n, d]
+    const tensor keys = L.kv_cache.slice(0, 0, 1).slice(2, 0, pos_ + n);  // [1, kv_heads, pos + n, d]
+    const tensor values = L.kv_cache.slice(0, 1, 2).slice(2, 0, pos_ + n);
+    // Bottom-right causal: token i sees keys 0 .. pos + i (all of them when n == 1).
+    const tensor attn = ops::scaled_dot_product_attention(q_, query, keys, values, {}, true);
+    step("attention");
+    const tensor attn_rows = ops::contiguous(q_, attn.squeeze(0).permute({1, 0, 2})).reshape({n, qs});
+    step("attn_layout");
+    const tensor o = ops::linear(q_, attn_rows, L.o_proj);
+    step("o_proj");
+    h = ops::fused_add_rms_norm(q_, o, x, L.post_norm, eps);
+    step("add_rms_norm");
+    const tensor gate_up = ops::linear(q_, h, L.gate_up);  // [n, 2 ffn]
+    step("gate_up_proj");
+    const tensor act = ops::silu_and_mul(q_, gate_up);
+    step("silu_and_mul");
+    mlp_out = ops::linear(q_, act, L.down);
+    step("down_proj");
+  }
+  h = ops::fused_add_rms_norm(q_, mlp_out, x, final_norm_, eps);
+  step("add_rms_norm");
+  if (capture_) layer_out_[c_.num_layers - 1] = x.to_floats(q_);
+  const tensor logits = ops::linear(q_, h.slice(0, n - 1, n), lm_head_);  // [1, vocab]
+  step("lm_head");
+  pos_ += n;
+  return logits;
+}
+
+decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens) {
+  generation g;
+  if (new_tokens <= 0) return g;
+  auto read_id = [&](const tensor& ids) {
+    const auto bytes = ids.to_host(q_);
+    std::int64_t v;
+    std::memcpy(&v, bytes.data(), sizeof v);
+    return static_cast<std::int32_t>(v);
+  };
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  tensor logits = forward(prompt);
+  tensor ids = ops::argmax(q_, logits, 1);  // i64 [1]: feeds the next forward as is
+  step("argmax");
+  g.tokens.push_back(read_id(ids));
+  auto t1 = clock::now();
+  g.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
+  g.first_logits = logits.to_floats(q_);
+  t1 = clock::now();
+  for (std::int64_t i = 1; i < new_tokens; ++i) {
+    logits = forward(ids);
+    ids = ops::argmax(q_, logits, 1);
+    step("argmax");
+    g.tokens.push_back(read_id(ids));
+  }
+  g.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
+  return g;
+}
+
+}  // namespace prism::llm

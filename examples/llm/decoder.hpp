@@ -1,0 +1,101 @@
+// The prism decoder: the Llama/Qwen-style model run entirely through prism's public op API
+// (prism/ops.hpp), so every step is dispatched, routed, tuned and logged like any user call.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "examples/llm/weights.hpp"
+#include "prism/ops.hpp"
+
+namespace prism::llm {
+
+/// Time per model step ("qkv_proj", "attention", ...), measured by waiting on the queue after
+/// each step: wall time (which includes the wait latency of every command), and the device
+/// time of the step's kernels summed from the dispatcher's statistics, available when
+/// PRISM_LOG_DISPATCH=profile and the queue profiles. Only for the breakdown pass: the waits
+/// cost throughput.
+class step_timer {
+ public:
+  struct entry {
+    double seconds = 0;
+    double device_seconds = 0;
+    std::uint64_t calls = 0;
+  };
+  void start(queue& q);
+  void stop(queue& q, const char* step);
+  const std::map<std::string, entry>& entries() const { return entries_; }
+  double total_seconds() const;
+  void clear() { entries_.clear(); }
+
+ private:
+  std::chrono::steady_clock::time_point t0_;
+  std::uint64_t device_ns0_ = 0;
+  std::map<std::string, entry> entries_;
+};
+
+/// Thread safety: one instance per thread (it owns the KV cache); several decoders may share
+/// a queue.
+class decoder {
+ public:
+  /// Uploads the weights to q's device in config().weight_dtype: q/k/v projections fused into
+  /// one [q+2kv, hidden] matrix and gate/up into one [2*ffn, hidden] matrix (vLLM's layout, so
+  /// silu_and_mul reads the gate/up GEMM's output directly), a KV cache of max_seq_len per layer
+  /// and the RoPE cos/sin caches.
+  decoder(queue& q, const model_weights& weights);
+
+  /// Runs `tokens` at positions position() .. position()+n-1 and appends their keys and values
+  /// to the cache. Returns the next-token logits (of the last token), [1, vocab], on the device.
+  tensor forward(std::span<const std::int32_t> tokens);
+  /// Same, with the token ids already on the device (i32/i64 [n]), as produced by argmax: the
+  /// decode loop never round-trips a token through the host before it is needed.
+  tensor forward(const tensor& token_ids);
+
+  /// Greedy generation: prefill `prompt`, then `new_tokens` argmax steps. Returns the new ids.
+  struct generation {
+    std::vector<std::int32_t> tokens;
+    double prefill_seconds = 0;       ///< prompt forward up to the first token on the host
+    double decode_seconds = 0;        ///< the remaining new_tokens - 1 steps
+    std::vector<float> first_logits;  ///< the prefill's next-token logits (for dumps and checks)
+  };
+  generation generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens);
+
+  std::int64_t position() const { return pos_; }
+  void reset() { pos_ = 0; }
+
+  /// When set, forward() waits after each step and adds its wall time to `timer`.
+  void set_timer(step_timer* timer) { timer_ = timer; }
+  /// When on, forward() copies the residual stream after each layer to the host (tests).
+  void capture_layers(bool on) { capture_ = on; }
+  /// The residual stream after `layer` in the last forward(), [n, hidden], as f32.
+  const std::vector<float>& layer_output(std::int64_t layer) const { return layer_out_.at(layer); }
+
+  const model_config& config() const { return c_; }
+  queue& get_queue() { return q_; }
+
+ private:
+  struct layer_weights {
+    tensor input_norm, qkv, qkv_bias, q_norm, k_norm, o_proj, post_norm, gate_up, down;
+    /// Keys and values in one tensor [2, kv_heads, max_seq, head_dim], so that appending both
+    /// is one copy from the adjacent k|v columns of the qkv output.
+    tensor kv_cache;
+  };
+  void step(const char* name);
+
+  queue& q_;
+  model_config c_;
+  tensor embed_, final_norm_, lm_head_, cos_sin_;
+  tensor positions_;  ///< i64 [max_seq] = 0, 1, ...: a step's positions are a slice, not a dispatch  ///<
+                      ///< cos_sin_: [max_seq, head_dim] (cos | sin)
+  std::vector<layer_weights> layers_;
+  std::int64_t pos_ = 0;
+  step_timer* timer_ = nullptr;
+  bool capture_ = false;
+  std::vector<std::vector<float>> layer_out_;
+};
+
+}  // namespace prism::llm

@@ -1,0 +1,53 @@
+// The decoder's shape (Llama / Qwen2 / Qwen3 family) and the named presets offered by --preset.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "prism/dtype.hpp"
+
+namespace prism::llm {
+
+/// Everything that fixes the model's tensors and arithmetic. Field names follow the Hugging Face
+/// config.json keys where one exists.
+struct model_config {
+  std::string name = "demo";
+  std::int64_t hidden_size = 256;
+  std::int64_t num_layers = 4;
+  std::int64_t num_heads = 8;
+  std::int64_t num_kv_heads = 4;  ///< < num_heads: grouped-query attention
+  std::int64_t head_dim = 32;
+  std::int64_t intermediate_size = 688;
+  std::int64_t vocab_size = 2048;
+  double rope_theta = 10000.0;
+  double rms_eps = 1e-5;
+  std::int64_t max_seq_len = 512;
+  bool tie_embeddings = false;  ///< lm_head shares model.embed_tokens.weight
+  bool attention_bias = false;  ///< Qwen2: q/k/v projections carry a bias
+  bool qk_norm = false;         ///< Qwen3: per-head RMSNorm of q and k before RoPE
+  dtype weight_dtype = dtype::f32;
+
+  std::int64_t q_size() const { return num_heads * head_dim; }
+  std::int64_t kv_size() const { return num_kv_heads * head_dim; }
+  /// Parameter count (embedding and lm_head counted once each unless tied).
+  std::int64_t parameter_count() const;
+  /// Throws prism::error(invalid_argument) naming the first inconsistent field.
+  void validate() const;
+  /// One line: "demo: hidden 256, 4 layers, 8 heads (4 kv) x 32, ffn 688, vocab 2048, f32".
+  std::string summary() const;
+};
+
+/// A preset's name and what it is for (shown by --help and --list-presets).
+struct preset_info {
+  std::string name;
+  std::string description;
+};
+
+/// Every preset, smallest first.
+const std::vector<preset_info>& presets();
+/// The preset's config; throws prism::error(not_found) listing the valid names.
+model_config preset(std::string_view name);
+
+}  // namespace prism::llm

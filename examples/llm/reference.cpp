@@ -1,0 +1,171 @@
+// Host reference decoder in double: RMSNorm, GQA attention with NeoX RoPE and a KV cache, SwiGLU.
+#include "examples/llm/reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "prism/error.hpp"
+
+namespace prism::llm {
+
+namespace {
+
+// y[n, out] = x[n, in] * W[out, in]^T (+ bias)
+std::vector<double> linear(const std::vector<double>& x, std::int64_t n, const host_tensor& w,
+                           const host_tensor* bias = nullptr) {
+  const std::int64_t out = w.shape[0], in = w.shape[1];
+  std::vector<double> y(static_cast<std::size_t>(n * out));
+  for (std::int64_t t = 0; t < n; ++t) {
+    const double* xr = x.data() + t * in;
+    for (std::int64_t o = 0; o < out; ++o) {
+      const float* wr = w.values.data() + o * in;
+      double acc = bias ? bias->values[o] : 0.0;
+      for (std::int64_t i = 0; i < in; ++i) acc += xr[i] * static_cast<double>(wr[i]);
+      y[t * out + o] = acc;
+    }
+  }
+  return y;
+}
+
+// RMSNorm over rows of width `width`: x * rsqrt(mean(x^2) + eps) * weight.
+std::vector<double> rms_norm(const std::vector<double>& x, std::int64_t width, const host_tensor& weight,
+                             double eps) {
+  std::vector<double> y(x.size());
+  for (std::size_t r = 0; r < x.size() / width; ++r) {
+    double ss = 0;
+    for (std::int64_t i = 0; i < width; ++i) ss += x[r * width + i] * x[r * width + i];
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(width) + eps);
+    for (std::int64_t i = 0; i < width; ++i) y[r * width + i] = x[r * width + i] * inv * weight.values[i];
+  }
+  return y;
+}
+
+// NeoX RoPE (Hugging Face rotate_half) in place on [n, heads, head_dim] at positions pos0 + t.
+void rope(std::vector<double>& x, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
+          std::int64_t pos0, double theta) {
+  const std::int64_t half = head_dim / 2;
+  for (std::int64_t t = 0; t < n; ++t)
+    for (std::int64_t i = 0; i < half; ++i) {
+      const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      const double angle = static_cast<double>(pos0 + t) * inv_freq;
+      const double c = std::cos(angle), s = std::sin(angle);
+      for (std::int64_t h = 0; h < heads; ++h) {
+        double* v = x.data() + (t * heads + h) * head_dim;
+        const double x1 = v[i], x2 = v[i + half];
+        v[i] = x1 * c - x2 * s;
+        v[i + half] = x2 * c + x1 * s;
+      }
+    }
+}
+
+}  // namespace
+
+std::int64_t argmax(std::span<const double> values) {
+  return std::max_element(values.begin(), values.end()) - values.begin();
+}
+std::int64_t argmax(std::span<const float> values) {
+  return std::max_element(values.begin(), values.end()) - values.begin();
+}
+
+reference_decoder::reference_decoder(const model_weights& weights) : w_(weights), c_(weights.config()) {
+  const auto cache = static_cast<std::size_t>(c_.num_kv_heads * c_.max_seq_len * c_.head_dim);
+  k_cache_.assign(c_.num_layers, std::vector<double>(cache));
+  v_cache_.assign(c_.num_layers, std::vector<double>(cache));
+  layer_out_.resize(c_.num_layers);
+}
+
+std::vector<double> reference_decoder::forward(std::span<const std::int32_t> tokens) {
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  const std::int64_t h = c_.hidden_size, d = c_.head_dim, heads = c_.num_heads, kvh = c_.num_kv_heads;
+  if (pos_ + n > c_.max_seq_len)
+    throw error(errc::invalid_argument, "llm::reference_decoder",
+                fmt::format("position {} + {} tokens exceeds max_seq_len {}", pos_, n, c_.max_seq_len));
+  const auto& embed = w_.get("model.embed_tokens.weight");
+  std::vector<double> x(static_cast<std::size_t>(n * h));
+  for (std::int64_t t = 0; t < n; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= c_.vocab_size)
+      throw error(errc::invalid_argument, "llm::reference_decoder",
+                  fmt::format("token {} outside the vocabulary [0, {})", tokens[t], c_.vocab_size));
+    for (std::int64_t i = 0; i < h; ++i) x[t * h + i] = embed.values[tokens[t] * h + i];
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const std::int64_t group = heads / kvh;
+  for (std::int64_t l = 0; l < c_.num_layers; ++l) {
+    auto W = [&](const char* s) -> const host_tensor& { return w_.get(model_weights::layer_name(l, s)); };
+    const auto hn = rms_norm(x, h, W("input_layernorm.weight"), c_.rms_eps);
+    auto q = linear(hn, n, W("self_attn.q_proj.weight"),
+                    c_.attention_bias ? &W("self_attn.q_proj.bias") : nullptr);
+    auto k = linear(hn, n, W("self_attn.k_proj.weight"),
+                    c_.attention_bias ? &W("self_attn.k_proj.bias") : nullptr);
+    auto v = linear(hn, n, W("self_attn.v_proj.weight"),
+                    c_.attention_bias ? &W("self_attn.v_proj.bias") : nullptr);
+    if (c_.qk_norm) {
+      q = rms_norm(q, d, W("self_attn.q_norm.weight"), c_.rms_eps);
+      k = rms_norm(k, d, W("self_attn.k_norm.weight"), c_.rms_eps);
+    }
+    rope(q, n, heads, d, pos_, c_.rope_theta);
+    rope(k, n, kvh, d, pos_, c_.rope_theta);
+    auto& kc = k_cache_[l];
+    auto& vc = v_cache_[l];
+    for (std::int64_t t = 0; t < n; ++t)
+      for (std::int64_t g = 0; g < kvh; ++g)
+        for (std::int64_t i = 0; i < d; ++i) {
+          kc[(g * c_.max_seq_len + pos_ + t) * d + i] = k[(t * kvh + g) * d + i];
+          vc[(g * c_.max_seq_len + pos_ + t) * d + i] = v[(t * kvh + g) * d + i];
+        }
+    std::vector<double> attn(static_cast<std::size_t>(n * heads * d));
+    std::vector<double> scores;
+    for (std::int64_t t = 0; t < n; ++t) {
+      const std::int64_t visible = pos_ + t + 1;  // causal: keys 0 .. pos_+t
+      for (std::int64_t hd = 0; hd < heads; ++hd) {
+        const std::int64_t g = hd / group;
+        const double* qv = q.data() + (t * heads + hd) * d;
+        scores.assign(visible, 0.0);
+        double mx = -INFINITY;
+        for (std::int64_t s = 0; s < visible; ++s) {
+          double acc = 0;
+          for (std::int64_t i = 0; i < d; ++i) acc += qv[i] * kc[(g * c_.max_seq_len + s) * d + i];
+          scores[s] = acc * scale;
+          mx = std::max(mx, scores[s]);
+        }
+        double sum = 0;
+        for (auto& sc : scores) sum += (sc = std::exp(sc - mx));
+        double* out = attn.data() + (t * heads + hd) * d;
+        for (std::int64_t s = 0; s < visible; ++s)
+          for (std::int64_t i = 0; i < d; ++i)
+            out[i] += scores[s] / sum * vc[(g * c_.max_seq_len + s) * d + i];
+      }
+    }
+    const auto o = linear(attn, n, W("self_attn.o_proj.weight"));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    const auto hn2 = rms_norm(x, h, W("post_attention_layernorm.weight"), c_.rms_eps);
+    const auto gate = linear(hn2, n, W("mlp.gate_proj.weight"));
+    auto up = linear(hn2, n, W("mlp.up_proj.weight"));
+    for (std::size_t i = 0; i < up.size(); ++i)
+      up[i] *= gate[i] / (1.0 + std::exp(-gate[i]));  // silu(gate) * up
+    const auto down = linear(up, n, W("mlp.down_proj.weight"));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += down[i];
+    layer_out_[l] = x;
+  }
+  const auto final_norm = rms_norm(x, h, w_.get("model.norm.weight"), c_.rms_eps);
+  pos_ += n;
+  return linear(final_norm, n, w_.get(w_.lm_head_name()));
+}
+
+std::vector<std::int32_t> reference_decoder::generate(std::span<const std::int32_t> prompt,
+                                                      std::int64_t new_tokens) {
+  std::vector<std::int32_t> out;
+  auto logits = forward(prompt);
+  const std::size_t vocab = static_cast<std::size_t>(c_.vocab_size);
+  for (std::int64_t i = 0; i < new_tokens; ++i) {
+    const auto next =
+        static_cast<std::int32_t>(argmax(std::span<const double>(logits).subspan(logits.size() - vocab)));
+    out.push_back(next);
+    if (i + 1 < new_tokens) logits = forward(std::span<const std::int32_t>(&next, 1));
+  }
+  return out;
+}
+
+}  // namespace prism::llm

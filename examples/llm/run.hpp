@@ -1,0 +1,73 @@
+// One prism-llm run as a library call (used by the executable, the tests and the benchmark):
+// options in, measured figures out, plus the text report.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "examples/llm/decoder.hpp"
+#include "prism/dispatch.hpp"
+
+namespace prism::llm {
+
+struct run_options {
+  std::string preset = "demo";
+  std::string dtype = "f32";
+  std::string device;  ///< PRISM_DEVICE-style spec; empty: the default selector
+  std::string routes;  ///< routes YAML; sets PRISM_ROUTES (must happen before the first dispatch)
+  /// Routes every op to this backend (PRISM_OP_<op> for each op the dispatcher knows, unless
+  /// already set); ops it cannot serve fall back, as the dispatch log says.
+  std::string backend;
+  std::string weights;
+  std::string save_weights;
+  std::uint64_t seed = 1;
+  std::int64_t prompt_len = 32;
+  std::string prompt;  ///< "1,2,3": explicit token ids
+  std::int64_t new_tokens = 32;
+  int warmup_runs = 1;
+  std::int64_t breakdown_decode_steps = 8;
+  bool check = false;
+  std::string dump_path;
+  std::string json_path;
+};
+
+struct run_result {
+  std::string model_summary;
+  std::string device_name;
+  std::string platform_name;
+  std::string dtype;
+  std::vector<std::int32_t> prompt;
+  std::vector<std::int32_t> tokens;
+  double weights_seconds = 0, upload_seconds = 0, warmup_seconds = 0;
+  double prefill_seconds = 0, decode_seconds = 0;
+  double prefill_tokens_per_s() const { return prefill_seconds > 0 ? prompt.size() / prefill_seconds : 0; }
+  double decode_tokens_per_s() const {
+    return decode_seconds > 0 && tokens.size() > 1 ? (tokens.size() - 1) / decode_seconds : 0;
+  }
+  /// Synchronised pass: per-step wall time of the prefill and of `breakdown_decode_steps` steps.
+  std::map<std::string, step_timer::entry> prefill_steps, decode_steps;
+  std::int64_t breakdown_decode_steps = 0;
+  std::vector<dispatch::dispatch_stat> dispatch_stats;  ///< of the timed generation only
+  // --check
+  bool checked = false, check_passed = false;
+  double logits_max_abs_diff = 0, logits_max_abs_ref = 0, logits_tolerance = 0;
+  std::vector<std::int32_t> reference_tokens;
+};
+
+/// The random prompt of a seed: ids uniform in [0, vocab).
+std::vector<std::int32_t> random_prompt(std::int64_t length, std::int64_t vocab, std::uint64_t seed);
+/// Parses "1,2,3"; throws prism::error(invalid_argument) on anything else.
+std::vector<std::int32_t> parse_prompt(const std::string& text, std::int64_t vocab);
+
+/// The tolerance of --check and of the tests on the next-token logits:
+/// max |prism - reference| <= tol * max(1, max |reference|), tol = 2e-4 for f32 (f32 rounding
+/// through a few layers of K <= a few thousand), 3e-2 for f16 and 6e-2 for bf16 (activations
+/// rounded to 11 and 8 bits at every step).
+double logits_tolerance(dtype t);
+
+run_result run_model(const run_options& options);
+void print_report(const run_result& r, std::FILE* out);
+
+}  // namespace prism::llm

@@ -1,0 +1,219 @@
+// Weight init, load and save for the decoder; names follow Hugging Face LlamaForCausalLM.
+#include "examples/llm/weights.hpp"
+
+#include <cmath>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "examples/llm/safetensors.hpp"
+#include "prism/error.hpp"
+
+namespace prism::llm {
+
+namespace {
+
+// splitmix64: tiny, fast and identical on every platform, so a seed names the same weights
+// in prism-llm, the tests and the PyTorch reference (which reads the saved file).
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t name_hash(const std::string& s) {  // FNV-1a
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+float round_to(float v, dtype t) {
+  switch (t) {
+    case dtype::f16:
+      return half_to_float(float_to_half(v));
+    case dtype::bf16:
+      return bf16_to_float(float_to_bf16(v));
+    default:
+      return v;
+  }
+}
+
+// Fills values with uniform(center - half_width, center + half_width), in parallel chunks whose
+// streams depend only on (seed, name, chunk).
+void fill_uniform(std::vector<float>& values, std::uint64_t seed, const std::string& name, double center,
+                  double half_width, dtype t) {
+  constexpr std::size_t chunk = 1 << 16;
+  const std::size_t chunks = (values.size() + chunk - 1) / chunk;
+  auto work = [&](std::size_t first, std::size_t step) {
+    for (std::size_t c = first; c < chunks; c += step) {
+      std::uint64_t state = seed ^ name_hash(name) ^ (c * 0xD1B54A32D192ED03ull);
+      const std::size_t end = std::min(values.size(), (c + 1) * chunk);
+      for (std::size_t i = c * chunk; i < end; ++i) {
+        const double u = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;  // [0, 1)
+        values[i] = round_to(static_cast<float>(center + half_width * (2.0 * u - 1.0)), t);
+      }
+    }
+  };
+  const std::size_t threads = chunks > 8 ? std::max(1u, std::thread::hardware_concurrency()) : 1;
+  std::vector<std::thread> pool;
+  for (std::size_t i = 1; i < threads; ++i) pool.emplace_back(work, i, threads);
+  work(0, threads);
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
+
+std::string model_weights::layer_name(std::int64_t layer, const std::string& suffix) {
+  return fmt::format("model.layers.{}.{}", layer, suffix);
+}
+
+std::string model_weights::lm_head_name() const {
+  return config_.tie_embeddings || !tensors_.count("lm_head.weight") ? "model.embed_tokens.weight"
+                                                                     : "lm_head.weight";
+}
+
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> model_weights::expected(
+    const model_config& c) {
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> out;
+  const std::int64_t h = c.hidden_size;
+  out.push_back({"model.embed_tokens.weight", {c.vocab_size, h}});
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    out.push_back({layer_name(l, "input_layernorm.weight"), {h}});
+    out.push_back({layer_name(l, "self_attn.q_proj.weight"), {c.q_size(), h}});
+    out.push_back({layer_name(l, "self_attn.k_proj.weight"), {c.kv_size(), h}});
+    out.push_back({layer_name(l, "self_attn.v_proj.weight"), {c.kv_size(), h}});
+    if (c.attention_bias) {
+      out.push_back({layer_name(l, "self_attn.q_proj.bias"), {c.q_size()}});
+      out.push_back({layer_name(l, "self_attn.k_proj.bias"), {c.kv_size()}});
+      out.push_back({layer_name(l, "self_attn.v_proj.bias"), {c.kv_size()}});
+    }
+    if (c.qk_norm) {
+      out.push_back({layer_name(l, "self_attn.q_norm.weight"), {c.head_dim}});
+      out.push_back({layer_name(l, "self_attn.k_norm.weight"), {c.head_dim}});
+    }
+    out.push_back({layer_name(l, "self_attn.o_proj.weight"), {h, c.q_size()}});
+    out.push_back({layer_name(l, "post_attention_layernorm.weight"), {h}});
+    out.push_back({layer_name(l, "mlp.gate_proj.weight"), {c.intermediate_size, h}});
+    out.push_back({layer_name(l, "mlp.up_proj.weight"), {c.intermediate_size, h}});
+    out.push_back({layer_name(l, "mlp.down_proj.weight"), {h, c.intermediate_size}});
+  }
+  out.push_back({"model.norm.weight", {h}});
+  if (!c.tie_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, h}});
+  return out;
+}
+
+model_weights model_weights::random(const model_config& config, std::uint64_t seed) {
+  config.validate();
+  model_weights w;
+  w.config_ = config;
+  const double residual_scale = 1.0 / std::sqrt(2.0 * static_cast<double>(config.num_layers));
+  for (const auto& [name, shape] : expected(config)) {
+    host_tensor t;
+    t.shape = shape;
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    t.values.resize(static_cast<std::size_t>(n));
+    const bool is_norm = name.find("norm.weight") != std::string::npos;
+    const bool is_bias = name.ends_with(".bias");
+    double center = 0.0, half_width;
+    if (is_norm) {
+      center = 1.0;  // norms near 1 but not exactly, so a dropped norm weight changes the result
+      half_width = 0.2;
+    } else if (is_bias) {
+      half_width = 0.1;
+    } else if (name == "model.embed_tokens.weight") {
+      half_width = std::sqrt(3.0);  // unit variance: the residual stream starts O(1)
+    } else if (name == "lm_head.weight") {
+      half_width = 3.0 * std::sqrt(3.0 / static_cast<double>(shape[1]));  // logits with std ~3
+    } else {
+      half_width = std::sqrt(3.0 / static_cast<double>(shape[1]));  // variance 1/fan_in
+      if (name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight")) half_width *= residual_scale;
+    }
+    fill_uniform(t.values, seed, name, center, half_width, config.weight_dtype);
+    w.tensors_.emplace(name, std::move(t));
+  }
+  return w;
+}
+
+model_weights model_weights::load(const model_config& config, const std::string& path) {
+  config.validate();
+  safetensors_file file(path);
+  model_weights w;
+  w.config_ = config;
+  std::vector<std::string> problems;
+  for (const auto& [name, shape] : expected(config)) {
+    if (!file.contains(name)) {
+      if (name == "lm_head.weight") {
+        w.config_.tie_embeddings = true;  // checkpoints with tied embeddings omit lm_head
+        continue;
+      }
+      problems.push_back(fmt::format("missing '{}' (expected shape {})", name, fmt::join(shape, "x")));
+      continue;
+    }
+    const auto& view = file.get(name);
+    if (view.shape != shape) {
+      problems.push_back(fmt::format("'{}' has shape {}, the config needs {}", name,
+                                     fmt::join(view.shape, "x"), fmt::join(shape, "x")));
+      continue;
+    }
+    if (view.dtype != "F32" && view.dtype != "F16" && view.dtype != "BF16") {
+      problems.push_back(fmt::format("'{}' has dtype {}; supported: F32, F16, BF16", name, view.dtype));
+      continue;
+    }
+    host_tensor t;
+    t.shape = shape;
+    t.values = view.to_floats();
+    for (auto& v : t.values) v = round_to(v, config.weight_dtype);
+    w.tensors_.emplace(name, std::move(t));
+  }
+  if (!problems.empty()) {
+    std::string text;
+    const std::size_t shown = std::min<std::size_t>(problems.size(), 8);
+    for (std::size_t i = 0; i < shown; ++i) text += "\n  " + problems[i];
+    if (problems.size() > shown) text += fmt::format("\n  ... and {} more", problems.size() - shown);
+    throw error(errc::invalid_argument, "llm::model_weights::load",
+                fmt::format("'{}' does not match model '{}' ({}): {} problem(s):{}", path, config.name,
+                            config.summary(), problems.size(), text));
+  }
+  return w;
+}
+
+void model_weights::save(const std::string& path, dtype type) const {
+  std::vector<safetensor_data> list;
+  for (const auto& [name, shape] : expected(config_)) {
+    if (name == "lm_head.weight" && !tensors_.count(name)) continue;
+    const auto& t = get(name);
+    list.push_back({name, t.shape, t.values});
+  }
+  write_safetensors(path, list, type, config_metadata(config_));
+}
+
+const host_tensor& model_weights::get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end())
+    throw error(errc::not_found, "llm::model_weights", fmt::format("no weight named '{}'", name));
+  return it->second;
+}
+
+std::map<std::string, std::string> config_metadata(const model_config& c) {
+  return {{"format", "pt"},
+          {"prism.model", c.name},
+          {"hidden_size", std::to_string(c.hidden_size)},
+          {"num_hidden_layers", std::to_string(c.num_layers)},
+          {"num_attention_heads", std::to_string(c.num_heads)},
+          {"num_key_value_heads", std::to_string(c.num_kv_heads)},
+          {"head_dim", std::to_string(c.head_dim)},
+          {"intermediate_size", std::to_string(c.intermediate_size)},
+          {"vocab_size", std::to_string(c.vocab_size)},
+          {"rope_theta", fmt::format("{}", c.rope_theta)},
+          {"rms_norm_eps", fmt::format("{}", c.rms_eps)},
+          {"max_position_embeddings", std::to_string(c.max_seq_len)},
+          {"tie_word_embeddings", c.tie_embeddings ? "true" : "false"},
+          {"attention_bias", c.attention_bias ? "true" : "false"},
+          {"qk_norm", c.qk_norm ? "true" : "false"},
+          {"dtype", dtype_name(c.weight_dtype)}};
+}
+
+}  // namespace prism::llm

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Configures and builds prism: Release, Ninja, ccache when present. Extra arguments go to the
+# CMake configure step. PRISM_BUILD_DIR (default build/) and PRISM_JOBS (default nproc) apply.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${PRISM_BUILD_DIR:-$root/build}
+args=(-DCMAKE_BUILD_TYPE=Release)
+# Keep an existing build tree's generator; new trees use Ninja when it is installed.
+if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja > /dev/null; then args+=(-G Ninja); fi
+if command -v ccache > /dev/null; then
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
+  args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+echo "build.sh: configuring $build"
+cmake -S "$root" -B "$build" "${args[@]}" "$@"
+echo "build.sh: building with ${PRISM_JOBS:-$(nproc)} jobs"
+cmake --build "$build" -j "${PRISM_JOBS:-$(nproc)}"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Everything CI runs: installs the Debian dependencies, builds, and runs every CTest test
+# (GoogleTest suites, op suite, install/consumer example) with a per-test timeout.
+# PRISM_TEST_JOBS (default 2) and PRISM_TEST_TIMEOUT (seconds, default 900) apply; extra
+# arguments go to ctest (e.g. -L runtime).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${PRISM_BUILD_DIR:-$root/build}
+bash "$root/scripts/install-deps.sh"
+bash "$root/scripts/build.sh"
+echo "test.sh: running ctest in $build"
+ctest --test-dir "$build" --output-on-failure -j "${PRISM_TEST_JOBS:-2}" --timeout "${PRISM_TEST_TIMEOUT:-900}" "$@"

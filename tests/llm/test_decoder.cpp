@@ -1,0 +1,120 @@
+// The prism decoder against the host reference decoder with identical weights: every layer's
+// output, the next-token logits over prefill and decode, and greedy token ids (f32).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "examples/llm/decoder.hpp"
+#include "examples/llm/reference.hpp"
+#include "examples/llm/run.hpp"
+#include "prism/runtime.hpp"
+
+namespace prism::llm {
+namespace {
+
+// Documented tolerance (examples/llm/run.hpp, logits_tolerance): for f32,
+// max |prism - reference| <= 2e-4 * max(1, max |reference|), per layer output and for logits.
+double max_abs(std::span<const double> v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+template <class A, class B>
+void expect_close(const A& got, const B& want, double rel_tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  std::vector<double> w(want.begin(), want.end());
+  const double bound = rel_tol * std::max(1.0, max_abs(w));
+  double worst = 0;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = std::abs(static_cast<double>(got[i]) - w[i]);
+    if (!(d <= worst)) {  // also catches NaN
+      worst = d;
+      at = i;
+    }
+  }
+  EXPECT_LE(worst, bound) << what << ": worst element " << at << " got " << got[at] << " expected " << w[at];
+}
+
+queue& test_queue() {
+  static auto* q = new queue();
+  return *q;
+}
+
+void check_against_reference(const model_config& c, std::uint64_t seed) {
+  const auto weights = model_weights::random(c, seed);
+  reference_decoder ref(weights);
+  decoder dec(test_queue(), weights);
+  dec.capture_layers(true);
+  const auto tol = logits_tolerance(c.weight_dtype);
+  const auto prompt = random_prompt(7, c.vocab_size, seed);
+
+  // Prefill: every layer's residual stream for all 7 tokens, then the last token's logits.
+  const auto want_logits = ref.forward(prompt);
+  const auto got_logits = dec.forward(prompt).to_floats(test_queue());
+  for (std::int64_t l = 0; l < c.num_layers; ++l)
+    expect_close(dec.layer_output(l), ref.layer_output(l), tol, "prefill layer " + std::to_string(l));
+  const std::span<const double> last(want_logits.data() + want_logits.size() - c.vocab_size, c.vocab_size);
+  expect_close(got_logits, last, tol, "prefill logits");
+
+  // Decode: three single-token steps reading the KV cache written so far.
+  std::int32_t next = static_cast<std::int32_t>(argmax(last));
+  for (int step = 0; step < 3; ++step) {
+    const auto want = ref.forward(std::span<const std::int32_t>(&next, 1));
+    const auto got = dec.forward(std::span<const std::int32_t>(&next, 1)).to_floats(test_queue());
+    const std::string what = "decode step " + std::to_string(step);
+    expect_close(dec.layer_output(0), ref.layer_output(0), tol, what + " layer 0");
+    expect_close(got, want, tol, what + " logits");
+    EXPECT_EQ(argmax(std::span<const float>(got)), argmax(std::span<const double>(want))) << what;
+    next = static_cast<std::int32_t>(argmax(std::span<const double>(want)));
+  }
+  EXPECT_EQ(dec.position(), 10);
+}
+
+TEST(Decoder, LayersAndLogitsMatchHostReference) {
+  check_against_reference(preset("tiny"), 1);
+}
+
+// Qwen-family variants: q/k/v bias (Qwen2) and per-head q/k RMSNorm (Qwen3), tied embeddings.
+TEST(Decoder, QwenVariantsMatchHostReference) {
+  auto c = preset("tiny");
+  c.attention_bias = true;
+  c.qk_norm = true;
+  c.tie_embeddings = true;
+  c.num_layers = 1;
+  check_against_reference(c, 2);
+}
+
+TEST(Decoder, GreedyTokensEqualReferenceTokens) {
+  const auto c = preset("tiny");
+  const auto weights = model_weights::random(c, 5);
+  const auto prompt = random_prompt(12, c.vocab_size, 5);
+  reference_decoder ref(weights);
+  const auto want = ref.generate(prompt, 20);
+  decoder dec(test_queue(), weights);
+  const auto got = dec.generate(prompt, 20);
+  EXPECT_EQ(got.tokens, want);
+  // The decoder restarts cleanly: a second generation gives the same ids.
+  dec.reset();
+  EXPECT_EQ(dec.generate(prompt, 20).tokens, want);
+}
+
+TEST(Decoder, RejectsBadTokensAndCacheOverflow) {
+  const auto c = preset("tiny");
+  const auto weights = model_weights::random(c, 1);
+  decoder dec(test_queue(), weights);
+  const std::vector<std::int32_t> bad{1, static_cast<std::int32_t>(c.vocab_size)};
+  EXPECT_THROW(dec.forward(bad), prism::error);
+  const std::vector<std::int32_t> too_long(static_cast<std::size_t>(c.max_seq_len + 1), 1);
+  try {
+    dec.forward(too_long);
+    ADD_FAILURE() << "no error for a prompt longer than max_seq_len";
+  } catch (const prism::error& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds max_seq_len"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace prism::llm
