@@ -547,8 +547,10 @@ TEST(Dispatch, GemmFamilyOnEveryBackendMatchesTheReference) {
                                         {"linear", "m=6,n=5,k=7", {}}};
   for (const auto& c : cases) {
     const auto& desc = op_registry::instance().get(c.op);
-    for (const std::string backend : {"opencl", "clblast", "host"}) {
-      SCOPED_TRACE(c.op + " " + c.key + " on " + backend);
+    for (const std::string variant : {"opencl", "clblast", "host", "host-copying"}) {
+      const std::string backend = variant == "host-copying" ? "host" : variant;
+      pd::testing::host_backend_copies(variant == "host-copying");
+      SCOPED_TRACE(c.op + " " + c.key + " on " + variant);
       op_call call;
       try {
         call = desc.sample(q, shape_key::parse(c.key), so);
@@ -572,6 +574,28 @@ TEST(Dispatch, GemmFamilyOnEveryBackendMatchesTheReference) {
       EXPECT_TRUE(cmp.ok) << cmp.message;
     }
   }
+  pd::testing::host_backend_copies(false);
+}
+
+// The host backend's copy path (GPUs) writes back the output's byte range only, at the view's
+// offset: the output row lands in place and the rows around it keep their values.
+TEST(Dispatch, HostCopyPathLeavesTheRestOfTheStorageAlone) {
+  auto& q = test_queue();
+  env_scope env(env_vars{});
+  pd::testing::reload_config();
+  pd::testing::host_backend_copies(true);
+  tensor storage = tensor::from_floats(q, std::vector<float>(12, -7.f), {3, 4}, dtype::f32);
+  tensor out = storage.slice(0, 1, 2);  // row 1 only: [1, 4]
+  op_call c;
+  c.op = "mm";
+  c.inputs = {tensor::from_floats(q, std::vector<float>{1, 2}, {1, 2}, dtype::f32),
+              tensor::from_floats(q, std::vector<float>{1, 0, 0, 1, 0, 1, 1, 0}, {2, 4}, dtype::f32)};
+  c.outputs = {out};
+  pd::forced_route f{"host", std::nullopt};
+  auto r = pd::dispatch_call(q, c, &f);
+  pd::testing::host_backend_copies(false);
+  EXPECT_EQ(r.implementation, "host.openblas");
+  EXPECT_EQ(storage.to_floats(q), (std::vector<float>{-7, -7, -7, -7, 1, 2, 2, 1, -7, -7, -7, -7}));
 }
 
 TEST(Dispatch, ClblastParametersApplyOnceAndRejectUnknownNames) {
