@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
   app.add_option("--new-tokens", opt.new_tokens, "tokens to generate")->capture_default_str();
   app.add_option("--warmup", opt.warmup_runs, "untimed warm-up generations (build kernels first)")
       ->capture_default_str();
+  app.add_option("--repeat", opt.repeat, "timed generations; the fastest prefill and decode are reported")
+      ->capture_default_str();
   app.add_option("--breakdown-steps", opt.breakdown_decode_steps,
                  "decode steps in the synchronised per-step breakdown pass (0: skip the pass)")
       ->capture_default_str();

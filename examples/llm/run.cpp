@@ -68,9 +68,9 @@ std::vector<std::int32_t> parse_prompt(const std::string& text, std::int64_t voc
 double logits_tolerance(dtype t) {
   switch (t) {
     case dtype::f16:
-      return 3e-2;
+      return 1e-2;
     case dtype::bf16:
-      return 6e-2;
+      return 4e-2;
     default:
       return 2e-4;
   }
@@ -147,8 +147,18 @@ run_result run_model(const run_options& opt) {
   // Counters of the timed generation alone: a difference of snapshots (resetting them would
   // also empty the dispatcher's exit summary).
   const auto before = dispatch::statistics();
+  if (opt.repeat < 1)
+    throw error(errc::invalid_argument, "prism-llm --repeat",
+                fmt::format("got {}; expected >= 1", opt.repeat));
+  r.repeat = opt.repeat;
   dec.reset();
   auto gen = dec.generate(r.prompt, opt.new_tokens);
+  for (int i = 1; i < opt.repeat; ++i) {  // best of N: the machine may be busy
+    dec.reset();
+    const auto again = dec.generate(r.prompt, opt.new_tokens);
+    gen.prefill_seconds = std::min(gen.prefill_seconds, again.prefill_seconds);
+    gen.decode_seconds = std::min(gen.decode_seconds, again.decode_seconds);
+  }
   for (auto s : dispatch::statistics()) {
     for (const auto& b : before)
       if (b.op == s.op && b.backend == s.backend) {
@@ -218,6 +228,7 @@ run_result run_model(const run_options& opt) {
                         {"platform", r.platform_name},
                         {"prompt_tokens", r.prompt.size()},
                         {"new_tokens", r.tokens.size()},
+                        {"repeat", opt.repeat},
                         {"prefill_seconds", r.prefill_seconds},
                         {"decode_seconds", r.decode_seconds},
                         {"prefill_tokens_per_s", r.prefill_tokens_per_s()},
@@ -297,8 +308,8 @@ void print_report(const run_result& r, std::FILE* out) {
   if (!r.dispatch_stats.empty()) {
     bool profiled = false;
     for (const auto& s : r.dispatch_stats) profiled |= s.device_ns > 0;
-    fmt::print(out, "\ndispatches of the timed generation (op, backend that served it){}\n",
-               profiled ? ", device time from profiling" : "");
+    fmt::print(out, "\ndispatches of the {} timed generation{} (op, backend that served it){}\n", r.repeat,
+               r.repeat > 1 ? "s" : "", profiled ? ", device time from profiling" : "");
     fmt::print(out, "  {:<30} {:<8} {:>7} {:>9}{}\n", "op", "backend", "calls", "fallbacks",
                profiled ? "  device ms" : "");
     for (const auto& s : r.dispatch_stats) {
