@@ -65,6 +65,8 @@ void reload_config();
 /// Makes the next `count` launches of `backend` for `op` fail as if enqueue had thrown
 /// errc::opencl_error (the dispatcher then falls back, or throws in strict mode).
 void inject_launch_failure(const std::string& op, const std::string& backend, int count);
+/// Makes the host backend copy buffers (its path on GPUs) instead of mapping them on CPUs.
+void host_backend_copies(bool on);
 }  // namespace testing
 
 }  // namespace prism::dispatch

@@ -86,6 +86,13 @@ void BM_dispatch_path_only(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(dispatch::plan_call(f.q, f.call));
 }
 
+// The descriptor's argument checks alone (part of the dispatch path above).
+void BM_check_call(benchmark::State& state) {
+  auto& f = get(state.range(0));
+  const auto& desc = op_registry::instance().get("add");
+  for (auto _ : state) check_call(desc, f.call);
+}
+
 // What ops::add_out adds on top of dispatch_call: building the op_call (vectors, attr map).
 void BM_build_op_call(benchmark::State& state) {
   auto& f = get(state.range(0));
@@ -153,4 +160,5 @@ BENCHMARK(BM_dispatch_call)->Arg(1024);
 BENCHMARK(BM_ops_add_out)->Arg(1024);
 BENCHMARK(BM_dispatch_path_only)->Arg(1024);
 BENCHMARK(BM_build_op_call)->Arg(1024);
+BENCHMARK(BM_check_call)->Arg(1024);
 BENCHMARK_MAIN();

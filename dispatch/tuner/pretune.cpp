@@ -83,7 +83,9 @@ double run_once_ns(queue& q, op_call& call, const forced_route* route) {
 
 // A candidate whose warm run is this much slower than the best so far is timed once only:
 // it cannot win, and full timing of slow candidates would dominate pretune's run time.
-constexpr double hopeless_factor = 2.5;
+constexpr double hopeless_factor = 1.5;
+// After two timed runs, a candidate whose median is this much slower than the best stops early.
+constexpr double losing_factor = 1.2;
 
 timing measure(queue& q, op_call& call, const forced_route* route, const pretune_options& o,
                double best_so_far, bool* timed_once) {
@@ -98,6 +100,7 @@ timing measure(queue& q, op_call& call, const forced_route* route, const pretune
          (static_cast<int>(t.size()) < o.min_runs || sum < o.target_s_per_candidate * 1e9)) {
     t.push_back(run_once_ns(q, call, route));
     sum += t.back();
+    if (t.size() >= 2 && best_so_far > 0 && percentile(t, 0.5) > losing_factor * best_so_far) break;
   }
   return timing{percentile(t, 0.2), percentile(t, 0.5), percentile(t, 0.8)};
 }
@@ -249,7 +252,9 @@ pretune_report pretune(const device& dev, tuning::database& db, const pretune_op
       for (auto& in : call.inputs)
         for (auto& ou : call.outputs)
           if (in.defined() && ou.defined() && in.same_storage(ou)) in_place = true;
+      const auto ref_start = clock_type::now();
       const auto expected = compute_reference(q, *desc, call);
+      log->info("pretune: {}: host reference in {:.2f} s", label, seconds_since(ref_start));
 
       double best_so_far = 0;  // fastest p50 measured for this shape
       std::map<std::string, candidate_row> previous;

@@ -119,26 +119,51 @@ long4_arg strides4(const tensor& t) {
 config_schema schema() {
   config_schema s;
   s.params = {
+      {"variant",
+       0,
+       {0, 1},
+       "0 one query row per work-item (attention.cl), 1 one work-group per row, split over keys "
+       "(attention_split.cl)"},
       {"bq", 16, {1, 2, 4, 8, 16, 32, 64, 128}, "query rows per work-group (one per work-item)"},
       {"bk", 16, {1, 2, 4, 8, 16, 32}, "keys scored per online-softmax step (one rescale per block)"},
       {"local", 0, {0, 1}, "1: stage each K/V block in local memory shared by the work-group (GPU)"},
+      {"wg", 64, {16, 32, 64, 128, 256}, "variant 1: work-group size (keys per block, output dims per pass)"},
   };
   return s;
 }
 
-event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
+event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_override src, bool split) {
   const attn_shape s = shape_of(c);
   if (s.b == 0 || s.hq == 0 || s.lq == 0 || s.dv == 0) return {};
   const tensor& out = c.outputs[0];
   const int mk = mask_kind(c);
-  const std::int64_t bq = std::min(cfg.at("bq"), next_pow2(s.lq));
-  const std::string opts =
-      fmt::format("-DPRISM_DTYPE={} -DD={} -DDV={} -DBQ={} -DBK={} -DUSE_LOCAL={} -DCAUSAL={} -DMASK_KIND={}",
-                  out.type() == dtype::f32   ? 0
-                  : out.type() == dtype::f16 ? 1
-                                             : 2,
-                  s.d, s.dv, bq, cfg.at("bk"), cfg.at("local"), c.get_bool("is_causal", false) ? 1 : 0, mk);
-  kernel k = build_kernel(q.get_context(), "attention.cl", src, opts, "attention");
+  const int dt = out.type() == dtype::f32 ? 0 : out.type() == dtype::f16 ? 1 : 2;
+  const int causal = c.get_bool("is_causal", false) ? 1 : 0;
+  const std::int64_t bq = std::min(cfg.at("bq"), next_pow2(s.lq)), wg = cfg.at("wg");
+  kernel k;
+  nd_range r;
+  if (split) {
+    const std::string opts = fmt::format("-DPRISM_DTYPE={} -DD={} -DDV={} -DWG={} -DCAUSAL={} -DMASK_KIND={}",
+                                         dt, s.d, s.dv, wg, causal, mk);
+    k = build_kernel(q.get_context(), "attention_split.cl", src, opts, "attention_split");
+    r = nd_range(range<3>(s.lq * wg, s.hq, s.b), range<3>(wg, 1, 1));
+  } else {
+    // Vectors along the head dim where the layout allows (private path only).
+    int vw = 1;
+    const bool unit =
+        c.inputs[0].strides()[3] == 1 && c.inputs[1].strides()[3] == 1 && c.inputs[2].strides()[3] == 1;
+    if (!cfg.at("local") && unit)
+      for (int w : {16, 8, 4})
+        if (s.d % w == 0 && s.dv % w == 0) {
+          vw = w;
+          break;
+        }
+    const std::string opts = fmt::format(
+        "-DPRISM_DTYPE={} -DD={} -DDV={} -DBQ={} -DBK={} -DUSE_LOCAL={} -DCAUSAL={} -DMASK_KIND={} -DVW={}",
+        dt, s.d, s.dv, bq, cfg.at("bk"), cfg.at("local"), causal, mk, vw);
+    k = build_kernel(q.get_context(), "attention.cl", src, opts, "attention");
+    r = nd_range(range<3>(ceil_div(s.lq, bq) * bq, s.hq, s.b), range<3>(bq, 1, 1));
+  }
 
   const int hq = to_int(s.hq, "scaled_dot_product_attention", "query heads");
   const int hkv = to_int(s.hkv, "scaled_dot_product_attention", "key heads");
@@ -162,7 +187,6 @@ event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_overr
   auto bv_buf = tv.storage();
   auto bo_buf = out.storage();
   auto bm_buf = mk ? c.inputs[3].storage() : tq.storage();
-  nd_range r(range<3>(ceil_div(s.lq, bq) * bq, s.hq, s.b), range<3>(bq, 1, 1));
   return q.submit([&](handler& h) {
     accessor<std::byte> aq(bq_buf, h, read_only);
     accessor<std::byte> ak(bk_buf, h, read_only);
@@ -361,6 +385,7 @@ void register_attention_ops(op_registry& r) {
   d.implementations.push_back(
       {"opencl.flash", "attention.cl",
        [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
+         if (cfg.at("variant") != 0) return std::string("config variant=1 selects opencl.split");
          if (!is_floating(c.inputs[0].type()))
            return fmt::format("dtype {} is not a float dtype", dtype_name(c.inputs[0].type()));
          if (static_cast<std::size_t>(cfg.at("bq")) > dev.max_work_group_size())
@@ -375,7 +400,26 @@ void register_attention_ops(op_registry& r) {
          }
          return std::nullopt;
        },
-       enqueue});
+       [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
+         return enqueue(q, c, cfg, src, false);
+       }});
+  d.implementations.push_back(
+      {"opencl.split", "attention_split.cl",
+       [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
+         if (cfg.at("variant") != 1) return std::string("config variant=0 selects opencl.flash");
+         if (!is_floating(c.inputs[0].type()))
+           return fmt::format("dtype {} is not a float dtype", dtype_name(c.inputs[0].type()));
+         if (static_cast<std::size_t>(cfg.at("wg")) > dev.max_work_group_size())
+           return fmt::format("wg={} > device maximum work-group size {}", cfg.at("wg"),
+                              dev.max_work_group_size());
+         const auto bytes = static_cast<std::uint64_t>((shape_of(c).d + 2 * cfg.at("wg")) * 4);
+         if (bytes > dev.local_mem_size())
+           return fmt::format("needs {} B of local memory > device {} B", bytes, dev.local_mem_size());
+         return std::nullopt;
+       },
+       [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
+         return enqueue(q, c, cfg, src, true);
+       }});
   d.sample = sample;
   d.config_test_shapes = {"b=1,hq=4,hkv=2,lq=5,lk=11,d=16,dv=16,causal=1,mask=0"};
   d.test_cases = cases;

@@ -165,29 +165,42 @@ op_descriptor make_norm(norm_kind kind) {
     const std::int64_t wg = cfg.at("wg");
     std::string opts = dtype_defines("A", x.type()) + dtype_defines("W", wt) +
                        "-DHAS_W=" + (has_w ? "1" : "0") + " -DHAS_B=" + (has_b ? "1" : "0") +
-                       " -DWG=" + std::to_string(wg) + " -DVEC=1";
-    const char* kname = kind == norm_kind::layer ? "layer_norm_rows"
-                        : kind == norm_kind::rms ? "rms_norm_rows"
-                                                 : "fused_add_rms_norm_rows";
+                       " -DWG=" + std::to_string(wg) + " -DVEC=" + std::to_string(cfg.at("vec"));
+    const bool per_item = cfg.at("variant") == 1;
+    std::string kname = kind == norm_kind::layer ? "layer_norm"
+                        : kind == norm_kind::rms ? "rms_norm"
+                                                 : "fused_add_rms_norm";
+    kname += per_item ? "_row_per_item" : "_rows";
     kernel k = build_kernel(q.get_context(), "norm.cl", src, opts, kname);
     const std::int64_t D = last_dim(x), rows = x.numel() / D;
     const float eps = static_cast<float>(c.get_f64("eps", kind == norm_kind::layer ? 1e-5 : 1e-6));
     // Absent weight/bias: bind `x` (never read; HAS_W/HAS_B are 0).
     tensor wb = has_w ? w : x, bb = has_b ? b : x, o = out;
-    nd_range r(range<1>(static_cast<std::size_t>(rows * wg)), range<1>(static_cast<std::size_t>(wg)));
+    const std::size_t uwg = static_cast<std::size_t>(wg);
+    nd_range r = per_item ? nd_range(range<1>(round_up(static_cast<std::size_t>(rows), uwg)), range<1>(uwg))
+                          : nd_range(range<1>(static_cast<std::size_t>(rows) * uwg), range<1>(uwg));
     return q.submit([&](handler& h) {
       accessor<std::byte> X(x.storage(), h, read_only);
       accessor<std::byte> W(wb.storage(), h, read_only);
       accessor<std::byte> O(o.storage(), h, access_mode::write);
       if (kind == norm_kind::layer) {
         accessor<std::byte> B(bb.storage(), h, read_only);
-        h.parallel_for(r, k, D, X, x.offset(), W, wb.offset(), B, bb.offset(), O, o.offset(), eps);
+        if (per_item)
+          h.parallel_for(r, k, rows, D, X, x.offset(), W, wb.offset(), B, bb.offset(), O, o.offset(), eps);
+        else
+          h.parallel_for(r, k, D, X, x.offset(), W, wb.offset(), B, bb.offset(), O, o.offset(), eps);
       } else if (kind == norm_kind::rms) {
-        h.parallel_for(r, k, D, X, x.offset(), W, wb.offset(), O, o.offset(), eps);
+        if (per_item)
+          h.parallel_for(r, k, rows, D, X, x.offset(), W, wb.offset(), O, o.offset(), eps);
+        else
+          h.parallel_for(r, k, D, X, x.offset(), W, wb.offset(), O, o.offset(), eps);
       } else {
         tensor res = c.inputs[1];
         accessor<std::byte> R(res.storage(), h, read_write);
-        h.parallel_for(r, k, D, X, x.offset(), R, res.offset(), W, wb.offset(), O, o.offset(), eps);
+        if (per_item)
+          h.parallel_for(r, k, rows, D, X, x.offset(), R, res.offset(), W, wb.offset(), O, o.offset(), eps);
+        else
+          h.parallel_for(r, k, D, X, x.offset(), R, res.offset(), W, wb.offset(), O, o.offset(), eps);
       }
     });
   };

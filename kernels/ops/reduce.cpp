@@ -230,13 +230,21 @@ op_descriptor make_reduce(const std::string& name) {
                        dtype_defines("O", out.type()) + "-DWG=" + std::to_string(wg) +
                        " -DVEC=" + std::to_string(vec);
     const bool rows = v.inner == 1;
-    kernel k = build_kernel(q.get_context(), "reduce.cl", src, opts, rows ? "reduce_rows" : "reduce_cols");
+    const bool per_item = rows && !argmax && cfg.at("variant") == 1;
+    kernel k = build_kernel(q.get_context(), "reduce.cl", src, opts,
+                            per_item ? "reduce_row_per_item"
+                            : rows   ? "reduce_rows"
+                                     : "reduce_cols");
     tensor x = v.x, o = out;
     const std::int64_t x_off = x.offset(), o_off = o.offset();
     return q.submit([&](handler& h) {
       accessor<std::byte> X(x.storage(), h, read_only);
       accessor<std::byte> O(o.storage(), h, access_mode::write);
-      if (rows) {
+      if (per_item) {
+        h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(v.outer), pow2_ok(wg))),
+                                range<1>(pow2_ok(wg))),
+                       k, v.outer, v.r, X, x_off, O, o_off);
+      } else if (rows) {
         h.parallel_for(
             nd_range(range<1>(static_cast<std::size_t>(v.outer) * pow2_ok(wg)), range<1>(pow2_ok(wg))), k,
             v.r, X, x_off, O, o_off);
@@ -351,15 +359,24 @@ op_descriptor make_softmax(bool log) {
     reduce_view v = canonical(q, in, rd);
     const std::int64_t wg = cfg.at("wg"), vec = cfg.at("vec");
     std::string opts = dtype_defines("A", in.type()) + "-DLOG=" + (log ? "1" : "0") +
-                       " -DWG=" + std::to_string(wg) + " -DVEC=" + std::to_string(vec);
+                       " -DOUT_F32=" + (in.type() == dtype::f32 ? "1" : "0") + " -DWG=" + std::to_string(wg) +
+                       " -DVEC=" + std::to_string(vec);
     const bool rows = v.inner == 1;
-    kernel k = build_kernel(q.get_context(), "softmax.cl", src, opts, rows ? "softmax_rows" : "softmax_cols");
+    const bool per_item = rows && cfg.at("variant") == 1;
+    kernel k = build_kernel(q.get_context(), "softmax.cl", src, opts,
+                            per_item ? "softmax_row_per_item"
+                            : rows   ? "softmax_rows"
+                                     : "softmax_cols");
     tensor x = v.x, o = out;
     const std::int64_t x_off = x.offset(), o_off = o.offset();
     return q.submit([&](handler& h) {
       accessor<std::byte> X(x.storage(), h, read_only);
       accessor<std::byte> O(o.storage(), h, access_mode::write);
-      if (rows) {
+      if (per_item) {
+        h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(v.outer), pow2_ok(wg))),
+                                range<1>(pow2_ok(wg))),
+                       k, v.outer, v.r, X, x_off, O, o_off);
+      } else if (rows) {
         h.parallel_for(
             nd_range(range<1>(static_cast<std::size_t>(v.outer) * pow2_ok(wg)), range<1>(pow2_ok(wg))), k,
             v.r, X, x_off, O, o_off);

@@ -45,6 +45,9 @@ class env_scope {
  public:
   explicit env_scope(const env_vars& vars) {
     clear();
+    // The tuning glue installs the database lookup at load; a tuned database on this machine
+    // must not change what these tests expect (tests that need tier 3 install their own).
+    pd::set_tuning_lookup({});
     for (const auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
   }
   env_scope(const env_scope&) = delete;
@@ -258,6 +261,39 @@ TEST(Dispatch, FallbackOnUnsupportedDtypeAndShape) {
   }
 }
 
+TEST(Dispatch, ClblastF16NeedsTheExtension) {
+  auto& q = test_queue();
+  env_scope env(env_vars{{"PRISM_OP_mm", "clblast"}});
+  pd::testing::reload_config();
+  op_call c;
+  c.op = "mm";
+  c.inputs = {tensor::from_floats(q, std::vector<float>(6, 1.f), {2, 3}, dtype::f16),
+              tensor::from_floats(q, std::vector<float>(6, 2.f), {3, 2}, dtype::f16)};
+  auto r = pd::dispatch_call(q, c);
+  if (q.get_device().has_fp16()) {
+    EXPECT_EQ(r.backend, "clblast");
+    EXPECT_EQ(r.tier, pd::source_tier::env);
+  } else {
+    EXPECT_EQ(r.tier, pd::source_tier::fallback);
+    EXPECT_NE(r.reason.find("clblast: f16 needs cl_khr_fp16"), std::string::npos) << r.reason;
+  }
+  EXPECT_EQ(c.outputs[0].to_floats(q), (std::vector<float>{6, 6, 6, 6}));
+}
+
+TEST(Dispatch, ForcedVendorProfile) {
+  auto& q = test_queue();
+  env_scope env(env_vars{{"PRISM_VENDOR", "nvidia"}});
+  pd::testing::reload_config();
+  EXPECT_EQ(pd::matched_vendor(q.get_device()).name, "nvidia");
+  auto routes = pd::effective_routes(q.get_device());
+  auto mm = std::find_if(routes.begin(), routes.end(), [](auto& e) { return e.op == "mm"; });
+  ASSERT_NE(mm, routes.end());
+  EXPECT_EQ(mm->backend, "clblast");
+  EXPECT_EQ(mm->tier, pd::source_tier::vendor);
+  EXPECT_NE(mm->origin.find("nvidia/vendor.yaml:"), std::string::npos) << mm->origin;
+  EXPECT_EQ(mm->order, (std::vector<std::string>{"clblast", "opencl", "host"}));
+}
+
 TEST(Dispatch, FallbackOnInjectedLaunchFailureAndStrictMode) {
   auto& q = test_queue();
   {
@@ -444,6 +480,7 @@ TEST(DispatchDeathTest, ExitSummaryPrintsCountsPerOpAndBackend) {
   EXPECT_EXIT(
       {
         env_scope::clear();
+        pd::set_tuning_lookup({});
         ::setenv("PRISM_LOG_DISPATCH", "1", 1);
         ::setenv("PRISM_OP_relu", "host", 1);
         pd::testing::reload_config();
@@ -510,8 +547,10 @@ TEST(Dispatch, GemmFamilyOnEveryBackendMatchesTheReference) {
                                         {"linear", "m=6,n=5,k=7", {}}};
   for (const auto& c : cases) {
     const auto& desc = op_registry::instance().get(c.op);
-    for (const std::string backend : {"opencl", "clblast", "host"}) {
-      SCOPED_TRACE(c.op + " " + c.key + " on " + backend);
+    for (const std::string variant : {"opencl", "clblast", "host", "host-copying"}) {
+      const std::string backend = variant == "host-copying" ? "host" : variant;
+      pd::testing::host_backend_copies(variant == "host-copying");
+      SCOPED_TRACE(c.op + " " + c.key + " on " + variant);
       op_call call;
       try {
         call = desc.sample(q, shape_key::parse(c.key), so);
@@ -535,6 +574,28 @@ TEST(Dispatch, GemmFamilyOnEveryBackendMatchesTheReference) {
       EXPECT_TRUE(cmp.ok) << cmp.message;
     }
   }
+  pd::testing::host_backend_copies(false);
+}
+
+// The host backend's copy path (GPUs) writes back the output's byte range only, at the view's
+// offset: the output row lands in place and the rows around it keep their values.
+TEST(Dispatch, HostCopyPathLeavesTheRestOfTheStorageAlone) {
+  auto& q = test_queue();
+  env_scope env(env_vars{});
+  pd::testing::reload_config();
+  pd::testing::host_backend_copies(true);
+  tensor storage = tensor::from_floats(q, std::vector<float>(12, -7.f), {3, 4}, dtype::f32);
+  tensor out = storage.slice(0, 1, 2);  // row 1 only: [1, 4]
+  op_call c;
+  c.op = "mm";
+  c.inputs = {tensor::from_floats(q, std::vector<float>{1, 2}, {1, 2}, dtype::f32),
+              tensor::from_floats(q, std::vector<float>{1, 0, 0, 1, 0, 1, 1, 0}, {2, 4}, dtype::f32)};
+  c.outputs = {out};
+  pd::forced_route f{"host", std::nullopt};
+  auto r = pd::dispatch_call(q, c, &f);
+  pd::testing::host_backend_copies(false);
+  EXPECT_EQ(r.implementation, "host.openblas");
+  EXPECT_EQ(storage.to_floats(q), (std::vector<float>{-7, -7, -7, -7, 1, 2, 2, 1, -7, -7, -7, -7}));
 }
 
 TEST(Dispatch, ClblastParametersApplyOnceAndRejectUnknownNames) {

@@ -212,7 +212,7 @@ op_call sdpa(tensor q, tensor k, tensor v, tensor mask = {}, bool causal = false
 TEST(Attention, LocalAndPrivatePathsMatchReference) {
   tensor q = rand_tensor({2, 4, 7, 16}, dtype::f32, 21), k = rand_tensor({2, 2, 11, 16}, dtype::f32, 22),
          v = rand_tensor({2, 2, 11, 16}, dtype::f32, 23);
-  for (const char* cfg : {"bq=4,bk=4,local=0", "bq=4,bk=4,local=1"})
+  for (const char* cfg : {"bq=4,bk=4,local=0", "bq=4,bk=4,local=1", "variant=1,wg=16"})
     for (bool causal : {false, true}) {
       op_call c = sdpa(q, k, v, {}, causal);
       const comparison r = run_and_compare(c, cfg);
@@ -225,13 +225,15 @@ TEST(Attention, DecodeRowsEqualPrefillRows) {
   const std::int64_t L = 9, D = 16;
   tensor q = rand_tensor({1, 2, L, D}, dtype::f32, 31), k = rand_tensor({1, 2, L, D}, dtype::f32, 32),
          v = rand_tensor({1, 2, L, D}, dtype::f32, 33);
-  op_call full = sdpa(q, k, v, {}, true);
-  ASSERT_TRUE(run_and_compare(full, "bq=4,bk=4,local=0").ok);
-  op_call tail = sdpa(q.slice(2, L - 3, L), k, v, {}, true);  // a strided view of the last rows
-  ASSERT_TRUE(run_and_compare(tail, "bq=4,bk=4,local=0").ok);
-  const auto f = floats_of(full.outputs[0].slice(2, L - 3, L)), t = floats_of(tail.outputs[0]);
-  ASSERT_EQ(f.size(), t.size());
-  for (std::size_t i = 0; i < f.size(); ++i) EXPECT_NEAR(f[i], t[i], 1e-6f) << "element " << i;
+  for (const char* cfg : {"bq=4,bk=4,local=0", "variant=1,wg=16"}) {
+    op_call full = sdpa(q, k, v, {}, true);
+    ASSERT_TRUE(run_and_compare(full, cfg).ok);
+    op_call tail = sdpa(q.slice(2, L - 3, L), k, v, {}, true);  // a strided view of the last rows
+    ASSERT_TRUE(run_and_compare(tail, cfg).ok);
+    const auto f = floats_of(full.outputs[0].slice(2, L - 3, L)), t = floats_of(tail.outputs[0]);
+    ASSERT_EQ(f.size(), t.size());
+    for (std::size_t i = 0; i < f.size(); ++i) EXPECT_NEAR(f[i], t[i], 1e-6f) << cfg << " element " << i;
+  }
 }
 
 TEST(Attention, GqaEqualsRepeatedHeads) {
@@ -264,17 +266,31 @@ TEST(Attention, MasksAndFullyMaskedRows) {
   for (std::int64_t i = 0; i < Lq; ++i)
     for (std::int64_t j = 0; j < Lk; ++j) bits[i * Lk + j] = (i != 2 && (i + j) % 3 != 0) ? 1.0f : 0.0f;
   tensor bmask = tensor::from_floats(test_queue(), bits, {Lq, Lk}, dtype::boolean);
-  op_call c = sdpa(q, k, v, bmask);
-  const comparison r = run_and_compare(c, "bq=4,bk=4,local=1");
-  EXPECT_TRUE(r.ok) << r.message;
-  const auto out = floats_of(c.outputs[0]);
-  for (std::int64_t h = 0; h < 2; ++h)
-    for (std::int64_t d = 0; d < D; ++d) EXPECT_EQ(out[(h * Lq + 2) * D + d], 0.0f);
+  for (const char* cfg : {"bq=4,bk=4,local=1", "variant=1,wg=16"}) {
+    op_call c = sdpa(q, k, v, bmask);
+    const comparison r = run_and_compare(c, cfg);
+    EXPECT_TRUE(r.ok) << cfg << ": " << r.message;
+    const auto out = floats_of(c.outputs[0]);
+    for (std::int64_t h = 0; h < 2; ++h)
+      for (std::int64_t d = 0; d < D; ++d) EXPECT_EQ(out[(h * Lq + 2) * D + d], 0.0f) << cfg;
+  }
   // Additive mask broadcast over batch and heads, with an explicit scale.
   op_call c2 = sdpa(q, k, v, rand_tensor({1, 1, Lq, Lk}, dtype::f32, 54));
   c2.set("scale", 0.25);
   const comparison r2 = run_and_compare(c2, "bq=4,bk=4,local=0");
   EXPECT_TRUE(r2.ok) << r2.message;
+}
+
+TEST(Attention, SplitDecodeOverManyKeyBlocks) {
+  // One query row against 53 cached keys: four 16-key blocks (the last partial), causal offset,
+  // GQA, f32 and bf16 storage, and an explicit scale.
+  for (dtype t : {dtype::f32, dtype::bf16}) {
+    op_call c = sdpa(rand_tensor({2, 4, 1, 24}, t, 71), rand_tensor({2, 2, 53, 24}, t, 72),
+                     rand_tensor({2, 2, 53, 20}, t, 73), {}, true);
+    c.set("scale", 0.7);
+    const comparison r = run_and_compare(c, "variant=1,wg=16");
+    EXPECT_TRUE(r.ok) << dtype_name(t) << ": " << r.message;
+  }
 }
 
 TEST(Attention, HalfAndBfloatStorage) {
