@@ -62,7 +62,9 @@ op_descriptor make_embedding() {
   };
   d.tol = [](const op_call&, int) { return tolerance{}; };
   config_schema s;
-  s.params = {{"wg", 256, {32, 64, 128, 256, 512}, "work-group size (one work-item per output element)"}};
+  s.params = {{"wg", 256, {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}, "work-group size"},
+              {"vec", 4, {2, 4, 8, 16}, "variant 1: vector width of the row copy"},
+              {"variant", 0, {0, 1}, "0: one work-item per output element; 1: one work-item per index (row copy)"}};
   d.config = s;
   op_implementation impl;
   impl.name = "opencl.embedding";
@@ -77,8 +79,10 @@ op_descriptor make_embedding() {
     const std::int64_t n = idx.numel(), V = w.size(0), D = w.size(1);
     if (n * D == 0) return event{};
     const std::int64_t wg = cfg.at("wg");
-    std::string opts = std::string("-DRAW_T=") + raw_type(w.type()) + " " + dtype_defines("I", idx.type());
-    kernel k = build_kernel(q.get_context(), "embedding.cl", src, opts, "embedding");
+    std::string opts = std::string("-DRAW_T=") + raw_type(w.type()) + " " + dtype_defines("I", idx.type()) +
+                       "-DVEC=" + std::to_string(cfg.at("vec"));
+    const bool rows = cfg.at("variant") == 1;
+    kernel k = build_kernel(q.get_context(), "embedding.cl", src, opts, rows ? "embedding_rows" : "embedding");
     const std::int64_t zeros[4] = {0, 0, 0, 0};
     buffer<std::int64_t> err(q.get_context(), zeros, 4);
     event e = q.submit([&](handler& h) {
@@ -86,9 +90,8 @@ op_descriptor make_embedding() {
       accessor<std::byte> W(w.storage(), h, read_only);
       accessor<std::byte> O(out.storage(), h, access_mode::write);
       accessor<std::int64_t> E(err, h, read_write);
-      h.parallel_for(
-          nd_range(range<1>(round_up(static_cast<std::size_t>(n * D), static_cast<std::size_t>(wg))),
-                   range<1>(static_cast<std::size_t>(wg))),
+      h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(rows ? n : n * D), static_cast<std::size_t>(wg))),
+                              range<1>(static_cast<std::size_t>(wg))),
           k, n, D, V, I, idx.offset(), W, w.offset(), O, out.offset(), E);
     });
     auto flag = err.read();
