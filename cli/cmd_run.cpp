@@ -20,6 +20,7 @@ namespace {
 struct run_options {
   std::string op, shape, dtype = "f32", backend, config, attrs, replay;
   bool has_config = false;
+  bool dry_run = false;
   int repeat = 10;
   std::uint64_t seed = 1;
 };
@@ -60,6 +61,18 @@ int run(run_options o, const std::string& device_spec) {
     for (auto& [k, v] : prism::parse_attrs(o.attrs)) call.attrs[k] = v;
     call.outputs.clear();
     prism::allocate_outputs(q, desc, call);
+  }
+  if (o.dry_run) {
+    if (!o.backend.empty() || o.has_config)
+      throw prism::error(prism::errc::invalid_argument, "prism run --dry-run",
+                         "shows the routed decision; it does not combine with --backend/--config");
+    auto plan = prism::dispatch::plan_call(q, call);
+    std::printf("op:        %s\n", prism::describe_call(desc, call).c_str());
+    std::printf("device:    %s [%s]\n", dev.name().c_str(), dev.fingerprint().hash.c_str());
+    std::printf("would run: backend=%s impl=%s config=%s tier=%s reason=%s\n", plan.backend.c_str(),
+                plan.implementation.c_str(), plan.config.empty() ? "(default)" : plan.config.c_str(),
+                prism::dispatch::source_tier_name(plan.tier), plan.reason.c_str());
+    return 0;
   }
   auto expected = prism::compute_reference(q, desc, call);
 
@@ -133,6 +146,7 @@ PRISM_CLI_COMMAND(30) {
   cmd->add_option("--attrs", o->attrs, "Attributes, e.g. alpha=2.0;dims=[1]");
   cmd->add_option("--repeat", o->repeat, "Timed runs after the checked one")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed of the inputs")->capture_default_str();
+  cmd->add_flag("--dry-run", o->dry_run, "Print the routed decision (backend, config, tier) without running");
   cmd->add_option("--replay", o->replay, "A dispatch log line (prism_dispatch,v1,exec,...) to replay");
   cmd->add_option("--device", global.device,
                   std::string("Device (PRISM_DEVICE syntax: ") + prism::device_spec_syntax() + ")");

@@ -6,6 +6,7 @@
 
 #include "cli/command.hpp"
 #include "prism/error.hpp"
+#include "prism/tuning_db.hpp"
 #include "prism/version.hpp"
 
 namespace prism::cli {
@@ -28,6 +29,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   prism::cli::global_options global;
   int exit_code = 0;
+  // --db on every command (also after the subcommand name, through fallthrough): the tuning
+  // database that dispatch looks up and pretune writes, set before any command runs.
+  app.add_option(
+      "--db", global.db,
+      "Tuning database file (default: PRISM_TUNING_DB, else ${XDG_CACHE_HOME:-~/.cache}/prism/tuning.db)");
+  app.fallthrough();
+  app.parse_complete_callback([&global] {
+    if (!global.db.empty()) prism::tuning::database::set_default_path(global.db);
+  });
   auto& reg = prism::cli::registry();
   std::stable_sort(reg.begin(), reg.end(), [](auto& a, auto& b) { return a.first < b.first; });
   for (auto& [order, factory] : reg) factory(app, global, exit_code);

@@ -96,6 +96,8 @@ struct decision {
   device_state* dev = nullptr;
 };
 
+constexpr std::size_t max_memo_entries = 16384;
+
 struct signature_hash {
   std::size_t operator()(const std::vector<std::int64_t>& v) const noexcept {
     std::uint64_t h = 1469598103934665603ull;
@@ -115,7 +117,8 @@ struct state {
   std::deque<device_state> devices;
 
   std::shared_mutex memo_mutex;
-  std::unordered_map<std::vector<std::int64_t>, std::unique_ptr<decision>, signature_hash> memo;
+  // Shared so a call in flight keeps its decision alive while another thread clears the memo.
+  std::unordered_map<std::vector<std::int64_t>, std::shared_ptr<const decision>, signature_hash> memo;
 };
 
 std::mutex& state_mutex() {
@@ -210,6 +213,22 @@ std::unique_ptr<state> build_state() {
     catalog.push_back(o.catalog);
   }
   validate_sources(catalog, known_backends(), s->env, s->routes ? &*s->routes : nullptr, s->vendors);
+  // Configs written in routes files and vendor profiles are checked now, not at first use.
+  auto check_config = [&](const std::string& op, const file_route& r) {
+    if (r.config.empty()) return;
+    for (auto& o : s->ops) {
+      if (o.desc->name != op) continue;
+      try {
+        o.readers.at(r.backend).parse(r.config, nullptr);
+      } catch (const prism::error& e) {
+        throw error(errc::config_error, r.origin, e.message());
+      }
+    }
+  };
+  if (s->routes)
+    for (const auto& [op, r] : s->routes->routes) check_config(op, r);
+  for (const auto& v : s->vendors)
+    for (const auto& [op, r] : v.routes) check_config(op, r);
   if (!s->env.vendor.empty()) {
     // PRISM_VENDOR must name a loaded profile; checked here so the error comes at start-up.
     select_vendor(s->vendors, device_description{}, s->env.vendor);
@@ -230,15 +249,37 @@ state& get_state() {
   return *raw;
 }
 
+device_state& get_device_state_locked(state& s, const device& dev);
+
 device_description describe(const device& d) {
   return {d.platform_name(), d.vendor(), device_type_name(d.type()), d.name()};
 }
 
 device_state& get_device_state(state& s, const device& dev) {
+  // The warm path: the same thread dispatching to the same device again takes no lock.
+  thread_local const state* cached_state = nullptr;
+  thread_local const void* cached_device = nullptr;
+  thread_local device_state* cached = nullptr;
+  const void* key = &dev.get_impl();
+  if (cached_state == &s && cached_device == key) return *cached;
   std::lock_guard lock(s.devices_mutex);
   for (auto& d : s.devices)
-    if (d.dev == dev) return d;
-  auto& d = s.devices.emplace_back();
+    if (d.dev == dev) {
+      cached_state = &s;
+      cached_device = key;
+      cached = &d;
+      return d;
+    }
+  auto& created = get_device_state_locked(s, dev);
+  cached_state = &s;
+  cached_device = key;
+  cached = &created;
+  return created;
+}
+
+// Caller holds s.devices_mutex and found no entry for `dev`.
+device_state& get_device_state_locked(state& s, const device& dev) {
+  device_state d;  // built aside, so a failing vendor match leaves no half-made entry
   d.dev = dev;
   d.fingerprint = dev.fingerprint().hash;
   d.vendor = select_vendor(s.vendors, describe(dev), s.env.vendor);
@@ -247,7 +288,7 @@ device_state& get_device_state(state& s, const device& dev) {
   if (d.vendor)
     for (const auto& [file, path] : d.vendor->kernel_files)
       d.overrides[file] = *d.vendor->kernel_source(file);
-  return d;
+  return s.devices.emplace_back(std::move(d));
 }
 
 // The memo key: device, op, and everything of the call that routing and shape keys can depend
@@ -298,6 +339,17 @@ std::string dtypes_of(const op_call& call) {
   return out;
 }
 
+// Why `text` is not a valid config of `backend` for the op, or nullopt.
+std::optional<std::string> config_problem(const op_state& o, const std::string& backend,
+                                          const std::string& text, const vendor_profile* vendor) {
+  try {
+    o.readers.at(backend).parse(text, vendor);
+    return std::nullopt;
+  } catch (const prism::error& e) {
+    return e.message();
+  }
+}
+
 std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_call& call,
                                  const forced_route* forced) {
   auto& o = s.ops[op];
@@ -305,7 +357,6 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
   d->dev = &dev;
   d->dtypes = dtypes_of(call);
   d->shape = o.desc->key ? o.desc->key(call).str() : std::string();
-  const std::string vendor = dev.vendor ? dev.vendor->name : "generic";
 
   std::string first = "";
   std::string first_config;
@@ -339,6 +390,10 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
             log::get("dispatch")
                 ->warn("tuning db proposes backend '{}' for {} {}; '{}' has backends {}; ignored",
                        choice->backend, o.desc->name, d->shape, o.desc->name, join(o.catalog.backends));
+          } else if (auto bad = config_problem(o, choice->backend, choice->config, dev.vendor)) {
+            log::get("dispatch")
+                ->warn("tuning db proposes {} config '{}' for {} {}, which is not valid ({}); ignored",
+                       choice->backend, choice->config, o.desc->name, d->shape, *bad);
           } else {
             first = choice->backend;
             first_config = choice->config;
@@ -356,7 +411,7 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
   for (const auto& be : order) {
     const auto& reader = o.readers.at(be);
     std::string text = be == first ? first_config : std::string();
-    kernel_config cfg = reader.parse(text, vendor);
+    kernel_config cfg = reader.parse(text, dev.vendor);
     for (const auto& impl : o.impls) {
       if (impl.backend != be) continue;
       step st;
@@ -526,6 +581,11 @@ std::vector<std::string> op_backends(const op_descriptor& d) {
   return out;
 }
 
+tune_space tune_space_for(const op_descriptor& d, const device& dev) {
+  auto& s = get_state();
+  return vendor_tune_space(d, get_device_state(s, dev).vendor);
+}
+
 int op_index(std::string_view op) {
   const auto& all = op_registry::instance().all();
   for (std::size_t i = 0; i < all.size(); ++i)
@@ -543,17 +603,18 @@ dispatch_result route_and_run(queue& q, int op, op_call& call, bool dry_run) {
   auto& dev = get_device_state(s, q.get_device());
   thread_local std::vector<std::int64_t> sig;
   signature_of(dev, op, call, sig);
-  const decision* d = nullptr;
+  std::shared_ptr<const decision> d;
   {
     std::shared_lock lock(s.memo_mutex);
     auto it = s.memo.find(sig);
-    if (it != s.memo.end()) d = it->second.get();
+    if (it != s.memo.end()) d = it->second;
   }
   if (!d) {
-    auto fresh = decide(s, dev, op, call, nullptr);
+    d = decide(s, dev, op, call, nullptr);
     std::unique_lock lock(s.memo_mutex);
-    auto [it, inserted] = s.memo.emplace(sig, std::move(fresh));
-    d = it->second.get();
+    // Growing shapes (a KV cache's length) add keys forever: start over past a bound.
+    if (s.memo.size() >= max_memo_entries) s.memo.clear();
+    s.memo.emplace(sig, d);
   }
   return run_decision(s, q, *d, call, false, dry_run);
 }
@@ -667,11 +728,6 @@ void set_tuning_lookup(tuning_lookup lookup) {
   }
   if (auto* s = current_state().load()) {
     std::unique_lock lock(s->memo_mutex);
-    // Decisions may be in use by other threads: move them to the retired list, never free.
-    static auto* graveyard = new std::vector<std::unique_ptr<decision>>;
-    static auto* graveyard_mutex = new std::mutex;
-    std::lock_guard g(*graveyard_mutex);
-    for (auto& [k, v] : s->memo) graveyard->push_back(std::move(v));
     s->memo.clear();
   }
 }

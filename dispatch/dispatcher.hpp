@@ -48,6 +48,12 @@ dispatch_result dispatch_call(queue& q, int op_index, op_call& call);
 /// logged or counted (prism run --dry-run style questions, and the overhead benchmark).
 dispatch_result plan_call(queue& q, op_call& call);
 
+/// The op's opencl default config and search space on `dev`: from the matched vendor profile's
+/// own tune_configs.yaml (also for profiles loaded from PRISM_VENDOR_PATH), falling back like
+/// load_tune_space (vendor -> generic -> schema default). Use this rather than load_tune_space
+/// when the profile may come from PRISM_VENDOR_PATH.
+tune_space tune_space_for(const op_descriptor& d, const device& dev);
+
 /// The backends an op can run on, in its built-in order (host last).
 std::vector<std::string> op_backends(const op_descriptor& d);
 
@@ -59,6 +65,8 @@ void reload_config();
 /// Makes the next `count` launches of `backend` for `op` fail as if enqueue had thrown
 /// errc::opencl_error (the dispatcher then falls back, or throws in strict mode).
 void inject_launch_failure(const std::string& op, const std::string& backend, int count);
+/// Makes the host backend copy buffers (its path on GPUs) instead of mapping them on CPUs.
+void host_backend_copies(bool on);
 }  // namespace testing
 
 }  // namespace prism::dispatch

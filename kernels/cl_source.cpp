@@ -52,12 +52,13 @@ void expand_includes(std::string_view text, std::string& out, std::set<std::stri
 }
 }  // namespace
 
-kernel build_kernel(const context& ctx, std::string_view file, source_override src, const std::string& options,
-                    const std::string& kernel_name) {
+kernel build_kernel(const context& ctx, std::string_view file, source_override src,
+                    const std::string& options, const std::string& kernel_name) {
   // Source texts are assembled once per (file, override) and kept for the process lifetime.
   static std::mutex mu;
   static auto* sources = new std::map<std::pair<std::string, std::string>, std::string>();
-  static auto* kernels = new std::map<std::tuple<std::uint64_t, std::string, std::string, std::string, std::string>, kernel>();
+  static auto* kernels =
+      new std::map<std::tuple<std::uint64_t, std::string, std::string, std::string, std::string>, kernel>();
   std::string override_text = src ? std::string(*src) : std::string();
   std::unique_lock lock(mu);
   auto kkey = std::make_tuple(ctx.id(), std::string(file), override_text, options, kernel_name);
@@ -85,12 +86,24 @@ kernel build_kernel(const context& ctx, std::string_view file, source_override s
 std::string dtype_defines(std::string_view prefix, dtype t) {
   const char* kind = "f32";
   switch (t) {
-    case dtype::f32: kind = "f32"; break;
-    case dtype::f16: kind = "f16"; break;
-    case dtype::bf16: kind = "bf16"; break;
-    case dtype::i32: kind = "i32"; break;
-    case dtype::i64: kind = "i64"; break;
-    case dtype::boolean: kind = "b8"; break;
+    case dtype::f32:
+      kind = "f32";
+      break;
+    case dtype::f16:
+      kind = "f16";
+      break;
+    case dtype::bf16:
+      kind = "bf16";
+      break;
+    case dtype::i32:
+      kind = "i32";
+      break;
+    case dtype::i64:
+      kind = "i64";
+      break;
+    case dtype::boolean:
+      kind = "b8";
+      break;
   }
   std::string p(prefix);
   return "-D" + p + "_K=" + kind + " -D" + p + "_IS_INT=" + (is_floating(t) ? "0" : "1") + " ";

@@ -22,8 +22,8 @@ std::vector<std::string> embedded_kernel_files();
 /// A kernel from `file` (or its override text) built with `options` for the context's device.
 /// Every program is prefixed with kernels/cl/prelude.cl (dtype load/store macros, see there);
 /// an override replaces only the op's file. Kernels are cached per (program, name).
-kernel build_kernel(const context& ctx, std::string_view file, source_override src, const std::string& options,
-                    const std::string& kernel_name);
+kernel build_kernel(const context& ctx, std::string_view file, source_override src,
+                    const std::string& options, const std::string& kernel_name);
 
 /// Build options that bind a storage type to a macro family of the prelude: for prefix "A" and
 /// f16 gives "-DA_F16 ..." so the source can use LOAD_A(p, i) / STORE_A(p, i, v) / A_T.

@@ -11,24 +11,36 @@ namespace prism {
 
 std::size_t dtype_size(dtype t) noexcept {
   switch (t) {
-    case dtype::f32: return 4;
-    case dtype::f16: return 2;
-    case dtype::bf16: return 2;
-    case dtype::i32: return 4;
-    case dtype::i64: return 8;
-    case dtype::boolean: return 1;
+    case dtype::f32:
+      return 4;
+    case dtype::f16:
+      return 2;
+    case dtype::bf16:
+      return 2;
+    case dtype::i32:
+      return 4;
+    case dtype::i64:
+      return 8;
+    case dtype::boolean:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(dtype t) noexcept {
   switch (t) {
-    case dtype::f32: return "f32";
-    case dtype::f16: return "f16";
-    case dtype::bf16: return "bf16";
-    case dtype::i32: return "i32";
-    case dtype::i64: return "i64";
-    case dtype::boolean: return "bool";
+    case dtype::f32:
+      return "f32";
+    case dtype::f16:
+      return "f16";
+    case dtype::bf16:
+      return "bf16";
+    case dtype::i32:
+      return "i32";
+    case dtype::i64:
+      return "i64";
+    case dtype::boolean:
+      return "bool";
   }
   return "?";
 }
@@ -39,9 +51,10 @@ dtype parse_dtype(std::string_view name) {
     dtype t;
   };
   static constexpr alias aliases[] = {
-      {"f32", dtype::f32},      {"float32", dtype::f32}, {"f16", dtype::f16},        {"float16", dtype::f16},
-      {"half", dtype::f16},     {"bf16", dtype::bf16},   {"bfloat16", dtype::bf16},  {"i32", dtype::i32},
-      {"int32", dtype::i32},    {"i64", dtype::i64},     {"int64", dtype::i64},      {"bool", dtype::boolean},
+      {"f32", dtype::f32},        {"float32", dtype::f32}, {"f16", dtype::f16},
+      {"float16", dtype::f16},    {"half", dtype::f16},    {"bf16", dtype::bf16},
+      {"bfloat16", dtype::bf16},  {"i32", dtype::i32},     {"int32", dtype::i32},
+      {"i64", dtype::i64},        {"int64", dtype::i64},   {"bool", dtype::boolean},
       {"boolean", dtype::boolean}};
   for (const auto& a : aliases)
     if (a.text == name) return a.t;
@@ -50,7 +63,9 @@ dtype parse_dtype(std::string_view name) {
                   "'; valid: f32, f16, bf16, i32, i64, bool (also float32, float16, bfloat16, int32, int64)");
 }
 
-bool is_floating(dtype t) noexcept { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; }
+bool is_floating(dtype t) noexcept {
+  return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16;
+}
 
 std::uint16_t float_to_half(float f) noexcept {
   const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
@@ -109,6 +124,8 @@ std::uint16_t float_to_bf16(float f) noexcept {
   return static_cast<std::uint16_t>(x >> 16);
 }
 
-float bf16_to_float(std::uint16_t b) noexcept { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
+float bf16_to_float(std::uint16_t b) noexcept {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+}
 
 }  // namespace prism

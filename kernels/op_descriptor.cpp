@@ -40,9 +40,10 @@ std::string format_real(double v) {
 }
 
 [[noreturn]] void attr_parse_error(std::string_view text, std::size_t pos, std::string_view why) {
-  throw error(errc::invalid_argument, "parse_attrs",
-              std::string(why) + " at position " + std::to_string(pos) + " of '" + std::string(text) +
-                  "'; expected name=value pairs separated by ';' (values: 3, 1.5, true, word, \"text\", [0,2])");
+  throw error(
+      errc::invalid_argument, "parse_attrs",
+      std::string(why) + " at position " + std::to_string(pos) + " of '" + std::string(text) +
+          "'; expected name=value pairs separated by ';' (values: 3, 1.5, true, word, \"text\", [0,2])");
 }
 
 }  // namespace
@@ -88,7 +89,8 @@ attr_map parse_attrs(std::string_view text) {
   auto parse_int = [&](std::string_view tok, std::size_t at) {
     std::int64_t v = 0;
     auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
-    if (ec != std::errc() || p != tok.data() + tok.size()) attr_parse_error(text, at, "bad integer '" + std::string(tok) + "'");
+    if (ec != std::errc() || p != tok.data() + tok.size())
+      attr_parse_error(text, at, "bad integer '" + std::string(tok) + "'");
     return v;
   };
   while (true) {
@@ -145,7 +147,8 @@ attr_map parse_attrs(std::string_view text) {
       } else if (t.find_first_of(".eE") != std::string::npos) {
         double d = 0;
         auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), d);
-        if (ec != std::errc() || p != t.data() + t.size()) attr_parse_error(text, i, "bad number '" + t + "'");
+        if (ec != std::errc() || p != t.data() + t.size())
+          attr_parse_error(text, i, "bad number '" + t + "'");
         v = d;
       } else {
         v = parse_int(t, i);
@@ -176,7 +179,8 @@ namespace {
 
 std::int64_t op_call::get_int(std::string_view name) const {
   auto it = attrs.find(name);
-  if (it == attrs.end() || !std::holds_alternative<std::int64_t>(it->second)) attr_error(*this, name, "an integer");
+  if (it == attrs.end() || !std::holds_alternative<std::int64_t>(it->second))
+    attr_error(*this, name, "an integer");
   return std::get<std::int64_t>(it->second);
 }
 std::int64_t op_call::get_int(std::string_view name, std::int64_t fallback) const {
@@ -190,7 +194,9 @@ double op_call::get_f64(std::string_view name) const {
   }
   attr_error(*this, name, "a number");
 }
-double op_call::get_f64(std::string_view name, double fallback) const { return has(name) ? get_f64(name) : fallback; }
+double op_call::get_f64(std::string_view name, double fallback) const {
+  return has(name) ? get_f64(name) : fallback;
+}
 bool op_call::get_bool(std::string_view name, bool fallback) const {
   auto it = attrs.find(name);
   if (it == attrs.end()) return fallback;
@@ -245,12 +251,14 @@ std::string named_ints::str() const {
   for (const auto& [n, v] : items_) out += (out.empty() ? "" : ",") + n + "=" + std::to_string(v);
   return out;
 }
-std::vector<std::pair<std::string, std::int64_t>> named_ints::parse_items(std::string_view text, const char* what) {
+std::vector<std::pair<std::string, std::int64_t>> named_ints::parse_items(std::string_view text,
+                                                                          const char* what) {
   std::vector<std::pair<std::string, std::int64_t>> out;
   std::size_t i = 0;
   auto fail = [&](const std::string& why) -> void {
     throw error(errc::invalid_argument, what,
-                why + " in '" + std::string(text) + "'; expected name=integer pairs separated by ',' like \"m=128,n=64\"");
+                why + " in '" + std::string(text) +
+                    "'; expected name=integer pairs separated by ',' like \"m=128,n=64\"");
   };
   while (i < text.size()) {
     std::size_t comma = text.find(',', i);
@@ -361,7 +369,8 @@ int op_descriptor::output_index(std::string_view n) const {
 
 const op_registry& op_registry::instance() {
   static const op_registry* reg = [] {
-    auto* r = new op_registry();  // never destroyed: descriptors hold no OpenCL objects, but may be used at exit
+    auto* r =
+        new op_registry();  // never destroyed: descriptors hold no OpenCL objects, but may be used at exit
     detail::register_all_ops(*r);
     return r;
   }();
@@ -453,8 +462,9 @@ void check_inputs(const op_descriptor& d, const op_call& call) {
       ctx_arg = name;
     } else if (!(t.get_context() == *ctx)) {
       throw error(errc::invalid_argument, op,
-                  "'" + name + "' lives in context " + std::to_string(t.get_context().id()) + " but '" + ctx_arg +
-                      "' in context " + std::to_string(ctx->id()) + "; all tensors of a call must share one context");
+                  "'" + name + "' lives in context " + std::to_string(t.get_context().id()) + " but '" +
+                      ctx_arg + "' in context " + std::to_string(ctx->id()) +
+                      "; all tensors of a call must share one context");
     }
   };
   for (std::size_t i = 0; i < n; ++i) {
@@ -477,7 +487,8 @@ void check_inputs(const op_descriptor& d, const op_call& call) {
     main = &call.outputs[0];
     main_name = d.outputs.empty() ? "out" : d.outputs[0].name;
   }
-  if (main && !d.dtypes.empty() && std::find(d.dtypes.begin(), d.dtypes.end(), main->type()) == d.dtypes.end()) {
+  if (main && !d.dtypes.empty() &&
+      std::find(d.dtypes.begin(), d.dtypes.end(), main->type()) == d.dtypes.end()) {
     std::string valid;
     for (auto t : d.dtypes) valid += (valid.empty() ? "" : ", ") + std::string(dtype_name(t));
     throw error(errc::invalid_argument, op,
@@ -492,7 +503,8 @@ namespace {
 bool optional_in_place(const op_descriptor& d, const op_call& call, std::size_t out) {
   if (d.outputs[out].in_place_of.empty()) return false;
   int in = d.input_index(d.outputs[out].in_place_of);
-  return in >= 0 && d.inputs[in].optional && (in >= static_cast<int>(call.inputs.size()) || !call.inputs[in].defined());
+  return in >= 0 && d.inputs[in].optional &&
+         (in >= static_cast<int>(call.inputs.size()) || !call.inputs[in].defined());
 }
 }  // namespace
 
@@ -500,7 +512,8 @@ void check_call(const op_descriptor& d, const op_call& call) {
   const std::string op = "ops::" + d.name;
   if (call.outputs.size() != d.outputs.size())
     throw error(errc::invalid_argument, op,
-                "got " + std::to_string(call.outputs.size()) + " outputs; expected " + std::to_string(d.outputs.size()));
+                "got " + std::to_string(call.outputs.size()) + " outputs; expected " +
+                    std::to_string(d.outputs.size()));
   for (std::size_t i = 0; i < call.outputs.size(); ++i)
     if (!call.outputs[i].defined() && !optional_in_place(d, call, i))
       throw error(errc::invalid_argument, op, "output '" + d.outputs[i].name + "' is undefined");
@@ -512,8 +525,8 @@ void check_call(const op_descriptor& d, const op_call& call) {
       if (!o.defined()) continue;
       if (!(o.shape() == specs[i].shape) || o.type() != specs[i].type)
         throw error(errc::invalid_argument, op,
-                    "output '" + d.outputs[i].name + "' is " + dtype_name(o.type()) + o.shape().str() + "; expected " +
-                        dtype_name(specs[i].type) + specs[i].shape.str());
+                    "output '" + d.outputs[i].name + "' is " + dtype_name(o.type()) + o.shape().str() +
+                        "; expected " + dtype_name(specs[i].type) + specs[i].shape.str());
     }
   }
   for (std::size_t i = 0; i < call.outputs.size(); ++i) {
@@ -526,7 +539,8 @@ void check_call(const op_descriptor& d, const op_call& call) {
       if (!o.same_storage(t) || o.offset() != t.offset() || !(o.strides() == t.strides()))
         throw error(errc::invalid_argument, op,
                     "output '" + d.outputs[i].name + "' updates input '" + d.outputs[i].in_place_of +
-                        "' in place and must be that same view; got " + tensor_brief(o) + " vs " + tensor_brief(t));
+                        "' in place and must be that same view; got " + tensor_brief(o) + " vs " +
+                        tensor_brief(t));
     }
   }
   for (std::size_t i = 0; i < call.outputs.size(); ++i) {
@@ -546,7 +560,9 @@ void allocate_outputs(queue& q, const op_descriptor& d, op_call& call) {
   auto specs = d.infer_outputs(call);
   call.outputs.clear();
   for (std::size_t i = 0; i < specs.size(); ++i) {
-    int in = i < d.outputs.size() && !d.outputs[i].in_place_of.empty() ? d.input_index(d.outputs[i].in_place_of) : -1;
+    int in = i < d.outputs.size() && !d.outputs[i].in_place_of.empty()
+                 ? d.input_index(d.outputs[i].in_place_of)
+                 : -1;
     if (in >= 0 && in < static_cast<int>(call.inputs.size()))
       call.outputs.push_back(call.inputs[in]);  // undefined when the optional input is absent
     else
@@ -558,7 +574,8 @@ void allocate_outputs(queue& q, const op_descriptor& d, op_call& call) {
 // implementations
 
 const op_implementation* select_implementation(const op_descriptor& d, const device& dev, const op_call& call,
-                                               const kernel_config& config, std::vector<std::string>* refusals) {
+                                               const kernel_config& config,
+                                               std::vector<std::string>* refusals) {
   for (const auto& impl : d.implementations) {
     auto why = impl.supports ? impl.supports(dev, call, config) : std::nullopt;
     if (!why) return &impl;
@@ -577,7 +594,8 @@ event enqueue_opencl(queue& q, const op_descriptor& d, const op_call& call, cons
     std::string why;
     for (const auto& r : refusals) why += "; " + r;
     throw error(errc::unsupported, "ops::" + d.name,
-                "no OpenCL implementation accepts " + describe_call(d, call) + " with config '" + full.str() + "'" + why);
+                "no OpenCL implementation accepts " + describe_call(d, call) + " with config '" + full.str() +
+                    "'" + why);
   }
   return impl->enqueue(q, call, full, src);
 }
@@ -642,8 +660,9 @@ double ulp_of(dtype dt, double x) noexcept {
   return std::ldexp(1.0, e - mant_bits);
 }
 
-comparison compare_outputs(const op_descriptor& d, const op_call& call, const std::vector<host_tensor>& expected,
-                           const std::vector<host_tensor>& got, bool small_integers) {
+comparison compare_outputs(const op_descriptor& d, const op_call& call,
+                           const std::vector<host_tensor>& expected, const std::vector<host_tensor>& got,
+                           bool small_integers) {
   comparison r;
   double worst_ratio = -1;
   for (std::size_t o = 0; o < expected.size() && o < got.size(); ++o) {
@@ -653,14 +672,16 @@ comparison compare_outputs(const op_descriptor& d, const op_call& call, const st
     if (!(e.shape == g.shape) || e.values.size() != g.values.size()) {
       r.ok = false;
       r.output = static_cast<int>(o);
-      r.message = "output " + std::to_string(o) + " has shape " + g.shape.str() + "; expected " + e.shape.str();
+      r.message =
+          "output " + std::to_string(o) + " has shape " + g.shape.str() + "; expected " + e.shape.str();
       return r;
     }
     bool exact = !is_floating(e.type) || (small_integers && d.exact_on_small_integers);
     tolerance tol = exact || !d.tol ? tolerance{} : d.tol(call, static_cast<int>(o));
     for (std::size_t i = 0; i < e.values.size(); ++i) {
       // The expected value as the output dtype stores it: exact ops then compare with bound 0.
-      double ev = is_floating(e.type) ? kernels::round_to(e.type, e.values[i]) : e.values[i], gv = g.values[i];
+      double ev = is_floating(e.type) ? kernels::round_to(e.type, e.values[i]) : e.values[i],
+             gv = g.values[i];
       ++r.checked;
       double err, bound;
       if (std::isnan(ev)) {
@@ -702,9 +723,9 @@ comparison compare_outputs(const op_descriptor& d, const op_call& call, const st
     std::ostringstream m;
     m.precision(9);
     std::string oname = r.output < static_cast<int>(d.outputs.size()) ? d.outputs[r.output].name : "out";
-    m << "worst at " << oname << r.coord.str() << " (index " << r.index << "): expected " << r.expected << " got "
-      << r.got << " |err| " << r.error << (r.ok ? " <= " : " > ") << "bound " << r.bound << "; " << r.mismatches
-      << " of " << r.checked << " elements over bound";
+    m << "worst at " << oname << r.coord.str() << " (index " << r.index << "): expected " << r.expected
+      << " got " << r.got << " |err| " << r.error << (r.ok ? " <= " : " > ") << "bound " << r.bound << "; "
+      << r.mismatches << " of " << r.checked << " elements over bound";
     r.message = m.str();
   } else {
     r.message = "no elements compared";

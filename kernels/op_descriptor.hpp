@@ -93,7 +93,8 @@ class named_ints {
 
  protected:
   /// Parses the str() form; throws errc::invalid_argument ("<what>: ...") on malformed text.
-  static std::vector<std::pair<std::string, std::int64_t>> parse_items(std::string_view text, const char* what);
+  static std::vector<std::pair<std::string, std::int64_t>> parse_items(std::string_view text,
+                                                                       const char* what);
   std::vector<std::pair<std::string, std::int64_t>> items_;
 };
 
@@ -181,9 +182,9 @@ double ulp_of(dtype dt, double x) noexcept;
 /// error/bound ratio) over all outputs.
 struct comparison {
   bool ok = true;
-  int output = -1;           ///< which output held the worst element
-  std::int64_t index = -1;   ///< its row-major index
-  dims coord;                ///< its coordinates
+  int output = -1;          ///< which output held the worst element
+  std::int64_t index = -1;  ///< its row-major index
+  dims coord;               ///< its coordinates
   double expected = 0, got = 0, error = 0, bound = 0;
   std::int64_t mismatches = 0;  ///< elements over their bound
   std::int64_t checked = 0;
@@ -351,17 +352,18 @@ std::vector<host_tensor> compute_reference(queue& q, const op_descriptor& d, con
 event run_host(queue& q, const op_descriptor& d, const op_call& call);
 /// Compares got (read_host of the outputs) against expected under d.tol (exact when
 /// small_integers and d.exact_on_small_integers).
-comparison compare_outputs(const op_descriptor& d, const op_call& call, const std::vector<host_tensor>& expected,
-                           const std::vector<host_tensor>& got, bool small_integers = false);
+comparison compare_outputs(const op_descriptor& d, const op_call& call,
+                           const std::vector<host_tensor>& expected, const std::vector<host_tensor>& got,
+                           bool small_integers = false);
 
 // ---------------------------------------------------------------------------------------------
 // Vendor tune configs (vendors/<vendor>/tune_configs.yaml, see docs/tune_configs.md)
 
 /// The default config and search space of one op for one vendor profile.
 struct tune_space {
-  std::string vendor;      ///< the profile the entry came from ("generic" when it fell back)
+  std::string vendor;  ///< the profile the entry came from ("generic" when it fell back)
   std::string op;
-  kernel_config defaults;  ///< complete (schema defaults filled in)
+  kernel_config defaults;              ///< complete (schema defaults filled in)
   std::vector<kernel_config> configs;  ///< expanded, complete, valid, deduplicated, in file order
 };
 /// The op's space in vendors/<vendor>/tune_configs.yaml, falling back to vendors/generic and

@@ -53,7 +53,9 @@ void decode_values(dtype t, const void* bytes, std::size_t n, double* out) {
         out[i] = static_cast<double>(v);
         break;
       }
-      case dtype::boolean: out[i] = b[i] ? 1.0 : 0.0; break;
+      case dtype::boolean:
+        out[i] = b[i] ? 1.0 : 0.0;
+        break;
     }
   }
 }
@@ -87,7 +89,9 @@ void encode_values(dtype t, const double* in, std::size_t n, void* bytes) {
         std::memcpy(b + 8 * i, &v, 8);
         break;
       }
-      case dtype::boolean: b[i] = in[i] != 0 ? 1 : 0; break;
+      case dtype::boolean:
+        b[i] = in[i] != 0 ? 1 : 0;
+        break;
     }
   }
 }
@@ -159,7 +163,8 @@ dims broadcast_shapes(const op_call& c, const dims& a, const std::string& a_name
   return out;
 }
 
-void require_dtype(const op_call& c, const tensor& t, const std::string& name, std::initializer_list<dtype> valid) {
+void require_dtype(const op_call& c, const tensor& t, const std::string& name,
+                   std::initializer_list<dtype> valid) {
   if (std::find(valid.begin(), valid.end(), t.type()) != valid.end()) return;
   std::string v;
   for (auto d : valid) v += (v.empty() ? "" : ", ") + std::string(dtype_name(d));
@@ -175,14 +180,16 @@ void require_same_dtype(const op_call& c, const tensor& a, const std::string& a_
 
 void require_rank(const op_call& c, const tensor& t, const std::string& name, int min_rank, int max_rank) {
   if (t.dim() < min_rank || t.dim() > max_rank)
-    fail(c, "'" + name + "' has shape " + t.shape().str() + " (rank " + std::to_string(t.dim()) + "); expected rank " +
+    fail(c, "'" + name + "' has shape " + t.shape().str() + " (rank " + std::to_string(t.dim()) +
+                "); expected rank " +
                 (min_rank == max_rank ? std::to_string(min_rank)
                                       : std::to_string(min_rank) + ".." + std::to_string(max_rank)));
 }
 
 void require_contiguous(const op_call& c, const tensor& t, const std::string& name) {
   if (!t.is_contiguous())
-    fail(c, "'" + name + "' must be contiguous; got shape " + t.shape().str() + " strides " + t.strides().str());
+    fail(c,
+         "'" + name + "' must be contiguous; got shape " + t.shape().str() + " strides " + t.strides().str());
 }
 
 // ---- iteration ------------------------------------------------------------------------------
@@ -249,7 +256,8 @@ std::size_t round_up(std::size_t items, std::size_t wg) {
 
 std::optional<std::string> check_wg(const device& dev, std::int64_t wg) {
   if (static_cast<std::uint64_t>(wg) > dev.max_work_group_size())
-    return "work-group size " + std::to_string(wg) + " > device maximum " + std::to_string(dev.max_work_group_size());
+    return "work-group size " + std::to_string(wg) + " > device maximum " +
+           std::to_string(dev.max_work_group_size());
   return std::nullopt;
 }
 
@@ -280,7 +288,8 @@ tensor random_strided(queue& q, const dims& shape, dtype t, std::mt19937_64& rng
   if (shape.size() >= 2) {
     dims base = shape;
     std::swap(base[base.size() - 1], base[base.size() - 2]);
-    return random_tensor(q, base, t, rng, lo, hi, small_integers).transpose(shape.size() - 2, shape.size() - 1);
+    return random_tensor(q, base, t, rng, lo, hi, small_integers)
+        .transpose(shape.size() - 2, shape.size() - 1);
   }
   dims base = shape;
   if (base.size() == 1) base[0] = base[0] * 2;
@@ -300,8 +309,13 @@ config_schema elementwise_schema() {
 
 config_schema row_schema() {
   config_schema s;
-  s.params = {{"wg", 256, {16, 32, 64, 128, 256, 512, 1024}, "work-group size (one work-group per row)"},
-              {"vec", 4, {1, 2, 4, 8}, "vector width of row loads"}};
+  s.params = {{"wg", 256, {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, "work-group size"},
+              {"vec", 4, {1, 2, 4, 8, 16}, "vector width of row loads"},
+              {"variant",
+               0,
+               {0, 1},
+               "0: one work-group per row with a local-memory tree (GPUs); 1: one work-item per row, "
+               "sequential vector sweeps, no barriers (CPUs)"}};
   return s;
 }
 

@@ -34,7 +34,8 @@ int normalize_dim(const op_call& c, std::int64_t d, int ndim, const std::string&
 /// NumPy broadcast of two shapes; throws naming both arguments and shapes.
 dims broadcast_shapes(const op_call& c, const dims& a, const std::string& a_name, const dims& b,
                       const std::string& b_name);
-void require_dtype(const op_call& c, const tensor& t, const std::string& name, std::initializer_list<dtype> valid);
+void require_dtype(const op_call& c, const tensor& t, const std::string& name,
+                   std::initializer_list<dtype> valid);
 void require_same_dtype(const op_call& c, const tensor& a, const std::string& a_name, const tensor& b,
                         const std::string& b_name);
 void require_rank(const op_call& c, const tensor& t, const std::string& name, int min_rank, int max_rank);
@@ -73,19 +74,19 @@ std::optional<std::string> check_wg(const device& dev, std::int64_t wg);
 
 /// Deterministic values in [lo, hi] (or small integers in [-4, 4] when small_integers) for a
 /// new contiguous tensor.
-tensor random_tensor(queue& q, const dims& shape, dtype t, std::mt19937_64& rng, double lo = -2, double hi = 2,
-                     bool small_integers = false);
+tensor random_tensor(queue& q, const dims& shape, dtype t, std::mt19937_64& rng, double lo = -2,
+                     double hi = 2, bool small_integers = false);
 /// A strided view of a new random tensor: shape `shape`, made by transposing the last two dims
 /// of a contiguous [.., b, a] tensor (rank >= 2), or by slicing every other element (rank 1).
-tensor random_strided(queue& q, const dims& shape, dtype t, std::mt19937_64& rng, double lo = -2, double hi = 2,
-                      bool small_integers = false);
+tensor random_strided(queue& q, const dims& shape, dtype t, std::mt19937_64& rng, double lo = -2,
+                      double hi = 2, bool small_integers = false);
 
 // ---- descriptor fragments -------------------------------------------------------------------
 
 /// The elementwise config schema: wg (work-group size), vec (vector width), ept (vectors per
 /// work-item).
 config_schema elementwise_schema();
-/// Row-kernel schema (one work-group per row): wg, vec.
+/// Row-kernel schema: wg, vec, variant (0: work-group per row, 1: work-item per row).
 config_schema row_schema();
 
 /// Tolerance for f32-computed results: `f32_ulps` ulps in f32, rescaled for f16/bf16 outputs

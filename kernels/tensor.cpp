@@ -19,7 +19,8 @@ namespace {
 }
 }  // namespace
 
-dims::dims(std::initializer_list<std::int64_t> v) : dims(std::span<const std::int64_t>(v.begin(), v.size())) {}
+dims::dims(std::initializer_list<std::int64_t> v)
+    : dims(std::span<const std::int64_t>(v.begin(), v.size())) {}
 dims::dims(std::span<const std::int64_t> v) {
   if (v.size() > max_tensor_dims) too_many_dims(v.size());
   std::copy(v.begin(), v.end(), v_.begin());
@@ -75,10 +76,12 @@ void check_shape(const dims& shape, const char* op) {
 }
 }  // namespace
 
-tensor::tensor(buffer<std::byte> storage, const dims& shape, const dims& strides, std::int64_t offset, dtype t)
+tensor::tensor(buffer<std::byte> storage, const dims& shape, const dims& strides, std::int64_t offset,
+               dtype t)
     : storage_(std::move(storage)), shape_(shape), strides_(strides), offset_(offset), dtype_(t) {
   if (shape.size() != strides.size())
-    throw error(errc::invalid_argument, "tensor", "shape " + shape.str() + " and strides " + strides.str() + " differ in rank");
+    throw error(errc::invalid_argument, "tensor",
+                "shape " + shape.str() + " and strides " + strides.str() + " differ in rank");
   check_shape(shape, "tensor");
   if (offset < 0) throw error(errc::invalid_argument, "tensor", "negative offset " + std::to_string(offset));
   if (storage_ && numel() > 0) {
@@ -91,8 +94,8 @@ tensor::tensor(buffer<std::byte> storage, const dims& shape, const dims& strides
     if (lo < 0 || hi >= cap)
       throw error(errc::invalid_argument, "tensor",
                   "view " + shape.str() + " strides " + strides.str() + " +" + std::to_string(offset) +
-                      " reaches elements [" + std::to_string(lo) + ", " + std::to_string(hi) + "] outside storage of " +
-                      std::to_string(cap) + " " + dtype_name(t) + " elements");
+                      " reaches elements [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                      "] outside storage of " + std::to_string(cap) + " " + dtype_name(t) + " elements");
   }
 }
 
@@ -143,7 +146,8 @@ bool tensor::is_contiguous() const noexcept {
 }
 
 std::string tensor::str() const {
-  return std::string(dtype_name(dtype_)) + shape_.str() + " strides " + strides_.str() + " +" + std::to_string(offset_);
+  return std::string(dtype_name(dtype_)) + shape_.str() + " strides " + strides_.str() + " +" +
+         std::to_string(offset_);
 }
 
 // ---- views ----------------------------------------------------------------------------------
@@ -177,7 +181,8 @@ tensor tensor::permute(const dims& order) const {
   for (int i = 0; i < dim(); ++i) {
     int d = norm_dim(static_cast<int>(order[i]), dim(), "tensor::permute");
     if (used[d])
-      throw error(errc::invalid_argument, "tensor::permute", "order " + order.str() + " repeats dim " + std::to_string(d));
+      throw error(errc::invalid_argument, "tensor::permute",
+                  "order " + order.str() + " repeats dim " + std::to_string(d));
     used[d] = true;
     t.shape_[i] = shape_[d];
     t.strides_[i] = strides_[d];
@@ -187,7 +192,8 @@ tensor tensor::permute(const dims& order) const {
 
 tensor tensor::slice(int d, std::int64_t start, std::int64_t end, std::int64_t step) const {
   d = norm_dim(d, dim(), "tensor::slice");
-  if (step < 1) throw error(errc::invalid_argument, "tensor::slice", "step must be >= 1; got " + std::to_string(step));
+  if (step < 1)
+    throw error(errc::invalid_argument, "tensor::slice", "step must be >= 1; got " + std::to_string(step));
   std::int64_t n = shape_[d];
   if (start < 0) start += n;
   if (end < 0) end += n;
@@ -204,8 +210,8 @@ tensor tensor::select(int d, std::int64_t index) const {
   d = norm_dim(d, dim(), "tensor::select");
   if (index < -shape_[d] || index >= shape_[d])
     throw error(errc::invalid_argument, "tensor::select",
-                "index " + std::to_string(index) + " out of range for dim " + std::to_string(d) + " of size " +
-                    std::to_string(shape_[d]));
+                "index " + std::to_string(index) + " out of range for dim " + std::to_string(d) +
+                    " of size " + std::to_string(shape_[d]));
   if (index < 0) index += shape_[d];
   tensor t = *this;
   t.offset_ += index * strides_[d];
@@ -220,7 +226,8 @@ tensor tensor::reshape(const dims& shape) const {
   std::int64_t known = 1;
   for (int i = 0; i < target.size(); ++i) {
     if (target[i] == -1) {
-      if (infer >= 0) throw error(errc::invalid_argument, "tensor::reshape", "more than one -1 in " + shape.str());
+      if (infer >= 0)
+        throw error(errc::invalid_argument, "tensor::reshape", "more than one -1 in " + shape.str());
       infer = i;
     } else if (target[i] < 0) {
       throw error(errc::invalid_argument, "tensor::reshape", "negative extent in " + shape.str());
@@ -230,13 +237,14 @@ tensor tensor::reshape(const dims& shape) const {
   }
   if (infer >= 0) {
     if (known == 0 || numel() % known != 0)
-      throw error(errc::invalid_argument, "tensor::reshape", "cannot infer -1 in " + shape.str() + " for " + shape_.str());
+      throw error(errc::invalid_argument, "tensor::reshape",
+                  "cannot infer -1 in " + shape.str() + " for " + shape_.str());
     target[infer] = numel() / known;
   }
   if (target.product() != numel())
     throw error(errc::invalid_argument, "tensor::reshape",
-                "shape " + target.str() + " has " + std::to_string(target.product()) + " elements; the tensor " +
-                    shape_.str() + " has " + std::to_string(numel()));
+                "shape " + target.str() + " has " + std::to_string(target.product()) +
+                    " elements; the tensor " + shape_.str() + " has " + std::to_string(numel()));
   tensor t = *this;
   t.shape_ = target;
   if (is_contiguous()) {
@@ -270,15 +278,16 @@ tensor tensor::reshape(const dims& shape) const {
   return t;
 fail:
   throw error(errc::invalid_argument, "tensor::reshape",
-              "view " + shape_.str() + " strides " + strides_.str() + " cannot be reshaped to " + target.str() +
-                  " without a copy; call contiguous() first");
+              "view " + shape_.str() + " strides " + strides_.str() + " cannot be reshaped to " +
+                  target.str() + " without a copy; call contiguous() first");
 }
 
 tensor tensor::unsqueeze(int d) const {
   int n = dim();
   if (d < -(n + 1) || d > n)
     throw error(errc::invalid_argument, "tensor::unsqueeze",
-                "dim " + std::to_string(d) + " out of range; valid: [" + std::to_string(-(n + 1)) + ", " + std::to_string(n) + "]");
+                "dim " + std::to_string(d) + " out of range; valid: [" + std::to_string(-(n + 1)) + ", " +
+                    std::to_string(n) + "]");
   if (d < 0) d += n + 1;
   tensor t = *this;
   std::int64_t st = d < n ? strides_[d] * shape_[d] : 1;
@@ -291,7 +300,8 @@ tensor tensor::squeeze(int d) const {
   d = norm_dim(d, dim(), "tensor::squeeze");
   if (shape_[d] != 1)
     throw error(errc::invalid_argument, "tensor::squeeze",
-                "dim " + std::to_string(d) + " has size " + std::to_string(shape_[d]) + "; only size-1 dims can be squeezed");
+                "dim " + std::to_string(d) + " has size " + std::to_string(shape_[d]) +
+                    "; only size-1 dims can be squeezed");
   tensor t = *this;
   t.shape_.erase(d);
   t.strides_.erase(d);
@@ -318,8 +328,8 @@ tensor tensor::expand(const dims& shape) const {
       t.strides_.push_back(0);
     } else {
       throw error(errc::invalid_argument, "tensor::expand",
-                  "cannot expand " + shape_.str() + " to " + shape.str() + ": dim " + std::to_string(i) + " is " +
-                      std::to_string(have) + " (only size-1 dims broadcast)");
+                  "cannot expand " + shape_.str() + " to " + shape.str() + ": dim " + std::to_string(i) +
+                      " is " + std::to_string(have) + " (only size-1 dims broadcast)");
     }
   }
   return t;

@@ -26,7 +26,8 @@ class expr_parser {
     std::int64_t a = sum();
     skip();
     std::string op;
-    while (pos_ < s_.size() && std::string_view("<>=!").find(s_[pos_]) != std::string_view::npos) op += s_[pos_++];
+    while (pos_ < s_.size() && std::string_view("<>=!").find(s_[pos_]) != std::string_view::npos)
+      op += s_[pos_++];
     if (op.empty()) throw bad("expected a comparison (<, <=, >, >=, ==, !=)");
     std::int64_t b = sum();
     skip();
@@ -90,7 +91,8 @@ class expr_parser {
       while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
       return std::stoll(std::string(s_.substr(start, pos_ - start)));
     }
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_'))
+      ++pos_;
     if (start == pos_) throw bad("expected a number or parameter name");
     std::string name(s_.substr(start, pos_ - start));
     auto v = c_.find(name);
@@ -121,8 +123,8 @@ kernel_config read_map(const YAML::Node& n, std::string_view file, const std::st
 }
 
 /// Expands one `space` item: an explicit config map, or {product: {p: [..]}, where: [..]}.
-void expand_item(const YAML::Node& item, const kernel_config& base, std::string_view file, const std::string& where,
-                 std::vector<kernel_config>& out) {
+void expand_item(const YAML::Node& item, const kernel_config& base, std::string_view file,
+                 const std::string& where, std::vector<kernel_config>& out) {
   if (!item.IsMap()) cfg_error(file, where, "a space item is a config map or a {product, where} map");
   if (!item["product"]) {
     out.push_back(read_map(item, file, where));
@@ -175,13 +177,14 @@ void expand_item(const YAML::Node& item, const kernel_config& base, std::string_
   }
 }
 
-tune_space build_space(const YAML::Node& entry, const op_descriptor& d, std::string_view vendor, std::string_view file,
-                       const std::string& where) {
+tune_space build_space(const YAML::Node& entry, const op_descriptor& d, std::string_view vendor,
+                       std::string_view file, const std::string& where) {
   tune_space s;
   s.vendor = std::string(vendor);
   s.op = d.name;
   auto complete = [&](const kernel_config& c, const std::string& what) {
-    if (auto why = d.config.validate(c)) cfg_error(file, where, what + " '" + c.str() + "' for op " + d.name + ": " + *why);
+    if (auto why = d.config.validate(c))
+      cfg_error(file, where, what + " '" + c.str() + "' for op " + d.name + ": " + *why);
     return d.config.complete(c);
   };
   s.defaults = entry["default"] ? complete(read_map(entry["default"], file, where + ".default"), "default")

@@ -17,3 +17,76 @@ echo "== sample kernel program (examples/consumer)"
 "$build/bin/prism_consumer"
 
 # --- demo steps of other parts go below this line ---
+
+# The LLM decoder (examples/llm, helper llm): pretune its shapes into the default tuning
+# database, then run it with the dispatch log on. Resumable: a second run finds the shapes
+# tuned ("already tuned") and goes straight to the model, which then hits the database.
+#   PRISM_DEMO_BUDGET_S   pretune budget in seconds (default 90)
+#   PRISM_DEMO_PRESET     model size (default demo; prism-llm --list-presets)
+#   PRISM_DEMO_ARGS       extra prism-llm arguments, e.g. "--dtype bf16 --new-tokens 64"
+#   PRISM_DEMO_BASELINE=0 skips the untuned baseline run
+budget=${PRISM_DEMO_BUDGET_S:-90}
+preset=${PRISM_DEMO_PRESET:-demo}
+read -r -a extra <<< "${PRISM_DEMO_ARGS:-}"
+shapes_model=prism-llm-demo
+# PRISM_RECORD_UNTUNED writes multi-input dtypes ("f32|i64", "i64|f32|f32|f32") and "-" for
+# ops without tensor inputs, which `prism pretune --shapes` does not parse (yet): keep the float
+# dtype (pretune samples the index inputs itself) and drop the input-less ops (zeros, arange).
+normalize_shapes() {
+  sed -E -e '/dtype: -,/d' -e 's/dtype: ((i32|i64|bool|-)[|])*(bf16|f16|f32)[^,]*,/dtype: \3,/' "$1" > "$1.tmp" &&
+    mv "$1.tmp" "$1"
+}
+work=$(mktemp -d -t prism-demo.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+echo
+echo "== pretune: the demo model's shapes into the default tuning database (budget ${budget} s)"
+if [ "$preset" = demo ]; then
+  "$build/bin/prism" pretune --model "$shapes_model" --budget-s "$budget" --max-candidates 4 --max-runs 10 \
+    --progress lines 2>&1 | grep -v -e '^pretune: \[' -e '(earlier run)$' || true
+else
+  # Other presets: record the shapes one short generation dispatches, then tune those.
+  PRISM_TUNING_DB=$work/record.db PRISM_RECORD_UNTUNED=$work/shapes.yaml "$build/bin/prism-llm" --preset "$preset" \
+    "${extra[@]}" --new-tokens 4 --warmup 0 --breakdown-steps 0 > /dev/null
+  normalize_shapes "$work/shapes.yaml"
+  "$build/bin/prism" pretune --shapes "$work/shapes.yaml" --budget-s "$budget" --max-candidates 4 --max-runs 10 \
+    --progress lines 2>&1 | grep -v -e '^pretune: \[' -e '(earlier run)$' || true
+fi
+
+if [ "${PRISM_DEMO_BASELINE:-1}" != 0 ]; then
+  echo
+  echo "== prism-llm --preset $preset, untuned baseline (an empty tuning database: vendor defaults)"
+  PRISM_TUNING_DB=$work/empty.db "$build/bin/prism-llm" --preset "$preset" "${extra[@]}" --breakdown-steps 0 \
+    | grep -E '^(prefill|decode) '
+fi
+
+echo
+echo "== prism-llm --preset $preset, tuned (default database), PRISM_LOG_DISPATCH=1"
+log=$work/dispatch.log
+PRISM_LOG_DISPATCH=1 PRISM_LOG_DISPATCH_FILE=$log "$build/bin/prism-llm" --preset "$preset" "${extra[@]}" \
+  --breakdown-steps 0
+
+echo
+echo "== dispatch log ($(grep -c '^prism_dispatch,' "$log") lines; the first ones):"
+head -n 4 "$log" | cut -c1-200
+echo
+echo "== routing tiers of every dispatch (from the log): db-exact / db-nearest = tuning database hits"
+# Quoted CSV fields (shape keys, configs) hold commas: blank them out, then split on commas.
+sed 's/"[^"]*"//g' "$log" | awk -F, '
+  $1 == "prism_dispatch_header" { for (i = 1; i <= NF; i++) col[$i] = i; next }
+  $1 == "prism_dispatch" && $col["event"] == "exec" {
+    key = sprintf("%-30s %-8s %-10s", $col["op"], $col["backend"], $col["tier"]); n[key]++; total++
+    if ($col["tier"] ~ /^db-/) db++ }
+  END {
+    printf "%-30s %-8s %-10s %7s\n", "op", "backend", "tier", "calls"
+    for (k in n) printf "%s %7d\n", k, n[k] | "sort"
+    close("sort")
+    printf "database hits: %d of %d dispatches (%.0f%%)\n", db, total, total ? 100 * db / total : 0 }'
+echo
+echo "== the dispatcher's exit summary"
+sed -n '/^prism dispatch summary/,$p' "$log"
+
+echo
+echo "== per-step device time: a short run with PRISM_LOG_DISPATCH=profile (kernel time from profiling events)"
+PRISM_LOG_DISPATCH=profile PRISM_LOG_DISPATCH_FILE=$work/profile.log "$build/bin/prism-llm" --preset "$preset" \
+  "${extra[@]}" --new-tokens 2 --breakdown-steps 8 | sed -n '/^per-step/,/^  total/p'

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "dispatch/backends/clblast_backend.hpp"
 #include "dispatch/dispatcher.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "prism/ops.hpp"
@@ -85,6 +86,13 @@ void BM_dispatch_path_only(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(dispatch::plan_call(f.q, f.call));
 }
 
+// The descriptor's argument checks alone (part of the dispatch path above).
+void BM_check_call(benchmark::State& state) {
+  auto& f = get(state.range(0));
+  const auto& desc = op_registry::instance().get("add");
+  for (auto _ : state) check_call(desc, f.call);
+}
+
 // What ops::add_out adds on top of dispatch_call: building the op_call (vectors, attr map).
 void BM_build_op_call(benchmark::State& state) {
   auto& f = get(state.range(0));
@@ -108,11 +116,49 @@ void BM_ops_add_out(benchmark::State& state) {
   f.q.wait();
 }
 
+// CLBlast parameter switching: the same set on every call (applied once, then skipped) versus
+// alternating two sets of XGEMM_MIN_INDIRECT_SIZE (direct vs indirect kernel), each call waited.
+struct gemm_fixture {
+  queue q;
+  op_call call;
+  explicit gemm_fixture(std::int64_t n) : q(default_selector_v) {
+    const auto& desc = op_registry::instance().get("mm");
+    call = desc.sample(q, shape_key{{"m", n}, {"n", n}, {"k", n}}, sample_options{});
+  }
+};
+
+gemm_fixture& gemm(std::int64_t n) {
+  static auto* f = new gemm_fixture(n);
+  return *f;
+}
+
+void BM_clblast_same_params(benchmark::State& state) {
+  auto& f = gemm(state.range(0));
+  auto params = dispatch::clblast::parse_parameters("XGEMM_MIN_INDIRECT_SIZE=64");
+  dispatch::clblast::run(f.q, f.call, params).wait();
+  for (auto _ : state) dispatch::clblast::run(f.q, f.call, params).wait();
+}
+
+void BM_clblast_alternating_params(benchmark::State& state) {
+  auto& f = gemm(state.range(0));
+  const kernel_config sets[2] = {dispatch::clblast::parse_parameters("XGEMM_MIN_INDIRECT_SIZE=64"),
+                                 dispatch::clblast::parse_parameters("XGEMM_MIN_INDIRECT_SIZE=4096")};
+  int i = 0;
+  auto before = dispatch::clblast::switching_statistics();
+  for (auto _ : state) dispatch::clblast::run(f.q, f.call, sets[i++ & 1]).wait();
+  auto after = dispatch::clblast::switching_statistics();
+  state.counters["applied"] = static_cast<double>(after.applied - before.applied);
+  dispatch::clblast::run(f.q, f.call, {}).wait();
+}
+
 }  // namespace
 
+BENCHMARK(BM_clblast_same_params)->Arg(256)->Iterations(20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_clblast_alternating_params)->Arg(256)->Iterations(20)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_direct_enqueue)->Arg(1024);
 BENCHMARK(BM_dispatch_call)->Arg(1024);
 BENCHMARK(BM_ops_add_out)->Arg(1024);
 BENCHMARK(BM_dispatch_path_only)->Arg(1024);
 BENCHMARK(BM_build_op_call)->Arg(1024);
+BENCHMARK(BM_check_call)->Arg(1024);
 BENCHMARK_MAIN();

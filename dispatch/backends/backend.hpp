@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/config/vendor_profile.hpp"
 #include "kernels/op_descriptor.hpp"
 
 namespace prism::dispatch {
@@ -27,11 +28,17 @@ struct implementation {
   std::function<event(queue&, const op_call&, const kernel_config&, source_override)> enqueue;
 };
 
-/// How a backend reads config strings for one op: "" gives its default for the vendor.
+/// How a backend reads config strings for one op: "" gives its default for the vendor profile
+/// (nullptr: none matched).
 struct config_reader {
   /// Throws errc::config_error naming the op, backend, the bad text and what is valid.
-  std::function<kernel_config(const std::string& text, const std::string& vendor)> parse;
+  std::function<kernel_config(const std::string& text, const vendor_profile* vendor)> parse;
 };
+
+/// The op's default config and search space for a vendor profile: the profile folder's own
+/// tune_configs.yaml when it has one (profiles from PRISM_VENDOR_PATH included), else the
+/// kernels layer's lookup of the shipped vendors/<name>/tune_configs.yaml with generic fallback.
+tune_space vendor_tune_space(const op_descriptor& d, const vendor_profile* vendor);
 
 std::vector<implementation> opencl_implementations(const op_descriptor& d);
 config_reader opencl_config_reader(const op_descriptor& d);

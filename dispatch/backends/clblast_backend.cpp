@@ -251,7 +251,7 @@ std::vector<implementation> clblast_implementations(const op_descriptor& d) {
 }
 
 config_reader clblast_config_reader(const op_descriptor&) {
-  return {[](const std::string& text, const std::string&) { return clblast::parse_parameters(text); }};
+  return {[](const std::string& text, const vendor_profile*) { return clblast::parse_parameters(text); }};
 }
 
 }  // namespace prism::dispatch

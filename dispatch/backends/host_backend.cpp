@@ -3,6 +3,8 @@
 // On CPU devices operands are mapped (zero copy); on other devices they are copied.
 #include <cblas.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <vector>
@@ -16,11 +18,13 @@
 namespace prism::dispatch {
 namespace {
 
+std::atomic<bool> force_copies{false};
+
 // Host-visible bytes of a tensor's whole storage: mapped on CPU devices, copied otherwise.
 class host_storage {
  public:
   host_storage(queue& q, const tensor& t, bool write) : storage_(t.storage()), write_(write) {
-    if (q.get_device().is_cpu()) {
+    if (q.get_device().is_cpu() && !force_copies.load(std::memory_order_relaxed)) {
       if (write)
         map_rw_.emplace(storage_, read_write);
       else
@@ -30,7 +34,17 @@ class host_storage {
     }
   }
   ~host_storage() noexcept(false) {
-    if (!copy_.empty() && write_) storage_.write(std::span<const std::byte>(copy_));
+    if (copy_.empty() || !write_) return;
+    // Write back only the bytes the GEMM may have written, so other regions of a shared
+    // storage (a KV cache, say) written meanwhile by other threads are not clobbered.
+    const std::size_t begin = std::min(write_begin_, copy_.size());
+    const std::size_t end = std::min(write_end_, copy_.size());
+    if (end > begin) storage_.write(std::span<const std::byte>(copy_.data() + begin, end - begin), begin);
+  }
+  /// The byte range [begin, end) the host code writes (copy mode writes back only that).
+  void set_write_range(std::size_t begin, std::size_t end) {
+    write_begin_ = begin;
+    write_end_ = end;
   }
   float* data() {
     if (map_rw_) return reinterpret_cast<float*>(map_rw_->data());
@@ -43,11 +57,16 @@ class host_storage {
   bool write_;
   std::optional<host_accessor<std::byte>> map_ro_, map_rw_;
   std::vector<std::byte> copy_;
+  std::size_t write_begin_ = 0, write_end_ = static_cast<std::size_t>(-1);
 };
 
 event run_openblas(queue& q, const op_call& call, const gemm_problem& p) {
   // Operands may share storage (mm(x, x.T)); the output never does (check_call).
   host_storage c_mem(q, call.outputs[0], true);
+  const std::int64_t c_last =
+      p.c.offset + (p.batch - 1) * p.c.batch_stride + (p.m - 1) * p.c.ld + p.n;  // one past C's last element
+  c_mem.set_write_range(static_cast<std::size_t>(p.c.offset) * sizeof(float),
+                        static_cast<std::size_t>(std::max(c_last, p.c.offset)) * sizeof(float));
   std::optional<host_storage> a_mem, b_mem, bias_mem;
   a_mem.emplace(q, *p.a.t, false);
   const bool b_same = p.b.t->same_storage(*p.a.t);
@@ -85,6 +104,12 @@ event run_openblas(queue& q, const op_call& call, const gemm_problem& p) {
 
 }  // namespace
 
+namespace testing {
+void host_backend_copies(bool on) {
+  force_copies.store(on);
+}
+}  // namespace testing
+
 std::vector<implementation> host_implementations(const op_descriptor& d) {
   std::vector<implementation> out;
   const op_descriptor* desc = &d;
@@ -117,7 +142,7 @@ std::vector<implementation> host_implementations(const op_descriptor& d) {
 
 config_reader host_config_reader(const op_descriptor& d) {
   std::string op = d.name;
-  return {[op](const std::string& text, const std::string&) {
+  return {[op](const std::string& text, const vendor_profile*) {
     if (!text.empty())
       throw error(errc::config_error, "ops::" + op, "the host backend takes no config; got '" + text + "'");
     return kernel_config{};

@@ -1,11 +1,41 @@
 // The opencl backend: the op descriptors' own implementations, with their config schema and
 // the vendor's tune_configs.yaml defaults; vendor kernel overrides are passed to enqueue.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include "dispatch/backends/backend.hpp"
 #include "prism/error.hpp"
+#include "runtime/paths.hpp"
 
 namespace prism::dispatch {
+
+tune_space vendor_tune_space(const op_descriptor& d, const vendor_profile* vendor) {
+  if (vendor) {
+    const auto file = std::filesystem::path(vendor->directory) / "tune_configs.yaml";
+    const auto shipped = data_dir() / "vendors" / vendor->name / "tune_configs.yaml";
+    std::error_code ec;
+    if (std::filesystem::exists(file) && !std::filesystem::equivalent(file, shipped, ec)) {
+      // A profile outside the data dir (PRISM_VENDOR_PATH): parse its file once.
+      static std::mutex mutex;
+      static auto* cache = new std::map<std::string, std::map<std::string, tune_space>>;
+      std::lock_guard lock(mutex);
+      auto it = cache->find(file.string());
+      if (it == cache->end()) {
+        std::ifstream in(file);
+        std::stringstream text;
+        text << in.rdbuf();
+        it = cache->emplace(file.string(), parse_tune_configs(text.str(), vendor->name, file.string())).first;
+      }
+      if (auto op = it->second.find(d.name); op != it->second.end()) return op->second;
+    }
+  }
+  return load_tune_space(d, vendor ? vendor->name : "generic");
+}
 
 std::vector<implementation> opencl_implementations(const op_descriptor& d) {
   std::vector<implementation> out;
@@ -30,10 +60,10 @@ std::vector<implementation> opencl_implementations(const op_descriptor& d) {
 
 config_reader opencl_config_reader(const op_descriptor& d) {
   const op_descriptor* desc = &d;
-  return {[desc](const std::string& text, const std::string& vendor) {
+  return {[desc](const std::string& text, const vendor_profile* vendor) {
     if (text.empty()) {
       if (desc->config.params.empty()) return kernel_config{};
-      return load_tune_space(*desc, vendor.empty() ? "generic" : vendor).defaults;
+      return vendor_tune_space(*desc, vendor).defaults;
     }
     try {
       return desc->config.complete(kernel_config::parse(text));

@@ -6,22 +6,35 @@
 
 #include <fmt/format.h>
 
+#include "prism/dispatch.hpp"
 #include "prism/error.hpp"
 
 namespace prism::llm {
 
+namespace {
+std::uint64_t dispatched_device_ns() {
+  std::uint64_t ns = 0;
+  for (const auto& s : dispatch::statistics()) ns += s.device_ns;
+  return ns;
+}
+}  // namespace
+
 void step_timer::start(queue& q) {
   q.wait();
   t0_ = std::chrono::steady_clock::now();
+  device_ns0_ = dispatched_device_ns();
 }
 
 void step_timer::stop(queue& q, const char* step) {
   q.wait();
   const auto now = std::chrono::steady_clock::now();
+  const std::uint64_t device_ns = dispatched_device_ns();
   auto& e = entries_[step];
   e.seconds += std::chrono::duration<double>(now - t0_).count();
+  e.device_seconds += static_cast<double>(device_ns - device_ns0_) * 1e-9;
   e.calls += 1;
   t0_ = now;
+  device_ns0_ = device_ns;
 }
 
 double step_timer::total_seconds() const {
@@ -77,24 +90,21 @@ decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.con
     L.post_norm = upload(q_, W("post_attention_layernorm.weight"), t);
     L.gate_up = upload_cat(q_, {&W("mlp.gate_proj.weight"), &W("mlp.up_proj.weight")}, t);
     L.down = upload(q_, W("mlp.down_proj.weight"), t);
-    const dims cache_shape{1, c_.num_kv_heads, c_.max_seq_len, c_.head_dim};
-    L.k_cache = ops::zeros(q_, cache_shape, t);
-    L.v_cache = ops::zeros(q_, cache_shape, t);
+    L.kv_cache = ops::zeros(q_, {2, c_.num_kv_heads, c_.max_seq_len, c_.head_dim}, t);
     layers_.push_back(std::move(L));
   }
-  // RoPE tables in double, stored f32: cos/sin(pos * theta^(-2i/d)) for i < head_dim/2.
+  // RoPE table in double, stored f32: [max_seq, head_dim] = cos | sin of pos * theta^(-2i/d), i < d/2.
   const std::int64_t half = c_.head_dim / 2;
-  std::vector<float> cos_values(static_cast<std::size_t>(c_.max_seq_len * half)),
-      sin_values(cos_values.size());
+  std::vector<float> table(static_cast<std::size_t>(c_.max_seq_len * c_.head_dim));
   for (std::int64_t p = 0; p < c_.max_seq_len; ++p)
     for (std::int64_t i = 0; i < half; ++i) {
       const double inv_freq =
           std::pow(c_.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c_.head_dim));
-      cos_values[p * half + i] = static_cast<float>(std::cos(static_cast<double>(p) * inv_freq));
-      sin_values[p * half + i] = static_cast<float>(std::sin(static_cast<double>(p) * inv_freq));
+      table[p * c_.head_dim + i] = static_cast<float>(std::cos(static_cast<double>(p) * inv_freq));
+      table[p * c_.head_dim + half + i] = static_cast<float>(std::sin(static_cast<double>(p) * inv_freq));
     }
-  cos_ = tensor::from_floats(q_, cos_values, {c_.max_seq_len, half}, dtype::f32);
-  sin_ = tensor::from_floats(q_, sin_values, {c_.max_seq_len, half}, dtype::f32);
+  cos_sin_ = tensor::from_floats(q_, table, {c_.max_seq_len, c_.head_dim}, dtype::f32);
+  positions_ = ops::arange(q_, static_cast<double>(c_.max_seq_len), dtype::i64);
   layer_out_.resize(c_.num_layers);
   q_.wait();
 }
@@ -110,7 +120,9 @@ tensor decoder::forward(std::span<const std::int32_t> tokens) {
       throw error(errc::invalid_argument, "llm::decoder::forward",
                   fmt::format("token {} at prompt index {} is outside the vocabulary [0, {})", tokens[i], i,
                               c_.vocab_size));
-  return forward(tensor::from_host(q_, tokens.data(), {n}, dtype::i32));
+  // i64 ids, like argmax's output: prefill and decode share one embedding dtype key.
+  const std::vector<std::int64_t> ids(tokens.begin(), tokens.end());
+  return forward(tensor::from_host(q_, ids.data(), {n}, dtype::i64));
 }
 
 tensor decoder::forward(const tensor& token_ids) {
@@ -126,8 +138,7 @@ tensor decoder::forward(const tensor& token_ids) {
                 fmt::format("position {} + {} tokens exceeds max_seq_len {} of model '{}'", pos_, n,
                             c_.max_seq_len, c_.name));
   if (timer_) timer_->start(q_);
-  const tensor positions =
-      ops::arange(q_, static_cast<double>(pos_), static_cast<double>(pos_ + n), 1.0, dtype::i32);
+  const tensor positions = positions_.slice(0, pos_, pos_ + n);
   tensor x = ops::embedding(q_, embed_, token_ids);  // the residual stream, [n, hidden]
   step("embedding");
   tensor h, mlp_out;
@@ -146,24 +157,28 @@ tensor decoder::forward(const tensor& token_ids) {
     step("qkv_proj");
     tensor qh = qkv.slice(1, 0, qs).reshape({n, H, D});
     tensor kh = qkv.slice(1, qs, qs + kvs).reshape({n, KVH, D});
-    const tensor vh = qkv.slice(1, qs + kvs, qs + 2 * kvs).reshape({n, KVH, D});
     if (c_.qk_norm) {
       qh = ops::rms_norm(q_, qh, L.q_norm, eps);
       kh = ops::rms_norm(q_, kh, L.k_norm, eps);
       step("qk_norm");
     }
-    const tensor q_rot = ops::rotary_embedding(q_, qh, positions, cos_, sin_, ops::rope_style::neox);
-    const tensor k_rot = ops::rotary_embedding(q_, kh, positions, cos_, sin_, ops::rope_style::neox);
+    // vLLM's in-place form: q and k rotated by one kernel, in the qkv output itself.
+    ops::rotary_embedding_(q_, qh, kh, positions, cos_sin_, ops::rope_style::neox);
     step("rope");
-    // Append to the cache: [1, kv_heads, max_seq, d] sliced at [pos, pos + n), seen as [n, kv_heads, d].
-    tensor k_dst = L.k_cache.slice(2, pos_, pos_ + n).squeeze(0).permute({1, 0, 2});
-    tensor v_dst = L.v_cache.slice(2, pos_, pos_ + n).squeeze(0).permute({1, 0, 2});
-    ops::copy(q_, k_dst, k_rot);
-    ops::copy(q_, v_dst, vh);
+    // Append k and v to the cache at [pos, pos + n), seen as [n, 2, kv_heads, d]. Without q/k
+    // norm, k (rotated in place) and v are adjacent in qkv: one copy moves both.
+    tensor kv_dst = L.kv_cache.slice(2, pos_, pos_ + n).permute({2, 0, 1, 3});
+    if (!c_.qk_norm) {
+      ops::copy(q_, kv_dst, qkv.slice(1, qs, qs + 2 * kvs).reshape({n, 2, KVH, D}));
+    } else {
+      tensor k_dst = kv_dst.select(1, 0), v_dst = kv_dst.select(1, 1);
+      ops::copy(q_, k_dst, kh);
+      ops::copy(q_, v_dst, qkv.slice(1, qs + kvs, qs + 2 * kvs).reshape({n, KVH, D}));
+    }
     step("kv_cache_write");
-    const tensor query = q_rot.permute({1, 0, 2}).unsqueeze(0);  // [1, heads, n, d]
-    const tensor keys = L.k_cache.slice(2, 0, pos_ + n);
-    const tensor values = L.v_cache.slice(2, 0, pos_ + n);
+    const tensor query = qh.permute({1, 0, 2}).unsqueeze(0);              // [1, heads, n, d]
+    const tensor keys = L.kv_cache.slice(0, 0, 1).slice(2, 0, pos_ + n);  // [1, kv_heads, pos + n, d]
+    const tensor values = L.kv_cache.slice(0, 1, 2).slice(2, 0, pos_ + n);
     // Bottom-right causal: token i sees keys 0 .. pos + i (all of them when n == 1).
     const tensor attn = ops::scaled_dot_product_attention(q_, query, keys, values, {}, true);
     step("attention");

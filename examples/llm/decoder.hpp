@@ -14,12 +14,16 @@
 
 namespace prism::llm {
 
-/// Wall time per model step ("qkv_proj", "attention", ...), measured by waiting on the queue
-/// after each step. Only for the breakdown pass: the waits cost throughput.
+/// Time per model step ("qkv_proj", "attention", ...), measured by waiting on the queue after
+/// each step: wall time (which includes the wait latency of every command), and the device
+/// time of the step's kernels summed from the dispatcher's statistics, available when
+/// PRISM_LOG_DISPATCH=profile and the queue profiles. Only for the breakdown pass: the waits
+/// cost throughput.
 class step_timer {
  public:
   struct entry {
     double seconds = 0;
+    double device_seconds = 0;
     std::uint64_t calls = 0;
   };
   void start(queue& q);
@@ -30,6 +34,7 @@ class step_timer {
 
  private:
   std::chrono::steady_clock::time_point t0_;
+  std::uint64_t device_ns0_ = 0;
   std::map<std::string, entry> entries_;
 };
 
@@ -75,13 +80,17 @@ class decoder {
  private:
   struct layer_weights {
     tensor input_norm, qkv, qkv_bias, q_norm, k_norm, o_proj, post_norm, gate_up, down;
-    tensor k_cache, v_cache;  ///< [1, kv_heads, max_seq, head_dim]
+    /// Keys and values in one tensor [2, kv_heads, max_seq, head_dim], so that appending both
+    /// is one copy from the adjacent k|v columns of the qkv output.
+    tensor kv_cache;
   };
   void step(const char* name);
 
   queue& q_;
   model_config c_;
-  tensor embed_, final_norm_, lm_head_, cos_, sin_;
+  tensor embed_, final_norm_, lm_head_, cos_sin_;
+  tensor positions_;  ///< i64 [max_seq] = 0, 1, ...: a step's positions are a slice, not a dispatch  ///<
+                      ///< cos_sin_: [max_seq, head_dim] (cos | sin)
   std::vector<layer_weights> layers_;
   std::int64_t pos_ = 0;
   step_timer* timer_ = nullptr;

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   run_options opt;
   CLI::App app{"prism-llm: a Llama/Qwen-style decoder on prism's public op API (prefill + greedy decode)",
                "prism-llm"};
+  // A later occurrence of an option wins, so scripts can append to a user's arguments.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string preset_help = "model size; one of:";
   for (const auto& p : presets()) preset_help += "\n  " + p.name + ": " + p.description;
   app.add_option("--preset", opt.preset, preset_help)->capture_default_str();
@@ -42,6 +44,8 @@ int main(int argc, char** argv) {
   app.add_option("--prompt", opt.prompt, "prompt token ids, comma separated (overrides --prompt-len)");
   app.add_option("--new-tokens", opt.new_tokens, "tokens to generate")->capture_default_str();
   app.add_option("--warmup", opt.warmup_runs, "untimed warm-up generations (build kernels first)")
+      ->capture_default_str();
+  app.add_option("--repeat", opt.repeat, "timed generations; the fastest prefill and decode are reported")
       ->capture_default_str();
   app.add_option("--breakdown-steps", opt.breakdown_decode_steps,
                  "decode steps in the synchronised per-step breakdown pass (0: skip the pass)")

@@ -68,9 +68,9 @@ std::vector<std::int32_t> parse_prompt(const std::string& text, std::int64_t voc
 double logits_tolerance(dtype t) {
   switch (t) {
     case dtype::f16:
-      return 3e-2;
+      return 1e-2;
     case dtype::bf16:
-      return 6e-2;
+      return 4e-2;
     default:
       return 2e-4;
   }
@@ -104,7 +104,15 @@ run_result run_model(const run_options& opt) {
   config.validate();
   r.dtype = dtype_name(config.weight_dtype);
 
-  queue q = opt.device.empty() ? queue() : queue(devices_matching(opt.device).front());
+  // Under PRISM_LOG_DISPATCH=profile (or all) the dispatcher sums each op's device time from
+  // profiling events: give it a profiling queue, and the breakdown shows device time per step.
+  const char* log_env = std::getenv("PRISM_LOG_DISPATCH");
+  const std::string log_mode = log_env ? log_env : "";
+  queue_options qopt;
+  qopt.enable_profiling =
+      log_mode.find("profile") != std::string::npos || log_mode.find("all") != std::string::npos;
+  queue q = opt.device.empty() ? queue(default_selector_v, qopt)
+                               : queue(devices_matching(opt.device).front(), qopt);
   dispatch::init();  // fail early on bad routes / env before spending time on weights
   r.device_name = q.get_device().name();
   r.platform_name = q.get_device().platform_name();
@@ -136,10 +144,30 @@ run_result run_model(const run_options& opt) {
   }
   r.warmup_seconds = seconds_since(t0);
 
-  dispatch::reset_statistics();
+  // Counters of the timed generation alone: a difference of snapshots (resetting them would
+  // also empty the dispatcher's exit summary).
+  const auto before = dispatch::statistics();
+  if (opt.repeat < 1)
+    throw error(errc::invalid_argument, "prism-llm --repeat",
+                fmt::format("got {}; expected >= 1", opt.repeat));
+  r.repeat = opt.repeat;
   dec.reset();
   auto gen = dec.generate(r.prompt, opt.new_tokens);
-  r.dispatch_stats = dispatch::statistics();
+  for (int i = 1; i < opt.repeat; ++i) {  // best of N: the machine may be busy
+    dec.reset();
+    const auto again = dec.generate(r.prompt, opt.new_tokens);
+    gen.prefill_seconds = std::min(gen.prefill_seconds, again.prefill_seconds);
+    gen.decode_seconds = std::min(gen.decode_seconds, again.decode_seconds);
+  }
+  for (auto s : dispatch::statistics()) {
+    for (const auto& b : before)
+      if (b.op == s.op && b.backend == s.backend) {
+        s.calls -= b.calls;
+        s.fallbacks -= b.fallbacks;
+        s.device_ns -= b.device_ns;
+      }
+    if (s.calls > 0) r.dispatch_stats.push_back(s);
+  }
   r.tokens = gen.tokens;
   r.prefill_seconds = gen.prefill_seconds;
   r.decode_seconds = gen.decode_seconds;
@@ -200,6 +228,7 @@ run_result run_model(const run_options& opt) {
                         {"platform", r.platform_name},
                         {"prompt_tokens", r.prompt.size()},
                         {"new_tokens", r.tokens.size()},
+                        {"repeat", opt.repeat},
                         {"prefill_seconds", r.prefill_seconds},
                         {"decode_seconds", r.decode_seconds},
                         {"prefill_tokens_per_s", r.prefill_tokens_per_s()},
@@ -240,25 +269,32 @@ void print_report(const run_result& r, std::FILE* out) {
                1e3 * r.decode_seconds / (r.tokens.size() - 1));
 
   if (!r.prefill_steps.empty()) {
+    // Device time (profiling) when the dispatcher measured it, else wall time with the waits.
+    bool device_time = false;
+    for (const auto& [k, e] : r.prefill_steps) device_time |= e.device_seconds > 0;
+    auto secs = [&](const step_timer::entry& e) { return device_time ? e.device_seconds : e.seconds; };
     double prefill_total = 0, decode_total = 0;
-    for (const auto& [k, e] : r.prefill_steps) prefill_total += e.seconds;
-    for (const auto& [k, e] : r.decode_steps) decode_total += e.seconds;
+    for (const auto& [k, e] : r.prefill_steps) prefill_total += secs(e);
+    for (const auto& [k, e] : r.decode_steps) decode_total += secs(e);
     std::vector<std::string> names;
     for (const auto& [k, e] : r.prefill_steps) names.push_back(k);
     for (const auto& [k, e] : r.decode_steps)
       if (!r.prefill_steps.count(k)) names.push_back(k);
     auto dec_s = [&](const std::string& k) {
-      return r.decode_steps.count(k) ? r.decode_steps.at(k).seconds : 0.0;
+      return r.decode_steps.count(k) ? secs(r.decode_steps.at(k)) : 0.0;
     };
     std::sort(names.begin(), names.end(), [&](auto& a, auto& b) { return dec_s(a) > dec_s(b); });
     fmt::print(out,
-               "\nper-step time (a separate pass that waits after every step: prefill of {} tokens, {} "
-               "decode steps)\n",
+               "\nper-step {} (a separate pass that waits after every step: prefill of {} tokens, {} decode "
+               "steps)\n",
+               device_time
+                   ? "device time of the kernels (PRISM_LOG_DISPATCH=profile)"
+                   : "wall time incl. one queue wait per step (device time: PRISM_LOG_DISPATCH=profile)",
                r.prompt.size(), r.breakdown_decode_steps);
     fmt::print(out, "  {:<14} {:>11} {:>7} {:>15} {:>7}\n", "step", "prefill ms", "share", "decode ms/tok",
                "share");
     for (const auto& k : names) {
-      const double p = r.prefill_steps.count(k) ? r.prefill_steps.at(k).seconds : 0.0;
+      const double p = r.prefill_steps.count(k) ? secs(r.prefill_steps.at(k)) : 0.0;
       const double d = dec_s(k);
       fmt::print(out, "  {:<14} {:>11.2f} {:>6.1f}% {:>15.3f} {:>6.1f}%\n", k, 1e3 * p,
                  prefill_total > 0 ? 100 * p / prefill_total : 0.0,
@@ -272,8 +308,8 @@ void print_report(const run_result& r, std::FILE* out) {
   if (!r.dispatch_stats.empty()) {
     bool profiled = false;
     for (const auto& s : r.dispatch_stats) profiled |= s.device_ns > 0;
-    fmt::print(out, "\ndispatches of the timed generation (op, backend that served it){}\n",
-               profiled ? ", device time from profiling" : "");
+    fmt::print(out, "\ndispatches of the {} timed generation{} (op, backend that served it){}\n", r.repeat,
+               r.repeat > 1 ? "s" : "", profiled ? ", device time from profiling" : "");
     fmt::print(out, "  {:<30} {:<8} {:>7} {:>9}{}\n", "op", "backend", "calls", "fallbacks",
                profiled ? "  device ms" : "");
     for (const auto& s : r.dispatch_stats) {

@@ -6,9 +6,28 @@
 // local memory (GPU); without it every work-item reads K/V directly (CPU, no barriers).
 // CAUSAL: query i sees keys j <= Lk - Lq + i (q rows are the last Lq positions, KV cache decode).
 // MASK_KIND: 0 none, 1 additive (the storage dtype), 2 boolean (uchar, nonzero = attend); mask strides may be 0
-// (broadcast). A row that sees no key outputs zeros. Prepended with gemm_common.cl.
-// Build defines: PRISM_DTYPE, D, DV, BQ (work-group size), BK, USE_LOCAL, CAUSAL, MASK_KIND.
+// (broadcast). A row that sees no key outputs zeros.
+// VW > 1 (without USE_LOCAL, unit head-dim strides, D and DV multiples of VW): q, K, V and the
+// accumulator move as floatVW vectors along the head dim (the CPU path: one row per work-item
+// leaves nothing for PoCL to vectorise across work-items in decode).
+// Build defines: PRISM_DTYPE, D, DV, BQ (work-group size), BK, USE_LOCAL, CAUSAL, MASK_KIND, VW.
 // Validity: BQ <= max work-group size; with USE_LOCAL, BK*(D+DV)*4 bytes <= local memory.
+
+#include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
+
+#if VW > 1
+#define VT GEMM_CAT(float, VW)
+#define LOADQ(c) PRISM_LOADV(Q + (c) * VW)
+#define KEYV(jj, c) PRISM_LOADV(Kp + (long)(j0 + (jj)) * sk.s2 + (c) * VW)
+#define VALV(jj, c) PRISM_LOADV(Vp + (long)(j0 + (jj)) * sv.s2 + (c) * VW)
+#define HSUM(x) prism_hsum(x)
+#else
+#define VT float
+#define LOADQ(c) PRISM_LOAD(Q + (c) * sq.s3)
+#define KEYV(jj, c) KEY(jj, c)
+#define VALV(jj, c) VAL(jj, c)
+#define HSUM(x) (x)
+#endif
 
 #if MASK_KIND == 2
 typedef uchar mask_t;
@@ -39,12 +58,12 @@ void attention(int Hq, int Hkv, int Lq, int Lk, float scale,
   Mk += m_off + b * sm.s0 + h * sm.s1 + qi * sm.s2;
 #endif
 
-  float q[D];
+  VT q[D / VW];
 #pragma unroll
-  for (int d = 0; d < D; ++d) q[d] = PRISM_LOAD(Q + d * sq.s3) * scale;
-  float acc[DV];
+  for (int c = 0; c < D / VW; ++c) q[c] = LOADQ(c) * scale;
+  VT acc[DV / VW];
 #pragma unroll
-  for (int d = 0; d < DV; ++d) acc[d] = 0.0f;
+  for (int c = 0; c < DV / VW; ++c) acc[c] = (VT)(0.0f);
   float row_max = -INFINITY, row_sum = 0.0f;
 
   // Keys this row may see; with USE_LOCAL the loop bound must be uniform over the work-group.
@@ -91,10 +110,10 @@ void attention(int Hq, int Hkv, int Lq, int Lk, float scale,
       const int j = j0 + jj;
       float v = -INFINITY;
       if (j < my_end) {
-        float dot = 0.0f;
+        VT dot = (VT)(0.0f);
 #pragma unroll
-        for (int d = 0; d < D; ++d) dot = fma(q[d], KEY(jj, d), dot);
-        v = dot;
+        for (int c = 0; c < D / VW; ++c) dot = fma(q[c], KEYV(jj, c), dot);
+        v = HSUM(dot);
 #if MASK_KIND != 0
         v += MASK_VALUE(Mk + (long)j * sm.s3);
 #endif
@@ -107,14 +126,14 @@ void attention(int Hq, int Hkv, int Lq, int Lk, float scale,
       const float corr = exp(row_max - new_max);  // exp(-inf) = 0 on the first block
       row_sum *= corr;
 #pragma unroll
-      for (int d = 0; d < DV; ++d) acc[d] *= corr;
+      for (int c = 0; c < DV / VW; ++c) acc[c] *= corr;
 #pragma unroll
       for (int jj = 0; jj < BK; ++jj) {
         const float p = exp(s[jj] - new_max);  // masked keys: exp(-inf) = 0
         row_sum += p;
         if (p != 0.0f) {
 #pragma unroll
-          for (int d = 0; d < DV; ++d) acc[d] = fma(p, VAL(jj, d), acc[d]);
+          for (int c = 0; c < DV / VW; ++c) acc[c] = fma((VT)(p), VALV(jj, c), acc[c]);
         }
       }
       row_max = new_max;
@@ -130,6 +149,14 @@ void attention(int Hq, int Hkv, int Lq, int Lk, float scale,
     const float inv = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
     __global GT* o = O + o_off + b * so.s0 + h * so.s1 + (long)i * so.s2;
 #pragma unroll
-    for (int d = 0; d < DV; ++d) PRISM_STORE(o + d * so.s3, acc[d] * inv);
+    for (int c = 0; c < DV / VW; ++c) {
+#if VW > 1
+      float lanes[VW];
+      GEMM_CAT(vstore, VW)(acc[c] * inv, 0, lanes);
+      for (int l = 0; l < VW; ++l) PRISM_STORE(o + (c * VW + l) * so.s3, lanes[l]);
+#else
+      PRISM_STORE(o + c * so.s3, acc[c] * inv);
+#endif
+    }
   }
 }

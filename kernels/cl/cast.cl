@@ -21,9 +21,10 @@ __kernel void cast_flat(long n, __global const STYPE(A_K)* a, long a_off, __glob
   o += o_off;
   const long g = get_global_id(0), G = get_global_size(0);
 #if CAST_VECTOR
-  const long nv = n / VEC;
+  const long nv = n / VEC, L = get_local_size(0);
+  const long base = get_group_id(0) * L * EPT + get_local_id(0);  // block per work-group, as ew_flat
   for (int k = 0; k < EPT; ++k) {
-    const long v = g + (long)k * G;
+    const long v = base + (long)k * L;
     if (v < nv) VSTORE(O_K, o, v * VEC, VLOAD(A_K, a, v * VEC));
   }
   const long t = nv * VEC + g;

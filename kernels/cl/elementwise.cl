@@ -1,9 +1,10 @@
 // elementwise.cl: unary, binary and gated ops, f32 compute on every float storage kind.
 // Defines: OP_<name>, A_K/B_K/O_K storage kinds, VEC, EPT, A_MODE (1 tensor, 2 one broadcast
 // element), B_MODE (0 none, 1 tensor, 2 one broadcast element, 3 the `scalar` argument).
-// Flat path (every operand contiguous): work-item g handles VEC-wide chunks g, g+G, ... (EPT of
-// them, grid-stride: consecutive work-items touch consecutive chunks, so loads coalesce on GPUs
-// and vectorise across work-items on CPUs); the n % VEC tail goes to the first work-items.
+// Flat path (every operand contiguous): work-group b owns VEC-wide chunks [b*L*EPT, (b+1)*L*EPT);
+// on step k work-item l takes chunk b*L*EPT + k*L + l (consecutive work-items on consecutive
+// chunks: coalesced on GPUs, vectorised across work-items on CPUs); the n % VEC tail goes to the
+// first work-items.
 // Strided path: element index -> per-operand offsets over the dims the host merged (<= 8).
 #ifndef B_K
 #define B_K A_K
@@ -14,6 +15,21 @@
 #ifndef B_MODE
 #define B_MODE 0
 #endif
+
+// erf for the gelu forms: Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7), vectorisable, unlike
+// the libm-style builtin on CPUs; gelu's tolerance carries an absolute |x|-scaled term for it.
+#define PRISM_DEF_ERF(T, NAME)                                                                        \
+  inline T NAME(T x) {                                                                                \
+    const T ax = fabs(x);                                                                             \
+    const T t = (T)(1.0f) / ((T)(1.0f) + (T)(0.3275911f) * ax);                                       \
+    const T p = t * ((T)(0.254829592f) +                                                              \
+                     t * ((T)(-0.284496736f) + t * ((T)(1.421413741f) + t * ((T)(-1.453152027f) + t * (T)(1.061405429f))))); \
+    return copysign((T)(1.0f) - p * exp(-ax * ax), x);                                                \
+  }
+#ifdef VEC
+PRISM_DEF_ERF(floatv, prism_erf_v)
+#endif
+PRISM_DEF_ERF(float, prism_erf_s)
 
 #if defined(OP_neg)
 #define EW_BODY return -x;
@@ -38,7 +54,7 @@
 #elif defined(OP_relu)
 #define EW_BODY return select(x, (T)(0.0f), x < (T)(0.0f));
 #elif defined(OP_gelu)
-#define EW_BODY return (T)(0.5f) * x * ((T)(1.0f) + erf(x * (T)(0.70710678118654752f)));
+#define EW_BODY return (T)(0.5f) * x * ((T)(1.0f) + ERF(x * (T)(0.70710678118654752f)));
 #elif defined(OP_gelu_tanh)
 #define EW_BODY \
   return (T)(0.5f) * x * ((T)(1.0f) + tanh((T)(0.79788456080286536f) * (x + (T)(0.044715f) * x * x * x)));
@@ -61,7 +77,7 @@
 #elif defined(OP_silu_mul)
 #define EW_BODY return x / ((T)(1.0f) + exp(-x)) * y;
 #elif defined(OP_gelu_mul)
-#define EW_BODY return (T)(0.5f) * x * ((T)(1.0f) + erf(x * (T)(0.70710678118654752f))) * y;
+#define EW_BODY return (T)(0.5f) * x * ((T)(1.0f) + ERF(x * (T)(0.70710678118654752f))) * y;
 #elif defined(OP_gelu_tanh_mul)
 #define EW_BODY \
   return (T)(0.5f) * x * ((T)(1.0f) + tanh((T)(0.79788456080286536f) * (x + (T)(0.044715f) * x * x * x))) * y;
@@ -70,11 +86,15 @@
 #endif
 
 #define T floatv
+#define ERF prism_erf_v
 inline floatv ew_v(floatv x, floatv y, float alpha) { EW_BODY }
 #undef T
+#undef ERF
 #define T float
+#define ERF prism_erf_s
 inline float ew_s(float x, float y, float alpha) { EW_BODY }
 #undef T
+#undef ERF
 
 __kernel void ew_flat(long n, __global const STYPE(A_K)* a, long a_off, __global const STYPE(B_K)* b, long b_off,
                       __global STYPE(O_K)* o, long o_off, float alpha, float scalar) {
@@ -82,7 +102,10 @@ __kernel void ew_flat(long n, __global const STYPE(A_K)* a, long a_off, __global
   b += b_off;
   o += o_off;
   const long nv = n / VEC;
-  const long g = get_global_id(0), G = get_global_size(0);
+  const long g = get_global_id(0), L = get_local_size(0);
+  // Each work-group owns a contiguous block of L * EPT chunks; within it, consecutive work-items
+  // take consecutive chunks on each step (coalesced on GPUs, one streaming region per CPU thread).
+  const long base = get_group_id(0) * L * EPT + get_local_id(0);
 #if A_MODE == 2
   const float as = LOAD(A_K, a, 0);
 #endif
@@ -92,7 +115,7 @@ __kernel void ew_flat(long n, __global const STYPE(A_K)* a, long a_off, __global
   const float bs = scalar;
 #endif
   for (int k = 0; k < EPT; ++k) {
-    const long v = g + (long)k * G;
+    const long v = base + (long)k * L;
     if (v < nv) {
 #if A_MODE == 2
       floatv x = (floatv)(as);
@@ -153,5 +176,40 @@ __kernel void ew_strided(long n, int nd, long8 shape, __global const STYPE(A_K)*
     const float y = x;
 #endif
     STORE(O_K, o, oo, ew_s(x, y, alpha));
+  }
+}
+
+// Rows path: [rows, cols] with unit inner stride for every operand and free row strides (0 =
+// broadcast over rows, e.g. a bias; the halves of a gated input). Work-item (x, row) handles the
+// VEC-wide chunk x of its row; the cols % VEC tail goes to the first work-items of the row.
+__kernel void ew_rows(long cols, __global const STYPE(A_K)* a, long a_off, long a_rs, __global const STYPE(B_K)* b,
+                      long b_off, long b_rs, __global STYPE(O_K)* o, long o_off, long o_rs, float alpha, float scalar) {
+  const long row = get_global_id(1), x = get_global_id(0);
+  a += a_off + row * a_rs;
+  b += b_off + row * b_rs;
+  o += o_off + row * o_rs;
+  const long nv = cols / VEC;
+  if (x < nv) {
+    floatv xa = VLOAD(A_K, a, x * VEC);
+#if B_MODE == 1 || B_MODE == 2
+    floatv y = VLOAD(B_K, b, x * VEC);
+#elif B_MODE == 3
+    floatv y = (floatv)(scalar);
+#else
+    floatv y = xa;
+#endif
+    VSTORE(O_K, o, x * VEC, ew_v(xa, y, alpha));
+  }
+  const long t = nv * VEC + x;
+  if (t < cols) {
+    const float xs = LOAD(A_K, a, t);
+#if B_MODE == 1 || B_MODE == 2
+    const float ys = LOAD(B_K, b, t);
+#elif B_MODE == 3
+    const float ys = scalar;
+#else
+    const float ys = xs;
+#endif
+    STORE(O_K, o, t, ew_s(xs, ys, alpha));
   }
 }

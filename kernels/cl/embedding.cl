@@ -21,3 +21,24 @@ __kernel void embedding(long n, long D, long V, __global const STYPE(I_K)* idx, 
   }
   o[o_off + g] = w[w_off + v * D + j];
 }
+
+// Variant 1 (CPUs): one work-item per index copying its whole row VEC elements at a time.
+__kernel void embedding_rows(long n, long D, long V, __global const STYPE(I_K)* idx, long i_off,
+                             __global const RAW_T* w, long w_off, __global RAW_T* o, long o_off, __global long* err) {
+  const long i = get_global_id(0);
+  if (i >= n) return;
+  const long v = LOADL(I_K, idx, i_off + i);
+  __global RAW_T* orow = o + o_off + i * D;
+  if (v < 0 || v >= V) {
+    for (long j = 0; j < D; ++j) orow[j] = (RAW_T)0;
+    if (atomic_cmpxchg((volatile __global int*)err, 0, 1) == 0) {
+      err[1] = i;
+      err[2] = v;
+    }
+    return;
+  }
+  __global const RAW_T* wrow = w + w_off + v * D;
+  long j = 0;
+  for (; j + VEC <= D; j += VEC) PRISM_XCAT(vstore, VEC)(PRISM_XCAT(vload, VEC)(0, wrow + j), 0, orow + j);
+  for (; j < D; ++j) orow[j] = wrow[j];
+}

@@ -14,7 +14,7 @@
 // Build defines: PRISM_DTYPE (0 f32, 1 f16, 2 bf16), VW (1,2,4,8,16), RM, RN, FORM_OUTER|FORM_DOT,
 // HAS_BIAS, KU (k unroll) and B_NCONTIG (FORM_OUTER).
 
-// Prepended at build time: gemm_common.cl (dtype load/store macros, epilogue).
+#include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
 
 #define VT GEMM_CAT(float, VW)
 

@@ -1,9 +1,12 @@
-// prism GEMM, small-M variant (decode, M <= MB): parallel over N and K. A work-group of WG
-// work-items owns NB output columns for all M rows; work-item t sums k = t, t+WG, ... (so a
+// prism GEMM, small-M variant (decode): parallel over N and K. A work-group of WG work-items
+// owns NB output columns of MB rows (dim 1 walks row blocks, so any M is valid, though M <= MB
+// is the case it is for); work-item t sums k = t, t+WG, ... (so a
 // row of a k-contiguous B, e.g. a linear weight [N,K], is read coalesced), then a local-memory
-// tree reduction. Operand layout and epilogue as in gemm_cpu.cl; prepended with gemm_common.cl.
+// tree reduction. Operand layout and epilogue as in gemm_cpu.cl.
 // Build defines: PRISM_DTYPE, MB (max rows), NB (columns per group), WG (power of two), HAS_BIAS.
-// Validity: M <= MB, WG a power of two <= max work-group size, MB*NB*WG*4 bytes <= local memory.
+// Validity: WG a power of two <= max work-group size, MB*NB*WG*4 bytes <= local memory.
+
+#include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void gemm_gemv(int M, int N, int K, float alpha, float beta,
@@ -14,10 +17,12 @@ void gemm_gemv(int M, int N, int K, float alpha, float beta,
   __local float red[MB * NB][WG];
   const int t = get_local_id(0);
   const int n0 = get_group_id(0) * NB;
+  const int m0 = get_group_id(1) * MB;
+  const int rows = min(MB, M - m0);
   const long bt = get_group_id(2);
-  A += a_off + bt * sab;
+  A += a_off + bt * sab + (long)m0 * sam;
   B += b_off + bt * sbb;
-  C += c_off + bt * scb;
+  C += c_off + bt * scb + (long)m0 * scm;
 
   float acc[MB][NB];
 #pragma unroll
@@ -34,7 +39,7 @@ void gemm_gemv(int M, int N, int K, float alpha, float beta,
     for (int j = 0; j < NB; ++j) b[j] = PRISM_LOAD(bcol[j] + (long)k * sbk);
 #pragma unroll
     for (int i = 0; i < MB; ++i) {
-      if (i < M) {
+      if (i < rows) {
         const float a = PRISM_LOAD(A + (long)i * sam + (long)k * sak);
 #pragma unroll
         for (int j = 0; j < NB; ++j) acc[i][j] = fma(a, b[j], acc[i][j]);
@@ -56,6 +61,7 @@ void gemm_gemv(int M, int N, int K, float alpha, float beta,
   // Work-items spread the MB*NB stores.
   for (int r = t; r < MB * NB; r += WG) {
     const int i = r / NB, j = r % NB, n = n0 + j;
-    if (i < M && n < N) PRISM_STORE(C + (long)i * scm + n, prism_epilogue(red[r][0], alpha, beta, X, x_off, sxm, sxn, i, n));
+    if (i < rows && n < N)
+      PRISM_STORE(C + (long)i * scm + n, prism_epilogue(red[r][0], alpha, beta, X, x_off, sxm, sxn, m0 + i, n));
   }
 }

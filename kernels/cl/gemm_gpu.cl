@@ -4,10 +4,27 @@
 // edges), then each work-item accumulates a WM x WN register block whose rows/columns are
 // strided by the work-group dims (m = ty + i*LY, n = tx + j*LX), so local reads are
 // conflict-free and global loads walk each operand's contiguous dim (A_KCONTIG / B_NCONTIG).
-// Operand layout and epilogue as in gemm_cpu.cl; prepended with gemm_common.cl.
-// Build defines: PRISM_DTYPE, TM, TN, TK, WM, WN, A_KCONTIG (0/1), B_NCONTIG (0/1), HAS_BIAS.
-// Validity: TM % WM == 0, TN % WN == 0, (TM/WM)*(TN/WN) <= device max work-group size,
-// (TM + TN + 2) * TK * 4 bytes <= local memory.
+// With GV=4 the register block is contiguous instead (m = ty*WM + i, n = tx*WN + j) and read
+// from local memory as float4 (one 128-bit load per 4 values; rows padded by 4 to stay aligned).
+// Operand layout and epilogue as in gemm_cpu.cl.
+// Build defines: PRISM_DTYPE, TM, TN, TK, WM, WN, GV (1/4), A_KCONTIG (0/1), B_NCONTIG (0/1), HAS_BIAS.
+// Validity: TM % WM == 0, TN % WN == 0, GV == 4 needs WM % 4 == WN % 4 == 0, (TM/WM)*(TN/WN) <=
+// device max work-group size, (TM + TN + 2*PAD) * TK * 4 bytes <= local memory.
+
+#include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
+
+#ifndef GV
+#define GV 1
+#endif
+#if GV == 4
+#define PAD 4
+#define ROW(i) (ty * WM + (i))
+#define COL(j) (tx * WN + (j))
+#else
+#define PAD 1
+#define ROW(i) (ty + (i) * LY)
+#define COL(j) (tx + (j) * LX)
+#endif
 
 #define LX (TN / WN)
 #define LY (TM / WM)
@@ -20,8 +37,8 @@ void gemm_gpu(int M, int N, int K, float alpha, float beta,
               __global GT* C, long c_off, int scm, long scb,
               __global const GT* X, long x_off, int sxm, int sxn) {
   // +1 columns: the transposing stores (stride TM+1 / TN+1) then hit distinct banks.
-  __local float As[TK][TM + 1];
-  __local float Bs[TK][TN + 1];
+  __local float As[TK][TM + PAD] __attribute__((aligned(16)));
+  __local float Bs[TK][TN + PAD] __attribute__((aligned(16)));
   const int tx = get_local_id(0), ty = get_local_id(1);
   const int tid = ty * LX + tx;
   const int n0 = get_group_id(0) * TN, m0 = get_group_id(1) * TM;
@@ -65,10 +82,17 @@ void gemm_gpu(int M, int N, int K, float alpha, float beta,
 #pragma unroll
     for (int kk = 0; kk < TK; ++kk) {
       float a[WM], b[WN];
+#if GV == 4
 #pragma unroll
-      for (int i = 0; i < WM; ++i) a[i] = As[kk][ty + i * LY];
+      for (int i = 0; i < WM; i += 4) vstore4(vload4(0, &As[kk][ROW(i)]), 0, a + i);
 #pragma unroll
-      for (int j = 0; j < WN; ++j) b[j] = Bs[kk][tx + j * LX];
+      for (int j = 0; j < WN; j += 4) vstore4(vload4(0, &Bs[kk][COL(j)]), 0, b + j);
+#else
+#pragma unroll
+      for (int i = 0; i < WM; ++i) a[i] = As[kk][ROW(i)];
+#pragma unroll
+      for (int j = 0; j < WN; ++j) b[j] = Bs[kk][COL(j)];
+#endif
 #pragma unroll
       for (int i = 0; i < WM; ++i)
 #pragma unroll
@@ -79,11 +103,11 @@ void gemm_gpu(int M, int N, int K, float alpha, float beta,
 
 #pragma unroll
   for (int i = 0; i < WM; ++i) {
-    const int m = m0 + ty + i * LY;
+    const int m = m0 + ROW(i);
     if (m < M) {
 #pragma unroll
       for (int j = 0; j < WN; ++j) {
-        const int n = n0 + tx + j * LX;
+        const int n = n0 + COL(j);
         if (n < N) PRISM_STORE(C + (long)m * scm + n, prism_epilogue(acc[i][j], alpha, beta, X, x_off, sxm, sxn, m, n));
       }
     }

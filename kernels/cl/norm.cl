@@ -92,3 +92,108 @@ __kernel void fused_add_rms_norm_rows(long D, __global const STYPE(A_K)* x, long
 #endif
   }
 }
+
+// Variant 1 (CPUs): one work-item per row, VEC-wide sequential sweeps, no barriers. The row
+// (D elements) stays in L1/L2 between the statistics and the output sweep.
+#if HAS_W
+#define WV(j) VLOAD(W_K, w, j)
+#define WS(j) LOAD(W_K, w, j)
+#else
+#define WV(j) ((floatv)(1.0f))
+#define WS(j) 1.0f
+#endif
+#if HAS_B
+#define BV(j) VLOAD(W_K, b, j)
+#define BS(j) LOAD(W_K, b, j)
+#else
+#define BV(j) ((floatv)(0.0f))
+#define BS(j) 0.0f
+#endif
+
+__kernel void layer_norm_row_per_item(long rows, long D, __global const STYPE(A_K)* x, long x_off,
+                                      __global const STYPE(W_K)* w, long w_off, __global const STYPE(W_K)* b,
+                                      long b_off, __global STYPE(A_K)* o, long o_off, float eps) {
+  const long row = get_global_id(0);
+  if (row >= rows) return;
+  x += x_off + row * D;
+  o += o_off + row * D;
+  w += w_off;
+  b += b_off;
+  const long nv = D / VEC;
+  floatv vs = (floatv)(0.0f);
+  for (long v = 0; v < nv; ++v) vs += VLOAD(A_K, x, v * VEC);
+  float s = hsum(vs);
+  for (long j = nv * VEC; j < D; ++j) s += LOAD(A_K, x, j);
+  const float mean = s / (float)D;
+  floatv vq = (floatv)(0.0f);
+  for (long v = 0; v < nv; ++v) {
+    const floatv t = VLOAD(A_K, x, v * VEC) - mean;
+    vq += t * t;
+  }
+  float q = hsum(vq);
+  for (long j = nv * VEC; j < D; ++j) {
+    const float t = LOAD(A_K, x, j) - mean;
+    q += t * t;
+  }
+  const float rstd = rsqrt(q / (float)D + eps);
+  for (long v = 0; v < nv; ++v)
+    VSTORE(A_K, o, v * VEC, (VLOAD(A_K, x, v * VEC) - mean) * rstd * WV(v * VEC) + BV(v * VEC));
+  for (long j = nv * VEC; j < D; ++j) STORE(A_K, o, j, (LOAD(A_K, x, j) - mean) * rstd * WS(j) + BS(j));
+}
+
+__kernel void rms_norm_row_per_item(long rows, long D, __global const STYPE(A_K)* x, long x_off,
+                                    __global const STYPE(W_K)* w, long w_off, __global STYPE(A_K)* o, long o_off,
+                                    float eps) {
+  const long row = get_global_id(0);
+  if (row >= rows) return;
+  x += x_off + row * D;
+  o += o_off + row * D;
+  w += w_off;
+  const long nv = D / VEC;
+  floatv vq = (floatv)(0.0f);
+  for (long v = 0; v < nv; ++v) {
+    const floatv t = VLOAD(A_K, x, v * VEC);
+    vq += t * t;
+  }
+  float q = hsum(vq);
+  for (long j = nv * VEC; j < D; ++j) {
+    const float t = LOAD(A_K, x, j);
+    q += t * t;
+  }
+  const float r = rsqrt(q / (float)D + eps);
+  for (long v = 0; v < nv; ++v) VSTORE(A_K, o, v * VEC, VLOAD(A_K, x, v * VEC) * r * WV(v * VEC));
+  for (long j = nv * VEC; j < D; ++j) STORE(A_K, o, j, LOAD(A_K, x, j) * r * WS(j));
+}
+
+__kernel void fused_add_rms_norm_row_per_item(long rows, long D, __global const STYPE(A_K)* x, long x_off,
+                                              __global STYPE(A_K)* res, long r_off, __global const STYPE(W_K)* w,
+                                              long w_off, __global STYPE(A_K)* o, long o_off, float eps) {
+  const long row = get_global_id(0);
+  if (row >= rows) return;
+  x += x_off + row * D;
+  res += r_off + row * D;
+  o += o_off + row * D;
+  w += w_off;
+  const long nv = D / VEC;
+  floatv vq = (floatv)(0.0f);
+  for (long v = 0; v < nv; ++v) {
+    const floatv t = VLOAD(A_K, x, v * VEC) + VLOAD(A_K, res, v * VEC);
+    vq += t * t;
+  }
+  float q = hsum(vq);
+  for (long j = nv * VEC; j < D; ++j) {
+    const float t = LOAD(A_K, x, j) + LOAD(A_K, res, j);
+    q += t * t;
+  }
+  const float r = rsqrt(q / (float)D + eps);
+  for (long v = 0; v < nv; ++v) {
+    const floatv t = VLOAD(A_K, x, v * VEC) + VLOAD(A_K, res, v * VEC);
+    VSTORE(A_K, res, v * VEC, t);
+    VSTORE(A_K, o, v * VEC, t * r * WV(v * VEC));
+  }
+  for (long j = nv * VEC; j < D; ++j) {
+    const float t = LOAD(A_K, x, j) + LOAD(A_K, res, j);
+    STORE(A_K, res, j, t);
+    STORE(A_K, o, j, t * r * WS(j));
+  }
+}

@@ -126,4 +126,31 @@ __kernel void reduce_cols(long outer, long R, long inner, __global const STYPE(A
 #endif
   STORE(O_K, o, o_off + g, acc);
 }
+// Variant 1 (CPUs): one work-item per row, VEC-wide sequential loads into vector accumulators;
+// no barriers (PoCL runs barrier-free work-groups as plain loops).
+#if defined(RED_sum) || defined(RED_mean)
+#define VCOMBINE(a, b) ((a) + (b))
+#define HFOLD(v) hsum(v)
+#elif defined(RED_max)
+#define VCOMBINE(a, b) nan_maxv(a, b)
+#define HFOLD(v) hmax(v)
+#else
+#define VCOMBINE(a, b) nan_minv(a, b)
+#define HFOLD(v) hmin(v)
+#endif
+__kernel void reduce_row_per_item(long rows, long R, __global const STYPE(A_K)* x, long x_off,
+                                  __global STYPE(O_K)* o, long o_off) {
+  const long row = get_global_id(0);
+  if (row >= rows) return;
+  x += x_off + row * R;
+  floatv vacc = (floatv)(INIT);
+  const long nv = R / VEC;
+  for (long v = 0; v < nv; ++v) vacc = VCOMBINE(vacc, VLOAD(A_K, x, v * VEC));
+  float acc = HFOLD(vacc);
+  for (long j = nv * VEC; j < R; ++j) acc = COMBINE(acc, LOAD(A_K, x, j));
+#ifdef RED_mean
+  acc = acc / (float)R;
+#endif
+  STORE(O_K, o, o_off + row, acc);
+}
 #endif

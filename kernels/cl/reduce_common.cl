@@ -29,3 +29,37 @@ inline float wg_max(__local float* s, float v) {
   barrier(CLK_LOCAL_MEM_FENCE);
   return r;
 }
+
+// Vector forms for the row-per-work-item kernels (variant 1): NaN-propagating max/min on floatv
+// and horizontal folds of a floatv.
+#ifdef VEC
+inline floatv nan_maxv(floatv a, floatv b) { return select(b, a, isnan(a) | (a >= b)); }
+inline floatv nan_minv(floatv a, floatv b) { return select(b, a, isnan(a) | (a <= b)); }
+inline float hsum(floatv v) {
+#if VEC == 1
+  return v;
+#else
+  float s = 0.0f;
+  for (int k = 0; k < VEC; ++k) s += ((float*)&v)[k];
+  return s;
+#endif
+}
+inline float hmax(floatv v) {
+#if VEC == 1
+  return v;
+#else
+  float s = -INFINITY;
+  for (int k = 0; k < VEC; ++k) s = nan_max(s, ((float*)&v)[k]);
+  return s;
+#endif
+}
+inline float hmin(floatv v) {
+#if VEC == 1
+  return v;
+#else
+  float s = INFINITY;
+  for (int k = 0; k < VEC; ++k) s = nan_min(s, ((float*)&v)[k]);
+  return s;
+#endif
+}
+#endif

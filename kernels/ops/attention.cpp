@@ -23,7 +23,9 @@ using namespace gemm_detail;
 constexpr const char* op_id = "ops::scaled_dot_product_attention";
 constexpr std::int64_t max_head_dim = 256;  // q and the accumulator live in private memory
 
-[[noreturn]] void bad(const std::string& msg) { throw error(errc::invalid_argument, op_id, msg); }
+[[noreturn]] void bad(const std::string& msg) {
+  throw error(errc::invalid_argument, op_id, msg);
+}
 
 struct attn_shape {
   std::int64_t b = 0, hq = 0, hkv = 0, lq = 0, lk = 0, d = 0, dv = 0;
@@ -36,7 +38,9 @@ attn_shape shape_of(const op_call& c) {
   return {q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
 }
 
-bool has_mask(const op_call& c) { return c.inputs.size() > 3 && c.inputs[3].defined(); }
+bool has_mask(const op_call& c) {
+  return c.inputs.size() > 3 && c.inputs[3].defined();
+}
 int mask_kind(const op_call& c) {
   if (!has_mask(c)) return 0;
   return c.inputs[3].type() == dtype::boolean ? 2 : 1;
@@ -47,13 +51,14 @@ std::array<std::int64_t, 4> mask_strides(const tensor& m, const attn_shape& s) {
   const std::int64_t want[4] = {s.b, s.hq, s.lq, s.lk};
   std::array<std::int64_t, 4> st{0, 0, 0, 0};
   if (m.dim() > 4 || m.dim() < 1)
-    bad(fmt::format("attn_mask must broadcast to [{}, {}, {}, {}] (1-D to 4-D), got shape {}", s.b, s.hq, s.lq, s.lk,
-                    m.shape().str()));
+    bad(fmt::format("attn_mask must broadcast to [{}, {}, {}, {}] (1-D to 4-D), got shape {}", s.b, s.hq,
+                    s.lq, s.lk, m.shape().str()));
   for (int i = 0; i < m.dim(); ++i) {
     const int t = 4 - m.dim() + i;
     if (m.size(i) != 1 && m.size(i) != want[t])
-      bad(fmt::format("attn_mask shape {} does not broadcast to [{}, {}, {}, {}]; each dim must be 1 or match",
-                      m.shape().str(), s.b, s.hq, s.lq, s.lk));
+      bad(fmt::format(
+          "attn_mask shape {} does not broadcast to [{}, {}, {}, {}]; each dim must be 1 or match",
+          m.shape().str(), s.b, s.hq, s.lq, s.lk));
     st[t] = m.size(i) == 1 ? 0 : m.strides()[i];
   }
   return st;
@@ -70,13 +75,14 @@ void check(const op_call& c) {
   const tensor& v = c.inputs[2];
   for (int i = 1; i < 3; ++i)
     if (c.inputs[i].type() != q.type())
-      bad(fmt::format("{} has dtype {} but query has {}; query, key and value must share one float dtype", names[i],
-                      dtype_name(c.inputs[i].type()), dtype_name(q.type())));
+      bad(fmt::format("{} has dtype {} but query has {}; query, key and value must share one float dtype",
+                      names[i], dtype_name(c.inputs[i].type()), dtype_name(q.type())));
   if (k.size(0) != q.size(0) || v.size(0) != q.size(0))
     bad(fmt::format("batch sizes differ: query {}, key {}, value {}", q.shape().str(), k.shape().str(),
                     v.shape().str()));
   if (k.size(1) != v.size(1) || k.size(2) != v.size(2))
-    bad(fmt::format("key {} and value {} must agree on heads and sequence length", k.shape().str(), v.shape().str()));
+    bad(fmt::format("key {} and value {} must agree on heads and sequence length", k.shape().str(),
+                    v.shape().str()));
   if (k.size(3) != q.size(3))
     bad(fmt::format("query {} and key {} must have the same head_dim", q.shape().str(), k.shape().str()));
   if (k.size(1) == 0 ? q.size(1) != 0 : q.size(1) % k.size(1) != 0)
@@ -106,30 +112,58 @@ double scale_of(const op_call& c, std::int64_t d) {
 struct alignas(32) long4_arg {
   std::int64_t v[4];
 };
-long4_arg strides4(const tensor& t) { return {{t.strides()[0], t.strides()[1], t.strides()[2], t.strides()[3]}}; }
+long4_arg strides4(const tensor& t) {
+  return {{t.strides()[0], t.strides()[1], t.strides()[2], t.strides()[3]}};
+}
 
 config_schema schema() {
   config_schema s;
   s.params = {
+      {"variant",
+       0,
+       {0, 1},
+       "0 one query row per work-item (attention.cl), 1 one work-group per row, split over keys "
+       "(attention_split.cl)"},
       {"bq", 16, {1, 2, 4, 8, 16, 32, 64, 128}, "query rows per work-group (one per work-item)"},
       {"bk", 16, {1, 2, 4, 8, 16, 32}, "keys scored per online-softmax step (one rescale per block)"},
       {"local", 0, {0, 1}, "1: stage each K/V block in local memory shared by the work-group (GPU)"},
+      {"wg", 64, {16, 32, 64, 128, 256}, "variant 1: work-group size (keys per block, output dims per pass)"},
   };
   return s;
 }
 
-event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
+event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_override src, bool split) {
   const attn_shape s = shape_of(c);
   if (s.b == 0 || s.hq == 0 || s.lq == 0 || s.dv == 0) return {};
   const tensor& out = c.outputs[0];
   const int mk = mask_kind(c);
-  const std::int64_t bq = std::min(cfg.at("bq"), next_pow2(s.lq));
-  const std::string opts = fmt::format(
-      "-DPRISM_DTYPE={} -DD={} -DDV={} -DBQ={} -DBK={} -DUSE_LOCAL={} -DCAUSAL={} -DMASK_KIND={}",
-      out.type() == dtype::f32 ? 0 : out.type() == dtype::f16 ? 1 : 2, s.d, s.dv, bq,
-      cfg.at("bk"), cfg.at("local"), c.get_bool("is_causal", false) ? 1 : 0, mk);
-  const std::string source = compose_source("attention.cl", src);
-  kernel k = build_kernel(q.get_context(), "attention.cl", std::string_view(source), opts, "attention");
+  const int dt = out.type() == dtype::f32 ? 0 : out.type() == dtype::f16 ? 1 : 2;
+  const int causal = c.get_bool("is_causal", false) ? 1 : 0;
+  const std::int64_t bq = std::min(cfg.at("bq"), next_pow2(s.lq)), wg = cfg.at("wg");
+  kernel k;
+  nd_range r;
+  if (split) {
+    const std::string opts = fmt::format("-DPRISM_DTYPE={} -DD={} -DDV={} -DWG={} -DCAUSAL={} -DMASK_KIND={}",
+                                         dt, s.d, s.dv, wg, causal, mk);
+    k = build_kernel(q.get_context(), "attention_split.cl", src, opts, "attention_split");
+    r = nd_range(range<3>(s.lq * wg, s.hq, s.b), range<3>(wg, 1, 1));
+  } else {
+    // Vectors along the head dim where the layout allows (private path only).
+    int vw = 1;
+    const bool unit =
+        c.inputs[0].strides()[3] == 1 && c.inputs[1].strides()[3] == 1 && c.inputs[2].strides()[3] == 1;
+    if (!cfg.at("local") && unit)
+      for (int w : {16, 8, 4})
+        if (s.d % w == 0 && s.dv % w == 0) {
+          vw = w;
+          break;
+        }
+    const std::string opts = fmt::format(
+        "-DPRISM_DTYPE={} -DD={} -DDV={} -DBQ={} -DBK={} -DUSE_LOCAL={} -DCAUSAL={} -DMASK_KIND={} -DVW={}",
+        dt, s.d, s.dv, bq, cfg.at("bk"), cfg.at("local"), causal, mk, vw);
+    k = build_kernel(q.get_context(), "attention.cl", src, opts, "attention");
+    r = nd_range(range<3>(ceil_div(s.lq, bq) * bq, s.hq, s.b), range<3>(bq, 1, 1));
+  }
 
   const int hq = to_int(s.hq, "scaled_dot_product_attention", "query heads");
   const int hkv = to_int(s.hkv, "scaled_dot_product_attention", "key heads");
@@ -153,15 +187,14 @@ event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_overr
   auto bv_buf = tv.storage();
   auto bo_buf = out.storage();
   auto bm_buf = mk ? c.inputs[3].storage() : tq.storage();
-  nd_range r(range<3>(ceil_div(s.lq, bq) * bq, s.hq, s.b), range<3>(bq, 1, 1));
   return q.submit([&](handler& h) {
     accessor<std::byte> aq(bq_buf, h, read_only);
     accessor<std::byte> ak(bk_buf, h, read_only);
     accessor<std::byte> av(bv_buf, h, read_only);
     accessor<std::byte> ao(bo_buf, h, write_only);
     accessor<std::byte> am(bm_buf, h, read_only);
-    h.parallel_for(r, k, hq, hkv, lq, lk, scale, aq, q_off, sq, ak, k_off, sk, av, v_off, sv, ao, o_off, so, am,
-                   m_off, sm);
+    h.parallel_for(r, k, hq, hkv, lq, lk, scale, aq, q_off, sq, ak, k_off, sk, av, v_off, sv, ao, o_off, so,
+                   am, m_off, sm);
   });
 }
 
@@ -238,8 +271,8 @@ void reference(host_call& hc) {
 // then bounded by that relative error times the weighted |v|, plus the final rounding.
 tolerance tol(const op_call& c, int) {
   const attn_shape s = shape_of(c);
-  const double eps = std::ldexp(1.0, -23) *
-                     (16.0 + 2.0 * std::sqrt(static_cast<double>(s.lk)) + 2.0 * std::sqrt(static_cast<double>(s.d)));
+  const double eps = std::ldexp(1.0, -23) * (16.0 + 2.0 * std::sqrt(static_cast<double>(s.lk)) +
+                                             2.0 * std::sqrt(static_cast<double>(s.d)));
   return tolerance{1.0, 0.0, 0.0, eps};
 }
 
@@ -269,7 +302,9 @@ op_call sample(queue& q, const shape_key& key, const sample_options& o0) {
 
 test_case keyed(std::string shape_class, std::string key) {
   return {std::move(shape_class), [key](queue& q, const sample_options& o) {
-            return op_registry::instance().get("scaled_dot_product_attention").sample(q, shape_key::parse(key), o);
+            return op_registry::instance()
+                .get("scaled_dot_product_attention")
+                .sample(q, shape_key::parse(key), o);
           }};
 }
 
@@ -308,7 +343,8 @@ void register_attention_ops(op_registry& r) {
   d.name = "scaled_dot_product_attention";
   d.family = "attention";
   d.summary =
-      "softmax(scale * query @ key^T + mask) @ value, online softmax; GQA, causal (KV-cache offset), additive/bool mask";
+      "softmax(scale * query @ key^T + mask) @ value, online softmax; GQA, causal (KV-cache offset), "
+      "additive/bool mask";
   d.inputs = {{"query"}, {"key"}, {"value"}, {"attn_mask", true}};
   d.outputs = {{"out"}};
   d.attrs = {{"is_causal", false, "query i attends keys j <= kv_len - q_len + i"},
@@ -322,13 +358,20 @@ void register_attention_ops(op_registry& r) {
   };
   d.key = [](const op_call& c) {
     const attn_shape s = shape_of(c);
-    return shape_key{{"b", s.b},   {"hq", s.hq}, {"hkv", s.hkv},
-                     {"lq", s.lq}, {"lk", s.lk}, {"d", s.d},
-                     {"dv", s.dv}, {"causal", c.get_bool("is_causal", false) ? 1 : 0}, {"mask", mask_kind(c)}};
+    return shape_key{{"b", s.b},
+                     {"hq", s.hq},
+                     {"hkv", s.hkv},
+                     {"lq", s.lq},
+                     {"lk", s.lk},
+                     {"d", s.d},
+                     {"dv", s.dv},
+                     {"causal", c.get_bool("is_causal", false) ? 1 : 0},
+                     {"mask", mask_kind(c)}};
   };
   d.flops = [](const op_call& c) {
     const attn_shape s = shape_of(c);
-    return 2.0 * static_cast<double>(s.b * s.hq * s.lq) * static_cast<double>(s.lk) * static_cast<double>(s.d + s.dv);
+    return 2.0 * static_cast<double>(s.b * s.hq * s.lq) * static_cast<double>(s.lk) *
+           static_cast<double>(s.d + s.dv);
   };
   d.bytes = [](const op_call& c) {
     double b = 0;
@@ -342,19 +385,41 @@ void register_attention_ops(op_registry& r) {
   d.implementations.push_back(
       {"opencl.flash", "attention.cl",
        [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
+         if (cfg.at("variant") != 0) return std::string("config variant=1 selects opencl.split");
          if (!is_floating(c.inputs[0].type()))
            return fmt::format("dtype {} is not a float dtype", dtype_name(c.inputs[0].type()));
          if (static_cast<std::size_t>(cfg.at("bq")) > dev.max_work_group_size())
-           return fmt::format("bq={} > device maximum work-group size {}", cfg.at("bq"), dev.max_work_group_size());
+           return fmt::format("bq={} > device maximum work-group size {}", cfg.at("bq"),
+                              dev.max_work_group_size());
          if (cfg.at("local")) {
            const attn_shape s = shape_of(c);
            const auto bytes = static_cast<std::uint64_t>(cfg.at("bk") * (s.d + s.dv) * 4);
            if (bytes > dev.local_mem_size())
-             return fmt::format("local=1 needs {} B of local memory > device {} B", bytes, dev.local_mem_size());
+             return fmt::format("local=1 needs {} B of local memory > device {} B", bytes,
+                                dev.local_mem_size());
          }
          return std::nullopt;
        },
-       enqueue});
+       [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
+         return enqueue(q, c, cfg, src, false);
+       }});
+  d.implementations.push_back(
+      {"opencl.split", "attention_split.cl",
+       [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
+         if (cfg.at("variant") != 1) return std::string("config variant=0 selects opencl.flash");
+         if (!is_floating(c.inputs[0].type()))
+           return fmt::format("dtype {} is not a float dtype", dtype_name(c.inputs[0].type()));
+         if (static_cast<std::size_t>(cfg.at("wg")) > dev.max_work_group_size())
+           return fmt::format("wg={} > device maximum work-group size {}", cfg.at("wg"),
+                              dev.max_work_group_size());
+         const auto bytes = static_cast<std::uint64_t>((shape_of(c).d + 2 * cfg.at("wg")) * 4);
+         if (bytes > dev.local_mem_size())
+           return fmt::format("needs {} B of local memory > device {} B", bytes, dev.local_mem_size());
+         return std::nullopt;
+       },
+       [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
+         return enqueue(q, c, cfg, src, true);
+       }});
   d.sample = sample;
   d.config_test_shapes = {"b=1,hq=4,hkv=2,lq=5,lk=11,d=16,dv=16,causal=1,mask=0"};
   d.test_cases = cases;

@@ -14,11 +14,15 @@ namespace {
 
 constexpr const char* kFile = "elementwise.cl";
 
-double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double gelu_ref(double x) {
+  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+}
 double gelu_tanh_ref(double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
-double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double sigmoid_ref(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
 
 bool tanh_form(const op_call& c) {
   std::string a = c.get_str("approximate", "none");
@@ -26,14 +30,18 @@ bool tanh_form(const op_call& c) {
   return a == "tanh";
 }
 
-std::vector<dtype> floats() { return {dtype::f32, dtype::f16, dtype::bf16}; }
+std::vector<dtype> floats() {
+  return {dtype::f32, dtype::f16, dtype::bf16};
+}
 
 /// Elementwise ops share one implementation shape: flat or strided path of elementwise.cl.
 op_implementation ew_impl(std::function<ew_launch(const op_call&)> plan) {
   op_implementation impl;
   impl.name = "opencl.elementwise";
   impl.kernel_file = kFile;
-  impl.supports = [](const device& dev, const op_call&, const kernel_config& cfg) { return check_wg(dev, cfg.at("wg")); };
+  impl.supports = [](const device& dev, const op_call&, const kernel_config& cfg) {
+    return check_wg(dev, cfg.at("wg"));
+  };
   impl.enqueue = [plan](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
     return launch_elementwise(q, plan(c), cfg, src);
   };
@@ -67,10 +75,12 @@ const unary_def unary_defs[] = {
     {"silu", "x * sigmoid(x)", [](double x) { return x * sigmoid_ref(x); }, 8, 0, -8, 8, false},
 };
 
-const unary_def gelu_def{"gelu", "x * Phi(x); approximate=none (erf) or tanh", gelu_ref, 8, 32 * eps_f32, -5, 5,
-                         false};
+const unary_def gelu_def{
+    "gelu", "x * Phi(x); approximate=none (erf) or tanh", gelu_ref, 8, 32 * eps_f32, -5, 5, false};
 
-shape_key flat_key(const op_call& c) { return {{"n", c.outputs.empty() ? c.inputs[0].numel() : c.outputs[0].numel()}}; }
+shape_key flat_key(const op_call& c) {
+  return {{"n", c.outputs.empty() ? c.inputs[0].numel() : c.outputs[0].numel()}};
+}
 
 std::vector<test_case> unary_cases(const std::string& op, double lo, double hi, const attr_map& attrs) {
   auto mk = [op, lo, hi, attrs](dims shape, bool strided) {
@@ -85,9 +95,8 @@ std::vector<test_case> unary_cases(const std::string& op, double lo, double hi, 
       return c;
     };
   };
-  return {{"empty", mk({0, 5}, false)},      {"one", mk({1}, false)},
-          {"scalar", mk({}, false)},         {"odd", mk({1031}, false)},
-          {"large", mk({256, 1031}, false)}, {"strided", mk({33, 65}, true)},
+  return {{"empty", mk({0, 5}, false)},  {"one", mk({1}, false)},           {"scalar", mk({}, false)},
+          {"odd", mk({1031}, false)},    {"large", mk({256, 1031}, false)}, {"strided", mk({33, 65}, true)},
           {"strided1d", mk({257}, true)}};
 }
 
@@ -104,7 +113,9 @@ op_descriptor make_unary(const unary_def& u) {
   d.check = [is_gelu](const op_call& c) {
     if (is_gelu) tanh_form(c);
   };
-  d.infer_outputs = [](const op_call& c) { return std::vector<tensor_spec>{{c.inputs[0].shape(), c.inputs[0].type()}}; };
+  d.infer_outputs = [](const op_call& c) {
+    return std::vector<tensor_spec>{{c.inputs[0].shape(), c.inputs[0].type()}};
+  };
   d.key = flat_key;
   d.flops = [](const op_call& c) { return static_cast<double>(c.inputs[0].numel()); };
   d.bytes = [](const op_call& c) { return 2.0 * static_cast<double>(c.inputs[0].nbytes()); };
@@ -167,30 +178,35 @@ struct binary_def {
 };
 
 const binary_def binary_defs[] = {
-    {"add", "input + alpha * other", [](double a, double b, double al) { return a + al * b; }, 0.5, eps_f32, -4, 4,
-     -4, 4, true, true},
-    {"sub", "input - alpha * other", [](double a, double b, double al) { return a - al * b; }, 0.5, eps_f32, -4, 4,
-     -4, 4, true, true},
-    {"mul", "input * other", [](double a, double b, double) { return a * b; }, 0.5, 0, -4, 4, -4, 4, false, true},
-    {"div", "input / other", [](double a, double b, double) { return a / b; }, 2.5, 0, -4, 4, 0.25, 4, false, false},
-    {"maximum", "elementwise max (NaN propagates)",
-     [](double a, double b, double) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }, 0, 0, -4, 4,
-     -4, 4, false, true},
-    {"minimum", "elementwise min (NaN propagates)",
-     [](double a, double b, double) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }, 0, 0, -4, 4,
-     -4, 4, false, true},
-    {"pow", "input ^ other", [](double a, double b, double) { return std::pow(a, b); }, 16, 0, 0.1, 3, -3, 3, false,
+    {"add", "input + alpha * other", [](double a, double b, double al) { return a + al * b; }, 0.5, eps_f32,
+     -4, 4, -4, 4, true, true},
+    {"sub", "input - alpha * other", [](double a, double b, double al) { return a - al * b; }, 0.5, eps_f32,
+     -4, 4, -4, 4, true, true},
+    {"mul", "input * other", [](double a, double b, double) { return a * b; }, 0.5, 0, -4, 4, -4, 4, false,
+     true},
+    {"div", "input / other", [](double a, double b, double) { return a / b; }, 2.5, 0, -4, 4, 0.25, 4, false,
      false},
+    {"maximum", "elementwise max (NaN propagates)",
+     [](double a, double b, double) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }, 0, 0,
+     -4, 4, -4, 4, false, true},
+    {"minimum", "elementwise min (NaN propagates)",
+     [](double a, double b, double) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }, 0, 0,
+     -4, 4, -4, 4, false, true},
+    {"pow", "input ^ other", [](double a, double b, double) { return std::pow(a, b); }, 16, 0, 0.1, 3, -3, 3,
+     false, false},
 };
 
 /// The second operand: the `other` tensor, or the `scalar` attribute when `other` is undefined.
-bool has_other_tensor(const op_call& c) { return c.inputs.size() > 1 && c.inputs[1].defined(); }
+bool has_other_tensor(const op_call& c) {
+  return c.inputs.size() > 1 && c.inputs[1].defined();
+}
 
 op_descriptor make_binary(const binary_def& b) {
   op_descriptor d;
   d.name = b.name;
   d.family = "binary";
-  d.summary = std::string(b.summary) + "; NumPy broadcasting; `other` may be omitted for the `scalar` attribute";
+  d.summary =
+      std::string(b.summary) + "; NumPy broadcasting; `other` may be omitted for the `scalar` attribute";
   d.inputs = {{"input"}, {"other", true}};
   d.outputs = {{"out"}};
   d.attrs = {{"scalar", 0.0, "the second operand when `other` is undefined"}};
@@ -208,8 +224,9 @@ op_descriptor make_binary(const binary_def& b) {
     c.get_f64("alpha", 1.0);
   };
   d.infer_outputs = [](const op_call& c) {
-    dims s = has_other_tensor(c) ? broadcast_shapes(c, c.inputs[0].shape(), "input", c.inputs[1].shape(), "other")
-                                 : c.inputs[0].shape();
+    dims s = has_other_tensor(c)
+                 ? broadcast_shapes(c, c.inputs[0].shape(), "input", c.inputs[1].shape(), "other")
+                 : c.inputs[0].shape();
     return std::vector<tensor_spec>{{s, c.inputs[0].type()}};
   };
   d.key = flat_key;
@@ -269,7 +286,8 @@ op_descriptor make_binary(const binary_def& b) {
   })};
   double alo = b.a_lo, ahi = b.a_hi, blo = b.b_lo, bhi = b.b_hi;
   bool alpha = b.has_alpha;
-  auto make = [name, alo, ahi, blo, bhi, alpha](queue& q, const sample_options& o, dims as, dims bs, int mode) {
+  auto make = [name, alo, ahi, blo, bhi, alpha](queue& q, const sample_options& o, dims as, dims bs,
+                                                int mode) {
     // mode 0: tensors, 1: scalar attribute, 2: strided (transposed) input
     std::mt19937_64 rng(o.seed);
     op_call c;
@@ -314,7 +332,8 @@ op_descriptor make_gated(const std::string& name, bool gelu) {
   op_descriptor d;
   d.name = name;
   d.family = "gated";
-  d.summary = gelu ? "gelu(x[..., :d]) * x[..., d:] for input [..., 2d]" : "silu(x[..., :d]) * x[..., d:] for input [..., 2d]";
+  d.summary = gelu ? "gelu(x[..., :d]) * x[..., d:] for input [..., 2d]"
+                   : "silu(x[..., :d]) * x[..., d:] for input [..., 2d]";
   d.inputs = {{"input"}};
   d.outputs = {{"out"}};
   if (gelu) d.attrs = {{"approximate", std::string("none"), "none: erf form; tanh: tanh approximation"}};
@@ -335,7 +354,9 @@ op_descriptor make_gated(const std::string& name, bool gelu) {
     return shape_key{{"rows", half ? c.outputs[0].numel() / half : 0}, {"d", half}};
   };
   d.flops = [](const op_call& c) { return 5.0 * static_cast<double>(c.outputs[0].numel()); };
-  d.bytes = [](const op_call& c) { return static_cast<double>(c.inputs[0].nbytes() + c.outputs[0].nbytes()); };
+  d.bytes = [](const op_call& c) {
+    return static_cast<double>(c.inputs[0].nbytes() + c.outputs[0].nbytes());
+  };
   d.reference = [gelu](host_call& h) {
     bool t = gelu && tanh_form(*h.call);
     const auto& in = h.inputs[0];

@@ -1,5 +1,5 @@
 // Helpers shared by the GEMM and attention descriptors (kernels/ops/matmul.cpp, attention.cpp):
-// random sample tensors, program sources with the gemm_common.cl prelude, stride checks.
+// random sample tensors, index narrowing.
 #pragma once
 
 #include <cmath>
@@ -41,19 +41,12 @@ inline tensor random_tensor(queue& q, const dims& shape, dtype t, const sample_o
   return tensor::from_floats(q, v, shape, t);
 }
 
-/// Program source: gemm_common.cl, then the op's file (or a vendor override of it).
-inline std::string compose_source(std::string_view file, source_override src) {
-  std::string s(embedded_kernel_source("gemm_common.cl"));
-  s += "\n";
-  s += src ? *src : embedded_kernel_source(file);
-  return s;
-}
-
 /// Narrows an element stride/extent to the kernels' 32-bit int arguments.
 inline int to_int(std::int64_t v, const char* op, const char* what) {
   if (v > std::numeric_limits<int>::max() || v < std::numeric_limits<int>::min())
-    throw error(errc::unsupported, fmt::format("ops::{}", op),
-                fmt::format("{} = {} does not fit the kernel's 32-bit index; valid: |{}| < 2^31", what, v, what));
+    throw error(
+        errc::unsupported, fmt::format("ops::{}", op),
+        fmt::format("{} = {} does not fit the kernel's 32-bit index; valid: |{}| < 2^31", what, v, what));
   return static_cast<int>(v);
 }
 
@@ -63,6 +56,8 @@ inline std::int64_t next_pow2(std::int64_t v) {
   return p;
 }
 
-inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
 
 }  // namespace prism::gemm_detail

@@ -11,10 +11,14 @@ namespace {
 
 const char* raw_type(dtype t) {
   switch (dtype_size(t)) {
-    case 1: return "uchar";
-    case 2: return "ushort";
-    case 4: return "uint";
-    default: return "ulong";
+    case 1:
+      return "uchar";
+    case 2:
+      return "ushort";
+    case 4:
+      return "uint";
+    default:
+      return "ulong";
   }
 }
 
@@ -30,7 +34,8 @@ op_descriptor make_embedding() {
     require_rank(c, c.inputs[0], "weight", 2, 2);
     require_dtype(c, c.inputs[1], "indices", {dtype::i32, dtype::i64});
     if (c.inputs[1].dim() + 1 > max_tensor_dims)
-      fail(c, "'indices' has rank " + std::to_string(c.inputs[1].dim()) + "; at most 7 (the output adds a dim)");
+      fail(c,
+           "'indices' has rank " + std::to_string(c.inputs[1].dim()) + "; at most 7 (the output adds a dim)");
   };
   d.infer_outputs = [](const op_call& c) {
     dims s = c.inputs[1].shape();
@@ -51,17 +56,22 @@ op_descriptor make_embedding() {
     auto& out = h.outputs[0];
     for (std::int64_t i = 0; i < idx.numel(); ++i) {
       auto v = static_cast<std::int64_t>(idx.values[i]);
-      for (std::int64_t j = 0; j < D; ++j) out.values[i * D + j] = (v >= 0 && v < V) ? w.values[v * D + j] : 0.0;
+      for (std::int64_t j = 0; j < D; ++j)
+        out.values[i * D + j] = (v >= 0 && v < V) ? w.values[v * D + j] : 0.0;
     }
   };
   d.tol = [](const op_call&, int) { return tolerance{}; };
   config_schema s;
-  s.params = {{"wg", 256, {32, 64, 128, 256, 512}, "work-group size (one work-item per output element)"}};
+  s.params = {{"wg", 256, {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}, "work-group size"},
+              {"vec", 4, {2, 4, 8, 16}, "variant 1: vector width of the row copy"},
+              {"variant", 0, {0, 1}, "0: one work-item per output element; 1: one work-item per index (row copy)"}};
   d.config = s;
   op_implementation impl;
   impl.name = "opencl.embedding";
   impl.kernel_file = "embedding.cl";
-  impl.supports = [](const device& dev, const op_call&, const kernel_config& cfg) { return check_wg(dev, cfg.at("wg")); };
+  impl.supports = [](const device& dev, const op_call&, const kernel_config& cfg) {
+    return check_wg(dev, cfg.at("wg"));
+  };
   impl.enqueue = [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) -> event {
     tensor w = c.inputs[0].contiguous(q);
     tensor idx = c.inputs[1].contiguous(q);
@@ -69,8 +79,10 @@ op_descriptor make_embedding() {
     const std::int64_t n = idx.numel(), V = w.size(0), D = w.size(1);
     if (n * D == 0) return event{};
     const std::int64_t wg = cfg.at("wg");
-    std::string opts = std::string("-DRAW_T=") + raw_type(w.type()) + " " + dtype_defines("I", idx.type());
-    kernel k = build_kernel(q.get_context(), "embedding.cl", src, opts, "embedding");
+    std::string opts = std::string("-DRAW_T=") + raw_type(w.type()) + " " + dtype_defines("I", idx.type()) +
+                       "-DVEC=" + std::to_string(cfg.at("vec"));
+    const bool rows = cfg.at("variant") == 1;
+    kernel k = build_kernel(q.get_context(), "embedding.cl", src, opts, rows ? "embedding_rows" : "embedding");
     const std::int64_t zeros[4] = {0, 0, 0, 0};
     buffer<std::int64_t> err(q.get_context(), zeros, 4);
     event e = q.submit([&](handler& h) {
@@ -78,9 +90,9 @@ op_descriptor make_embedding() {
       accessor<std::byte> W(w.storage(), h, read_only);
       accessor<std::byte> O(out.storage(), h, access_mode::write);
       accessor<std::int64_t> E(err, h, read_write);
-      h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(n * D), static_cast<std::size_t>(wg))),
+      h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(rows ? n : n * D), static_cast<std::size_t>(wg))),
                               range<1>(static_cast<std::size_t>(wg))),
-                     k, n, D, V, I, idx.offset(), W, w.offset(), O, out.offset(), E);
+          k, n, D, V, I, idx.offset(), W, w.offset(), O, out.offset(), E);
     });
     auto flag = err.read();
     if (flag[0] != 0) {
@@ -93,20 +105,22 @@ op_descriptor make_embedding() {
       }
       for (auto v : co) pos.push_back(v);
       throw error(errc::invalid_argument, "ops::embedding",
-                  "indices" + pos.str() + " = " + std::to_string(flag[2]) + " is out of range for 'weight' with " +
-                      std::to_string(V) + " rows; valid: [0, " + std::to_string(V - 1) +
-                      "] (rows of out-of-range indices were zeroed)");
+                  "indices" + pos.str() + " = " + std::to_string(flag[2]) +
+                      " is out of range for 'weight' with " + std::to_string(V) + " rows; valid: [0, " +
+                      std::to_string(V - 1) + "] (rows of out-of-range indices were zeroed)");
     }
     return e;
   };
   d.implementations = {impl};
-  auto make = [](queue& q, const sample_options& o, std::int64_t V, std::int64_t D, dims ishape, dtype it, bool bad) {
+  auto make = [](queue& q, const sample_options& o, std::int64_t V, std::int64_t D, dims ishape, dtype it,
+                 bool bad) {
     std::mt19937_64 rng(o.seed);
     op_call c;
     c.op = "embedding";
     tensor w = random_tensor(q, {V, D}, o.type, rng, -2, 2, o.small_integers);
     std::vector<double> iv(static_cast<std::size_t>(ishape.product()));
-    for (auto& v : iv) v = static_cast<double>(rng() % static_cast<std::uint64_t>(std::max<std::int64_t>(V, 1)));
+    for (auto& v : iv)
+      v = static_cast<double>(rng() % static_cast<std::uint64_t>(std::max<std::int64_t>(V, 1)));
     if (bad && !iv.empty()) iv[iv.size() / 2] = static_cast<double>(V + 3);
     std::vector<std::byte> ib(iv.size() * dtype_size(it));
     encode_values(it, iv.data(), iv.size(), ib.data());
@@ -133,6 +147,8 @@ op_descriptor make_embedding() {
 
 }  // namespace
 
-void register_index_ops(op_registry& r) { r.add(make_embedding()); }
+void register_index_ops(op_registry& r) {
+  r.add(make_embedding());
+}
 
 }  // namespace prism

@@ -19,13 +19,17 @@ event copy_into(queue& q, const tensor& src, const tensor& dst) {
 
 namespace {
 
-std::vector<dtype> all() { return {std::begin(all_dtypes), std::end(all_dtypes)}; }
+std::vector<dtype> all() {
+  return {std::begin(all_dtypes), std::end(all_dtypes)};
+}
 
 op_implementation cast_impl(std::function<std::pair<tensor, tensor>(const op_call&)> operands) {
   op_implementation impl;
   impl.name = "opencl.cast";
   impl.kernel_file = "cast.cl";
-  impl.supports = [](const device& dev, const op_call&, const kernel_config& cfg) { return check_wg(dev, cfg.at("wg")); };
+  impl.supports = [](const device& dev, const op_call&, const kernel_config& cfg) {
+    return check_wg(dev, cfg.at("wg"));
+  };
   impl.enqueue = [operands](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
     auto [s, d] = operands(c);
     return launch_cast(q, s, d, cfg, src);
@@ -77,8 +81,9 @@ std::vector<test_case> copy_like_cases(const std::string& op, attr_map attrs, bo
       return c;
     };
   };
-  std::vector<test_case> v = {{"empty", mk({0, 4}, 0)},   {"one", mk({1}, 0)},        {"odd", mk({1031}, 0)},
-                              {"large", mk({512, 1031}, 0)}, {"strided", mk({33, 65}, 1)}, {"strided1d", mk({301}, 1)}};
+  std::vector<test_case> v = {{"empty", mk({0, 4}, 0)},     {"one", mk({1}, 0)},
+                              {"odd", mk({1031}, 0)},       {"large", mk({512, 1031}, 0)},
+                              {"strided", mk({33, 65}, 1)}, {"strided1d", mk({301}, 1)}};
   if (strided_out) {
     v.push_back({"strided_out", mk({33, 65}, 2)});
     v.push_back({"broadcast", mk({17, 65}, 3)});
@@ -133,7 +138,8 @@ op_descriptor make_cast() {
   op_descriptor d;
   d.name = "cast";
   d.family = "layout";
-  d.summary = "out = input converted to `dtype` (RNE to f16/bf16, truncation + saturation to ints, != 0 to bool)";
+  d.summary =
+      "out = input converted to `dtype` (RNE to f16/bf16, truncation + saturation to ints, != 0 to bool)";
   d.inputs = {{"input"}};
   d.outputs = {{"out"}};
   d.attrs = {{"dtype", std::string("f32"), "the output dtype"}};
@@ -150,7 +156,9 @@ op_descriptor make_cast() {
   };
   d.key = [](const op_call& c) { return shape_key{{"n", c.inputs[0].numel()}}; };
   d.flops = [](const op_call&) { return 0.0; };
-  d.bytes = [](const op_call& c) { return static_cast<double>(c.inputs[0].nbytes() + c.outputs[0].nbytes()); };
+  d.bytes = [](const op_call& c) {
+    return static_cast<double>(c.inputs[0].nbytes() + c.outputs[0].nbytes());
+  };
   d.reference = [](host_call& h) { broadcast_copy_ref(h.inputs[0], h.outputs[0]); };
   d.tol = [](const op_call&, int) { return tolerance{}; };
   d.config = elementwise_schema();
@@ -186,8 +194,11 @@ op_implementation fill_impl(bool arange) {
   op_implementation impl;
   impl.name = arange ? "opencl.arange" : "opencl.fill";
   impl.kernel_file = "cast.cl";
-  impl.supports = [](const device& dev, const op_call&, const kernel_config& cfg) { return check_wg(dev, cfg.at("wg")); };
-  impl.enqueue = [arange](queue& q, const op_call& c, const kernel_config& cfg, source_override src) -> event {
+  impl.supports = [](const device& dev, const op_call&, const kernel_config& cfg) {
+    return check_wg(dev, cfg.at("wg"));
+  };
+  impl.enqueue = [arange](queue& q, const op_call& c, const kernel_config& cfg,
+                          source_override src) -> event {
     tensor out = c.outputs[0];
     const std::int64_t n = out.numel();
     if (n == 0) return event{};
@@ -240,7 +251,8 @@ op_descriptor make_fill(const std::string& name) {
     if (!c.outputs.empty() && c.outputs[0].defined() && !c.has("shape"))
       return std::vector<tensor_spec>{{c.outputs[0].shape(), c.outputs[0].type()}};
     auto s = c.get_ints("shape", {});
-    return std::vector<tensor_spec>{{dims(std::span<const std::int64_t>(s)), parse_dtype(c.get_str("dtype", "f32"))}};
+    return std::vector<tensor_spec>{
+        {dims(std::span<const std::int64_t>(s)), parse_dtype(c.get_str("dtype", "f32"))}};
   };
   d.key = [](const op_call& c) { return shape_key{{"n", c.outputs[0].numel()}}; };
   d.flops = [](const op_call&) { return 0.0; };
@@ -265,7 +277,9 @@ op_descriptor make_fill(const std::string& name) {
     write_logical(q, c.outputs[0], bytes);
     return c;
   };
-  d.sample = [make](queue& q, const shape_key& k, const sample_options& o) { return make(q, {k.at("n")}, o.type, 2.5); };
+  d.sample = [make](queue& q, const shape_key& k, const sample_options& o) {
+    return make(q, {k.at("n")}, o.type, 2.5);
+  };
   d.config_test_shapes = {"n=1", "n=4099"};
   d.test_cases = [make](dtype) {
     auto tc = [make](dims s, double v) {
@@ -297,7 +311,8 @@ op_descriptor make_arange() {
   };
   d.check = [](const op_call& c) {
     double step = c.get_f64("step", 1.0);
-    if (step == 0 || !std::isfinite(step)) fail(c, "attribute 'step' must be finite and non-zero; got " + format_attr(step));
+    if (step == 0 || !std::isfinite(step))
+      fail(c, "attribute 'step' must be finite and non-zero; got " + format_attr(step));
     if (!std::isfinite(c.get_f64("start", 0.0)) || !std::isfinite(c.get_f64("end", 0.0)))
       fail(c, "attributes 'start' and 'end' must be finite");
     parse_dtype(c.get_str("dtype", "f32"));
@@ -313,9 +328,11 @@ op_descriptor make_arange() {
     auto& out = h.outputs[0];
     bool ints = !is_floating(out.type);
     for (std::size_t i = 0; i < out.values.size(); ++i)
-      out.values[i] = ints ? static_cast<double>(static_cast<std::int64_t>(start) + static_cast<std::int64_t>(i) *
-                                                                                      static_cast<std::int64_t>(step))
-                           : static_cast<double>(static_cast<float>(start) + static_cast<float>(i) * static_cast<float>(step));
+      out.values[i] =
+          ints ? static_cast<double>(static_cast<std::int64_t>(start) +
+                                     static_cast<std::int64_t>(i) * static_cast<std::int64_t>(step))
+               : static_cast<double>(static_cast<float>(start) +
+                                     static_cast<float>(i) * static_cast<float>(step));
   };
   // start + i*step is computed in f32 on the device (one rounding for i*step, one for the add,
   // unless contracted to an fma): 1 ulp of f32 covers it, then the storage rounding.
@@ -407,7 +424,9 @@ op_descriptor make_cat() {
   op_implementation impl;
   impl.name = "opencl.cat";
   impl.kernel_file = "cast.cl";
-  impl.supports = [](const device& dev, const op_call&, const kernel_config& cfg) { return check_wg(dev, cfg.at("wg")); };
+  impl.supports = [](const device& dev, const op_call&, const kernel_config& cfg) {
+    return check_wg(dev, cfg.at("wg"));
+  };
   impl.enqueue = [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
     // One converting copy per input into its slice of the output (in-order per output buffer).
     const tensor& out = c.outputs[0];
@@ -428,14 +447,16 @@ op_descriptor make_cat() {
     c.op = "cat";
     c.set("dim", std::int64_t{dim});
     for (std::size_t i = 0; i < shapes.size(); ++i)
-      c.inputs.push_back(strided && i == 0 ? random_strided(q, shapes[i], o.type, rng, -100, 100, o.small_integers)
-                                           : random_tensor(q, shapes[i], o.type, rng, -100, 100, o.small_integers));
+      c.inputs.push_back(strided && i == 0
+                             ? random_strided(q, shapes[i], o.type, rng, -100, 100, o.small_integers)
+                             : random_tensor(q, shapes[i], o.type, rng, -100, 100, o.small_integers));
     allocate_outputs(q, op_registry::instance().get("cat"), c);
     return c;
   };
   d.sample = [make](queue& q, const shape_key& k, const sample_options& o) {
     std::int64_t parts = std::max<std::int64_t>(k.get("inputs", 2), 1);
-    std::vector<dims> shapes(static_cast<std::size_t>(parts), dims{std::max<std::int64_t>(k.at("n") / parts, 1)});
+    std::vector<dims> shapes(static_cast<std::size_t>(parts),
+                             dims{std::max<std::int64_t>(k.at("n") / parts, 1)});
     return make(q, o, shapes, 0, false);
   };
   d.config_test_shapes = {"inputs=2,n=2", "inputs=3,n=4098"};

@@ -36,7 +36,9 @@ const char* variant_impl(std::int64_t v) {
   return v == 0 ? "opencl.cpu" : v == 1 ? "opencl.gpu" : v == 2 ? "opencl.gemv" : "?";
 }
 
-std::string op_name(const op_call& call) { return fmt::format("ops::{}", call.op); }
+std::string op_name(const op_call& call) {
+  return fmt::format("ops::{}", call.op);
+}
 
 [[noreturn]] void bad(const op_call& call, const std::string& msg) {
   throw error(errc::invalid_argument, op_name(call), msg);
@@ -46,8 +48,9 @@ void check_same_dtype(const op_call& call, const std::vector<std::pair<const cha
   const tensor* first = ts.front().second;
   for (auto& [name, t] : ts)
     if (t->defined() && t->type() != first->type())
-      bad(call, fmt::format("{} has dtype {} but {} has {}; all operands must share one float dtype (f32, f16, bf16)",
-                            name, dtype_name(t->type()), ts.front().first, dtype_name(first->type())));
+      bad(call, fmt::format(
+                    "{} has dtype {} but {} has {}; all operands must share one float dtype (f32, f16, bf16)",
+                    name, dtype_name(t->type()), ts.front().first, dtype_name(first->type())));
 }
 
 void check_rank(const op_call& call, const char* name, const tensor& t, int rank) {
@@ -59,7 +62,8 @@ void check_rank(const op_call& call, const char* name, const tensor& t, int rank
 std::pair<std::int64_t, std::int64_t> bias_strides(const op_call& call, const tensor& x, std::int64_t m,
                                                    std::int64_t n) {
   if (x.dim() > 2)
-    bad(call, fmt::format("bias must broadcast to [{}, {}] (at most 2-D), got shape {}", m, n, x.shape().str()));
+    bad(call,
+        fmt::format("bias must broadcast to [{}, {}] (at most 2-D), got shape {}", m, n, x.shape().str()));
   std::int64_t sm = 0, sn = 0;
   const std::int64_t want[2] = {m, n};
   for (int i = 0; i < x.dim(); ++i) {
@@ -142,7 +146,9 @@ gemm_problem lower(queue* q, const op_call& call) {
   return p;
 }
 
-bool k_contiguous(const gemm_problem& p) { return p.sak == 1 && p.sbk == 1; }
+bool k_contiguous(const gemm_problem& p) {
+  return p.sak == 1 && p.sbk == 1;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Config schema
@@ -150,12 +156,21 @@ bool k_contiguous(const gemm_problem& p) { return p.sak == 1 && p.sbk == 1; }
 config_schema gemm_schema() {
   config_schema s;
   s.params = {
-      {"variant", 0, {0, 1, 2}, "0 cpu (register-blocked, no barriers), 1 gpu (local-memory tiles), 2 gemv (small M)"},
+      {"variant",
+       0,
+       {0, 1, 2},
+       "0 cpu (register-blocked, no barriers), 1 gpu (local-memory tiles), 2 gemv (small M)"},
       {"vw", 16, {1, 2, 4, 8, 16}, "cpu: vector width of loads and accumulators"},
       {"rm", 6, {1, 2, 3, 4, 5, 6, 7, 8}, "cpu: rows of C per work-item (clamped to M)"},
-      {"rn", 2, {1, 2, 3, 4, 5, 6, 7, 8}, "cpu: vectors (outer form) or columns (dot form) of C per work-item"},
+      {"rn",
+       2,
+       {1, 2, 3, 4, 5, 6, 7, 8},
+       "cpu: vectors (outer form) or columns (dot form) of C per work-item"},
       {"ku", 1, {1, 2, 4, 8}, "cpu: k-loop unroll of the outer form"},
-      {"kc", 0, {0, 128, 256, 512, 1024, 2048}, "cpu: k-slice per launch for cache blocking (0 = whole K; f32 output only)"},
+      {"kc",
+       0,
+       {0, 128, 256, 512, 1024, 2048},
+       "cpu: k-slice per launch for cache blocking (0 = whole K; f32 output only)"},
       {"lx", 4, {1, 2, 4, 8, 16, 32, 64, 128, 256}, "cpu: work-group size along N"},
       {"ly", 16, {1, 2, 4, 8, 16, 32, 64, 128, 256}, "cpu: work-group size along M"},
       {"tm", 64, {16, 32, 64, 128}, "gpu: tile rows per work-group"},
@@ -163,7 +178,8 @@ config_schema gemm_schema() {
       {"tk", 16, {4, 8, 16, 32}, "gpu: k-slice staged in local memory"},
       {"wm", 4, {1, 2, 4, 8}, "gpu: rows per work-item"},
       {"wn", 4, {1, 2, 4, 8}, "gpu: columns per work-item"},
-      {"mb", 16, {1, 2, 4, 8, 16}, "gemv: largest M handled"},
+      {"gv", 1, {1, 4}, "gpu: 1 strided register block, 4 contiguous block read as float4 from local memory"},
+      {"mb", 16, {1, 2, 4, 8, 16}, "gemv: rows per work-group (M <= mb is the case gemv is for)"},
       {"nb", 4, {1, 2, 4, 8}, "gemv: output columns per work-group"},
       {"wg", 64, {32, 64, 128, 256}, "gemv: work-group size (k split)"},
   };
@@ -171,9 +187,12 @@ config_schema gemm_schema() {
     const auto tm = c.at("tm"), tn = c.at("tn"), wm = c.at("wm"), wn = c.at("wn");
     if (tm % wm != 0) return fmt::format("tm={} must be a multiple of wm={}", tm, wm);
     if (tn % wn != 0) return fmt::format("tn={} must be a multiple of wn={}", tn, wn);
+    if (c.at("gv") == 4 && (wm % 4 != 0 || wn % 4 != 0))
+      return fmt::format("gv=4 needs wm and wn multiples of 4, got wm={} wn={}", wm, wn);
     if ((tm / wm) * (tn / wn) > 1024)
       return fmt::format("gpu work-group (tn/wn)*(tm/wm) = {} exceeds 1024", (tm / wm) * (tn / wn));
-    if (c.at("lx") * c.at("ly") > 4096) return fmt::format("cpu work-group lx*ly = {} exceeds 4096", c.at("lx") * c.at("ly"));
+    if (c.at("lx") * c.at("ly") > 4096)
+      return fmt::format("cpu work-group lx*ly = {} exceeds 4096", c.at("lx") * c.at("ly"));
     return std::nullopt;
   };
   return s;
@@ -207,11 +226,11 @@ event launch(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r
     accessor<std::byte> ac(sc, h, write_only);
     accessor<std::byte> ax(sx, h, read_only);
     if (accumulate < 0)
-      h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_off, sam, sak, p.sab, ab, b_off, sbk, sbn, p.sbb, ac, c_off,
-                     scm, p.scb, ax, x_off, sxm, sxn);
+      h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_off, sam, sak, p.sab, ab, b_off, sbk, sbn, p.sbb, ac,
+                     c_off, scm, p.scb, ax, x_off, sxm, sxn);
     else
-      h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_off, sam, sak, p.sab, ab, b_off, sbk, sbn, p.sbb, ac, c_off,
-                     scm, p.scb, ax, x_off, sxm, sxn, accumulate);
+      h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_off, sam, sak, p.sab, ab, b_off, sbk, sbn, p.sbb, ac,
+                     c_off, scm, p.scb, ax, x_off, sxm, sxn, accumulate);
   });
 }
 
@@ -223,11 +242,10 @@ event enqueue_cpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
   // Form by layout: B rows contiguous -> outer products; A and B both k-contiguous -> dot
   // products; anything else -> outer products with per-lane strided B loads.
   const bool outer = p.sbn == 1 || !k_contiguous(p);
-  std::string opts = fmt::format("{} -DHAS_BIAS={} -DVW={} -DRM={} -DRN={} -DKU={} -DB_NCONTIG={} {}", dtype_define(p.c.type()),
-                                 p.x.defined() ? 1 : 0, vw, rm, rn, ku, p.sbn == 1 ? 1 : 0,
-                                 outer ? "-DFORM_OUTER" : "-DFORM_DOT");
-  const std::string source = compose_source("gemm_cpu.cl", src);
-  kernel k = build_kernel(q.get_context(), "gemm_cpu.cl", std::string_view(source), opts, "gemm_cpu");
+  std::string opts = fmt::format("{} -DHAS_BIAS={} -DVW={} -DRM={} -DRN={} -DKU={} -DB_NCONTIG={} {}",
+                                 dtype_define(p.c.type()), p.x.defined() ? 1 : 0, vw, rm, rn, ku,
+                                 p.sbn == 1 ? 1 : 0, outer ? "-DFORM_OUTER" : "-DFORM_DOT");
+  kernel k = build_kernel(q.get_context(), "gemm_cpu.cl", src, opts, "gemm_cpu");
   const std::int64_t gx = ceil_div(p.n, outer ? rn * vw : rn), gy = ceil_div(p.m, rm);
   // Keep the configured work-group size but do not pad a short dim far past its extent.
   const std::int64_t wg = c.at("lx") * c.at("ly");
@@ -252,11 +270,11 @@ event enqueue_cpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
 event enqueue_gpu(queue& q, const gemm_problem& p, const kernel_config& c, source_override src) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
   const std::int64_t tm = c.at("tm"), tn = c.at("tn"), tk = c.at("tk"), wm = c.at("wm"), wn = c.at("wn");
-  std::string opts = fmt::format("{} -DHAS_BIAS={} -DTM={} -DTN={} -DTK={} -DWM={} -DWN={} -DA_KCONTIG={} -DB_NCONTIG={}",
-                                 dtype_define(p.c.type()), p.x.defined() ? 1 : 0, tm, tn, tk, wm, wn,
-                                 p.sak == 1 ? 1 : 0, p.sbn == 1 ? 1 : 0);
-  const std::string source = compose_source("gemm_gpu.cl", src);
-  kernel k = build_kernel(q.get_context(), "gemm_gpu.cl", std::string_view(source), opts, "gemm_gpu");
+  std::string opts = fmt::format(
+      "{} -DHAS_BIAS={} -DTM={} -DTN={} -DTK={} -DWM={} -DWN={} -DGV={} -DA_KCONTIG={} -DB_NCONTIG={}",
+      dtype_define(p.c.type()), p.x.defined() ? 1 : 0, tm, tn, tk, wm, wn, c.at("gv"), p.sak == 1 ? 1 : 0,
+      p.sbn == 1 ? 1 : 0);
+  kernel k = build_kernel(q.get_context(), "gemm_gpu.cl", src, opts, "gemm_gpu");
   const std::int64_t lx = tn / wn, ly = tm / wm;
   nd_range r(range<3>(ceil_div(p.n, tn) * lx, ceil_div(p.m, tm) * ly, p.batch), range<3>(lx, ly, 1));
   return launch(q, p, k, r);
@@ -264,12 +282,12 @@ event enqueue_gpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
 
 event enqueue_gemv(queue& q, const gemm_problem& p, const kernel_config& c, source_override src) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
-  const std::int64_t mb = std::min<std::int64_t>(c.at("mb"), next_pow2(p.m)), nb = c.at("nb"), wg = c.at("wg");
+  const std::int64_t mb = std::min<std::int64_t>(c.at("mb"), next_pow2(p.m)), nb = c.at("nb"),
+                     wg = c.at("wg");
   std::string opts = fmt::format("{} -DHAS_BIAS={} -DMB={} -DNB={} -DWG={}", dtype_define(p.c.type()),
                                  p.x.defined() ? 1 : 0, mb, nb, wg);
-  const std::string source = compose_source("gemm_gemv.cl", src);
-  kernel k = build_kernel(q.get_context(), "gemm_gemv.cl", std::string_view(source), opts, "gemm_gemv");
-  nd_range r(range<3>(ceil_div(p.n, nb) * wg, 1, p.batch), range<3>(wg, 1, 1));
+  kernel k = build_kernel(q.get_context(), "gemm_gemv.cl", src, opts, "gemm_gemv");
+  nd_range r(range<3>(ceil_div(p.n, nb) * wg, ceil_div(p.m, mb), p.batch), range<3>(wg, 1, 1));
   return launch(q, p, k, r);
 }
 
@@ -307,8 +325,10 @@ std::vector<op_implementation> gemm_implementations() {
          if (auto r = dtype_unsupported(call)) return r;
          const auto threads = static_cast<std::size_t>((c.at("tm") / c.at("wm")) * (c.at("tn") / c.at("wn")));
          if (threads > dev.max_work_group_size())
-           return fmt::format("work-group (tm/wm)*(tn/wn) = {} > device maximum {}", threads, dev.max_work_group_size());
-         const auto local = static_cast<std::uint64_t>((c.at("tm") + c.at("tn") + 2) * c.at("tk") * 4);
+           return fmt::format("work-group (tm/wm)*(tn/wn) = {} > device maximum {}", threads,
+                              dev.max_work_group_size());
+         const auto local = static_cast<std::uint64_t>((c.at("tm") + c.at("tn") + (c.at("gv") == 4 ? 8 : 2)) *
+                                                       c.at("tk") * 4);
          if (local > dev.local_mem_size())
            return fmt::format("needs local memory {} B > device {} B", local, dev.local_mem_size());
          return std::nullopt;
@@ -321,10 +341,9 @@ std::vector<op_implementation> gemm_implementations() {
        [](const device& dev, const op_call& call, const kernel_config& c) -> std::optional<std::string> {
          if (auto r = variant_mismatch(c, variant::gemv)) return r;
          if (auto r = dtype_unsupported(call)) return r;
-         const gemm_problem p = lower(nullptr, call);
-         if (p.m > c.at("mb")) return fmt::format("gemv handles M <= mb={}, got M={}", c.at("mb"), p.m);
          if (static_cast<std::size_t>(c.at("wg")) > dev.max_work_group_size())
-           return fmt::format("work-group wg = {} > device maximum {}", c.at("wg"), dev.max_work_group_size());
+           return fmt::format("work-group wg = {} > device maximum {}", c.at("wg"),
+                              dev.max_work_group_size());
          const auto local = static_cast<std::uint64_t>(c.at("mb") * c.at("nb") * c.at("wg") * 4);
          if (local > dev.local_mem_size())
            return fmt::format("needs local memory {} B > device {} B", local, dev.local_mem_size());
@@ -341,9 +360,10 @@ std::vector<op_implementation> gemm_implementations() {
 
 // Row-major logical values: a [batch, m, k], b [batch, k, n] (or [n, k] when b_nk), bias
 // broadcast over [m, n] by (xm, xn) strides into x's logical values.
-void reference_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, const std::vector<double>& a,
-                    std::int64_t a_batch_stride, const std::vector<double>& b, std::int64_t b_batch_stride, bool b_nk,
-                    const host_tensor* x, std::int64_t xm, std::int64_t xn, double alpha, double beta, host_tensor& out) {
+void reference_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                    const std::vector<double>& a, std::int64_t a_batch_stride, const std::vector<double>& b,
+                    std::int64_t b_batch_stride, bool b_nk, const host_tensor* x, std::int64_t xm,
+                    std::int64_t xn, double alpha, double beta, host_tensor& out) {
   out.values.assign(static_cast<std::size_t>(batch * m * n), 0.0);
   out.magnitude.assign(out.values.size(), 0.0);
   for (std::int64_t bt = 0; bt < batch; ++bt)
@@ -383,7 +403,8 @@ void reference(host_call& hc) {
   if (call.op == "mm") {
     const auto& a = hc.inputs[0];
     const auto& b = hc.inputs[1];
-    reference_gemm(1, a.shape[0], b.shape[1], a.shape[1], a.values, 0, b.values, 0, false, nullptr, 0, 0, 1, 0, out);
+    reference_gemm(1, a.shape[0], b.shape[1], a.shape[1], a.values, 0, b.values, 0, false, nullptr, 0, 0, 1,
+                   0, out);
   } else if (call.op == "bmm") {
     const auto& a = hc.inputs[0];
     const auto& b = hc.inputs[1];
@@ -403,7 +424,8 @@ void reference(host_call& hc) {
     std::int64_t m = 1;
     for (int i = 0; i + 1 < a.shape.size(); ++i) m *= a.shape[i];
     const host_tensor* x = hc.inputs.size() > 2 && hc.inputs[2].defined ? &hc.inputs[2] : nullptr;
-    reference_gemm(1, m, n, k, a.values, 0, w.values, 0, true, x, 0, x && x->shape[0] != 1 ? 1 : 0, 1, 1, out);
+    reference_gemm(1, m, n, k, a.values, 0, w.values, 0, true, x, 0, x && x->shape[0] != 1 ? 1 : 0, 1, 1,
+                   out);
   }
 }
 
@@ -424,8 +446,8 @@ tolerance gemm_tolerance(const op_call& call, int) {
 // ---------------------------------------------------------------------------------------------
 // Shape keys, samples, suite cases
 
-tensor make_operand(queue& q, std::int64_t rows, std::int64_t cols, bool trans, dtype t, const sample_options& o,
-                    std::uint64_t salt) {
+tensor make_operand(queue& q, std::int64_t rows, std::int64_t cols, bool trans, dtype t,
+                    const sample_options& o, std::uint64_t salt) {
   if (trans) return random_tensor(q, {cols, rows}, t, o, salt).transpose(0, 1);
   return random_tensor(q, {rows, cols}, t, o, salt);
 }
@@ -441,7 +463,9 @@ op_call finish(queue& q, const op_descriptor& d, op_call call) {
   return call;
 }
 
-const op_descriptor& self(const char* name) { return op_registry::instance().get(name); }
+const op_descriptor& self(const char* name) {
+  return op_registry::instance().get(name);
+}
 
 op_call sample_mm(queue& q, const shape_key& key, const sample_options& o) {
   op_call c{"mm", {}, {}, {}};
@@ -481,12 +505,9 @@ test_case keyed(std::string shape_class, const char* op, std::string key) {
 
 std::vector<test_case> mm_cases(dtype) {
   std::vector<test_case> cases = {
-      keyed("empty", "mm", "m=0,n=5,k=3,ta=0,tb=0"),
-      keyed("empty", "mm", "m=3,n=4,k=0,ta=0,tb=0"),
-      keyed("one", "mm", "m=1,n=1,k=1,ta=0,tb=0"),
-      keyed("odd", "mm", "m=37,n=53,k=71,ta=0,tb=0"),
-      keyed("large", "mm", "m=96,n=160,k=256,ta=0,tb=0"),
-      keyed("strided", "mm", "m=19,n=35,k=40,ta=1,tb=1"),
+      keyed("empty", "mm", "m=0,n=5,k=3,ta=0,tb=0"),      keyed("empty", "mm", "m=3,n=4,k=0,ta=0,tb=0"),
+      keyed("one", "mm", "m=1,n=1,k=1,ta=0,tb=0"),        keyed("odd", "mm", "m=37,n=53,k=71,ta=0,tb=0"),
+      keyed("large", "mm", "m=96,n=160,k=256,ta=0,tb=0"), keyed("strided", "mm", "m=19,n=35,k=40,ta=1,tb=1"),
       keyed("strided", "mm", "m=21,n=33,k=45,ta=0,tb=1"),
   };
   // A column-sliced B (column stride 2): neither k- nor n-contiguous.
@@ -525,7 +546,8 @@ std::vector<test_case> addmm_cases(dtype) {
   // Bias as a [m, 1] column and as a full [m, n], with alpha and beta.
   cases.push_back({"broadcast", [](queue& q, const sample_options& o) {
                      op_call c{"addmm", {}, {}, {}};
-                     c.inputs = {random_tensor(q, {10, 1}, o.type, o, 3), random_tensor(q, {10, 21}, o.type, o, 1),
+                     c.inputs = {random_tensor(q, {10, 1}, o.type, o, 3),
+                                 random_tensor(q, {10, 21}, o.type, o, 1),
                                  random_tensor(q, {21, 18}, o.type, o, 2)};
                      c.set("alpha", 2.0).set("beta", 0.5);
                      return finish(q, self("addmm"), std::move(c));
@@ -549,15 +571,15 @@ std::vector<test_case> linear_cases(dtype) {
   };
   cases.push_back({"empty", [](queue& q, const sample_options& o) {
                      op_call c{"linear", {}, {}, {}};
-                     c.inputs = {random_tensor(q, {2, 0, 8}, o.type, o, 1), random_tensor(q, {6, 8}, o.type, o, 2),
-                                 tensor()};
+                     c.inputs = {random_tensor(q, {2, 0, 8}, o.type, o, 1),
+                                 random_tensor(q, {6, 8}, o.type, o, 2), tensor()};
                      return finish(q, self("linear"), std::move(c));
                    }});
   // 3-D input without bias; and a non-collapsible view (a slice along the middle dim).
   cases.push_back({"broadcast", [](queue& q, const sample_options& o) {
                      op_call c{"linear", {}, {}, {}};
-                     c.inputs = {random_tensor(q, {2, 3, 20}, o.type, o, 1), random_tensor(q, {9, 20}, o.type, o, 2),
-                                 tensor()};
+                     c.inputs = {random_tensor(q, {2, 3, 20}, o.type, o, 1),
+                                 random_tensor(q, {9, 20}, o.type, o, 2), tensor()};
                      return finish(q, self("linear"), std::move(c));
                    }});
   cases.push_back({"strided", [](queue& q, const sample_options& o) {
@@ -618,8 +640,9 @@ void check_matrix_pair(const op_call& call, const tensor& a, const char* an, con
   check_rank(call, an, a, rank);
   check_rank(call, bn, b, rank);
   if (a.size(-1) != b.size(-2))
-    bad(call, fmt::format("{} {} and {} {} cannot be multiplied: {}'s last dim ({}) must equal {}'s dim {} ({})", an,
-                          a.shape().str(), bn, b.shape().str(), an, a.size(-1), bn, rank - 2, b.size(-2)));
+    bad(call,
+        fmt::format("{} {} and {} {} cannot be multiplied: {}'s last dim ({}) must equal {}'s dim {} ({})",
+                    an, a.shape().str(), bn, b.shape().str(), an, a.size(-1), bn, rank - 2, b.size(-2)));
   if (rank == 3 && a.size(0) != b.size(0))
     bad(call, fmt::format("{} {} and {} {} have different batch sizes ({} vs {}); expand one explicitly", an,
                           a.shape().str(), bn, b.shape().str(), a.size(0), b.size(0)));
@@ -641,12 +664,14 @@ void register_matmul_ops(op_registry& r) {
     };
     d.key = [](const op_call& c) { return mnk_key(lower(nullptr, c), false, true); };
     d.sample = sample_mm;
-    d.config_test_shapes = {"m=37,n=53,k=71,ta=0,tb=0", "m=5,n=70,k=33,ta=0,tb=1", "m=1,n=40,k=24,ta=1,tb=0"};
+    // Outer form (b rows contiguous) and the strided-gather path; linear covers the dot form.
+    d.config_test_shapes = {"m=37,n=53,k=71,ta=0,tb=0", "m=5,n=70,k=33,ta=1,tb=1"};
     d.test_cases = mm_cases;
     r.add(std::move(d));
   }
   {
-    op_descriptor d = base("bmm", "batched matrix product: out[b] = input[b] @ mat2[b] (any strides, batch stride 0 ok)");
+    op_descriptor d =
+        base("bmm", "batched matrix product: out[b] = input[b] @ mat2[b] (any strides, batch stride 0 ok)");
     d.inputs = {{"input"}, {"mat2"}};
     d.outputs = {{"out"}};
     d.check = [](const op_call& c) {
@@ -692,8 +717,10 @@ void register_matmul_ops(op_registry& r) {
       if (x.dim() < 1) bad(c, fmt::format("input must be at least 1-D, got shape {}", x.shape().str()));
       check_rank(c, "weight", w, 2);
       if (x.size(-1) != w.size(1))
-        bad(c, fmt::format("input {} and weight {} do not match: input's last dim ({}) must equal weight's dim 1 ({})",
-                           x.shape().str(), w.shape().str(), x.size(-1), w.size(1)));
+        bad(c,
+            fmt::format(
+                "input {} and weight {} do not match: input's last dim ({}) must equal weight's dim 1 ({})",
+                x.shape().str(), w.shape().str(), x.size(-1), w.size(1)));
       const tensor* bias = c.inputs.size() > 2 && c.inputs[2].defined() ? &c.inputs[2] : nullptr;
       check_same_dtype(c, {{"input", &x}, {"weight", &w}, {"bias", bias ? bias : &x}});
       if (bias && (bias->dim() != 1 || (bias->size(0) != w.size(0) && bias->size(0) != 1)))
@@ -707,7 +734,7 @@ void register_matmul_ops(op_registry& r) {
     };
     d.key = [](const op_call& c) { return mnk_key(lower(nullptr, c), false, false); };
     d.sample = sample_linear;
-    d.config_test_shapes = {"m=5,n=67,k=45", "m=1,n=40,k=64"};
+    d.config_test_shapes = {"m=3,n=67,k=45"};  // dot form, rows per work-item clamped to M
     d.test_cases = linear_cases;
     r.add(std::move(d));
   }

@@ -11,19 +11,24 @@ using namespace kernels;
 
 namespace {
 
-std::vector<dtype> floats() { return {dtype::f32, dtype::f16, dtype::bf16}; }
+std::vector<dtype> floats() {
+  return {dtype::f32, dtype::f16, dtype::bf16};
+}
 
 enum class norm_kind { layer, rms, fused };
 
-std::int64_t last_dim(const tensor& t) { return t.dim() ? t.size(-1) : 1; }
+std::int64_t last_dim(const tensor& t) {
+  return t.dim() ? t.size(-1) : 1;
+}
 
 void check_param(const op_call& c, int idx, const std::string& name) {
   if (static_cast<int>(c.inputs.size()) <= idx || !c.inputs[idx].defined()) return;
   const tensor& p = c.inputs[idx];
   require_dtype(c, p, name, {dtype::f32, dtype::f16, dtype::bf16});
   if (p.dim() != 1 || p.size(0) != last_dim(c.inputs[0]))
-    fail(c, "'" + name + "' has shape " + p.shape().str() + "; expected [" + std::to_string(last_dim(c.inputs[0])) +
-                "] (the last dim of 'input' " + c.inputs[0].shape().str() + ")");
+    fail(c, "'" + name + "' has shape " + p.shape().str() + "; expected [" +
+                std::to_string(last_dim(c.inputs[0])) + "] (the last dim of 'input' " +
+                c.inputs[0].shape().str() + ")");
 }
 
 op_descriptor make_norm(norm_kind kind) {
@@ -61,7 +66,8 @@ op_descriptor make_norm(norm_kind kind) {
       const tensor& r = c.inputs[1];
       require_same_dtype(c, x, "input", r, "residual");
       if (!(r.shape() == x.shape()))
-        fail(c, "'residual' has shape " + r.shape().str() + " but 'input' has " + x.shape().str() + "; they must match");
+        fail(c, "'residual' has shape " + r.shape().str() + " but 'input' has " + x.shape().str() +
+                    "; they must match");
       require_contiguous(c, r, "residual");
     }
     check_param(c, w_idx, "weight");
@@ -88,8 +94,11 @@ op_descriptor make_norm(norm_kind kind) {
   d.reference = [kind, w_idx, b_idx](host_call& h) {
     const op_call& c = *h.call;
     const auto& x = h.inputs[0];
-    const host_tensor* w = static_cast<int>(h.inputs.size()) > w_idx && h.inputs[w_idx].defined ? &h.inputs[w_idx] : nullptr;
-    const host_tensor* b = b_idx > 0 && static_cast<int>(h.inputs.size()) > b_idx && h.inputs[b_idx].defined ? &h.inputs[b_idx] : nullptr;
+    const host_tensor* w =
+        static_cast<int>(h.inputs.size()) > w_idx && h.inputs[w_idx].defined ? &h.inputs[w_idx] : nullptr;
+    const host_tensor* b = b_idx > 0 && static_cast<int>(h.inputs.size()) > b_idx && h.inputs[b_idx].defined
+                               ? &h.inputs[b_idx]
+                               : nullptr;
     const std::int64_t D = x.shape.size() ? x.shape[x.shape.size() - 1] : 1;
     const std::int64_t rows = D ? x.numel() / D : 0;
     const double eps = c.get_f64("eps", kind == norm_kind::layer ? 1e-5 : 1e-6);
@@ -126,8 +135,8 @@ op_descriptor make_norm(norm_kind kind) {
         // f32 error model: the statistics carry ~D u relative error (sequential + tree sums), the
         // mean's absolute error D u mean|x| shifts every element; margin x2.
         out.magnitude[r * D + j] =
-            2 * (std::fabs(wj) * rs * (Dd * absmean + std::fabs(t[j] - mean) * (Dd + 8)) + (b ? std::fabs(b->values[j]) : 0) +
-                 std::fabs(y));
+            2 * (std::fabs(wj) * rs * (Dd * absmean + std::fabs(t[j] - mean) * (Dd + 8)) +
+                 (b ? std::fabs(b->values[j]) : 0) + std::fabs(y));
       }
     }
   };
@@ -139,8 +148,11 @@ op_descriptor make_norm(norm_kind kind) {
   op_implementation impl;
   impl.name = "opencl.norm_rows";
   impl.kernel_file = "norm.cl";
-  impl.supports = [](const device& dev, const op_call&, const kernel_config& cfg) { return check_wg(dev, cfg.at("wg")); };
-  impl.enqueue = [kind, w_idx, b_idx](queue& q, const op_call& c, const kernel_config& cfg, source_override src) -> event {
+  impl.supports = [](const device& dev, const op_call&, const kernel_config& cfg) {
+    return check_wg(dev, cfg.at("wg"));
+  };
+  impl.enqueue = [kind, w_idx, b_idx](queue& q, const op_call& c, const kernel_config& cfg,
+                                      source_override src) -> event {
     const tensor& out = c.outputs[0];
     if (out.numel() == 0) return event{};
     tensor x = c.inputs[0].contiguous(q);
@@ -151,35 +163,51 @@ op_descriptor make_norm(norm_kind kind) {
     const bool has_w = w.defined(), has_b = b.defined();
     const dtype wt = has_w ? w.type() : has_b ? b.type() : x.type();
     const std::int64_t wg = cfg.at("wg");
-    std::string opts = dtype_defines("A", x.type()) + dtype_defines("W", wt) + "-DHAS_W=" + (has_w ? "1" : "0") +
-                       " -DHAS_B=" + (has_b ? "1" : "0") + " -DWG=" + std::to_string(wg) + " -DVEC=1";
-    const char* kname = kind == norm_kind::layer ? "layer_norm_rows" : kind == norm_kind::rms ? "rms_norm_rows"
-                                                                                              : "fused_add_rms_norm_rows";
+    std::string opts = dtype_defines("A", x.type()) + dtype_defines("W", wt) +
+                       "-DHAS_W=" + (has_w ? "1" : "0") + " -DHAS_B=" + (has_b ? "1" : "0") +
+                       " -DWG=" + std::to_string(wg) + " -DVEC=" + std::to_string(cfg.at("vec"));
+    const bool per_item = cfg.at("variant") == 1;
+    std::string kname = kind == norm_kind::layer ? "layer_norm"
+                        : kind == norm_kind::rms ? "rms_norm"
+                                                 : "fused_add_rms_norm";
+    kname += per_item ? "_row_per_item" : "_rows";
     kernel k = build_kernel(q.get_context(), "norm.cl", src, opts, kname);
     const std::int64_t D = last_dim(x), rows = x.numel() / D;
     const float eps = static_cast<float>(c.get_f64("eps", kind == norm_kind::layer ? 1e-5 : 1e-6));
     // Absent weight/bias: bind `x` (never read; HAS_W/HAS_B are 0).
     tensor wb = has_w ? w : x, bb = has_b ? b : x, o = out;
-    nd_range r(range<1>(static_cast<std::size_t>(rows * wg)), range<1>(static_cast<std::size_t>(wg)));
+    const std::size_t uwg = static_cast<std::size_t>(wg);
+    nd_range r = per_item ? nd_range(range<1>(round_up(static_cast<std::size_t>(rows), uwg)), range<1>(uwg))
+                          : nd_range(range<1>(static_cast<std::size_t>(rows) * uwg), range<1>(uwg));
     return q.submit([&](handler& h) {
       accessor<std::byte> X(x.storage(), h, read_only);
       accessor<std::byte> W(wb.storage(), h, read_only);
       accessor<std::byte> O(o.storage(), h, access_mode::write);
       if (kind == norm_kind::layer) {
         accessor<std::byte> B(bb.storage(), h, read_only);
-        h.parallel_for(r, k, D, X, x.offset(), W, wb.offset(), B, bb.offset(), O, o.offset(), eps);
+        if (per_item)
+          h.parallel_for(r, k, rows, D, X, x.offset(), W, wb.offset(), B, bb.offset(), O, o.offset(), eps);
+        else
+          h.parallel_for(r, k, D, X, x.offset(), W, wb.offset(), B, bb.offset(), O, o.offset(), eps);
       } else if (kind == norm_kind::rms) {
-        h.parallel_for(r, k, D, X, x.offset(), W, wb.offset(), O, o.offset(), eps);
+        if (per_item)
+          h.parallel_for(r, k, rows, D, X, x.offset(), W, wb.offset(), O, o.offset(), eps);
+        else
+          h.parallel_for(r, k, D, X, x.offset(), W, wb.offset(), O, o.offset(), eps);
       } else {
         tensor res = c.inputs[1];
         accessor<std::byte> R(res.storage(), h, read_write);
-        h.parallel_for(r, k, D, X, x.offset(), R, res.offset(), W, wb.offset(), O, o.offset(), eps);
+        if (per_item)
+          h.parallel_for(r, k, rows, D, X, x.offset(), R, res.offset(), W, wb.offset(), O, o.offset(), eps);
+        else
+          h.parallel_for(r, k, D, X, x.offset(), R, res.offset(), W, wb.offset(), O, o.offset(), eps);
       }
     });
   };
   d.implementations = {impl};
   const std::string name = d.name;
-  auto make = [name, kind](queue& q, const sample_options& o, dims shape, bool weight, bool bias, bool strided) {
+  auto make = [name, kind](queue& q, const sample_options& o, dims shape, bool weight, bool bias,
+                           bool strided) {
     std::mt19937_64 rng(o.seed);
     op_call c;
     c.op = name;
@@ -207,13 +235,11 @@ op_descriptor make_norm(norm_kind kind) {
     auto tc = [make](dims s, bool w, bool b, bool strided) {
       return [=](queue& q, const sample_options& o) { return make(q, o, s, w, b, strided); };
     };
-    return std::vector<test_case>{{"empty", tc({0, 64}, true, true, false)},
-                                  {"one", tc({1}, true, true, false)},
-                                  {"odd", tc({7, 1031}, true, true, false)},
-                                  {"no_weight", tc({3, 130}, false, false, false)},
-                                  {"large", tc({64, 8192}, true, true, false)},
-                                  {"rank3", tc({2, 5, 96}, true, false, false)},
-                                  {"strided", tc({33, 65}, true, true, true)}};
+    return std::vector<test_case>{
+        {"empty", tc({0, 64}, true, true, false)},    {"one", tc({1}, true, true, false)},
+        {"odd", tc({7, 1031}, true, true, false)},    {"no_weight", tc({3, 130}, false, false, false)},
+        {"large", tc({64, 8192}, true, true, false)}, {"rank3", tc({2, 5, 96}, true, false, false)},
+        {"strided", tc({33, 65}, true, true, true)}};
   };
   return d;
 }

@@ -49,14 +49,16 @@ comparison run_and_compare(op_call& call, const std::string& config, bool ints =
   return compare_outputs(d, call, expected, got, ints);
 }
 
-std::vector<float> floats_of(const tensor& t) { return t.to_floats(test_queue()); }
+std::vector<float> floats_of(const tensor& t) {
+  return t.to_floats(test_queue());
+}
 
 // One config per kernel variant (small tiles keep PoCL compiles cheap).
 const char* const variant_configs[] = {
-    "variant=0",                                      // cpu, vendor-neutral default
-    "variant=0,vw=4,rm=2,rn=3,ku=2,lx=2,ly=4",        // cpu, small blocks
-    "variant=1,tm=16,tn=32,tk=8,wm=2,wn=4",           // gpu tiles
-    "variant=2,mb=8,nb=2,wg=32",                      // small-M
+    "variant=0",                                // cpu, vendor-neutral default
+    "variant=0,vw=4,rm=2,rn=3,ku=2,lx=2,ly=4",  // cpu, small blocks
+    "variant=1,tm=16,tn=32,tk=8,wm=2,wn=4",     // gpu tiles
+    "variant=2,mb=8,nb=2,wg=32",                // small-M
 };
 
 TEST(GemmVariants, EveryLayoutMatchesReference) {
@@ -66,8 +68,10 @@ TEST(GemmVariants, EveryLayoutMatchesReference) {
       const bool ta = layout & 1, tb = layout & 2;
       const std::int64_t m = gemv ? 7 : 33, n = 37, k = 45;
       for (bool ints : {true, false}) {
-        tensor a = ta ? rand_tensor({k, m}, dtype::f32, 1, ints).transpose(0, 1) : rand_tensor({m, k}, dtype::f32, 1, ints);
-        tensor b = tb ? rand_tensor({n, k}, dtype::f32, 2, ints).transpose(0, 1) : rand_tensor({k, n}, dtype::f32, 2, ints);
+        tensor a = ta ? rand_tensor({k, m}, dtype::f32, 1, ints).transpose(0, 1)
+                      : rand_tensor({m, k}, dtype::f32, 1, ints);
+        tensor b = tb ? rand_tensor({n, k}, dtype::f32, 2, ints).transpose(0, 1)
+                      : rand_tensor({k, n}, dtype::f32, 2, ints);
         op_call call = make_call("mm", {a, b});
         const comparison r = run_and_compare(call, cfg, ints);
         EXPECT_TRUE(r.ok) << cfg << " ta=" << ta << " tb=" << tb << " ints=" << ints << ": " << r.message;
@@ -79,7 +83,8 @@ TEST(GemmVariants, EveryLayoutMatchesReference) {
 TEST(GemmVariants, HalfAndBfloatStorage) {
   for (dtype t : {dtype::f16, dtype::bf16})
     for (const char* cfg : {"variant=0", "variant=1,tm=16,tn=32,tk=8,wm=2,wn=4"}) {
-      op_call call = make_call("linear", {rand_tensor({3, 5, 40}, t, 3), rand_tensor({24, 40}, t, 4), rand_tensor({24}, t, 5)});
+      op_call call = make_call(
+          "linear", {rand_tensor({3, 5, 40}, t, 3), rand_tensor({24, 40}, t, 4), rand_tensor({24}, t, 5)});
       const comparison r = run_and_compare(call, cfg);
       EXPECT_TRUE(r.ok) << dtype_name(t) << " " << cfg << ": " << r.message;
     }
@@ -88,8 +93,9 @@ TEST(GemmVariants, HalfAndBfloatStorage) {
 TEST(GemmVariants, DecodeRowsClampPerWorkItem) {
   // M = 1..3 with the cpu variant's default rm=6: rows per work-item shrink to M.
   for (std::int64_t m : {1, 2, 3}) {
-    op_call call = make_call("linear", {rand_tensor({m, 64}, dtype::f32, 6, true), rand_tensor({40, 64}, dtype::f32, 7, true),
-                                        rand_tensor({40}, dtype::f32, 8, true)});
+    op_call call = make_call(
+        "linear", {rand_tensor({m, 64}, dtype::f32, 6, true), rand_tensor({40, 64}, dtype::f32, 7, true),
+                   rand_tensor({40}, dtype::f32, 8, true)});
     const comparison r = run_and_compare(call, "variant=0", true);
     EXPECT_TRUE(r.ok) << "m=" << m << ": " << r.message;
   }
@@ -98,14 +104,17 @@ TEST(GemmVariants, DecodeRowsClampPerWorkItem) {
 TEST(GemmVariants, KSlicesAccumulateOnce) {
   // kc=128 over K=300: three launches; bias and beta apply once, alpha to every slice.
   for (bool tb : {false, true}) {
-    tensor b = tb ? rand_tensor({40, 300}, dtype::f32, 16, true).transpose(0, 1) : rand_tensor({300, 40}, dtype::f32, 16, true);
-    op_call call = make_call("addmm", {rand_tensor({40}, dtype::f32, 15, true), rand_tensor({20, 300}, dtype::f32, 17, true), b});
+    tensor b = tb ? rand_tensor({40, 300}, dtype::f32, 16, true).transpose(0, 1)
+                  : rand_tensor({300, 40}, dtype::f32, 16, true);
+    op_call call = make_call(
+        "addmm", {rand_tensor({40}, dtype::f32, 15, true), rand_tensor({20, 300}, dtype::f32, 17, true), b});
     call.set("alpha", 2.0).set("beta", 3.0);
     const comparison r = run_and_compare(call, "variant=0,kc=128", true);
     EXPECT_TRUE(r.ok) << "tb=" << tb << ": " << r.message;
   }
   // f16 output ignores kc (no rounding per slice).
-  op_call h = make_call("mm", {rand_tensor({9, 300}, dtype::f16, 18), rand_tensor({300, 16}, dtype::f16, 19)});
+  op_call h =
+      make_call("mm", {rand_tensor({9, 300}, dtype::f16, 18), rand_tensor({300, 16}, dtype::f16, 19)});
   const comparison r = run_and_compare(h, "variant=0,kc=128");
   EXPECT_TRUE(r.ok) << r.message;
 }
@@ -114,8 +123,9 @@ TEST(Addmm, BiasBroadcastShapes) {
   const std::int64_t m = 9, n = 14, k = 11;
   const std::vector<dims> bias_shapes = {{n}, {1, n}, {m, 1}, {m, n}, {1}};
   for (const dims& bs : bias_shapes) {
-    op_call call = make_call("addmm", {rand_tensor(bs, dtype::f32, 9, true), rand_tensor({m, k}, dtype::f32, 10, true),
-                                       rand_tensor({k, n}, dtype::f32, 11, true)});
+    op_call call =
+        make_call("addmm", {rand_tensor(bs, dtype::f32, 9, true), rand_tensor({m, k}, dtype::f32, 10, true),
+                            rand_tensor({k, n}, dtype::f32, 11, true)});
     call.set("alpha", 0.5).set("beta", 2.0);
     const comparison r = run_and_compare(call, "variant=0", true);
     EXPECT_TRUE(r.ok) << "bias " << bs.str() << ": " << r.message;
@@ -164,7 +174,8 @@ TEST(GemmErrors, NameOpArgumentAndShapes) {
       FAIL() << "no error for " << call.op;
     } catch (const error& e) {
       const std::string msg = e.what();
-      for (auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' missing in: " << msg;
+      for (auto& n : needles)
+        EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' missing in: " << msg;
     }
   };
   tensor a = rand_tensor({4, 5}, dtype::f32, 1), b = rand_tensor({6, 3}, dtype::f32, 2);
@@ -201,7 +212,7 @@ op_call sdpa(tensor q, tensor k, tensor v, tensor mask = {}, bool causal = false
 TEST(Attention, LocalAndPrivatePathsMatchReference) {
   tensor q = rand_tensor({2, 4, 7, 16}, dtype::f32, 21), k = rand_tensor({2, 2, 11, 16}, dtype::f32, 22),
          v = rand_tensor({2, 2, 11, 16}, dtype::f32, 23);
-  for (const char* cfg : {"bq=4,bk=4,local=0", "bq=4,bk=4,local=1"})
+  for (const char* cfg : {"bq=4,bk=4,local=0", "bq=4,bk=4,local=1", "variant=1,wg=16"})
     for (bool causal : {false, true}) {
       op_call c = sdpa(q, k, v, {}, causal);
       const comparison r = run_and_compare(c, cfg);
@@ -214,13 +225,15 @@ TEST(Attention, DecodeRowsEqualPrefillRows) {
   const std::int64_t L = 9, D = 16;
   tensor q = rand_tensor({1, 2, L, D}, dtype::f32, 31), k = rand_tensor({1, 2, L, D}, dtype::f32, 32),
          v = rand_tensor({1, 2, L, D}, dtype::f32, 33);
-  op_call full = sdpa(q, k, v, {}, true);
-  ASSERT_TRUE(run_and_compare(full, "bq=4,bk=4,local=0").ok);
-  op_call tail = sdpa(q.slice(2, L - 3, L), k, v, {}, true);  // a strided view of the last rows
-  ASSERT_TRUE(run_and_compare(tail, "bq=4,bk=4,local=0").ok);
-  const auto f = floats_of(full.outputs[0].slice(2, L - 3, L)), t = floats_of(tail.outputs[0]);
-  ASSERT_EQ(f.size(), t.size());
-  for (std::size_t i = 0; i < f.size(); ++i) EXPECT_NEAR(f[i], t[i], 1e-6f) << "element " << i;
+  for (const char* cfg : {"bq=4,bk=4,local=0", "variant=1,wg=16"}) {
+    op_call full = sdpa(q, k, v, {}, true);
+    ASSERT_TRUE(run_and_compare(full, cfg).ok);
+    op_call tail = sdpa(q.slice(2, L - 3, L), k, v, {}, true);  // a strided view of the last rows
+    ASSERT_TRUE(run_and_compare(tail, cfg).ok);
+    const auto f = floats_of(full.outputs[0].slice(2, L - 3, L)), t = floats_of(tail.outputs[0]);
+    ASSERT_EQ(f.size(), t.size());
+    for (std::size_t i = 0; i < f.size(); ++i) EXPECT_NEAR(f[i], t[i], 1e-6f) << cfg << " element " << i;
+  }
 }
 
 TEST(Attention, GqaEqualsRepeatedHeads) {
@@ -253,12 +266,14 @@ TEST(Attention, MasksAndFullyMaskedRows) {
   for (std::int64_t i = 0; i < Lq; ++i)
     for (std::int64_t j = 0; j < Lk; ++j) bits[i * Lk + j] = (i != 2 && (i + j) % 3 != 0) ? 1.0f : 0.0f;
   tensor bmask = tensor::from_floats(test_queue(), bits, {Lq, Lk}, dtype::boolean);
-  op_call c = sdpa(q, k, v, bmask);
-  const comparison r = run_and_compare(c, "bq=4,bk=4,local=1");
-  EXPECT_TRUE(r.ok) << r.message;
-  const auto out = floats_of(c.outputs[0]);
-  for (std::int64_t h = 0; h < 2; ++h)
-    for (std::int64_t d = 0; d < D; ++d) EXPECT_EQ(out[(h * Lq + 2) * D + d], 0.0f);
+  for (const char* cfg : {"bq=4,bk=4,local=1", "variant=1,wg=16"}) {
+    op_call c = sdpa(q, k, v, bmask);
+    const comparison r = run_and_compare(c, cfg);
+    EXPECT_TRUE(r.ok) << cfg << ": " << r.message;
+    const auto out = floats_of(c.outputs[0]);
+    for (std::int64_t h = 0; h < 2; ++h)
+      for (std::int64_t d = 0; d < D; ++d) EXPECT_EQ(out[(h * Lq + 2) * D + d], 0.0f) << cfg;
+  }
   // Additive mask broadcast over batch and heads, with an explicit scale.
   op_call c2 = sdpa(q, k, v, rand_tensor({1, 1, Lq, Lk}, dtype::f32, 54));
   c2.set("scale", 0.25);
@@ -266,10 +281,22 @@ TEST(Attention, MasksAndFullyMaskedRows) {
   EXPECT_TRUE(r2.ok) << r2.message;
 }
 
+TEST(Attention, SplitDecodeOverManyKeyBlocks) {
+  // One query row against 53 cached keys: four 16-key blocks (the last partial), causal offset,
+  // GQA, f32 and bf16 storage, and an explicit scale.
+  for (dtype t : {dtype::f32, dtype::bf16}) {
+    op_call c = sdpa(rand_tensor({2, 4, 1, 24}, t, 71), rand_tensor({2, 2, 53, 24}, t, 72),
+                     rand_tensor({2, 2, 53, 20}, t, 73), {}, true);
+    c.set("scale", 0.7);
+    const comparison r = run_and_compare(c, "variant=1,wg=16");
+    EXPECT_TRUE(r.ok) << dtype_name(t) << ": " << r.message;
+  }
+}
+
 TEST(Attention, HalfAndBfloatStorage) {
   for (dtype t : {dtype::f16, dtype::bf16}) {
-    op_call c = sdpa(rand_tensor({1, 2, 5, 16}, t, 61), rand_tensor({1, 1, 9, 16}, t, 62), rand_tensor({1, 1, 9, 16}, t, 63),
-                     {}, true);
+    op_call c = sdpa(rand_tensor({1, 2, 5, 16}, t, 61), rand_tensor({1, 1, 9, 16}, t, 62),
+                     rand_tensor({1, 1, 9, 16}, t, 63), {}, true);
     const comparison r = run_and_compare(c, "bq=4,bk=4,local=0");
     EXPECT_TRUE(r.ok) << dtype_name(t) << ": " << r.message;
   }

@@ -114,7 +114,8 @@ TEST(Weights, RandomIsDeterministicPerSeedAndRoundedToDtype) {
   EXPECT_NE(a.get(name).values, other.get(name).values);
   auto cb = c;
   cb.weight_dtype = dtype::bf16;
-  for (float v : model_weights::random(cb, 7).get(name).values) EXPECT_EQ(v, bf16_to_float(float_to_bf16(v)));
+  const auto rounded = model_weights::random(cb, 7);
+  for (float v : rounded.get(name).values) EXPECT_EQ(v, bf16_to_float(float_to_bf16(v)));
 }
 
 TEST(Weights, LoadsWhatSaveWroteInEachFloatType) {

@@ -15,7 +15,9 @@ namespace {
 
 using kernels::random_tensor;
 
-const op_descriptor& op(const char* n) { return op_registry::instance().get(n); }
+const op_descriptor& op(const char* n) {
+  return op_registry::instance().get(n);
+}
 
 tensor poisoned(queue& q, const dims& s, dtype t) {
   std::vector<float> v(static_cast<std::size_t>(s.product()), 42.0f);
@@ -25,8 +27,13 @@ tensor poisoned(queue& q, const dims& s, dtype t) {
 // ---- framework --------------------------------------------------------------------------------
 
 TEST(framework, attrs_round_trip) {
-  attr_map m = {{"alpha", 1.5}, {"n", std::int64_t{3}}, {"flag", true}, {"mode", std::string("neox")},
-                {"text", std::string("a;b \"c\"")}, {"dims", std::vector<std::int64_t>{0, -2}}, {"whole", 2.0}};
+  attr_map m = {{"alpha", 1.5},
+                {"n", std::int64_t{3}},
+                {"flag", true},
+                {"mode", std::string("neox")},
+                {"text", std::string("a;b \"c\"")},
+                {"dims", std::vector<std::int64_t>{0, -2}},
+                {"whole", 2.0}};
   std::string s = format_attrs(m);
   EXPECT_EQ(parse_attrs(s), m) << s;
   EXPECT_NE(s.find("whole=2.0"), std::string::npos) << "reals keep a '.' so they parse back as reals: " << s;
@@ -68,7 +75,8 @@ TEST(framework, registry_lookup) {
     EXPECT_TRUE(d->reference) << d->name;
     EXPECT_TRUE(d->key && d->flops && d->bytes && d->tol && d->sample) << d->name;
     EXPECT_FALSE(d->config.validate(d->config.defaults())) << d->name;
-    for (const auto& impl : d->implementations) EXPECT_NO_THROW(embedded_kernel_source(impl.kernel_file)) << d->name;
+    for (const auto& impl : d->implementations)
+      EXPECT_NO_THROW(embedded_kernel_source(impl.kernel_file)) << d->name;
   }
 }
 
@@ -93,13 +101,15 @@ ops:
   EXPECT_EQ(s.defaults.str(), "wg=128,vec=2,ept=1");
   std::vector<std::string> got;
   for (const auto& c : s.configs) got.push_back(c.str());
-  std::vector<std::string> want = {"wg=128,vec=2,ept=1", "wg=32,vec=2,ept=1",  "wg=64,vec=1,ept=1",
-                                   "wg=64,vec=1,ept=16", "wg=64,vec=8,ept=1",  "wg=128,vec=1,ept=1",
+  std::vector<std::string> want = {"wg=128,vec=2,ept=1",  "wg=32,vec=2,ept=1", "wg=64,vec=1,ept=1",
+                                   "wg=64,vec=1,ept=16",  "wg=64,vec=8,ept=1", "wg=128,vec=1,ept=1",
                                    "wg=128,vec=1,ept=16", "wg=128,vec=8,ept=1"};
   EXPECT_EQ(got, want);
   EXPECT_THROW(parse_tune_configs("ops:\n  - op: nope\n", "t", "x.yaml"), error);
   EXPECT_THROW(parse_tune_configs("ops:\n  - op: exp\n    default: {vec: 3}\n", "t", "x.yaml"), error);
-  EXPECT_THROW(parse_tune_configs("ops:\n  - op: exp\n    space:\n      - product: {vec: [1]}\n        where: [\"vec <\"]\n", "t", "x.yaml"),
+  EXPECT_THROW(parse_tune_configs(
+                   "ops:\n  - op: exp\n    space:\n      - product: {vec: [1]}\n        where: [\"vec <\"]\n",
+                   "t", "x.yaml"),
                error);
 }
 
@@ -116,7 +126,7 @@ TEST(framework, vendor_tune_configs_parse) {
 
 TEST(framework, half_and_bf16_rounding) {
   EXPECT_EQ(float_to_half(1.0f), 0x3c00);
-  EXPECT_EQ(float_to_half(65520.0f), 0x7c00);             // rounds to inf
+  EXPECT_EQ(float_to_half(65520.0f), 0x7c00);               // rounds to inf
   EXPECT_EQ(float_to_half(std::ldexp(1.0f, -25)), 0x0000);  // tie to even (0)
   EXPECT_EQ(float_to_half(std::ldexp(1.5f, -25)), 0x0001);
   EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x3f808000u)), 0x3f80);  // tie to even
@@ -139,7 +149,8 @@ TEST(framework, tensor_views) {
   tensor c = tr.contiguous(q);
   EXPECT_TRUE(c.is_contiguous());
   EXPECT_EQ(c.to_floats(q), tr.to_floats(q));
-  EXPECT_EQ(t.slice(2, 1, 4, 2).to_floats(q), (std::vector<float>{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23}));
+  EXPECT_EQ(t.slice(2, 1, 4, 2).to_floats(q),
+            (std::vector<float>{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23}));
   EXPECT_EQ(t.select(1, 2).to_floats(q), (std::vector<float>{8, 9, 10, 11, 20, 21, 22, 23}));
   EXPECT_EQ(t.reshape({6, -1}).shape(), (dims{6, 4}));
   EXPECT_EQ(t.transpose(0, 1).reshape({3, 2, 2, 2}).strides(), (dims{4, 12, 2, 1}));  // splits a dim: no copy
@@ -164,14 +175,16 @@ op_call binary_call(queue& q, const tensor& a, const tensor& b, dims out_shape) 
 TEST(bad_input, broadcast_mismatch) {
   queue& q = shared_queue();
   std::mt19937_64 rng(1);
-  auto c = binary_call(q, random_tensor(q, {3, 4}, dtype::f32, rng), random_tensor(q, {5}, dtype::f32, rng), {3, 4});
+  auto c = binary_call(q, random_tensor(q, {3, 4}, dtype::f32, rng), random_tensor(q, {5}, dtype::f32, rng),
+                       {3, 4});
   expect_refused(q, op("add"), c, {"ops::add", "'input' [3, 4]", "'other' [5]", "broadcast"});
 }
 
 TEST(bad_input, dtype_mismatch) {
   queue& q = shared_queue();
   std::mt19937_64 rng(1);
-  auto c = binary_call(q, random_tensor(q, {8}, dtype::f32, rng), random_tensor(q, {8}, dtype::f16, rng), {8});
+  auto c =
+      binary_call(q, random_tensor(q, {8}, dtype::f32, rng), random_tensor(q, {8}, dtype::f16, rng), {8});
   expect_refused(q, op("add"), c, {"ops::add", "'other'", "f16", "f32"});
 }
 
@@ -189,7 +202,8 @@ TEST(bad_input, different_contexts) {
   queue& q = shared_queue();
   queue other(context(q.get_device()));  // a separate context on the same device
   std::mt19937_64 rng(1);
-  auto c = binary_call(q, random_tensor(q, {8}, dtype::f32, rng), random_tensor(other, {8}, dtype::f32, rng), {8});
+  auto c =
+      binary_call(q, random_tensor(q, {8}, dtype::f32, rng), random_tensor(other, {8}, dtype::f32, rng), {8});
   expect_refused(q, op("add"), c, {"ops::add", "'other'", "context"});
 }
 
@@ -279,7 +293,8 @@ TEST(bad_input, embedding_index_out_of_range) {
   op_call c;
   c.op = "embedding";
   std::vector<float> idx = {1, 9, 2, -1};
-  c.inputs = {random_tensor(q, {10, 4}, dtype::f32, rng), tensor::from_floats(q, std::vector<float>{1, 10, 2, 3}, {2, 2}, dtype::i64)};
+  c.inputs = {random_tensor(q, {10, 4}, dtype::f32, rng),
+              tensor::from_floats(q, std::vector<float>{1, 10, 2, 3}, {2, 2}, dtype::i64)};
   allocate_outputs(q, op("embedding"), c);
   try {
     enqueue_opencl(q, op("embedding"), c);

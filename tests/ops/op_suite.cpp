@@ -23,8 +23,10 @@ queue& shared_queue() {
 std::string suite_vendor() {
   const device& dev = shared_queue().get_device();
   std::string p = dev.platform_name() + " " + dev.vendor();
-  std::transform(p.begin(), p.end(), p.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (p.find("portable computing language") != std::string::npos || p.find("pocl") != std::string::npos) return "pocl";
+  std::transform(p.begin(), p.end(), p.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (p.find("portable computing language") != std::string::npos || p.find("pocl") != std::string::npos)
+    return "pocl";
   if (p.find("nvidia") != std::string::npos) return "nvidia";
   return "generic";
 }
@@ -100,7 +102,8 @@ class wrong_output_test : public ::testing::Test {
     sample_options o;
     o.type = d_->dtypes.front();
     auto cases = d_->test_cases(o.type);
-    auto it = std::find_if(cases.begin(), cases.end(), [](const test_case& t) { return t.shape_class.find("odd") != std::string::npos; });
+    auto it = std::find_if(cases.begin(), cases.end(),
+                           [](const test_case& t) { return t.shape_class.find("odd") != std::string::npos; });
     if (it == cases.end()) it = cases.begin();
     op_call c = it->make(q, o);
     int target = -1;
@@ -114,7 +117,10 @@ class wrong_output_test : public ::testing::Test {
     if (d_->infer_outputs(c)[target].type == other) {
       // The op converts into whatever output dtype it gets (copy): a wrong shape instead.
       dims s = orig.shape();
-      if (s.empty()) s.push_back(2); else s[s.size() - 1] += 1;
+      if (s.empty())
+        s.push_back(2);
+      else
+        s[s.size() - 1] += 1;
       out = tensor::empty(q, s, orig.type());
     }
     expect_refused(q, *d_, c, {"ops::" + d_->name, "'" + d_->outputs[target].name + "'"});
@@ -137,17 +143,21 @@ void register_suite() {
       for (dtype t : d->dtypes) {
         for (const auto& tc : d->test_cases(t)) {
           std::string name = sanitize(d->name) + "__" + dtype_name(t) + "__" + sanitize(tc.shape_class);
-          ::testing::RegisterTest(suite.c_str(), name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                                  [=]() -> ::testing::Test* { return new case_test(d, tc, t, false, vendor); });
+          ::testing::RegisterTest(
+              suite.c_str(), name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
+              [=]() -> ::testing::Test* { return new case_test(d, tc, t, false, vendor); });
           // Exact comparison on small-integer inputs for accumulating / exact ops (f32 only).
-          if (d->exact_on_small_integers && t == dtype::f32 && tc.shape_class.find("odd") != std::string::npos) {
-            ::testing::RegisterTest(suite.c_str(), (name + "__small_ints").c_str(), nullptr, nullptr, __FILE__,
-                                    __LINE__, [=]() -> ::testing::Test* { return new case_test(d, tc, t, true, vendor); });
+          if (d->exact_on_small_integers && t == dtype::f32 &&
+              tc.shape_class.find("odd") != std::string::npos) {
+            ::testing::RegisterTest(
+                suite.c_str(), (name + "__small_ints").c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                [=]() -> ::testing::Test* { return new case_test(d, tc, t, true, vendor); });
           }
         }
       }
-      ::testing::RegisterTest(("errors_" + sanitize(d->family)).c_str(), (sanitize(d->name) + "__wrong_output_dtype").c_str(),
-                              nullptr, nullptr, __FILE__, __LINE__,
+      ::testing::RegisterTest(("errors_" + sanitize(d->family)).c_str(),
+                              (sanitize(d->name) + "__wrong_output_dtype").c_str(), nullptr, nullptr,
+                              __FILE__, __LINE__,
                               [=]() -> ::testing::Test* { return new wrong_output_test(d); });
     }
     if (d->sample) {
@@ -158,8 +168,8 @@ void register_suite() {
           if (!seen.insert(cfg.str()).second) continue;
           for (const auto& shape : d->config_test_shapes) {
             std::string name = sanitize(d->name) + "__" + sanitize(cfg.str()) + "__" + sanitize(shape);
-            ::testing::RegisterTest(("configs_" + sanitize(d->family)).c_str(), name.c_str(), nullptr, nullptr,
-                                    __FILE__, __LINE__,
+            ::testing::RegisterTest(("configs_" + sanitize(d->family)).c_str(), name.c_str(), nullptr,
+                                    nullptr, __FILE__, __LINE__,
                                     [=]() -> ::testing::Test* { return new config_test(d, shape, cfg); });
           }
         }

@@ -20,17 +20,19 @@ void run_and_compare(const op_descriptor& d, op_call& c, const kernel_config& cf
 
 /// The call must throw prism::error(invalid_argument) whose text holds every `needles` entry,
 /// and leave every output's contents untouched (nothing was enqueued that wrote them).
-inline void expect_refused(queue& q, const op_descriptor& d, const op_call& c, const std::vector<std::string>& needles,
-                           errc code = errc::invalid_argument) {
+inline void expect_refused(queue& q, const op_descriptor& d, const op_call& c,
+                           const std::vector<std::string>& needles, errc code = errc::invalid_argument) {
   std::vector<std::vector<std::byte>> before;
-  for (const auto& o : c.outputs) before.push_back(o.defined() && o.numel() ? o.to_host(q) : std::vector<std::byte>{});
+  for (const auto& o : c.outputs)
+    before.push_back(o.defined() && o.numel() ? o.to_host(q) : std::vector<std::byte>{});
   try {
     enqueue_opencl(q, d, c);
     q.wait_and_throw();
     ADD_FAILURE() << describe_call(d, c) << " was accepted; expected an error mentioning " << needles.front();
   } catch (const error& e) {
     EXPECT_EQ(e.code(), code) << e.what();
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "'" << n << "' not in: " << e.what();
+    for (const auto& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "'" << n << "' not in: " << e.what();
   }
   q.wait();
   for (std::size_t i = 0; i < c.outputs.size(); ++i)

@@ -70,8 +70,10 @@ TEST(ShapeSet, ShippedModelSetsLoad) {
   for (const char* op : {"linear", "rms_norm", "softmax", "rotary_embedding", "scaled_dot_product_attention",
                          "silu_and_mul", "embedding"})
     EXPECT_TRUE(ops.count(op)) << op;
-  // Every shipped set parses and is substantial.
-  for (auto& name : names) EXPECT_GT(load_model_shape_set(name).entries.size(), 50u) << name;
+  // Every shipped set parses; the model sets cover many shapes.
+  for (auto& name : names) EXPECT_FALSE(load_model_shape_set(name).entries.empty()) << name;
+  for (const char* model : {"llama-2-7b", "qwen3-0.6b", "qwen2.5-7b"})
+    EXPECT_GT(load_model_shape_set(model).entries.size(), 50u) << model;
   // Llama-2-7B: hidden 4096, intermediate 11008, vocab 32000.
   for (const char* nk : {"n=4096,k=4096", "n=11008,k=4096", "n=4096,k=11008", "n=32000,k=4096"})
     EXPECT_TRUE(matmul_nk.count(nk)) << nk;

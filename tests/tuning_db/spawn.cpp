@@ -52,8 +52,9 @@ struct temp_cleanup : ::testing::Environment {
 }  // namespace
 
 child spawn_helper(const std::vector<std::string>& args, const std::string& output_path,
-                   const std::map<std::string, std::string>& extra_env, bool drop_to_nobody) {
-  std::vector<std::string> argv{PRISM_TUNING_DB_HELPER};
+                   const std::map<std::string, std::string>& extra_env, bool drop_to_nobody,
+                   const std::string& program) {
+  std::vector<std::string> argv{program};
   argv.insert(argv.end(), args.begin(), args.end());
   auto envs = merged_env(extra_env);
   auto argp = pointers(argv);

@@ -15,9 +15,11 @@ struct child {
   std::string output_path;  ///< stdout + stderr of the child
 };
 
-/// Spawns the helper binary with `args`; extra environment variables are added to ours.
+/// Spawns the helper binary (or `program`) with `args`; extra environment variables are added
+/// to ours.
 child spawn_helper(const std::vector<std::string>& args, const std::string& output_path,
-                   const std::map<std::string, std::string>& extra_env = {}, bool drop_to_nobody = false);
+                   const std::map<std::string, std::string>& extra_env = {}, bool drop_to_nobody = false,
+                   const std::string& program = PRISM_TUNING_DB_HELPER);
 /// Waits for the child; returns its exit status (128 + signal when killed).
 int wait_child(const child& c);
 std::string read_file(const std::string& path);

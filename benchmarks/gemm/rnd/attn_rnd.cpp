@@ -36,9 +36,9 @@ int main(int argc, char** argv) {
   auto mkbuf = [&](void* p, size_t n) { return clCreateBuffer(ctx, CL_MEM_COPY_HOST_PTR, n, p, &err); };
   cl_mem dq = mkbuf(Q.data(), Q.size() * 4), dk = mkbuf(K.data(), K.size() * 4), dv = mkbuf(V.data(), V.size() * 4), dout = clCreateBuffer(ctx, 0, O.size() * 4, nullptr, &err);
   cl_mem dm = mk == 1 ? mkbuf(Mf.data(), Mf.size() * 4) : mkbuf(Mb.data(), Mb.size());
-  std::string src = slurp("kernels/cl/gemm_common.cl") + slurp("kernels/cl/attention.cl"); const char* s = src.c_str();
+  std::string src = slurp("kernels/cl/attention.cl"); const char* s = src.c_str();
   cl_program p = clCreateProgramWithSource(ctx, 1, &s, nullptr, &err);
-  char opts[512]; snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DPRISM_DTYPE=0 -DD=%d -DDV=%d -DBQ=%d -DBK=%d -DUSE_LOCAL=%d -DCAUSAL=%d -DMASK_KIND=%d", D, D, BQ, BK, ul, causal, mk);
+  char opts[512]; snprintf(opts, sizeof opts, "-cl-std=CL1.2 -I kernels/cl -DPRISM_DTYPE=0 -DD=%d -DDV=%d -DBQ=%d -DBK=%d -DUSE_LOCAL=%d -DCAUSAL=%d -DMASK_KIND=%d %s", D, D, BQ, BK, ul, causal, mk, getenv("EXTRA") ? getenv("EXTRA") : "");
   double t0 = now();
   if (clBuildProgram(p, 1, &dev, opts, nullptr, nullptr)) { size_t n; clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n); std::string log(n, 0);
     clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr); printf("%s\n", log.c_str()); return 1; }

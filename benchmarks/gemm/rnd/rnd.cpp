@@ -48,11 +48,11 @@ int main(int argc, char** argv) {
     std::sort(ts.begin(), ts.end()); printf("clblast   %8.2f GFLOP/s (best %.2f)\n", flops / ts[ts.size() / 2] * 1e-9, flops / ts[0] * 1e-9);
   }
   if (what == "all" || what == "prism") {
-    std::string src = slurp("kernels/cl/gemm_common.cl") + slurp(("kernels/cl/" + kname + ".cl").c_str());
+    std::string src = slurp(("kernels/cl/" + kname + ".cl").c_str());  // #include "gemm_common.cl" via -I
     const char* s = src.c_str();
     cl_program p = clCreateProgramWithSource(ctx, 1, &s, nullptr, &err);
     t0 = now();
-    std::string opts = std::string("-cl-std=CL1.2 -DHAS_BIAS=0 ") + (getenv("DT") ? getenv("DT") : "-DPRISM_DTYPE=0") + " " + defs + (nt ? " -DB_NCONTIG=0" : " -DB_NCONTIG=1");
+    std::string opts = std::string("-cl-std=CL1.2 -I kernels/cl -DHAS_BIAS=0 ") + (getenv("DT") ? getenv("DT") : "-DPRISM_DTYPE=0") + " " + defs + (nt ? " -DB_NCONTIG=0" : " -DB_NCONTIG=1");
     if (clBuildProgram(p, 1, &dev, opts.c_str(), nullptr, nullptr)) {
       size_t n; clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n); std::string log(n, 0);
       clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr); printf("%s\n", log.c_str()); return 1; }
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
     size_t gx = (N + cols - 1) / cols, gy = (M + RM - 1) / RM;
     gx = (gx + lx - 1) / lx * lx; gy = (gy + ly - 1) / ly * ly;
     if (kname == "gemm_gpu") { int TM=1,TN=1,WM=1,WN=1; gi("-DTM=",TM); gi("-DTN=",TN); gi("-DWM=",WM); gi("-DWN=",WN); lx=TN/WN; ly=TM/WM; gx=(N+TN-1)/TN*lx; gy=(M+TM-1)/TM*ly; }
-    if (kname == "gemm_gemv") { int NB=1,WG=1; gi("-DNB=",NB); gi("-DWG=",WG); lx=WG; ly=1; gx=(N+NB-1)/NB*WG; gy=1; }
+    if (kname == "gemm_gemv") { int NB=1,WG=1,MB=1; gi("-DNB=",NB); gi("-DWG=",WG); gi("-DMB=",MB); lx=WG; ly=1; gx=(N+NB-1)/NB*WG; gy=(M+MB-1)/MB; }
     size_t g[3] = {gx, gy, 1}, l[3] = {(size_t)lx, (size_t)ly, 1};
     std::vector<double> ts;
     auto launch = [&] {

@@ -1,0 +1,56 @@
+// `prism pretune`: for every shape of a shape set, measure each candidate (backend + config),
+// check it against the host reference, and store the fastest in the tuning database. Each
+// candidate and each finished shape is committed at once, so an interrupted run resumes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dispatch/tuner/candidates.hpp"
+#include "prism/runtime/device.hpp"
+#include "prism/tuning_db.hpp"
+
+namespace prism::dispatch::tuner {
+
+struct pretune_options {
+  tuning::shape_set shapes;
+  std::vector<std::string> ops;       ///< only these ops (empty = all in the set)
+  std::vector<std::string> dtypes;    ///< only these dtypes (empty = all)
+  std::vector<std::string> backends;  ///< candidate backends (empty = every one that can serve)
+  strategy pick = strategy::random;
+  std::size_t max_per_backend = 12;  ///< random strategy: generated candidates per backend and shape
+  double budget_s = 0;               ///< stop cleanly after this many seconds (0 = no limit)
+  int min_runs = 3;                  ///< timed runs per candidate (after one warm-up)
+  int max_runs = 25;
+  double target_s_per_candidate = 0.3;  ///< timed runs stop once they sum to this
+  bool force = false;                   ///< re-tune shapes that already have a valid row
+  bool progress_bar = false;            ///< redraw one line (terminal) instead of printing lines
+  std::uint64_t seed = 1;
+};
+
+/// The outcome for one shape.
+struct shape_outcome {
+  tuning::shape_entry entry;
+  std::string shape;  ///< the descriptor's canonical key (what dispatch looks up)
+  enum class state { tuned, already_tuned, failed, not_reached } status = state::not_reached;
+  std::string detail;  ///< failure reason
+  tuning::result_row row;
+  std::size_t candidates = 0, failed_candidates = 0, resumed_candidates = 0;
+};
+
+struct pretune_report {
+  std::vector<shape_outcome> shapes;
+  double seconds = 0;
+  bool budget_exhausted = false;
+};
+
+/// Runs pretune on `dev`, storing into `db` (which must be writable). Progress goes to stderr.
+/// Throws prism::error(database_error) when `db` cannot be written.
+pretune_report pretune(const device& dev, tuning::database& db, const pretune_options& options);
+
+/// The summary table (shape, winner, time, default, speedup) printed at the end.
+std::string summary_table(const pretune_report& report);
+
+}  // namespace prism::dispatch::tuner

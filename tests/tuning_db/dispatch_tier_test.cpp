@@ -1,0 +1,202 @@
+// The dispatcher's tier 3 on the tuning database: an exact row routes its shape (db-exact), a
+// nearby shape takes the nearest row (db-nearest), rows with a stale kernel hash or of another
+// device are never used, and pretune fills rows that dispatch then finds.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <set>
+
+#include "dispatch/dispatcher.hpp"
+#include "dispatch/tuner/pretune.hpp"
+#include "dispatch/tuner/tuning_glue.hpp"
+#include "kernels/op_descriptor.hpp"
+#include "prism/runtime.hpp"
+#include "tests/tuning_db/spawn.hpp"
+
+using namespace prism;
+using namespace prism::tuning;
+
+namespace {
+
+// One database for the whole test program: the dispatcher's lookup uses the process default.
+database& test_db() {
+  static database* db = [] {
+    std::string path = test::make_temp_dir("dispatch") + "/tuning.db";
+    database::set_default_path(path);
+    return &database::process_default();
+  }();
+  return *db;
+}
+
+op_call sample(queue& q, const std::string& op, const std::string& key) {
+  const auto& d = op_registry::instance().get(op);
+  sample_options o;
+  o.type = dtype::f32;
+  o.seed = 7;
+  return d.sample(q, prism::shape_key::parse(key), o);
+}
+
+result_row row_for(const device& dev, const std::string& op, const std::string& shape,
+                   const std::string& backend, const std::string& config) {
+  result_row r;
+  r.device = dev.fingerprint().hash;
+  r.op = op;
+  r.dtype = "f32";
+  r.shape = shape;
+  r.backend = backend;
+  r.config = config;
+  r.p20_ns = r.p50_ns = r.p80_ns = 1000;
+  r.default_ns = 2000;
+  r.kernel_hash = dispatch::tuner::kernel_hash(dev, op, backend, config);
+  r.driver_version = dev.driver_version();
+  return r;
+}
+
+}  // namespace
+
+TEST(TuningDispatch, ExactAndNearestRowsRouteDispatch) {
+  auto& db = test_db();
+  queue q;
+  auto dev = q.get_device();
+  db.put_result(row_for(dev, "rms_norm", "rows=16,d=256", "host", ""));
+  dispatch::tuner::install_db_lookup();  // clears the dispatcher's memo
+
+  auto exact = sample(q, "rms_norm", "rows=16,d=256");
+  auto r = dispatch::dispatch_call(q, exact);
+  q.wait();
+  EXPECT_EQ(r.tier, dispatch::source_tier::db_exact) << r.reason;
+  EXPECT_EQ(r.backend, "host");
+
+  auto near = sample(q, "rms_norm", "rows=32,d=256");
+  r = dispatch::dispatch_call(q, near);
+  q.wait();
+  EXPECT_EQ(r.tier, dispatch::source_tier::db_nearest) << r.reason;
+  EXPECT_EQ(r.backend, "host");
+
+  // Far away (distance > 8): vendor default, not the database.
+  auto far = sample(q, "rms_norm", "rows=16,d=131072");
+  r = dispatch::dispatch_call(q, far);
+  q.wait();
+  EXPECT_NE(r.tier, dispatch::source_tier::db_exact);
+  EXPECT_NE(r.tier, dispatch::source_tier::db_nearest);
+}
+
+TEST(TuningDispatch, StaleAndForeignRowsAreNotUsed) {
+  auto& db = test_db();
+  queue q;
+  auto dev = q.get_device();
+  auto stale = row_for(dev, "softmax", "rows=8,r=512,inner=1", "host", "");
+  stale.kernel_hash = "0000000000000000";  // built from other kernel sources
+  db.put_result(stale);
+  auto foreign = row_for(dev, "softmax", "rows=8,r=1024,inner=1", "host", "");
+  foreign.device = "ffffffffffffffff";
+  db.put_result(foreign);
+  dispatch::tuner::install_db_lookup();
+
+  for (const char* key : {"rows=8,r=512,inner=1", "rows=8,r=1024,inner=1"}) {
+    auto call = sample(q, "softmax", key);
+    auto r = dispatch::dispatch_call(q, call);
+    q.wait();
+    EXPECT_NE(r.tier, dispatch::source_tier::db_exact) << key;
+    EXPECT_NE(r.tier, dispatch::source_tier::db_nearest) << key;
+  }
+  auto stale_rows = db.check({describe(dev)});
+  bool listed = false;
+  for (auto& s : stale_rows)
+    listed = listed || (s.row.shape == stale.shape && s.reason.find("kernel hash") != std::string::npos);
+  EXPECT_TRUE(listed);
+}
+
+TEST(TuningDispatch, PretuneFillsRowsDispatchFinds) {
+  auto& db = test_db();
+  queue q;
+  auto dev = q.get_device();
+  dispatch::tuner::pretune_options o;
+  o.shapes = parse_shape_set("shapes:\n  - {op: rms_norm, rows: [4, 8], d: 512}\n", "test");
+  o.backends = {"opencl", "host"};
+  o.max_per_backend = 2;
+  o.min_runs = 2;
+  o.max_runs = 3;
+  o.target_s_per_candidate = 0.01;
+  auto report = dispatch::tuner::pretune(dev, db, o);
+  ASSERT_EQ(report.shapes.size(), 2u);
+  for (auto& s : report.shapes) {
+    EXPECT_EQ(s.status, dispatch::tuner::shape_outcome::state::tuned) << s.detail;
+    EXPECT_GT(s.row.p50_ns, 0);
+    EXPECT_GT(s.row.default_ns, 0);
+    EXPECT_FALSE(
+        db.candidates(dev.fingerprint().hash, "rms_norm", "f32", tuning::shape_key::parse(s.shape)).empty());
+  }
+  auto summary = dispatch::tuner::summary_table(report);
+  EXPECT_NE(summary.find("rms_norm f32 [rows=4,d=512]"), std::string::npos) << summary;
+
+  // A second run finds both shapes done.
+  auto again = dispatch::tuner::pretune(dev, db, o);
+  for (auto& s : again.shapes) EXPECT_EQ(s.status, dispatch::tuner::shape_outcome::state::already_tuned);
+
+  // Dispatch of a pretuned shape comes from the database.
+  auto call = sample(q, "rms_norm", "rows=8,d=512");
+  auto r = dispatch::dispatch_call(q, call);
+  q.wait();
+  EXPECT_EQ(r.tier, dispatch::source_tier::db_exact) << r.reason;
+}
+
+TEST(TuningDispatch, DtypeKeyCollapsesUniformInputs) {
+  EXPECT_EQ(dispatch::tuner::dtype_key("f32|f32|-"), "f32");
+  EXPECT_EQ(dispatch::tuner::dtype_key("f16"), "f16");
+  EXPECT_EQ(dispatch::tuner::dtype_key("i64|f32|-|f32"), "i64|f32|f32");
+  EXPECT_EQ(dispatch::tuner::dtype_key("-"), "-");
+}
+
+// Runs only inside the child spawned below (PRISM_RECORD_UNTUNED is read once per process).
+TEST(TuningDispatch, RecordUntunedChild) {
+  if (!std::getenv("PRISM_TUNING_RECORD_CHILD")) GTEST_SKIP() << "runs as a child of RecordsMissesForPretune";
+  queue q;
+  dispatch::tuner::install_db_lookup();
+  for (const char* key : {"rows=3,d=64", "rows=5,d=64", "rows=3,d=64"}) {
+    auto call = sample(q, "rms_norm", key);
+    dispatch::dispatch_call(q, call);
+  }
+  q.wait();
+}
+
+TEST(TuningDispatch, RecordsMissesForPretune) {
+  std::string dir = test::make_temp_dir("record-dispatch");
+  std::string file = dir + "/untuned.yaml";
+  std::vector<std::string> args{"--gtest_filter=TuningDispatch.RecordUntunedChild"};
+  auto c = test::spawn_helper(args, dir + "/child.out",
+                              {{"PRISM_TUNING_RECORD_CHILD", "1"},
+                               {"PRISM_RECORD_UNTUNED", file},
+                               {"PRISM_TUNING_DB", dir + "/empty.db"}},
+                              false, "/proc/self/exe");
+  ASSERT_EQ(test::wait_child(c), 0) << test::read_file(dir + "/child.out");
+  auto set = load_shape_set(file);  // the file pretune --shapes reads
+  std::set<std::string> got;
+  for (auto& e : set.entries) got.insert(e.op + " " + e.dtype + " " + e.shape.str());
+  EXPECT_EQ(got, (std::set<std::string>{"rms_norm f32 rows=3,d=64", "rms_norm f32 rows=5,d=64"}))
+      << test::read_file(file);
+}
+
+TEST(TuningDispatch, BudgetStopsCleanlyAndTheNextRunResumes) {
+  auto& db = test_db();
+  queue q;
+  auto dev = q.get_device();
+  dispatch::tuner::pretune_options o;
+  o.shapes = parse_shape_set("shapes:\n  - {op: softmax, rows: [2, 3], r: 128, inner: 1}\n", "test");
+  o.backends = {"opencl"};
+  o.max_per_backend = 1;
+  o.min_runs = 1;
+  o.max_runs = 2;
+  o.target_s_per_candidate = 0.001;
+  o.budget_s = 1e-9;  // spent before the first shape starts
+  auto cut = dispatch::tuner::pretune(dev, db, o);
+  EXPECT_TRUE(cut.budget_exhausted);
+  for (auto& s : cut.shapes) EXPECT_EQ(s.status, dispatch::tuner::shape_outcome::state::not_reached);
+  EXPECT_NE(dispatch::tuner::summary_table(cut).find("run the same command again"), std::string::npos);
+  EXPECT_TRUE(db.results(row_filter{"", "softmax", "", "rows=2,r=128,inner=1"}).empty());
+  o.budget_s = 0;
+  auto resumed = dispatch::tuner::pretune(dev, db, o);
+  EXPECT_FALSE(resumed.budget_exhausted);
+  for (auto& s : resumed.shapes)
+    EXPECT_EQ(s.status, dispatch::tuner::shape_outcome::state::tuned) << s.detail;
+}
