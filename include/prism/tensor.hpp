@@ -19,7 +19,7 @@ namespace prism {
 
 inline constexpr int max_tensor_dims = 8;
 
-/// A small fixed-capacity list of extents or strides.
+/// A small fixed-capacity list of extents or strides. Thread safety: a plain value type.
 class dims {
  public:
   dims() = default;

@@ -35,6 +35,7 @@ cl_event native(const event& e);
 
 /// The view a native command gets: the queue to enqueue on, the wait list to honour, and the
 /// cl_mem of each accessor declared in the group.
+/// Thread safety: valid only inside the native command that received it, on that thread.
 class native_handle {
  public:
   explicit native_handle(detail::native_args& a) : args_(a) {}

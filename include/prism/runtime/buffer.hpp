@@ -107,6 +107,7 @@ class buffer {
 };
 
 /// Declares a use of a buffer inside a command group, and is a kernel argument (the cl_mem).
+/// Thread safety: belongs to the command group function that created it, like its handler.
 template <class T>
 class accessor {
  public:
@@ -129,6 +130,8 @@ class accessor {
 
 /// Host view of a buffer: waits for the buffer's pending device users, maps it, unmaps on
 /// destruction (a write access then counts as a new writer).
+/// Thread safety: the object may be used from one thread at a time; element access through
+/// data() follows the usual rules for host memory.
 template <class T>
 class host_accessor {
  public:

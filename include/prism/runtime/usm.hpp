@@ -24,6 +24,8 @@ void* usm_svm_pointer(const usm_alloc& a) noexcept;  ///< host-visible pointer o
 /// A device pointer. Kernel arguments of this type pass the allocation (cl_mem or SVM pointer);
 /// a kernel that should see `offset()` takes it as an extra argument.
 /// Copies share the allocation; it is released by prism::free or when the last copy goes.
+/// Thread safety: a value; distinct copies may be used from different threads, one object is
+/// not safe to reset() while another thread reads it.
 template <class T>
 class device_ptr {
  public:
