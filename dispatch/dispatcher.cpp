@@ -519,7 +519,8 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
     res.done = ev;
     res.tier = fell_back ? source_tier::fallback : d.tier;
     std::string reason =
-        fell_back ? "fallback from " + d.steps[0].impl->backend + " (" + d.origin + "): " + refusals : d.origin;
+        fell_back ? "fallback from " + d.steps[0].impl->backend + " (" + d.origin + "): " + refusals
+                  : d.origin;
     if (logging) {
       if (!st.src_note.empty()) reason += "; " + st.src_note;
       log_record r = step_record(d, call, st, "exec", res.tier, std::move(reason));

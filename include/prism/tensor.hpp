@@ -85,7 +85,7 @@ class tensor {
   tensor reshape(const dims& shape) const;  ///< throws when the strides cannot express it
   tensor unsqueeze(int d) const;
   tensor squeeze(int d) const;
-  tensor expand(const dims& shape) const;   ///< broadcast: size-1 dims get stride 0
+  tensor expand(const dims& shape) const;  ///< broadcast: size-1 dims get stride 0
 
   /// A contiguous copy, or *this when already contiguous.
   tensor contiguous(queue& q) const;

@@ -27,7 +27,9 @@ cl::CommandQueue native(const queue& q);
 cl_mem native(const detail::buffer_impl& b);
 cl_mem native(const detail::usm_alloc& a);
 template <class T>
-cl_mem native(const buffer<T>& b) { return native(*b.get_impl()); }
+cl_mem native(const buffer<T>& b) {
+  return native(*b.get_impl());
+}
 cl::Kernel native(const kernel& k);
 cl::Program native(const program& p);
 /// The cl_event of a prism event (nullptr for an already-complete default event).
@@ -44,7 +46,9 @@ class native_handle {
   cl_uint wait_count() const { return static_cast<cl_uint>(args_.wait_list.size()); }
   const cl_event* wait_events() const { return args_.wait_list.empty() ? nullptr : args_.wait_list.data(); }
   template <class T>
-  cl_mem mem(const accessor<T>& a) const { return args_.mem_of(a.get_impl()); }
+  cl_mem mem(const accessor<T>& a) const {
+    return args_.mem_of(a.get_impl());
+  }
 
  private:
   detail::native_args& args_;

@@ -30,7 +30,8 @@ template <class T>
 class device_ptr {
  public:
   device_ptr() = default;
-  device_ptr(std::shared_ptr<detail::usm_alloc> a, std::size_t offset) : alloc_(std::move(a)), offset_(offset) {}
+  device_ptr(std::shared_ptr<detail::usm_alloc> a, std::size_t offset)
+      : alloc_(std::move(a)), offset_(offset) {}
 
   std::size_t offset() const noexcept { return offset_; }  ///< in elements
   std::size_t byte_offset() const noexcept { return offset_ * sizeof(T); }
@@ -42,7 +43,10 @@ class device_ptr {
     return alloc_ ? static_cast<T*>(detail::usm_svm_pointer(*alloc_)) + offset_ : nullptr;
   }
   const std::shared_ptr<detail::usm_alloc>& get_alloc() const noexcept { return alloc_; }
-  void reset() noexcept { alloc_.reset(); offset_ = 0; }
+  void reset() noexcept {
+    alloc_.reset();
+    offset_ = 0;
+  }
 
  private:
   std::shared_ptr<detail::usm_alloc> alloc_;
