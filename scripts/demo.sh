@@ -33,7 +33,8 @@ shapes_model=prism-llm-demo
 # ops without tensor inputs, which `prism pretune --shapes` does not parse (yet): keep the float
 # dtype (pretune samples the index inputs itself) and drop the input-less ops (zeros, arange).
 normalize_shapes() {
-  sed -E -e '/dtype: -,/d' -e 's/dtype: [^,]*(bf16|f16|f32)[^,]*,/dtype: \1,/' "$1" > "$1.tmp" && mv "$1.tmp" "$1"
+  sed -E -e '/dtype: -,/d' -e 's/dtype: ((i32|i64|bool|-)[|])*(bf16|f16|f32)[^,]*,/dtype: \3,/' "$1" > "$1.tmp" &&
+    mv "$1.tmp" "$1"
 }
 work=$(mktemp -d -t prism-demo.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -31,7 +31,8 @@ args=(--preset "$preset" --dtype "$dtype" --prompt-len "$prompt_len" --new-token
 # ops without tensor inputs, which `prism pretune --shapes` does not parse (yet): keep the float
 # dtype (pretune samples the index inputs itself) and drop the input-less ops (zeros, arange).
 normalize_shapes() {
-  sed -E -e '/dtype: -,/d' -e 's/dtype: [^,]*(bf16|f16|f32)[^,]*,/dtype: \1,/' "$1" > "$1.tmp" && mv "$1.tmp" "$1"
+  sed -E -e '/dtype: -,/d' -e 's/dtype: ((i32|i64|bool|-)[|])*(bf16|f16|f32)[^,]*,/dtype: \3,/' "$1" > "$1.tmp" &&
+    mv "$1.tmp" "$1"
 }
 
 field() { sed -n "s/^  \"$2\": \([0-9.e+-]*\),\{0,1\}$/\1/p" "$1"; }

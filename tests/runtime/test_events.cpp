@@ -264,11 +264,18 @@ TEST(AsyncErrors, AFailedDeviceCommandIsReported) {
     EXPECT_EQ(e.code(), errc::async_error);
   }
   q.wait_and_throw();
-  ASSERT_EQ(received.size(), 1u);
-  try {
-    std::rethrow_exception(received[0]);
-  } catch (const error& e) {
-    EXPECT_EQ(e.code(), errc::async_error);
-    EXPECT_NE(std::string(e.what()).find("failed"), std::string::npos) << e.what();
+  // The failed command is reported once; some drivers (NVIDIA's) also report it through the
+  // context's notification callback, which arrives as a second asynchronous error.
+  ASSERT_GE(received.size(), 1u);
+  ASSERT_LE(received.size(), 2u);
+  bool command_failure_seen = false;
+  for (const auto& ex : received) {
+    try {
+      std::rethrow_exception(ex);
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::async_error);
+      if (std::string(e.what()).find("failed") != std::string::npos) command_failure_seen = true;
+    }
   }
+  EXPECT_TRUE(command_failure_seen);
 }
