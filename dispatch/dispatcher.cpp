@@ -441,19 +441,26 @@ bool take_injected_failure(const std::string& op, const std::string& backend) {
   return true;
 }
 
-void log_reject(state& s, const decision& d, const op_call& call, const step& st, const std::string& why) {
+// The dispatch-log record of one step of a decision; exec, reject and error lines differ only in
+// event, tier and reason.
+log_record step_record(const decision& d, const op_call& call, const step& st, const char* event,
+                       source_tier tier, std::string reason) {
   log_record r;
-  r.event = "reject";
+  r.event = event;
   r.op = call.op;
   r.dtypes = d.dtypes;
   r.shape = d.shape;
   r.device = d.dev->fingerprint;
   r.backend = st.impl->backend;
   r.config = st.config_text;
-  r.tier = source_tier_name(d.tier);
-  r.reason = st.impl->name + ": " + why;
+  r.tier = source_tier_name(tier);
+  r.reason = std::move(reason);
   r.attrs = format_attrs(call.attrs);
-  s.log->write(r);
+  return r;
+}
+
+void log_reject(state& s, const decision& d, const op_call& call, const step& st, const std::string& why) {
+  s.log->write(step_record(d, call, st, "reject", d.tier, st.impl->name + ": " + why));
 }
 
 dispatch_result run_decision(state& s, queue& q, const decision& d, const op_call& call, bool forced,
@@ -497,20 +504,7 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
       const bool last_of_backend =
           i + 1 == d.steps.size() || d.steps[i + 1].impl->backend != st.impl->backend;
       if (last_of_backend && st.impl->backend == d.steps[0].impl->backend && (forced || s.env.strict)) {
-        if (logging) {
-          log_record r;
-          r.event = "error";
-          r.op = call.op;
-          r.dtypes = d.dtypes;
-          r.shape = d.shape;
-          r.device = d.dev->fingerprint;
-          r.backend = st.impl->backend;
-          r.config = st.config_text;
-          r.tier = source_tier_name(d.tier);
-          r.reason = refusals;
-          r.attrs = format_attrs(call.attrs);
-          s.log->write(r);
-        }
+        if (logging) s.log->write(step_record(d, call, st, "error", d.tier, refusals));
         throw error(errc::unsupported, "ops::" + call.op,
                     fmt::format("{} routed to {} ({} {}) cannot serve {} [{}]: {}{}", call.op,
                                 st.impl->backend, source_tier_name(d.tier), d.origin, d.dtypes, d.shape,
@@ -524,19 +518,12 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
     dispatch_result res;
     res.done = ev;
     res.tier = fell_back ? source_tier::fallback : d.tier;
+    std::string reason =
+        fell_back ? "fallback from " + d.steps[0].impl->backend + " (" + d.origin + "): " + refusals
+                  : d.origin;
     if (logging) {
-      log_record r;
-      r.op = call.op;
-      r.dtypes = d.dtypes;
-      r.shape = d.shape;
-      r.device = d.dev->fingerprint;
-      r.backend = st.impl->backend;
-      r.config = st.config_text;
-      r.tier = source_tier_name(res.tier);
-      r.reason = fell_back ? "fallback from " + d.steps[0].impl->backend + " (" + d.origin + "): " + refusals
-                           : d.origin;
-      if (!st.src_note.empty()) r.reason += "; " + st.src_note;
-      r.attrs = format_attrs(call.attrs);
+      if (!st.src_note.empty()) reason += "; " + st.src_note;
+      log_record r = step_record(d, call, st, "exec", res.tier, std::move(reason));
       if (timing) {
         std::uint64_t ns = 0;
         if (ev && q.is_profiling_enabled()) {
@@ -554,9 +541,7 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
       s.log->write(r);
       res.reason = r.reason;
     } else {
-      res.reason = fell_back
-                       ? "fallback from " + d.steps[0].impl->backend + " (" + d.origin + "): " + refusals
-                       : d.origin;
+      res.reason = std::move(reason);
     }
     res.backend = st.impl->backend;
     res.implementation = st.impl->name;
