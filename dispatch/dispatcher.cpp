@@ -339,6 +339,18 @@ std::string dtypes_of(const op_call& call) {
   return out;
 }
 
+// The dtype a shape set names for this call (tuning_query::sample_dtype): descriptors sample
+// with one dtype for their data inputs and pick index dtypes themselves.
+std::string_view sample_dtype_of(const op_call& call) {
+  for (const auto& t : call.inputs)
+    if (t.defined() && is_floating(t.type())) return dtype_name(t.type());
+  for (const auto& t : call.inputs)
+    if (t.defined()) return dtype_name(t.type());
+  for (const auto& t : call.outputs)
+    if (t.defined()) return dtype_name(t.type());
+  return {};
+}
+
 // Why `text` is not a valid config of `backend` for the op, or nullopt.
 std::optional<std::string> config_problem(const op_state& o, const std::string& backend,
                                           const std::string& text, const vendor_profile* vendor) {
@@ -383,7 +395,8 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
         hook = tuning_hook();
       }
       if (hook) {
-        auto choice = hook(tuning_query{dev.fingerprint, o.desc->name, d->dtypes, d->shape});
+        auto choice =
+            hook(tuning_query{dev.fingerprint, o.desc->name, d->dtypes, d->shape, sample_dtype_of(call)});
         if (choice) {
           if (std::find(o.catalog.backends.begin(), o.catalog.backends.end(), choice->backend) ==
               o.catalog.backends.end()) {

@@ -29,13 +29,6 @@ budget=${PRISM_DEMO_BUDGET_S:-90}
 preset=${PRISM_DEMO_PRESET:-demo}
 read -r -a extra <<< "${PRISM_DEMO_ARGS:-}"
 shapes_model=prism-llm-demo
-# PRISM_RECORD_UNTUNED writes multi-input dtypes ("f32|i64", "i64|f32|f32|f32") and "-" for
-# ops without tensor inputs, which `prism pretune --shapes` does not parse (yet): keep the float
-# dtype (pretune samples the index inputs itself) and drop the input-less ops (zeros, arange).
-normalize_shapes() {
-  sed -E -e '/dtype: -,/d' -e 's/dtype: ((i32|i64|bool|-)[|])*(bf16|f16|f32)[^,]*,/dtype: \3,/' "$1" > "$1.tmp" &&
-    mv "$1.tmp" "$1"
-}
 work=$(mktemp -d -t prism-demo.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
@@ -48,7 +41,6 @@ else
   # Other presets: record the shapes one short generation dispatches, then tune those.
   PRISM_TUNING_DB=$work/record.db PRISM_RECORD_UNTUNED=$work/shapes.yaml "$build/bin/prism-llm" --preset "$preset" \
     "${extra[@]}" --new-tokens 4 --warmup 0 --breakdown-steps 0 > /dev/null
-  normalize_shapes "$work/shapes.yaml"
   "$build/bin/prism" pretune --shapes "$work/shapes.yaml" --budget-s "$budget" --max-candidates 4 --max-runs 10 \
     --progress lines 2>&1 | grep -v -e '^pretune: \[' -e '(earlier run)$' || true
 fi

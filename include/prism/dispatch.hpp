@@ -82,6 +82,10 @@ struct tuning_query {
   std::string_view op;
   std::string_view dtypes;     ///< e.g. "f32" or "f16,f16->f16" (the dispatch log's dtypes field)
   std::string_view shape_key;  ///< the descriptor's canonical key, e.g. "m=128,n=4096,k=4096"
+  /// The one dtype `prism pretune` samples this op with to reproduce the call (a shape set's
+  /// `dtype`): the first floating-point input's, else the first input's, else the first
+  /// output's ("" when the call has neither). What PRISM_RECORD_UNTUNED writes.
+  std::string_view sample_dtype;
 };
 /// Returns a choice, or nullopt when the database has nothing for the key. Called once per new
 /// (device, op, dtypes, shape key): results are memoized until the next set_tuning_lookup.

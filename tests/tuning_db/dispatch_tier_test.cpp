@@ -157,6 +157,12 @@ TEST(TuningDispatch, RecordUntunedChild) {
     auto call = sample(q, "rms_norm", key);
     dispatch::dispatch_call(q, call);
   }
+  // Mixed dtypes: f32 weights + i64 indices, f32 in -> i64 out, and no inputs at all.
+  for (auto [op, key] : {std::pair{"embedding", "n=3,v=10,d=8"}, std::pair{"argmax", "outer=2,r=8,inner=1"},
+                         std::pair{"zeros", "n=5"}}) {
+    auto call = sample(q, op, key);
+    dispatch::dispatch_call(q, call);
+  }
   q.wait();
 }
 
@@ -172,8 +178,19 @@ TEST(TuningDispatch, RecordsMissesForPretune) {
   ASSERT_EQ(test::wait_child(c), 0) << test::read_file(dir + "/child.out");
   auto set = load_shape_set(file);  // the file pretune --shapes reads
   std::set<std::string> got;
-  for (auto& e : set.entries) got.insert(e.op + " " + e.dtype + " " + e.shape.str());
-  EXPECT_EQ(got, (std::set<std::string>{"rms_norm f32 rows=3,d=64", "rms_norm f32 rows=5,d=64"}))
+  queue q;
+  for (auto& e : set.entries) {
+    got.insert(e.op + " " + e.dtype);
+    // What pretune does with the entry: sample the op with its dtype; the sampled call must have
+    // the key that missed (so the tuned row is the one dispatch looks up).
+    const auto& d = op_registry::instance().get(e.op);
+    sample_options o;
+    o.type = parse_dtype(e.dtype);
+    auto call = d.sample(q, prism::shape_key::parse(e.shape.str()), o);
+    EXPECT_EQ(d.key(call).str(), prism::shape_key::parse(e.shape.str()).str()) << e.op;
+  }
+  EXPECT_EQ(set.entries.size(), 5u) << test::read_file(file);
+  EXPECT_EQ(got, (std::set<std::string>{"rms_norm f32", "embedding f32", "argmax f32", "zeros f32"}))
       << test::read_file(file);
 }
 
