@@ -62,20 +62,8 @@ echo
 echo "== dispatch log ($(grep -c '^prism_dispatch,' "$log") lines; the first ones):"
 head -n 4 "$log" | cut -c1-200
 echo
-echo "== routing tiers of every dispatch (from the log): db-exact / db-nearest = tuning database hits"
-# Quoted CSV fields (shape keys, configs) hold commas: blank them out, then split on commas.
-sed 's/"[^"]*"//g' "$log" | awk -F, '
-  $1 == "prism_dispatch_header" { for (i = 1; i <= NF; i++) col[$i] = i; next }
-  $1 == "prism_dispatch" && $col["event"] == "exec" {
-    key = sprintf("%-30s %-8s %-10s", $col["op"], $col["backend"], $col["tier"]); n[key]++; total++
-    if ($col["tier"] ~ /^db-/) db++ }
-  END {
-    printf "%-30s %-8s %-10s %7s\n", "op", "backend", "tier", "calls"
-    for (k in n) printf "%s %7d\n", k, n[k] | "sort"
-    close("sort")
-    printf "database hits: %d of %d dispatches (%.0f%%)\n", db, total, total ? 100 * db / total : 0 }'
-echo
-echo "== the dispatcher's exit summary"
+echo "== the dispatcher's exit summary: calls per op, backend and routing tier (db-exact / db-nearest ="
+echo "   tuning database hits), then the database's share of all dispatches"
 sed -n '/^prism dispatch summary/,$p' "$log"
 
 echo

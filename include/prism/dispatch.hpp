@@ -57,11 +57,14 @@ std::vector<vendor_profile_info> vendor_profiles();
 /// The profile that applies to `dev` (PRISM_VENDOR when set, else the best match).
 vendor_profile_info matched_vendor(const device& dev);
 
-/// Per (op, backend) counters since start (or the last reset). device_ns is summed only when
-/// PRISM_LOG_DISPATCH=profile and the queue profiles.
+/// Per (op, backend, tier) counters since start (or the last reset): `tier` is where the
+/// routing came from (db_exact / db_nearest = tuning database hits; fallback = served by a later
+/// backend than routed). device_ns is summed only when PRISM_LOG_DISPATCH=profile and the queue
+/// profiles.
 struct dispatch_stat {
   std::string op;
   std::string backend;
+  source_tier tier = source_tier::default_order;
   std::uint64_t calls = 0;
   std::uint64_t fallbacks = 0;
   std::uint64_t device_ns = 0;
