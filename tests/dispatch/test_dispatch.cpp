@@ -1,8 +1,8 @@
 // Dispatch through the public op API on a real device (PRISM_DEVICE, PoCL here): routing
 // precedence, fallback, strict mode, unused ops, vendor kernel overrides, name/YAML errors, the
 // dispatch log parsed back, the exit summary, threads, and the GEMM family on every backend.
-#include <algorithm>
 #include <gtest/gtest.h>
+#include <algorithm>
 
 #include <cstdlib>
 #include <filesystem>
@@ -495,7 +495,9 @@ TEST(DispatchDeathTest, ExitSummaryPrintsCountsPerOpAndBackend) {
         ops::relu(q, vec(q, {1, -1}));
         std::exit(0);
       },
-      ::testing::ExitedWithCode(0), "prism dispatch summary\n.*\nadd +opencl +2 +0\n.*relu +host +1 +0");
+      ::testing::ExitedWithCode(0),
+      "prism dispatch summary\n.*\nadd +opencl +default +2 +0\n.*relu +host +env +1 +0\n"
+      "tuning database hits: 0 of 3 calls");
 }
 
 TEST(Dispatch, EightThreadsOnOneQueueAndOnEightQueues) {
