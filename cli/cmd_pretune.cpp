@@ -46,7 +46,8 @@ PRISM_CLI_COMMAND(60) {
   cmd->add_option("--dtypes", a->dtypes, "Only these dtypes (comma separated, e.g. f32,f16)")->delimiter(',');
   cmd->add_option(
          "--backends", a->backends,
-         "Candidate backends (comma separated: opencl, clblast, host; default: all that can serve). The "
+         "Candidate backends (comma separated: opencl, clblast, host; default: opencl and clblast where "
+         "they serve; host, which blocks and drains the queue inside a model, only when listed). The "
          "default route is always measured")
       ->delimiter(',');
   cmd->add_option("--budget-s", a->budget_s,

@@ -44,7 +44,8 @@ int run(run_options o, const std::string& device_spec) {
     if (o.attrs.empty()) o.attrs = r.attrs;
   }
   if (o.op.empty())
-    throw prism::error(prism::errc::invalid_argument, "prism run", "name an op (or use --replay)");
+    throw prism::error(prism::errc::invalid_argument, "prism run",
+                       "no op given; name one (`prism routes` lists them) or use --replay");
   const auto& desc = prism::op_registry::instance().get(o.op);
   auto dev = device_spec.empty() ? prism::select_device() : prism::devices_matching(device_spec).front();
   prism::queue_options qo;
@@ -56,7 +57,19 @@ int run(run_options o, const std::string& device_spec) {
   so.seed = o.seed;
   if (!desc.sample)
     throw prism::error(prism::errc::unsupported, "prism run", o.op + " has no sample builder");
-  auto call = desc.sample(q, prism::shape_key::parse(o.shape), so);
+  prism::op_call call;
+  try {
+    call = desc.sample(q, prism::shape_key::parse(o.shape), so);
+  } catch (const prism::error& e) {
+    // The sample builder only knows which component is missing; say which op and flag it was.
+    if (e.code() != prism::errc::not_found && e.code() != prism::errc::invalid_argument) throw;
+    const std::string example =
+        desc.config_test_shapes.empty() ? "" : " (e.g. --shape " + desc.config_test_shapes.front() + ")";
+    throw prism::error(e.code(), "prism run",
+                       fmt::format("--shape '{}' is not a shape key of {}: {}; expected the components "
+                                   "the dispatch log shows for {}{}",
+                                   o.shape, o.op, e.message(), o.op, example));
+  }
   if (!o.attrs.empty()) {
     for (auto& [k, v] : prism::parse_attrs(o.attrs)) call.attrs[k] = v;
     call.outputs.clear();
@@ -144,7 +157,9 @@ PRISM_CLI_COMMAND(30) {
                   "Backend config, e.g. wg=64,vec=4 or KWG=32,MWG=64 (needs --backend)")
       ->each([o](const std::string&) { o->has_config = true; });
   cmd->add_option("--attrs", o->attrs, "Attributes, e.g. alpha=2.0;dims=[1]");
-  cmd->add_option("--repeat", o->repeat, "Timed runs after the checked one")->capture_default_str();
+  cmd->add_option("--repeat", o->repeat, "Timed runs after the checked one")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed of the inputs")->capture_default_str();
   cmd->add_flag("--dry-run", o->dry_run, "Print the routed decision (backend, config, tier) without running");
   cmd->add_option("--replay", o->replay, "A dispatch log line (prism_dispatch,v1,exec,...) to replay");

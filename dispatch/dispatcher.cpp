@@ -37,23 +37,26 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
 }
 
 // ---- counters ------------------------------------------------------------------------------
-// Per (op, backend) counters live in a never-destroyed registry so decisions can hold raw
-// pointers and the atexit summary reads plain host memory.
+// Per (op, backend, tier) counters live in a never-destroyed registry so decisions can hold raw
+// pointers and the atexit summary reads plain host memory. A decision's step has one tier (the
+// decision's, or fallback for a later backend), so each step points at one counter.
 struct counter {
   std::string op, backend;
+  source_tier tier = source_tier::default_order;
   std::atomic<std::uint64_t> calls{0}, fallbacks{0}, device_ns{0};
 };
 
 struct counter_registry {
   std::mutex mutex;
   std::deque<counter> items;
-  counter* get(const std::string& op, const std::string& backend) {
+  counter* get(const std::string& op, const std::string& backend, source_tier tier) {
     std::lock_guard lock(mutex);
     for (auto& c : items)
-      if (c.op == op && c.backend == backend) return &c;
+      if (c.op == op && c.backend == backend && c.tier == tier) return &c;
     auto& c = items.emplace_back();
     c.op = op;
     c.backend = backend;
+    c.tier = tier;
     return &c;
   }
 };
@@ -339,6 +342,18 @@ std::string dtypes_of(const op_call& call) {
   return out;
 }
 
+// The dtype a shape set names for this call (tuning_query::sample_dtype): descriptors sample
+// with one dtype for their data inputs and pick index dtypes themselves.
+std::string_view sample_dtype_of(const op_call& call) {
+  for (const auto& t : call.inputs)
+    if (t.defined() && is_floating(t.type())) return dtype_name(t.type());
+  for (const auto& t : call.inputs)
+    if (t.defined()) return dtype_name(t.type());
+  for (const auto& t : call.outputs)
+    if (t.defined()) return dtype_name(t.type());
+  return {};
+}
+
 // Why `text` is not a valid config of `backend` for the op, or nullopt.
 std::optional<std::string> config_problem(const op_state& o, const std::string& backend,
                                           const std::string& text, const vendor_profile* vendor) {
@@ -383,7 +398,8 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
         hook = tuning_hook();
       }
       if (hook) {
-        auto choice = hook(tuning_query{dev.fingerprint, o.desc->name, d->dtypes, d->shape});
+        auto choice =
+            hook(tuning_query{dev.fingerprint, o.desc->name, d->dtypes, d->shape, sample_dtype_of(call)});
         if (choice) {
           if (std::find(o.catalog.backends.begin(), o.catalog.backends.end(), choice->backend) ==
               o.catalog.backends.end()) {
@@ -425,7 +441,9 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
           st.src_note = "kernel override " + dev.vendor->kernel_files.at(impl.kernel_file);
         }
       }
-      st.count = counters().get(o.desc->name, be);
+      // The same tier run_decision reports for a call served by this step.
+      const bool later_backend = !d->steps.empty() && d->steps[0].impl->backend != be;
+      st.count = counters().get(o.desc->name, be, later_backend ? source_tier::fallback : d->tier);
       d->steps.push_back(std::move(st));
     }
   }
@@ -441,19 +459,26 @@ bool take_injected_failure(const std::string& op, const std::string& backend) {
   return true;
 }
 
-void log_reject(state& s, const decision& d, const op_call& call, const step& st, const std::string& why) {
+// The dispatch-log record of one step of a decision; exec, reject and error lines differ only in
+// event, tier and reason.
+log_record step_record(const decision& d, const op_call& call, const step& st, const char* event,
+                       source_tier tier, std::string reason) {
   log_record r;
-  r.event = "reject";
+  r.event = event;
   r.op = call.op;
   r.dtypes = d.dtypes;
   r.shape = d.shape;
   r.device = d.dev->fingerprint;
   r.backend = st.impl->backend;
   r.config = st.config_text;
-  r.tier = source_tier_name(d.tier);
-  r.reason = st.impl->name + ": " + why;
+  r.tier = source_tier_name(tier);
+  r.reason = std::move(reason);
   r.attrs = format_attrs(call.attrs);
-  s.log->write(r);
+  return r;
+}
+
+void log_reject(state& s, const decision& d, const op_call& call, const step& st, const std::string& why) {
+  s.log->write(step_record(d, call, st, "reject", d.tier, st.impl->name + ": " + why));
 }
 
 dispatch_result run_decision(state& s, queue& q, const decision& d, const op_call& call, bool forced,
@@ -497,20 +522,7 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
       const bool last_of_backend =
           i + 1 == d.steps.size() || d.steps[i + 1].impl->backend != st.impl->backend;
       if (last_of_backend && st.impl->backend == d.steps[0].impl->backend && (forced || s.env.strict)) {
-        if (logging) {
-          log_record r;
-          r.event = "error";
-          r.op = call.op;
-          r.dtypes = d.dtypes;
-          r.shape = d.shape;
-          r.device = d.dev->fingerprint;
-          r.backend = st.impl->backend;
-          r.config = st.config_text;
-          r.tier = source_tier_name(d.tier);
-          r.reason = refusals;
-          r.attrs = format_attrs(call.attrs);
-          s.log->write(r);
-        }
+        if (logging) s.log->write(step_record(d, call, st, "error", d.tier, refusals));
         throw error(errc::unsupported, "ops::" + call.op,
                     fmt::format("{} routed to {} ({} {}) cannot serve {} [{}]: {}{}", call.op,
                                 st.impl->backend, source_tier_name(d.tier), d.origin, d.dtypes, d.shape,
@@ -524,19 +536,12 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
     dispatch_result res;
     res.done = ev;
     res.tier = fell_back ? source_tier::fallback : d.tier;
+    std::string reason =
+        fell_back ? "fallback from " + d.steps[0].impl->backend + " (" + d.origin + "): " + refusals
+                  : d.origin;
     if (logging) {
-      log_record r;
-      r.op = call.op;
-      r.dtypes = d.dtypes;
-      r.shape = d.shape;
-      r.device = d.dev->fingerprint;
-      r.backend = st.impl->backend;
-      r.config = st.config_text;
-      r.tier = source_tier_name(res.tier);
-      r.reason = fell_back ? "fallback from " + d.steps[0].impl->backend + " (" + d.origin + "): " + refusals
-                           : d.origin;
-      if (!st.src_note.empty()) r.reason += "; " + st.src_note;
-      r.attrs = format_attrs(call.attrs);
+      if (!st.src_note.empty()) reason += "; " + st.src_note;
+      log_record r = step_record(d, call, st, "exec", res.tier, std::move(reason));
       if (timing) {
         std::uint64_t ns = 0;
         if (ev && q.is_profiling_enabled()) {
@@ -554,9 +559,7 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
       s.log->write(r);
       res.reason = r.reason;
     } else {
-      res.reason = fell_back
-                       ? "fallback from " + d.steps[0].impl->backend + " (" + d.origin + "): " + refusals
-                       : d.origin;
+      res.reason = std::move(reason);
     }
     res.backend = st.impl->backend;
     res.implementation = st.impl->name;
@@ -706,7 +709,7 @@ std::vector<dispatch_stat> statistics() {
   for (const auto& c : r.items) {
     auto calls = c.calls.load();
     if (!calls) continue;
-    out.push_back({c.op, c.backend, calls, c.fallbacks.load(), c.device_ns.load()});
+    out.push_back({c.op, c.backend, c.tier, calls, c.fallbacks.load(), c.device_ns.load()});
   }
   return out;
 }

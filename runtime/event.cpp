@@ -155,6 +155,7 @@ namespace {
 struct callback_data {
   std::function<void(event_status)> fn;
   std::weak_ptr<queue::impl> owner;
+  std::weak_ptr<event::impl> self;  ///< a failed host task completes its user event anyway
 };
 void run_callback(std::shared_ptr<callback_data> data, event_status st) {
   detail::run_on_callback_thread([data = std::move(data), st] {
@@ -174,7 +175,9 @@ void run_callback(std::shared_ptr<callback_data> data, event_status st) {
 }
 void CL_CALLBACK on_event_done(cl_event, cl_int status, void* user) {
   std::unique_ptr<std::shared_ptr<callback_data>> data(static_cast<std::shared_ptr<callback_data>*>(user));
-  run_callback(std::move(*data), status < 0 ? event_status::failed : event_status::complete);
+  auto self = (*data)->self.lock();
+  bool failed = status < 0 || (self && self->host_failed);
+  run_callback(std::move(*data), failed ? event_status::failed : event_status::complete);
 }
 }  // namespace
 
@@ -187,6 +190,7 @@ void event::then(std::function<void(event_status)> callback) const {
     return;
   }
   data->owner = impl_->owner;
+  data->self = impl_;
   auto* boxed = new std::shared_ptr<callback_data>(data);
   cl_int st = clSetEventCallback(impl_->ev, CL_COMPLETE, &on_event_done, boxed);
   if (st != CL_SUCCESS) {

@@ -31,7 +31,7 @@ std::filesystem::path resolve() {
   // lib or lib/<multiarch>). An installed prism reads its own data, not the tree it came from.
   std::string looked;
   fs::path lib = library_dir();
-  for (fs::path dir : {lib.parent_path(), lib.parent_path().parent_path()}) {
+  for (const fs::path& dir : {lib.parent_path(), lib.parent_path().parent_path()}) {
     if (dir.empty()) continue;
     fs::path candidate = dir / PRISM_INSTALL_DATA_DIR;
     if (fs::is_directory(candidate / "vendors", ec)) return candidate;

@@ -87,7 +87,7 @@ struct locked_requirements {
     detail::buffer_impl* buf;
     access_mode mode;
   };
-  entry inline_[8];
+  entry inline_[8]{};
   std::vector<entry> more_;
   std::size_t n = 0;
   bool locked = false;
@@ -435,10 +435,10 @@ event queue::submit_group(detail::command_group& cg) {
 // USM transfers: no buffer tracking; ordering is the lane's (in-order) or `deps`.
 namespace {
 struct usm_target {
-  cl_command_queue cq;
+  cl_command_queue cq = nullptr;
   detail::wait_list wl;
   std::shared_ptr<event::impl> ev;
-  detail::lane* lane;
+  detail::lane* lane = nullptr;
 };
 }  // namespace
 

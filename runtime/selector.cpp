@@ -80,7 +80,7 @@ std::vector<device> devices_matching(const std::string& spec) {
   auto add = [&](const device& d) {
     if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
   };
-  std::string rest = spec;
+  const std::string& rest = spec;
   std::size_t start = 0;
   while (start <= rest.size()) {
     auto comma = rest.find(',', start);

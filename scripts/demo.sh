@@ -29,12 +29,6 @@ budget=${PRISM_DEMO_BUDGET_S:-90}
 preset=${PRISM_DEMO_PRESET:-demo}
 read -r -a extra <<< "${PRISM_DEMO_ARGS:-}"
 shapes_model=prism-llm-demo
-# PRISM_RECORD_UNTUNED writes multi-input dtypes ("f32|i64", "i64|f32|f32|f32") and "-" for
-# ops without tensor inputs, which `prism pretune --shapes` does not parse (yet): keep the float
-# dtype (pretune samples the index inputs itself) and drop the input-less ops (zeros, arange).
-normalize_shapes() {
-  sed -E -e '/dtype: -,/d' -e 's/dtype: [^,]*(bf16|f16|f32)[^,]*,/dtype: \1,/' "$1" > "$1.tmp" && mv "$1.tmp" "$1"
-}
 work=$(mktemp -d -t prism-demo.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
@@ -47,7 +41,6 @@ else
   # Other presets: record the shapes one short generation dispatches, then tune those.
   PRISM_TUNING_DB=$work/record.db PRISM_RECORD_UNTUNED=$work/shapes.yaml "$build/bin/prism-llm" --preset "$preset" \
     "${extra[@]}" --new-tokens 4 --warmup 0 --breakdown-steps 0 > /dev/null
-  normalize_shapes "$work/shapes.yaml"
   "$build/bin/prism" pretune --shapes "$work/shapes.yaml" --budget-s "$budget" --max-candidates 4 --max-runs 10 \
     --progress lines 2>&1 | grep -v -e '^pretune: \[' -e '(earlier run)$' || true
 fi
@@ -69,20 +62,8 @@ echo
 echo "== dispatch log ($(grep -c '^prism_dispatch,' "$log") lines; the first ones):"
 head -n 4 "$log" | cut -c1-200
 echo
-echo "== routing tiers of every dispatch (from the log): db-exact / db-nearest = tuning database hits"
-# Quoted CSV fields (shape keys, configs) hold commas: blank them out, then split on commas.
-sed 's/"[^"]*"//g' "$log" | awk -F, '
-  $1 == "prism_dispatch_header" { for (i = 1; i <= NF; i++) col[$i] = i; next }
-  $1 == "prism_dispatch" && $col["event"] == "exec" {
-    key = sprintf("%-30s %-8s %-10s", $col["op"], $col["backend"], $col["tier"]); n[key]++; total++
-    if ($col["tier"] ~ /^db-/) db++ }
-  END {
-    printf "%-30s %-8s %-10s %7s\n", "op", "backend", "tier", "calls"
-    for (k in n) printf "%s %7d\n", k, n[k] | "sort"
-    close("sort")
-    printf "database hits: %d of %d dispatches (%.0f%%)\n", db, total, total ? 100 * db / total : 0 }'
-echo
-echo "== the dispatcher's exit summary"
+echo "== the dispatcher's exit summary: calls per op, backend and routing tier (db-exact / db-nearest ="
+echo "   tuning database hits), then the database's share of all dispatches"
 sed -n '/^prism dispatch summary/,$p' "$log"
 
 echo

@@ -8,5 +8,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${PRISM_BUILD_DIR:-$root/build}
 bash "$root/scripts/install-deps.sh"
 bash "$root/scripts/build.sh"
+# Tests must not read or write the user's tuning database: give them a fresh one.
+export PRISM_TUNING_DB=${PRISM_TEST_TUNING_DB:-$build/ctest-tuning.db}
+rm -f "$PRISM_TUNING_DB" "$PRISM_TUNING_DB-wal" "$PRISM_TUNING_DB-shm"
 echo "test.sh: running ctest in $build"
 ctest --test-dir "$build" --output-on-failure -j "${PRISM_TEST_JOBS:-2}" --timeout "${PRISM_TEST_TIMEOUT:-900}" "$@"

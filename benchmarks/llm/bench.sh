@@ -27,13 +27,6 @@ for exe in "$llm" "$prism"; do
 done
 args=(--preset "$preset" --dtype "$dtype" --prompt-len "$prompt_len" --new-tokens "$new_tokens" --breakdown-steps 0 --repeat "${REPEAT:-3}")
 
-# PRISM_RECORD_UNTUNED writes multi-input dtypes ("f32|i64", "i64|f32|f32|f32") and "-" for
-# ops without tensor inputs, which `prism pretune --shapes` does not parse (yet): keep the float
-# dtype (pretune samples the index inputs itself) and drop the input-less ops (zeros, arange).
-normalize_shapes() {
-  sed -E -e '/dtype: -,/d' -e 's/dtype: [^,]*(bf16|f16|f32)[^,]*,/dtype: \1,/' "$1" > "$1.tmp" && mv "$1.tmp" "$1"
-}
-
 field() { sed -n "s/^  \"$2\": \([0-9.e+-]*\),\{0,1\}$/\1/p" "$1"; }
 
 echo "== untuned (empty database $work/untuned.db), recording shapes to $work/shapes.yaml"
@@ -41,7 +34,6 @@ rm -f "$work/untuned.db" "$work/shapes.yaml"
 PRISM_TUNING_DB=$work/untuned.db PRISM_RECORD_UNTUNED=$work/shapes.yaml "$llm" "${args[@]}" --json "$work/untuned.json" \
   | grep -E '^(model|device|prefill|decode)'
 
-normalize_shapes "$work/shapes.yaml"
 echo "== pretune of those shapes into $work/tuned.db (budget ${budget} s)"
 "$prism" pretune --shapes "$work/shapes.yaml" --db "$work/tuned.db" --budget-s "$budget" \
   --max-candidates "${MAX_CANDIDATES:-6}" --progress lines 2>&1 | grep -v "^pretune: \\[" | tail -n 40 || true

@@ -63,16 +63,8 @@ void load_into(const fs::path& path, routes_config& out, std::vector<fs::path>& 
                   yaml_where(file, routes) + ": 'routes' must be a map of op: backend");
     for (auto it = routes.begin(); it != routes.end(); ++it) {
       auto op = yaml_scalar(file, it->first, "an op name");
-      file_route r;
-      r.origin = yaml_where(file, it->first);
-      if (it->second.IsMap()) {
-        r.backend = yaml_scalar(file, it->second["backend"], "'backend: <name>' under '" + op + "'");
-        if (auto c = it->second["config"]) r.config = yaml_scalar(file, c, "a config string");
-      } else {
-        r.backend = yaml_scalar(file, it->second, "a backend name for '" + op + "'");
-      }
       out.unused.erase(op);
-      out.routes[op] = r;
+      out.routes[op] = yaml_route(file, it->first, it->second, op);
     }
   }
   stack.pop_back();

@@ -7,6 +7,31 @@
 
 namespace prism::dispatch {
 
+namespace {
+
+// Routes files and vendor profiles route an op the same way: an explicit route, else 'unused'
+// (served by host). Returns false when the file says nothing about the op.
+template <class route_source>
+bool route_from_file(const route_source& file, const std::string& op, source_tier tier, static_route& r) {
+  if (auto it = file.routes.find(op); it != file.routes.end()) {
+    r.backend = it->second.backend;
+    r.config = it->second.config;
+    r.tier = tier;
+    r.origin = it->second.origin;
+    return true;
+  }
+  if (auto it = file.unused.find(op); it != file.unused.end()) {
+    r.backend = "host";
+    r.tier = tier;
+    r.origin = it->second;
+    r.unused = true;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 static_route resolve_route(const op_catalog_entry& op, const routing_sources& src) {
   static_route r;
   if (src.env) {
@@ -25,38 +50,8 @@ static_route resolve_route(const op_catalog_entry& op, const routing_sources& sr
       return r;
     }
   }
-  if (src.routes) {
-    if (auto it = src.routes->routes.find(op.name); it != src.routes->routes.end()) {
-      r.backend = it->second.backend;
-      r.config = it->second.config;
-      r.tier = source_tier::routes;
-      r.origin = it->second.origin;
-      return r;
-    }
-    if (auto it = src.routes->unused.find(op.name); it != src.routes->unused.end()) {
-      r.backend = "host";
-      r.tier = source_tier::routes;
-      r.origin = it->second;
-      r.unused = true;
-      return r;
-    }
-  }
-  if (src.vendor) {
-    if (auto it = src.vendor->routes.find(op.name); it != src.vendor->routes.end()) {
-      r.backend = it->second.backend;
-      r.config = it->second.config;
-      r.tier = source_tier::vendor;
-      r.origin = it->second.origin;
-      return r;
-    }
-    if (auto it = src.vendor->unused.find(op.name); it != src.vendor->unused.end()) {
-      r.backend = "host";
-      r.tier = source_tier::vendor;
-      r.origin = it->second;
-      r.unused = true;
-      return r;
-    }
-  }
+  if (src.routes && route_from_file(*src.routes, op.name, source_tier::routes, r)) return r;
+  if (src.vendor && route_from_file(*src.vendor, op.name, source_tier::vendor, r)) return r;
   r.backend = op.backends.empty() ? "host" : op.backends.front();
   r.tier = source_tier::default_order;
   r.origin = "built-in";

@@ -74,15 +74,7 @@ vendor_profile load_profile(const fs::path& dir) {
       throw error(errc::config_error, "vendor profile", yaml_where(file, r) + ": 'routes' must be a map");
     for (auto it = r.begin(); it != r.end(); ++it) {
       auto op = yaml_scalar(file, it->first, "an op name");
-      file_route fr;
-      fr.origin = yaml_where(file, it->first);
-      if (it->second.IsMap()) {
-        fr.backend = yaml_scalar(file, it->second["backend"], "'backend: <name>' under '" + op + "'");
-        if (auto c = it->second["config"]) fr.config = yaml_scalar(file, c, "a config string");
-      } else {
-        fr.backend = yaml_scalar(file, it->second, "a backend name for '" + op + "'");
-      }
-      p.routes[op] = fr;
+      p.routes[op] = yaml_route(file, it->first, it->second, op);
     }
   }
   if (auto u = root["unused"]) {

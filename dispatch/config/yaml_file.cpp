@@ -34,4 +34,17 @@ std::string yaml_scalar(const std::string& path, const YAML::Node& node, const s
   return node.as<std::string>();
 }
 
+file_route yaml_route(const std::string& path, const YAML::Node& key, const YAML::Node& value,
+                      const std::string& op) {
+  file_route r;
+  r.origin = yaml_where(path, key);
+  if (value.IsMap()) {
+    r.backend = yaml_scalar(path, value["backend"], "'backend: <name>' under '" + op + "'");
+    if (auto c = value["config"]) r.config = yaml_scalar(path, c, "a config string");
+  } else {
+    r.backend = yaml_scalar(path, value, "a backend name for '" + op + "'");
+  }
+  return r;
+}
+
 }  // namespace prism::dispatch

@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "dispatch/config/routes_file.hpp"
+
 namespace prism::dispatch {
 
 /// Parses `path`. Throws errc::io_error when it cannot be read and errc::config_error
@@ -16,5 +18,10 @@ std::string yaml_where(const std::string& path, const YAML::Node& node);
 
 /// Reads a scalar or throws errc::config_error naming file, line and what was expected.
 std::string yaml_scalar(const std::string& path, const YAML::Node& node, const std::string& what);
+
+/// One `op: backend` or `op: {backend, config}` entry of a routes map (routes files and vendor
+/// profiles share the syntax); origin is "<path>:<line>" of the key.
+file_route yaml_route(const std::string& path, const YAML::Node& key, const YAML::Node& value,
+                      const std::string& op);
 
 }  // namespace prism::dispatch

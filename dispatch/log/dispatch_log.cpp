@@ -202,22 +202,32 @@ void log_sink::write_text(const std::string& text) {
 std::string format_summary(const std::vector<dispatch_stat>& stats, bool with_time) {
   auto sorted = stats;
   std::sort(sorted.begin(), sorted.end(), [](const dispatch_stat& a, const dispatch_stat& b) {
-    return std::tie(a.op, a.backend) < std::tie(b.op, b.backend);
+    return std::tie(a.op, a.backend, a.tier) < std::tie(b.op, b.backend, b.tier);
   });
-  std::size_t op_w = 2, be_w = 7;
+  std::size_t op_w = 2, be_w = 7, tier_w = 10;  // "db-nearest"
+  std::uint64_t calls = 0, exact = 0, nearest = 0;
   for (const auto& s : sorted) {
     op_w = std::max(op_w, s.op.size());
     be_w = std::max(be_w, s.backend.size());
+    calls += s.calls;
+    if (s.tier == source_tier::db_exact) exact += s.calls;
+    if (s.tier == source_tier::db_nearest) nearest += s.calls;
   }
   std::string out = "prism dispatch summary\n";
-  out += fmt::format("{:<{}}  {:<{}}  {:>10}  {:>9}", "op", op_w, "backend", be_w, "calls", "fallbacks");
+  out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>10}  {:>9}", "op", op_w, "backend", be_w, "tier", tier_w,
+                     "calls", "fallbacks");
   if (with_time) out += fmt::format("  {:>12}", "device_ms");
   out += "\n";
   for (const auto& s : sorted) {
-    out += fmt::format("{:<{}}  {:<{}}  {:>10}  {:>9}", s.op, op_w, s.backend, be_w, s.calls, s.fallbacks);
+    out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>10}  {:>9}", s.op, op_w, s.backend, be_w,
+                       source_tier_name(s.tier), tier_w, s.calls, s.fallbacks);
     if (with_time) out += fmt::format("  {:>12.3f}", static_cast<double>(s.device_ns) / 1e6);
     out += "\n";
   }
+  // The tuning database's share, the question the tier column answers most often.
+  out += fmt::format("tuning database hits: {} of {} calls ({:.0f}%; db-exact {}, db-nearest {})\n",
+                     exact + nearest, calls,
+                     calls ? 100.0 * static_cast<double>(exact + nearest) / calls : 0.0, exact, nearest);
   return out;
 }
 

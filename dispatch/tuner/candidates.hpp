@@ -20,7 +20,8 @@ struct candidate {
 enum class strategy { exhaustive, random };
 
 struct candidate_options {
-  std::vector<std::string> backends;  ///< allowed backends (empty = all the op has)
+  /// Allowed backends (empty = all the op has except host, which is a candidate only when listed).
+  std::vector<std::string> backends;
   strategy pick = strategy::random;
   std::size_t max_per_backend = 0;  ///< random: at most this many per backend (0 = no cap)
   std::uint64_t seed = 1;

@@ -16,9 +16,10 @@ namespace prism::dispatch::tuner {
 
 struct pretune_options {
   tuning::shape_set shapes;
-  std::vector<std::string> ops;       ///< only these ops (empty = all in the set)
-  std::vector<std::string> dtypes;    ///< only these dtypes (empty = all)
-  std::vector<std::string> backends;  ///< candidate backends (empty = every one that can serve)
+  std::vector<std::string> ops;     ///< only these ops (empty = all in the set)
+  std::vector<std::string> dtypes;  ///< only these dtypes (empty = all)
+  /// Candidate backends (empty = every one that can serve except host: host only when listed).
+  std::vector<std::string> backends;
   strategy pick = strategy::random;
   std::size_t max_per_backend = 12;  ///< random strategy: generated candidates per backend and shape
   double budget_s = 0;               ///< stop cleanly after this many seconds (0 = no limit)

@@ -143,7 +143,11 @@ std::optional<tuned_choice> lookup(const tuning_query& q) {
   lq.driver_version = dev ? dev->driver_version() : std::string();
   auto m = db.lookup(lq);
   if (!m) {
-    tuning::record_untuned(lq.op, lq.dtype, lq.shape);
+    // Recorded as a shape-set entry: the dtype pretune samples with (not the row's collapsed
+    // input dtypes like "f32|i64", which no shape set can name), and only ops pretune can sample.
+    const op_descriptor* desc = op_registry::instance().find(lq.op);
+    if (!q.sample_dtype.empty() && desc && desc->sample)
+      tuning::record_untuned(lq.op, q.sample_dtype, lq.shape);
     return std::nullopt;
   }
   tuned_choice c;

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   run_options opt;
   CLI::App app{"prism-llm: a Llama/Qwen-style decoder on prism's public op API (prefill + greedy decode)",
                "prism-llm"};
+  // A later occurrence of an option wins, so scripts can append to a user's arguments.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string preset_help = "model size; one of:";
   for (const auto& p : presets()) preset_help += "\n  " + p.name + ": " + p.description;
   app.add_option("--preset", opt.preset, preset_help)->capture_default_str();

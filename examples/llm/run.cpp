@@ -161,7 +161,7 @@ run_result run_model(const run_options& opt) {
   }
   for (auto s : dispatch::statistics()) {
     for (const auto& b : before)
-      if (b.op == s.op && b.backend == s.backend) {
+      if (b.op == s.op && b.backend == s.backend && b.tier == s.tier) {
         s.calls -= b.calls;
         s.fallbacks -= b.fallbacks;
         s.device_ns -= b.device_ns;
@@ -238,6 +238,7 @@ run_result run_model(const run_options& opt) {
     for (const auto& s : r.dispatch_stats)
       stats.push_back({{"op", s.op},
                        {"backend", s.backend},
+                       {"tier", dispatch::source_tier_name(s.tier)},
                        {"calls", s.calls},
                        {"fallbacks", s.fallbacks},
                        {"device_ns", s.device_ns}});
@@ -308,12 +309,15 @@ void print_report(const run_result& r, std::FILE* out) {
   if (!r.dispatch_stats.empty()) {
     bool profiled = false;
     for (const auto& s : r.dispatch_stats) profiled |= s.device_ns > 0;
-    fmt::print(out, "\ndispatches of the {} timed generation{} (op, backend that served it){}\n", r.repeat,
-               r.repeat > 1 ? "s" : "", profiled ? ", device time from profiling" : "");
-    fmt::print(out, "  {:<30} {:<8} {:>7} {:>9}{}\n", "op", "backend", "calls", "fallbacks",
+    fmt::print(out,
+               "\ndispatches of the {} timed generation{} (op, backend that served it, routing tier: "
+               "db-exact / db-nearest = tuning database){}\n",
+               r.repeat, r.repeat > 1 ? "s" : "", profiled ? ", device time from profiling" : "");
+    fmt::print(out, "  {:<30} {:<8} {:<10} {:>7} {:>9}{}\n", "op", "backend", "tier", "calls", "fallbacks",
                profiled ? "  device ms" : "");
     for (const auto& s : r.dispatch_stats) {
-      fmt::print(out, "  {:<30} {:<8} {:>7} {:>9}", s.op, s.backend, s.calls, s.fallbacks);
+      fmt::print(out, "  {:<30} {:<8} {:<10} {:>7} {:>9}", s.op, s.backend,
+                 dispatch::source_tier_name(s.tier), s.calls, s.fallbacks);
       if (profiled) fmt::print(out, "  {:9.2f}", s.device_ns / 1e6);
       fmt::print(out, "\n");
     }

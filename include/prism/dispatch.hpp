@@ -57,11 +57,14 @@ std::vector<vendor_profile_info> vendor_profiles();
 /// The profile that applies to `dev` (PRISM_VENDOR when set, else the best match).
 vendor_profile_info matched_vendor(const device& dev);
 
-/// Per (op, backend) counters since start (or the last reset). device_ns is summed only when
-/// PRISM_LOG_DISPATCH=profile and the queue profiles.
+/// Per (op, backend, tier) counters since start (or the last reset): `tier` is where the
+/// routing came from (db_exact / db_nearest = tuning database hits; fallback = served by a later
+/// backend than routed). device_ns is summed only when PRISM_LOG_DISPATCH=profile and the queue
+/// profiles.
 struct dispatch_stat {
   std::string op;
   std::string backend;
+  source_tier tier = source_tier::default_order;
   std::uint64_t calls = 0;
   std::uint64_t fallbacks = 0;
   std::uint64_t device_ns = 0;
@@ -82,6 +85,10 @@ struct tuning_query {
   std::string_view op;
   std::string_view dtypes;     ///< e.g. "f32" or "f16,f16->f16" (the dispatch log's dtypes field)
   std::string_view shape_key;  ///< the descriptor's canonical key, e.g. "m=128,n=4096,k=4096"
+  /// The one dtype `prism pretune` samples this op with to reproduce the call (a shape set's
+  /// `dtype`): the first floating-point input's, else the first input's, else the first
+  /// output's ("" when the call has neither). What PRISM_RECORD_UNTUNED writes.
+  std::string_view sample_dtype;
 };
 /// Returns a choice, or nullopt when the database has nothing for the key. Called once per new
 /// (device, op, dtypes, shape key): results are memoized until the next set_tuning_lookup.

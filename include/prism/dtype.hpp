@@ -10,7 +10,8 @@ namespace prism {
 
 enum class dtype : std::uint8_t { f32, f16, bf16, i32, i64, boolean };
 
-inline constexpr dtype all_dtypes[] = {dtype::f32, dtype::f16, dtype::bf16, dtype::i32, dtype::i64, dtype::boolean};
+inline constexpr dtype all_dtypes[] = {dtype::f32, dtype::f16, dtype::bf16,
+                                       dtype::i32, dtype::i64, dtype::boolean};
 inline constexpr dtype float_dtypes[] = {dtype::f32, dtype::f16, dtype::bf16};
 
 std::size_t dtype_size(dtype t) noexcept;

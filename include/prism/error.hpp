@@ -9,18 +9,18 @@ namespace prism {
 
 /// What kind of failure an error reports. Stable: tests and users switch on it.
 enum class errc {
-  invalid_argument,   ///< bad shapes, dtypes, dims, options, names
-  device_not_found,   ///< no device matched a selector or PRISM_DEVICE
-  out_of_memory,      ///< an allocation larger than the device allows, or the device ran out
-  build_failure,      ///< an OpenCL program failed to compile; the message holds the log
-  opencl_error,       ///< any other OpenCL call that failed
-  unsupported,        ///< the device or backend cannot do what was asked
-  not_found,          ///< a named thing (op, backend, vendor, file, row) does not exist
-  io_error,           ///< a file could not be read or written
-  config_error,       ///< malformed YAML / JSON / env configuration
-  database_error,     ///< the tuning database failed
-  async_error,        ///< an asynchronous command failure, rethrown at a wait
-  internal,           ///< a prism bug
+  invalid_argument,  ///< bad shapes, dtypes, dims, options, names
+  device_not_found,  ///< no device matched a selector or PRISM_DEVICE
+  out_of_memory,     ///< an allocation larger than the device allows, or the device ran out
+  build_failure,     ///< an OpenCL program failed to compile; the message holds the log
+  opencl_error,      ///< any other OpenCL call that failed
+  unsupported,       ///< the device or backend cannot do what was asked
+  not_found,         ///< a named thing (op, backend, vendor, file, row) does not exist
+  io_error,          ///< a file could not be read or written
+  config_error,      ///< malformed YAML / JSON / env configuration
+  database_error,    ///< the tuning database failed
+  async_error,       ///< an asynchronous command failure, rethrown at a wait
+  internal,          ///< a prism bug
 };
 
 /// Name of an error code, e.g. "invalid_argument".

@@ -19,7 +19,7 @@ namespace prism {
 
 inline constexpr int max_tensor_dims = 8;
 
-/// A small fixed-capacity list of extents or strides.
+/// A small fixed-capacity list of extents or strides. Thread safety: a plain value type.
 class dims {
  public:
   dims() = default;
@@ -85,7 +85,7 @@ class tensor {
   tensor reshape(const dims& shape) const;  ///< throws when the strides cannot express it
   tensor unsqueeze(int d) const;
   tensor squeeze(int d) const;
-  tensor expand(const dims& shape) const;   ///< broadcast: size-1 dims get stride 0
+  tensor expand(const dims& shape) const;  ///< broadcast: size-1 dims get stride 0
 
   /// A contiguous copy, or *this when already contiguous.
   tensor contiguous(queue& q) const;

@@ -29,15 +29,7 @@
 #define HSUM(x) (x)
 #endif
 
-#if MASK_KIND == 2
-typedef uchar mask_t;
-#define MASK_VALUE(p) ((*(p)) ? 0.0f : -INFINITY)
-#elif MASK_KIND == 1
-typedef GT mask_t;
-#define MASK_VALUE(p) PRISM_LOAD(p)
-#else
-typedef uchar mask_t;
-#endif
+#include "attention_common.cl"  // mask_t, MASK_VALUE
 
 __kernel __attribute__((reqd_work_group_size(BQ, 1, 1)))
 void attention(int Hq, int Hkv, int Lq, int Lk, float scale,

@@ -11,15 +11,7 @@
 
 #include "gemm_common.cl"  // dtype load/store macros (resolved by build_kernel)
 
-#if MASK_KIND == 2
-typedef uchar mask_t;
-#define MASK_VALUE(p) ((*(p)) ? 0.0f : -INFINITY)
-#elif MASK_KIND == 1
-typedef GT mask_t;
-#define MASK_VALUE(p) PRISM_LOAD(p)
-#else
-typedef uchar mask_t;
-#endif
+#include "attention_common.cl"  // mask_t, MASK_VALUE
 
 #define DV_PER ((DV + WG - 1) / WG)
 

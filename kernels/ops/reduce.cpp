@@ -211,7 +211,9 @@ op_descriptor make_reduce(const std::string& name) {
     if (name == "max" || name == "min" || name == "argmax") return tolerance{};
     return float_tolerance(c.outputs[0].type(), 1.0, 2 * eps_f32);
   };
-  d.exact_on_small_integers = true;
+  // Sums of small integers are exact in f32; a mean is not: its final division may be off by
+  // 2.5 ulp on OpenCL C 1.2 devices (NVIDIA's driver, seen 2026-11-22), so it keeps its bound.
+  d.exact_on_small_integers = name != "mean";
   d.config = row_schema();
   op_implementation impl;
   impl.name = "opencl.reduce";

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "dispatch/config/env_settings.hpp"
@@ -397,9 +398,20 @@ TEST(DispatchLog, SinkFiltersAndWritesHeaderOnce) {
 }
 
 TEST(DispatchLog, SummaryTable) {
-  auto t = format_summary({{"mm", "opencl", 3, 1, 2500000}, {"add", "host", 7, 0, 0}}, true);
+  using prism::dispatch::source_tier;
+  auto t = format_summary({{"mm", "opencl", source_tier::fallback, 3, 3, 2500000},
+                           {"mm", "opencl", source_tier::db_exact, 4, 0, 100000},
+                           {"add", "host", source_tier::env, 7, 0, 0},
+                           {"add", "opencl", source_tier::db_nearest, 2, 0, 0}},
+                          true);
   EXPECT_NE(t.find("prism dispatch summary"), std::string::npos);
+  EXPECT_NE(t.find("tier"), std::string::npos) << t;
   EXPECT_LT(t.find("\nadd "), t.find("\nmm "));
-  EXPECT_NE(t.find("2.500"), std::string::npos) << t;
+  // One row per (op, backend, tier), the tier named as in the dispatch log.
+  EXPECT_TRUE(std::regex_search(t, std::regex("\nmm +opencl +db-exact +4 +0 +0\\.100\n"))) << t;
+  EXPECT_TRUE(std::regex_search(t, std::regex("\nmm +opencl +fallback +3 +3 +2\\.500\n"))) << t;
+  EXPECT_TRUE(std::regex_search(t, std::regex("\nadd +host +env +7 +0 "))) << t;
+  EXPECT_NE(t.find("tuning database hits: 6 of 16 calls (38%; db-exact 4, db-nearest 2)"), std::string::npos)
+      << t;
   EXPECT_EQ(format_summary({}, false).find("device_ms"), std::string::npos);
 }

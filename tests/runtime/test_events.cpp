@@ -167,6 +167,11 @@ TEST(AsyncErrors, ReachTheUserHandlerAtWaitAndThrow) {
   q.wait();  // with a user handler, wait() keeps the error for wait_and_throw
   EXPECT_TRUE(received.empty());
   EXPECT_EQ(failed.status(), event_status::failed);
+  std::atomic<int> callback_status{-1};
+  failed.then([&](event_status st) { callback_status = static_cast<int>(st); });
+  for (int i = 0; i < 500 && callback_status.load() < 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(callback_status.load(), static_cast<int>(event_status::failed));
   q.wait_and_throw();
   ASSERT_EQ(received.size(), 1u);
   EXPECT_EQ(received[0], "host task exploded");
@@ -264,11 +269,18 @@ TEST(AsyncErrors, AFailedDeviceCommandIsReported) {
     EXPECT_EQ(e.code(), errc::async_error);
   }
   q.wait_and_throw();
-  ASSERT_EQ(received.size(), 1u);
-  try {
-    std::rethrow_exception(received[0]);
-  } catch (const error& e) {
-    EXPECT_EQ(e.code(), errc::async_error);
-    EXPECT_NE(std::string(e.what()).find("failed"), std::string::npos) << e.what();
+  // The failed command is reported once; some drivers (NVIDIA's) also report it through the
+  // context's notification callback, which arrives as a second asynchronous error.
+  ASSERT_GE(received.size(), 1u);
+  ASSERT_LE(received.size(), 2u);
+  bool command_failure_seen = false;
+  for (const auto& ex : received) {
+    try {
+      std::rethrow_exception(ex);
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::async_error);
+      if (std::string(e.what()).find("failed") != std::string::npos) command_failure_seen = true;
+    }
   }
+  EXPECT_TRUE(command_failure_seen);
 }

@@ -87,7 +87,10 @@ TEST(Kernels, ArgumentAndShapeErrorsAreReported) {
 
 TEST(Programs, BuildErrorCarriesTheCompilerLog) {
   auto& q = default_queue();
-  const char* broken = "kernel void broken(global int* a) { a[0] = prism_undeclared_identifier; }\n";
+  // Unique per run, so the first attempt below is a real build even under --gtest_repeat.
+  static int run = 0;
+  std::string broken = "kernel void broken(global int* a) { a[0] = prism_undeclared_identifier; }\n// run " +
+                       std::to_string(run++);
   auto before = program_cache_statistics();
   for (int attempt = 0; attempt < 2; ++attempt) {
     try {
@@ -108,8 +111,9 @@ TEST(Programs, BuildErrorCarriesTheCompilerLog) {
 TEST(Programs, ConcurrentRequestsCompileOnce) {
   auto& q = default_queue();
   // A source no other test uses, so this test sees its first build.
-  std::string source = "kernel void once(global int* a) { a[get_global_id(0)] = 17; }\n// cache-test " +
-                       std::to_string(reinterpret_cast<std::uintptr_t>(&q));
+  static int run = 0;
+  std::string source =
+      "kernel void once(global int* a) { a[get_global_id(0)] = 17; }\n// cache-test " + std::to_string(run++);
   auto before = program_cache_statistics();
   std::vector<std::thread> threads;
   std::vector<program> results(8);

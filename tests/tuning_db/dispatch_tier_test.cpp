@@ -157,6 +157,12 @@ TEST(TuningDispatch, RecordUntunedChild) {
     auto call = sample(q, "rms_norm", key);
     dispatch::dispatch_call(q, call);
   }
+  // Mixed dtypes: f32 weights + i64 indices, f32 in -> i64 out, and no inputs at all.
+  for (auto [op, key] : {std::pair{"embedding", "n=3,v=10,d=8"}, std::pair{"argmax", "outer=2,r=8,inner=1"},
+                         std::pair{"zeros", "n=5"}}) {
+    auto call = sample(q, op, key);
+    dispatch::dispatch_call(q, call);
+  }
   q.wait();
 }
 
@@ -172,9 +178,62 @@ TEST(TuningDispatch, RecordsMissesForPretune) {
   ASSERT_EQ(test::wait_child(c), 0) << test::read_file(dir + "/child.out");
   auto set = load_shape_set(file);  // the file pretune --shapes reads
   std::set<std::string> got;
-  for (auto& e : set.entries) got.insert(e.op + " " + e.dtype + " " + e.shape.str());
-  EXPECT_EQ(got, (std::set<std::string>{"rms_norm f32 rows=3,d=64", "rms_norm f32 rows=5,d=64"}))
+  queue q;
+  for (auto& e : set.entries) {
+    got.insert(e.op + " " + e.dtype);
+    // What pretune does with the entry: sample the op with its dtype; the sampled call must have
+    // the key that missed (so the tuned row is the one dispatch looks up).
+    const auto& d = op_registry::instance().get(e.op);
+    sample_options o;
+    o.type = parse_dtype(e.dtype);
+    auto call = d.sample(q, prism::shape_key::parse(e.shape.str()), o);
+    EXPECT_EQ(d.key(call).str(), prism::shape_key::parse(e.shape.str()).str()) << e.op;
+  }
+  EXPECT_EQ(set.entries.size(), 5u) << test::read_file(file);
+  EXPECT_EQ(got, (std::set<std::string>{"rms_norm f32", "embedding f32", "argmax f32", "zeros f32"}))
       << test::read_file(file);
+}
+
+// host is blocking: timed alone it can win a small elementwise op that stalls a model's queue on
+// every call, so default pretune options never offer it; it is a candidate when asked for.
+TEST(TuningDispatch, HostIsACandidateOnlyWhenRequested) {
+  auto& db = test_db();
+  queue q;
+  auto dev = q.get_device();
+  const auto& desc = op_registry::instance().get("silu_and_mul");
+  const std::string vendor = dispatch::matched_vendor(dev).name;
+  auto has_host = [](const std::vector<dispatch::tuner::candidate>& cs) {
+    for (auto& c : cs)
+      if (c.backend == "host") return true;
+    return false;
+  };
+  dispatch::tuner::candidate_options co;
+  co.max_per_backend = 1;
+  EXPECT_FALSE(has_host(dispatch::tuner::make_candidates(dev, desc, dtype::f32, vendor, co)));
+  co.backends = {"opencl", "host"};
+  EXPECT_TRUE(has_host(dispatch::tuner::make_candidates(dev, desc, dtype::f32, vendor, co)));
+
+  const std::string fp = dev.fingerprint().hash;
+  dispatch::tuner::pretune_options o;
+  o.shapes = parse_shape_set("shapes:\n  - {op: silu_and_mul, rows: 32, d: 64}\n", "test");
+  o.max_per_backend = 1;
+  o.min_runs = 1;
+  o.max_runs = 2;
+  o.target_s_per_candidate = 0.001;
+  auto report = dispatch::tuner::pretune(dev, db, o);  // default options: every backend but host
+  ASSERT_EQ(report.shapes.size(), 1u);
+  ASSERT_EQ(report.shapes[0].status, dispatch::tuner::shape_outcome::state::tuned) << report.shapes[0].detail;
+  EXPECT_NE(report.shapes[0].row.backend, "host");
+  const auto key = tuning::shape_key::parse(report.shapes[0].shape);
+  for (auto& c : db.candidates(fp, "silu_and_mul", "f32", key)) EXPECT_NE(c.backend, "host");
+
+  o.backends = {"host"};
+  o.force = true;
+  auto asked = dispatch::tuner::pretune(dev, db, o);
+  ASSERT_EQ(asked.shapes.size(), 1u);
+  bool measured = false;
+  for (auto& c : db.candidates(fp, "silu_and_mul", "f32", key)) measured = measured || c.backend == "host";
+  EXPECT_TRUE(measured);
 }
 
 TEST(TuningDispatch, BudgetStopsCleanlyAndTheNextRunResumes) {

@@ -11,7 +11,7 @@
     CL_HPP_TARGET_OPENCL_VERSION >= 200 && !defined(PRISM_CLHPP_HAS_CONTEXT_PLATFORM_VERSION)
 #define PRISM_CLHPP_SHIM 1
 namespace cl::detail {
-inline cl_uint getContextPlatformVersion(cl_context context);
+inline cl_uint getContextPlatformVersion(cl_context context);  // NOLINT(readability-identifier-naming)
 }  // namespace cl::detail
 #endif
 
@@ -20,7 +20,7 @@ inline cl_uint getContextPlatformVersion(cl_context context);
 #ifdef PRISM_CLHPP_SHIM
 namespace cl::detail {
 /// OpenCL version of the context's platform, major in the upper 16 bits (as opencl.hpp expects).
-inline cl_uint getContextPlatformVersion(cl_context context) {
+inline cl_uint getContextPlatformVersion(cl_context context) {  // NOLINT(readability-identifier-naming)
   cl_device_id device = nullptr;
   if (::clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof device, &device, nullptr) != CL_SUCCESS ||
       !device)

@@ -27,7 +27,9 @@ cl::CommandQueue native(const queue& q);
 cl_mem native(const detail::buffer_impl& b);
 cl_mem native(const detail::usm_alloc& a);
 template <class T>
-cl_mem native(const buffer<T>& b) { return native(*b.get_impl()); }
+cl_mem native(const buffer<T>& b) {
+  return native(*b.get_impl());
+}
 cl::Kernel native(const kernel& k);
 cl::Program native(const program& p);
 /// The cl_event of a prism event (nullptr for an already-complete default event).
@@ -35,6 +37,7 @@ cl_event native(const event& e);
 
 /// The view a native command gets: the queue to enqueue on, the wait list to honour, and the
 /// cl_mem of each accessor declared in the group.
+/// Thread safety: valid only inside the native command that received it, on that thread.
 class native_handle {
  public:
   explicit native_handle(detail::native_args& a) : args_(a) {}
@@ -43,7 +46,9 @@ class native_handle {
   cl_uint wait_count() const { return static_cast<cl_uint>(args_.wait_list.size()); }
   const cl_event* wait_events() const { return args_.wait_list.empty() ? nullptr : args_.wait_list.data(); }
   template <class T>
-  cl_mem mem(const accessor<T>& a) const { return args_.mem_of(a.get_impl()); }
+  cl_mem mem(const accessor<T>& a) const {
+    return args_.mem_of(a.get_impl());
+  }
 
  private:
   detail::native_args& args_;

@@ -27,10 +27,18 @@ enum class access_mode : std::uint8_t {
 const char* access_mode_name(access_mode m) noexcept;
 
 /// Tags for accessor construction, SYCL style: accessor a(buf, h, prism::read_only).
-struct read_only_t { static constexpr access_mode mode = access_mode::read; };
-struct write_only_t { static constexpr access_mode mode = access_mode::write; };
-struct read_write_t { static constexpr access_mode mode = access_mode::read_write; };
-struct discard_write_t { static constexpr access_mode mode = access_mode::discard_write; };
+struct read_only_t {
+  static constexpr access_mode mode = access_mode::read;
+};
+struct write_only_t {
+  static constexpr access_mode mode = access_mode::write;
+};
+struct read_write_t {
+  static constexpr access_mode mode = access_mode::read_write;
+};
+struct discard_write_t {
+  static constexpr access_mode mode = access_mode::discard_write;
+};
 inline constexpr read_only_t read_only{};
 inline constexpr write_only_t write_only{};
 inline constexpr read_write_t read_write{};
@@ -40,8 +48,8 @@ namespace detail {
 struct buffer_impl;
 /// Untyped allocation: `host` (may be null) is copied in when `copy_in`; when `write_back` the
 /// contents are read back into `host` when the last handle goes away.
-std::shared_ptr<buffer_impl> make_buffer(const context& ctx, std::size_t bytes, void* host,
-                                         bool copy_in, bool write_back);
+std::shared_ptr<buffer_impl> make_buffer(const context& ctx, std::size_t bytes, void* host, bool copy_in,
+                                         bool write_back);
 std::size_t buffer_bytes(const buffer_impl& b) noexcept;
 const context& buffer_context(const buffer_impl& b) noexcept;
 void buffer_set_write_back(buffer_impl& b, void* host) noexcept;
@@ -107,6 +115,7 @@ class buffer {
 };
 
 /// Declares a use of a buffer inside a command group, and is a kernel argument (the cl_mem).
+/// Thread safety: belongs to the command group function that created it, like its handler.
 template <class T>
 class accessor {
  public:
@@ -114,7 +123,8 @@ class accessor {
   accessor(buffer<T>& buf, handler& h, Tag) : impl_(buf.get_impl()), mode_(Tag::mode), count_(buf.size()) {
     detail::handler_require(h, impl_, mode_);
   }
-  accessor(buffer<T>& buf, handler& h, access_mode mode) : impl_(buf.get_impl()), mode_(mode), count_(buf.size()) {
+  accessor(buffer<T>& buf, handler& h, access_mode mode)
+      : impl_(buf.get_impl()), mode_(mode), count_(buf.size()) {
     detail::handler_require(h, impl_, mode_);
   }
   access_mode mode() const noexcept { return mode_; }
@@ -129,12 +139,15 @@ class accessor {
 
 /// Host view of a buffer: waits for the buffer's pending device users, maps it, unmaps on
 /// destruction (a write access then counts as a new writer).
+/// Thread safety: the object may be used from one thread at a time; element access through
+/// data() follows the usual rules for host memory.
 template <class T>
 class host_accessor {
  public:
   template <class Tag = read_write_t>
   explicit host_accessor(buffer<T>& buf, Tag = {})
-      : impl_(buf.get_impl()), count_(buf.size()),
+      : impl_(buf.get_impl()),
+        count_(buf.size()),
         ptr_(count_ ? static_cast<T*>(detail::buffer_map(*impl_, Tag::mode)) : nullptr) {}
   ~host_accessor() {
     if (ptr_) detail::buffer_unmap(*impl_, ptr_);

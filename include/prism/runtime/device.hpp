@@ -56,7 +56,7 @@ class device {
   const std::vector<std::string>& extensions() const;
   bool has_extension(const std::string& name) const;
 
-  bool has_fp16() const;       ///< cl_khr_fp16 (arithmetic); f16 *storage* never needs it
+  bool has_fp16() const;  ///< cl_khr_fp16 (arithmetic); f16 *storage* never needs it
   bool has_fp64() const;
   bool has_svm() const;        ///< coarse-grain buffer SVM
   bool has_subgroups() const;  ///< cl_khr_subgroups or OpenCL 3.0 sub-groups

@@ -131,7 +131,8 @@ class handler {
 
   void set_command(detail::command_kind k) {
     if (cg_.kind != detail::command_kind::none)
-      throw error(errc::invalid_argument, "handler", "a command group holds exactly one command; a second was recorded");
+      throw error(errc::invalid_argument, "handler",
+                  "a command group holds exactly one command; a second was recorded");
     cg_.kind = k;
   }
   detail::kernel_arg& next_arg() {
@@ -159,7 +160,8 @@ class handler {
   template <class T>
   void add_arg(const T& v) {
     static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 64,
-                  "kernel arguments are accessors, device_ptrs, local_memory or trivially copyable values up to 64 bytes");
+                  "kernel arguments are accessors, device_ptrs, local_memory or trivially copyable values up "
+                  "to 64 bytes");
     auto& arg = next_arg();
     arg.k = detail::kernel_arg::kind::value;
     arg.size = sizeof(T);

@@ -72,8 +72,8 @@ class queue {
   }
   template <class T, class U>
   event memcpy(device_ptr<T> dst, device_ptr<U> src, std::size_t bytes, const std::vector<event>& deps = {}) {
-    return usm_copy(dst.get_alloc().get(), dst.byte_offset(), src.get_alloc().get(), src.byte_offset(), nullptr,
-                    nullptr, bytes, deps);
+    return usm_copy(dst.get_alloc().get(), dst.byte_offset(), src.get_alloc().get(), src.byte_offset(),
+                    nullptr, nullptr, bytes, deps);
   }
   template <class T>
   event copy(const T* src, device_ptr<T> dst, std::size_t count, const std::vector<event>& deps = {}) {

@@ -24,11 +24,14 @@ void* usm_svm_pointer(const usm_alloc& a) noexcept;  ///< host-visible pointer o
 /// A device pointer. Kernel arguments of this type pass the allocation (cl_mem or SVM pointer);
 /// a kernel that should see `offset()` takes it as an extra argument.
 /// Copies share the allocation; it is released by prism::free or when the last copy goes.
+/// Thread safety: a value; distinct copies may be used from different threads, one object is
+/// not safe to reset() while another thread reads it.
 template <class T>
 class device_ptr {
  public:
   device_ptr() = default;
-  device_ptr(std::shared_ptr<detail::usm_alloc> a, std::size_t offset) : alloc_(std::move(a)), offset_(offset) {}
+  device_ptr(std::shared_ptr<detail::usm_alloc> a, std::size_t offset)
+      : alloc_(std::move(a)), offset_(offset) {}
 
   std::size_t offset() const noexcept { return offset_; }  ///< in elements
   std::size_t byte_offset() const noexcept { return offset_ * sizeof(T); }
@@ -40,7 +43,10 @@ class device_ptr {
     return alloc_ ? static_cast<T*>(detail::usm_svm_pointer(*alloc_)) + offset_ : nullptr;
   }
   const std::shared_ptr<detail::usm_alloc>& get_alloc() const noexcept { return alloc_; }
-  void reset() noexcept { alloc_.reset(); offset_ = 0; }
+  void reset() noexcept {
+    alloc_.reset();
+    offset_ = 0;
+  }
 
  private:
   std::shared_ptr<detail::usm_alloc> alloc_;

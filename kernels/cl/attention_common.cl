@@ -1,0 +1,13 @@
+// Mask element type and value shared by attention.cl and attention_split.cl (both kernels must
+// read masks identically). MASK_KIND: 0 none, 1 additive (storage dtype GT), 2 boolean (uchar,
+// nonzero = attend). Needs gemm_common.cl (GT, PRISM_LOAD) included first.
+
+#if MASK_KIND == 2
+typedef uchar mask_t;
+#define MASK_VALUE(p) ((*(p)) ? 0.0f : -INFINITY)
+#elif MASK_KIND == 1
+typedef GT mask_t;
+#define MASK_VALUE(p) PRISM_LOAD(p)
+#else
+typedef uchar mask_t;
+#endif
