@@ -307,7 +307,7 @@ config_schema elementwise_schema() {
   return s;
 }
 
-config_schema row_schema() {
+config_schema row_schema(bool streaming) {
   config_schema s;
   s.params = {{"wg", 256, {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, "work-group size"},
               {"vec", 4, {1, 2, 4, 8, 16}, "vector width of row loads"},
@@ -316,6 +316,11 @@ config_schema row_schema() {
                {0, 1},
                "0: one work-group per row with a local-memory tree (GPUs); 1: one work-item per row, "
                "sequential vector sweeps, no barriers (CPUs)"}};
+  if (streaming) {
+    // Clang's __builtin_nontemporal_store: only PoCL's tune_configs list this variant.
+    s.params[2].allowed.push_back(2);
+    s.params[2].help += "; 2: variant 1 with non-temporal output stores (PoCL CPUs: no read-for-ownership)";
+  }
   return s;
 }
 

@@ -86,8 +86,9 @@ tensor random_strided(queue& q, const dims& shape, dtype t, std::mt19937_64& rng
 /// The elementwise config schema: wg (work-group size), vec (vector width), ept (vectors per
 /// work-item).
 config_schema elementwise_schema();
-/// Row-kernel schema: wg, vec, variant (0: work-group per row, 1: work-item per row).
-config_schema row_schema();
+/// Row-kernel schema: wg, vec, variant (0: work-group per row, 1: work-item per row; with
+/// `streaming`, 2: variant 1 with non-temporal output stores, for PoCL/clang CPU devices only).
+config_schema row_schema(bool streaming = false);
 
 /// Tolerance for f32-computed results: `f32_ulps` ulps in f32, rescaled for f16/bf16 outputs
 /// (1 ulp of the storage type for the final rounding plus the f32 error); `mag_eps` passes on.

@@ -94,7 +94,8 @@ __kernel void fused_add_rms_norm_rows(long D, __global const STYPE(A_K)* x, long
 }
 
 // Variant 1 (CPUs): one work-item per row, VEC-wide sequential sweeps, no barriers. The row
-// (D elements) stays in L1/L2 between the statistics and the output sweep.
+// (D elements) stays in L1/L2 between the statistics and the output sweep. Variant 2 = variant 1
+// compiled with NT=1: streaming stores for the output sweep (reduce_common.cl).
 #if HAS_W
 #define WV(j) VLOAD(W_K, w, j)
 #define WS(j) LOAD(W_K, w, j)
@@ -136,9 +137,11 @@ __kernel void layer_norm_row_per_item(long rows, long D, __global const STYPE(A_
     q += t * t;
   }
   const float rstd = rsqrt(q / (float)D + eps);
+  const bool nt = nt_aligned(o);
   for (long v = 0; v < nv; ++v)
-    VSTORE(A_K, o, v * VEC, (VLOAD(A_K, x, v * VEC) - mean) * rstd * WV(v * VEC) + BV(v * VEC));
+    VSTORE_NT(A_K, o, v * VEC, (VLOAD(A_K, x, v * VEC) - mean) * rstd * WV(v * VEC) + BV(v * VEC), nt);
   for (long j = nv * VEC; j < D; ++j) STORE(A_K, o, j, (LOAD(A_K, x, j) - mean) * rstd * WS(j) + BS(j));
+  nt_fence();
 }
 
 __kernel void rms_norm_row_per_item(long rows, long D, __global const STYPE(A_K)* x, long x_off,
@@ -161,8 +164,10 @@ __kernel void rms_norm_row_per_item(long rows, long D, __global const STYPE(A_K)
     q += t * t;
   }
   const float r = rsqrt(q / (float)D + eps);
-  for (long v = 0; v < nv; ++v) VSTORE(A_K, o, v * VEC, VLOAD(A_K, x, v * VEC) * r * WV(v * VEC));
+  const bool nt = nt_aligned(o);
+  for (long v = 0; v < nv; ++v) VSTORE_NT(A_K, o, v * VEC, VLOAD(A_K, x, v * VEC) * r * WV(v * VEC), nt);
   for (long j = nv * VEC; j < D; ++j) STORE(A_K, o, j, LOAD(A_K, x, j) * r * WS(j));
+  nt_fence();
 }
 
 __kernel void fused_add_rms_norm_row_per_item(long rows, long D, __global const STYPE(A_K)* x, long x_off,
@@ -186,14 +191,18 @@ __kernel void fused_add_rms_norm_row_per_item(long rows, long D, __global const 
     q += t * t;
   }
   const float r = rsqrt(q / (float)D + eps);
+  // `out` may alias `x`, and `res` is read in this sweep too: streaming stores stay correct since
+  // each vector is read before the same work-item overwrites it.
+  const bool nt = nt_aligned(o) && nt_aligned(res);
   for (long v = 0; v < nv; ++v) {
     const floatv t = VLOAD(A_K, x, v * VEC) + VLOAD(A_K, res, v * VEC);
-    VSTORE(A_K, res, v * VEC, t);
-    VSTORE(A_K, o, v * VEC, t * r * WV(v * VEC));
+    VSTORE_NT(A_K, res, v * VEC, t, nt);
+    VSTORE_NT(A_K, o, v * VEC, t * r * WV(v * VEC), nt);
   }
   for (long j = nv * VEC; j < D; ++j) {
     const float t = LOAD(A_K, x, j) + LOAD(A_K, res, j);
     STORE(A_K, res, j, t);
     STORE(A_K, o, j, t * r * WS(j));
   }
+  nt_fence();
 }

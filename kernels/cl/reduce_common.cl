@@ -63,3 +63,39 @@ inline float hmin(floatv v) {
 #endif
 }
 #endif
+
+// Streaming stores for the CPU row kernels (variant 2, compiled with NT=1 for PoCL only): the
+// output is not read again, so a non-temporal store skips the read-for-ownership of each line
+// (a third of the traffic of a row op). Clang builtin; the vector must be aligned to its size,
+// so callers check the row pointer once (nt_aligned) and fall back to VSTORE. The stores are
+// weakly ordered: nt_fence() (a seq_cst fence, mfence on x86) ends every row that used them.
+#if NT && defined(VEC) && VEC > 1
+typedef PRISM_XCAT(ushort, VEC) ushortv;
+inline void prism_vstore_nt_f32(__global float* p, long i, floatv v) {
+  __builtin_nontemporal_store(v, (__global floatv*)(p + i));
+}
+inline void prism_vstore_nt_bf16(__global ushort* p, long i, floatv v) {
+  const PRISM_XCAT(uint, VEC) x = PRISM_XCAT(as_uint, VEC)(v);
+  PRISM_XCAT(uint, VEC) r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  r = select(r, (x >> 16) | 0x40u, (x & 0x7fffffffu) > 0x7f800000u);
+  __builtin_nontemporal_store(PRISM_XCAT(convert_ushort, VEC)(r), (__global ushortv*)(p + i));
+}
+inline void prism_vstore_nt_f16(__global half* p, long i, floatv v) {
+  ushortv h;
+  PRISM_XCAT(PRISM_XCAT(vstore_half, VEC), _rte)(v, 0, (__private half*)&h);
+  __builtin_nontemporal_store(h, (__global ushortv*)(p + i));
+}
+#define nt_aligned(p) ((((ulong)(p)) & (VEC * sizeof(*(p)) - 1)) == 0)
+#define VSTORE_NT(K, p, i, v, nt)                                        \
+  do {                                                                   \
+    if (nt)                                                              \
+      PRISM_XCAT(prism_vstore_nt_, K)(p, i, v);                          \
+    else                                                                 \
+      VSTORE(K, p, i, v);                                                \
+  } while (0)
+#define nt_fence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#else
+#define nt_aligned(p) false
+#define VSTORE_NT(K, p, i, v, nt) VSTORE(K, p, i, v)
+#define nt_fence() ((void)0)
+#endif

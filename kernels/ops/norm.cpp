@@ -144,7 +144,7 @@ op_descriptor make_norm(norm_kind kind) {
     if (output == 1) return tolerance{};  // fused residual: one f32 add, one storage rounding
     return float_tolerance(c.outputs[0].type(), 1.0, eps_f32);
   };
-  d.config = row_schema();
+  d.config = row_schema(true);
   op_implementation impl;
   impl.name = "opencl.norm_rows";
   impl.kernel_file = "norm.cl";
@@ -165,8 +165,9 @@ op_descriptor make_norm(norm_kind kind) {
     const std::int64_t wg = cfg.at("wg");
     std::string opts = dtype_defines("A", x.type()) + dtype_defines("W", wt) +
                        "-DHAS_W=" + (has_w ? "1" : "0") + " -DHAS_B=" + (has_b ? "1" : "0") +
-                       " -DWG=" + std::to_string(wg) + " -DVEC=" + std::to_string(cfg.at("vec"));
-    const bool per_item = cfg.at("variant") == 1;
+                       " -DWG=" + std::to_string(wg) + " -DVEC=" + std::to_string(cfg.at("vec")) +
+                       " -DNT=" + (cfg.at("variant") == 2 ? "1" : "0");
+    const bool per_item = cfg.at("variant") >= 1;
     std::string kname = kind == norm_kind::layer ? "layer_norm"
                         : kind == norm_kind::rms ? "rms_norm"
                                                  : "fused_add_rms_norm";
