@@ -3,7 +3,7 @@
 #   untuned  : an empty tuning database (vendor defaults); records the shapes it dispatched
 #   tuned    : after `prism pretune` of exactly those shapes into a fresh database
 #   host     : every op forced to the host backend (--backend host; OpenBLAS + host references)
-# and prints a Markdown table for benchmarks/llm/RESULTS.md.
+# and prints a Markdown table for benchmarks/RESULTS.md.
 #
 # usage: benchmarks/llm/bench.sh [BUILD_DIR]
 # env:   PRESET (demo) DTYPE (f32) PROMPT_LEN (64) NEW_TOKENS (32) BUDGET_S (120, pretune budget)
