@@ -333,15 +333,6 @@ void signature_of(const device_state& dev, int op, const op_call& call, std::vec
   }
 }
 
-std::string dtypes_of(const op_call& call) {
-  std::string out;
-  for (const auto& t : call.inputs) {
-    if (!out.empty()) out += '|';
-    out += t.defined() ? dtype_name(t.type()) : "-";
-  }
-  return out;
-}
-
 // The dtype a shape set names for this call (tuning_query::sample_dtype): descriptors sample
 // with one dtype for their data inputs and pick index dtypes themselves.
 std::string_view sample_dtype_of(const op_call& call) {
@@ -370,7 +361,7 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
   auto& o = s.ops[op];
   auto d = std::make_unique<decision>();
   d->dev = &dev;
-  d->dtypes = dtypes_of(call);
+  d->dtypes = call_dtypes(call);
   d->shape = o.desc->key ? o.desc->key(call).str() : std::string();
 
   std::string first = "";
@@ -572,6 +563,15 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
 }
 
 }  // namespace
+
+std::string call_dtypes(const op_call& call) {
+  std::string out;
+  for (const auto& t : call.inputs) {
+    if (!out.empty()) out += '|';
+    out += t.defined() ? dtype_name(t.type()) : "-";
+  }
+  return out;
+}
 
 std::vector<std::string> op_backends(const op_descriptor& d) {
   std::vector<std::string> out;

@@ -48,6 +48,10 @@ dispatch_result dispatch_call(queue& q, int op_index, op_call& call);
 /// logged or counted (prism run --dry-run style questions, and the overhead benchmark).
 dispatch_result plan_call(queue& q, op_call& call);
 
+/// The input dtypes of a call as the dispatch log and the tuning key spell them
+/// ("f32|i64|-"). Pretune writes rows under it and dispatch looks them up by it: one definition.
+std::string call_dtypes(const op_call& call);
+
 /// The op's opencl default config and search space on `dev`: from the matched vendor profile's
 /// own tune_configs.yaml (also for profiles loaded from PRISM_VENDOR_PATH), falling back like
 /// load_tune_space (vendor -> generic -> schema default). Use this rather than load_tune_space

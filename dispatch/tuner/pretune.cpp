@@ -52,15 +52,6 @@ std::string human_s(double s) {
   return fmt::format("{}h{:02d}m", static_cast<int>(s) / 3600, (static_cast<int>(s) % 3600) / 60);
 }
 
-std::string dtypes_of(const op_call& call) {
-  std::string out;
-  for (const auto& t : call.inputs) {
-    if (!out.empty()) out += '|';
-    out += t.defined() ? dtype_name(t.type()) : "-";
-  }
-  return out;
-}
-
 struct timing {
   double p20 = 0, p50 = 0, p80 = 0;
 };
@@ -227,7 +218,7 @@ pretune_report pretune(const device& dev, tuning::database& db, const pretune_op
       q.wait_and_throw();
       // The descriptor's own key and dtypes are what the dispatcher will look up.
       out.shape = desc->key ? desc->key(call).str() : entry.shape.str();
-      const std::string dtype_col = dtype_key(dtypes_of(call));
+      const std::string dtype_col = dtype_key(call_dtypes(call));
       const auto key = tuning::shape_key::parse(out.shape);
 
       if (!o.force) {
