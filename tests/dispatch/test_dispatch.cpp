@@ -90,6 +90,15 @@ queue& test_queue() {
   return *q;
 }
 
+// PoCL builds a kernel's work-group function when the command runs. A command still pending
+// when the process exits races LLVM's teardown inside PoCL ("Failed to create kernel compiler
+// pass"), so the binary drains its queue before it exits.
+struct drain_queue_before_exit : ::testing::Environment {
+  void TearDown() override { test_queue().wait(); }
+};
+[[maybe_unused]] const auto* const drain_queue_env =
+    ::testing::AddGlobalTestEnvironment(new drain_queue_before_exit);
+
 tensor vec(queue& q, std::vector<float> v) {
   return tensor::from_floats(q, v, dims{static_cast<std::int64_t>(v.size())}, dtype::f32);
 }
