@@ -119,6 +119,37 @@ std::size_t pow2_ok(std::int64_t wg) {
   return static_cast<std::size_t>(wg);
 }
 
+// How a kernel over a reduce_view is launched; reduce.cl and softmax.cl share the three forms
+// and their argument lists: a work-item per row, a work-group per row, or a work-item per
+// (outer, inner) column.
+enum class row_layout { per_item, rows, cols };
+
+event launch_over_view(queue& q, const kernel& k, const reduce_view& v, const tensor& out, std::int64_t wg,
+                       row_layout layout) {
+  tensor x = v.x, o = out;
+  const std::int64_t x_off = x.offset(), o_off = o.offset();
+  const std::size_t local = pow2_ok(wg);
+  return q.submit([&](handler& h) {
+    accessor<std::byte> X(x.storage(), h, read_only);
+    accessor<std::byte> O(o.storage(), h, access_mode::write);
+    switch (layout) {
+      case row_layout::per_item:
+        h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(v.outer), local)), range<1>(local)), k,
+                       v.outer, v.r, X, x_off, O, o_off);
+        break;
+      case row_layout::rows:
+        h.parallel_for(nd_range(range<1>(static_cast<std::size_t>(v.outer) * local), range<1>(local)), k, v.r, X,
+                       x_off, O, o_off);
+        break;
+      case row_layout::cols:
+        h.parallel_for(
+            nd_range(range<1>(round_up(static_cast<std::size_t>(v.outer * v.inner), local)), range<1>(local)), k,
+            v.outer, v.r, v.inner, X, x_off, O, o_off);
+        break;
+    }
+  });
+}
+
 // ---- reductions -------------------------------------------------------------------------------
 
 op_descriptor make_reduce(const std::string& name) {
@@ -237,25 +268,9 @@ op_descriptor make_reduce(const std::string& name) {
                             per_item ? "reduce_row_per_item"
                             : rows   ? "reduce_rows"
                                      : "reduce_cols");
-    tensor x = v.x, o = out;
-    const std::int64_t x_off = x.offset(), o_off = o.offset();
-    return q.submit([&](handler& h) {
-      accessor<std::byte> X(x.storage(), h, read_only);
-      accessor<std::byte> O(o.storage(), h, access_mode::write);
-      if (per_item) {
-        h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(v.outer), pow2_ok(wg))),
-                                range<1>(pow2_ok(wg))),
-                       k, v.outer, v.r, X, x_off, O, o_off);
-      } else if (rows) {
-        h.parallel_for(
-            nd_range(range<1>(static_cast<std::size_t>(v.outer) * pow2_ok(wg)), range<1>(pow2_ok(wg))), k,
-            v.r, X, x_off, O, o_off);
-      } else {
-        h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(v.outer * v.inner), pow2_ok(wg))),
-                                range<1>(pow2_ok(wg))),
-                       k, v.outer, v.r, v.inner, X, x_off, O, o_off);
-      }
-    });
+    return launch_over_view(q, k, v, out, wg, per_item ? row_layout::per_item
+                                              : rows   ? row_layout::rows
+                                                       : row_layout::cols);
   };
   d.implementations = {impl};
   auto make = [name](queue& q, const sample_options& o, dims shape, std::vector<std::int64_t> rdims,
@@ -369,25 +384,9 @@ op_descriptor make_softmax(bool log) {
                             per_item ? "softmax_row_per_item"
                             : rows   ? "softmax_rows"
                                      : "softmax_cols");
-    tensor x = v.x, o = out;
-    const std::int64_t x_off = x.offset(), o_off = o.offset();
-    return q.submit([&](handler& h) {
-      accessor<std::byte> X(x.storage(), h, read_only);
-      accessor<std::byte> O(o.storage(), h, access_mode::write);
-      if (per_item) {
-        h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(v.outer), pow2_ok(wg))),
-                                range<1>(pow2_ok(wg))),
-                       k, v.outer, v.r, X, x_off, O, o_off);
-      } else if (rows) {
-        h.parallel_for(
-            nd_range(range<1>(static_cast<std::size_t>(v.outer) * pow2_ok(wg)), range<1>(pow2_ok(wg))), k,
-            v.r, X, x_off, O, o_off);
-      } else {
-        h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(v.outer * v.inner), pow2_ok(wg))),
-                                range<1>(pow2_ok(wg))),
-                       k, v.outer, v.r, v.inner, X, x_off, O, o_off);
-      }
-    });
+    return launch_over_view(q, k, v, out, wg, per_item ? row_layout::per_item
+                                              : rows   ? row_layout::rows
+                                                       : row_layout::cols);
   };
   d.implementations = {impl};
   auto make = [name](queue& q, const sample_options& o, dims shape, std::int64_t dim, bool strided) {
