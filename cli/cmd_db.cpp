@@ -11,11 +11,14 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "dispatch/tuner/pretune.hpp"
 #include "prism/error.hpp"
 #include "prism/runtime.hpp"
 #include "prism/tuning_db.hpp"
 
 namespace {
+
+using prism::dispatch::tuner::human_ns;
 
 using namespace prism::tuning;
 
@@ -29,14 +32,6 @@ struct db_args {
   bool yes = false;
   bool json = false;
 };
-
-std::string human_ns(double ns) {
-  if (ns <= 0) return "-";
-  if (ns < 1e3) return fmt::format("{:.0f} ns", ns);
-  if (ns < 1e6) return fmt::format("{:.1f} us", ns / 1e3);
-  if (ns < 1e9) return fmt::format("{:.2f} ms", ns / 1e6);
-  return fmt::format("{:.2f} s", ns / 1e9);
-}
 
 std::string human_time(std::int64_t unix_seconds) {
   if (unix_seconds <= 0) return "-";

@@ -38,14 +38,6 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-std::string human_ns(double ns) {
-  if (ns <= 0) return "-";
-  if (ns < 1e3) return fmt::format("{:.0f} ns", ns);
-  if (ns < 1e6) return fmt::format("{:.1f} us", ns / 1e3);
-  if (ns < 1e9) return fmt::format("{:.2f} ms", ns / 1e6);
-  return fmt::format("{:.2f} s", ns / 1e9);
-}
-
 std::string human_s(double s) {
   if (s < 60) return fmt::format("{:.0f}s", s);
   if (s < 3600) return fmt::format("{}m{:02d}s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
@@ -149,6 +141,14 @@ bool same_route(const std::string& b1, const std::string& c1, const std::string&
 }
 
 }  // namespace
+
+std::string human_ns(double ns) {
+  if (ns <= 0) return "-";
+  if (ns < 1e3) return fmt::format("{:.0f} ns", ns);
+  if (ns < 1e6) return fmt::format("{:.1f} us", ns / 1e3);
+  if (ns < 1e9) return fmt::format("{:.2f} ms", ns / 1e6);
+  return fmt::format("{:.2f} s", ns / 1e9);
+}
 
 pretune_report pretune(const device& dev, tuning::database& db, const pretune_options& o) {
   if (!db.writable())

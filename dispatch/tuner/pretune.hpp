@@ -54,4 +54,8 @@ pretune_report pretune(const device& dev, tuning::database& db, const pretune_op
 /// The summary table (shape, winner, time, default, speedup) printed at the end.
 std::string summary_table(const pretune_report& report);
 
+/// A tuning time for people: "-" for none, else ns / us / ms / s with 3-4 significant digits.
+/// Shared by pretune's tables and `prism db`, so the two print the same rows alike.
+std::string human_ns(double ns);
+
 }  // namespace prism::dispatch::tuner
