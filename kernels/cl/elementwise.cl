@@ -18,25 +18,33 @@
 
 // erf for the gelu forms: Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7), vectorisable, unlike
 // the libm-style builtin on CPUs; gelu's tolerance carries an absolute |x|-scaled term for it.
-#define PRISM_DEF_ERF(T, NAME)                                                                        \
+#define PRISM_DEF_ERF(T, NAME, EXPF)                                                                  \
   inline T NAME(T x) {                                                                                \
     const T ax = fabs(x);                                                                             \
     const T t = (T)(1.0f) / ((T)(1.0f) + (T)(0.3275911f) * ax);                                       \
     const T p = t * ((T)(0.254829592f) +                                                              \
                      t * ((T)(-0.284496736f) + t * ((T)(1.421413741f) + t * ((T)(-1.453152027f) + t * (T)(1.061405429f))))); \
-    return copysign((T)(1.0f) - p * exp(-ax * ax), x);                                                \
+    return copysign((T)(1.0f) - p * EXPF(-ax * ax), x);                                                  \
   }
-#ifdef VEC
-PRISM_DEF_ERF(floatv, prism_erf_v)
+// 16-bit outputs take the cheaper exp of prelude.cl (prism_exp16): ample for their precision.
+#if PRISM_IS16(O_K)
+#define EXP_V prism_exp16v
+#define EXP_S prism_exp16
+#else
+#define EXP_V exp
+#define EXP_S exp
 #endif
-PRISM_DEF_ERF(float, prism_erf_s)
+#ifdef VEC
+PRISM_DEF_ERF(floatv, prism_erf_v, EXP_V)
+#endif
+PRISM_DEF_ERF(float, prism_erf_s, EXP_S)
 
 #if defined(OP_neg)
 #define EW_BODY return -x;
 #elif defined(OP_abs)
 #define EW_BODY return fabs(x);
 #elif defined(OP_exp)
-#define EW_BODY return exp(x);
+#define EW_BODY return EXP(x);
 #elif defined(OP_log)
 #define EW_BODY return log(x);
 #elif defined(OP_sqrt)
@@ -50,7 +58,7 @@ PRISM_DEF_ERF(float, prism_erf_s)
 #elif defined(OP_tanh)
 #define EW_BODY return tanh(x);
 #elif defined(OP_sigmoid)
-#define EW_BODY return (T)(1.0f) / ((T)(1.0f) + exp(-x));
+#define EW_BODY return SIGMOID(x);
 #elif defined(OP_relu)
 #define EW_BODY return select(x, (T)(0.0f), x < (T)(0.0f));
 #elif defined(OP_gelu)
@@ -59,7 +67,7 @@ PRISM_DEF_ERF(float, prism_erf_s)
 #define EW_BODY \
   return (T)(0.5f) * x * ((T)(1.0f) + tanh((T)(0.79788456080286536f) * (x + (T)(0.044715f) * x * x * x)));
 #elif defined(OP_silu)
-#define EW_BODY return x / ((T)(1.0f) + exp(-x));
+#define EW_BODY return x * SIGMOID(x);
 #elif defined(OP_add)
 #define EW_BODY return x + (T)(alpha) * y;
 #elif defined(OP_sub)
@@ -75,7 +83,7 @@ PRISM_DEF_ERF(float, prism_erf_s)
 #elif defined(OP_pow)
 #define EW_BODY return pow(x, y);
 #elif defined(OP_silu_mul)
-#define EW_BODY return x / ((T)(1.0f) + exp(-x)) * y;
+#define EW_BODY return x * SIGMOID(x) * y;
 #elif defined(OP_gelu_mul)
 #define EW_BODY return (T)(0.5f) * x * ((T)(1.0f) + ERF(x * (T)(0.70710678118654752f))) * y;
 #elif defined(OP_gelu_tanh_mul)
@@ -85,16 +93,35 @@ PRISM_DEF_ERF(float, prism_erf_s)
 #error "elementwise.cl: no OP_<name> defined"
 #endif
 
+// sigmoid through e = exp(-|x|) <= 1: 1/(1+e) for x >= 0, e/(1+e) below, so results down to
+// the smallest denormal survive (1/(1 + exp(-x)) is 0 once exp(-x) overflows, x < -88.7).
+#define PRISM_SIGMOID_BODY(T, EXPF)                              \
+  {                                                             \
+    const T e = EXPF(-fabs(x));                                 \
+    const T r = (T)(1.0f) / ((T)(1.0f) + e);                    \
+    return select(e * r, r, x >= (T)(0.0f));                    \
+  }
+inline floatv sigmoid_v(floatv x) PRISM_SIGMOID_BODY(floatv, EXP_V)
+inline float sigmoid_s(float x) PRISM_SIGMOID_BODY(float, EXP_S)
+
 #define T floatv
 #define ERF prism_erf_v
+#define SIGMOID sigmoid_v
+#define EXP EXP_V
 inline floatv ew_v(floatv x, floatv y, float alpha) { EW_BODY }
 #undef T
 #undef ERF
+#undef EXP
+#undef SIGMOID
 #define T float
 #define ERF prism_erf_s
+#define SIGMOID sigmoid_s
+#define EXP EXP_S
 inline float ew_s(float x, float y, float alpha) { EW_BODY }
 #undef T
 #undef ERF
+#undef EXP
+#undef SIGMOID
 
 __kernel void ew_flat(long n, __global const STYPE(A_K)* a, long a_off, __global const STYPE(B_K)* b, long b_off,
                       __global STYPE(O_K)* o, long o_off, float alpha, float scalar) {
