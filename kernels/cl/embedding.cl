@@ -22,7 +22,8 @@ __kernel void embedding(long n, long D, long V, __global const STYPE(I_K)* idx, 
   o[o_off + g] = w[w_off + v * D + j];
 }
 
-// Variant 1 (CPUs): one work-item per index copying its whole row VEC elements at a time.
+// Variant 1 (CPUs): one work-item per index copying its whole row VEC elements at a time; variant 2
+// (NT=1) adds streaming stores.
 __kernel void embedding_rows(long n, long D, long V, __global const STYPE(I_K)* idx, long i_off,
                              __global const RAW_T* w, long w_off, __global RAW_T* o, long o_off, __global long* err) {
   const long i = get_global_id(0);
@@ -39,6 +40,15 @@ __kernel void embedding_rows(long n, long D, long V, __global const STYPE(I_K)* 
   }
   __global const RAW_T* wrow = w + w_off + v * D;
   long j = 0;
+#if NT
+  // Variant 2: streaming stores for the output row when it is aligned to the vector (the rows
+  // are written once and not read back here); a seq_cst fence orders them before the kernel ends.
+  typedef PRISM_XCAT(RAW_T, VEC) rawv;
+  if ((((ulong)orow) & (VEC * sizeof(RAW_T) - 1)) == 0) {
+    for (; j + VEC <= D; j += VEC) __builtin_nontemporal_store(PRISM_XCAT(vload, VEC)(0, wrow + j), (__global rawv*)(orow + j));
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  }
+#endif
   for (; j + VEC <= D; j += VEC) PRISM_XCAT(vstore, VEC)(PRISM_XCAT(vload, VEC)(0, wrow + j), 0, orow + j);
   for (; j < D; ++j) orow[j] = wrow[j];
 }

@@ -64,7 +64,11 @@ op_descriptor make_embedding() {
   config_schema s;
   s.params = {{"wg", 256, {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}, "work-group size"},
               {"vec", 4, {2, 4, 8, 16}, "variant 1: vector width of the row copy"},
-              {"variant", 0, {0, 1}, "0: one work-item per output element; 1: one work-item per index (row copy)"}};
+              {"variant",
+               0,
+               {0, 1, 2},
+               "0: one work-item per output element; 1: one work-item per index (row copy); 2: variant 1 "
+               "with non-temporal row stores (PoCL CPUs: no read-for-ownership)"}};
   d.config = s;
   op_implementation impl;
   impl.name = "opencl.embedding";
@@ -80,8 +84,8 @@ op_descriptor make_embedding() {
     if (n * D == 0) return event{};
     const std::int64_t wg = cfg.at("wg");
     std::string opts = std::string("-DRAW_T=") + raw_type(w.type()) + " " + dtype_defines("I", idx.type()) +
-                       "-DVEC=" + std::to_string(cfg.at("vec"));
-    const bool rows = cfg.at("variant") == 1;
+                       "-DVEC=" + std::to_string(cfg.at("vec")) + " -DNT=" + (cfg.at("variant") == 2 ? "1" : "0");
+    const bool rows = cfg.at("variant") >= 1;
     kernel k = build_kernel(q.get_context(), "embedding.cl", src, opts, rows ? "embedding_rows" : "embedding");
     const std::int64_t zeros[4] = {0, 0, 0, 0};
     buffer<std::int64_t> err(q.get_context(), zeros, 4);

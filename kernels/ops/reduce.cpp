@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "kernels/op_support.hpp"
 
@@ -125,7 +126,7 @@ std::size_t pow2_ok(std::int64_t wg) {
 enum class row_layout { per_item, rows, cols };
 
 event launch_over_view(queue& q, const kernel& k, const reduce_view& v, const tensor& out, std::int64_t wg,
-                       row_layout layout) {
+                       row_layout layout, std::optional<local_memory> scratch = std::nullopt) {
   tensor x = v.x, o = out;
   const std::int64_t x_off = x.offset(), o_off = o.offset();
   const std::size_t local = pow2_ok(wg);
@@ -133,10 +134,14 @@ event launch_over_view(queue& q, const kernel& k, const reduce_view& v, const te
     accessor<std::byte> X(x.storage(), h, read_only);
     accessor<std::byte> O(o.storage(), h, access_mode::write);
     switch (layout) {
-      case row_layout::per_item:
-        h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(v.outer), local)), range<1>(local)), k,
-                       v.outer, v.r, X, x_off, O, o_off);
+      case row_layout::per_item: {
+        nd_range nd(range<1>(round_up(static_cast<std::size_t>(v.outer), local)), range<1>(local));
+        if (scratch)
+          h.parallel_for(nd, k, v.outer, v.r, X, x_off, O, o_off, *scratch);
+        else
+          h.parallel_for(nd, k, v.outer, v.r, X, x_off, O, o_off);
         break;
+      }
       case row_layout::rows:
         h.parallel_for(nd_range(range<1>(static_cast<std::size_t>(v.outer) * local), range<1>(local)), k, v.r, X,
                        x_off, O, o_off);
@@ -360,7 +365,7 @@ op_descriptor make_softmax(bool log) {
     }
   };
   d.tol = [](const op_call& c, int) { return float_tolerance(c.outputs[0].type(), 1.0, eps_f32); };
-  d.config = row_schema();
+  d.config = row_schema(true);
   op_implementation impl;
   impl.name = "opencl.softmax";
   impl.kernel_file = "softmax.cl";
@@ -374,19 +379,28 @@ op_descriptor make_softmax(bool log) {
     std::vector<int> rd;
     if (in.dim()) rd = {normalize_dim(c, c.get_int("dim", -1), in.dim())};
     reduce_view v = canonical(q, in, rd);
-    const std::int64_t wg = cfg.at("wg"), vec = cfg.at("vec");
+    const std::int64_t wg = cfg.at("wg"), vec = cfg.at("vec"), variant = cfg.at("variant");
+    const bool rows = v.inner == 1;
+    const bool per_item = rows && variant >= 1;
+    // f32 scratch rows for the per-item kernel (see softmax.cl) when WG of them fit in local
+    // memory; PoCL's 1 MiB takes R up to 64 Ki at wg=4.
+    const std::uint64_t scratch_bytes = static_cast<std::uint64_t>(wg) * static_cast<std::uint64_t>(v.r) * 4;
+    const bool scratch = per_item && !log && scratch_bytes <= q.get_device().local_mem_size();
     std::string opts = dtype_defines("A", in.type()) + "-DLOG=" + (log ? "1" : "0") +
                        " -DOUT_F32=" + (in.type() == dtype::f32 ? "1" : "0") + " -DWG=" + std::to_string(wg) +
-                       " -DVEC=" + std::to_string(vec);
-    const bool rows = v.inner == 1;
-    const bool per_item = rows && cfg.at("variant") == 1;
+                       " -DVEC=" + std::to_string(vec) + " -DNT=" + (variant == 2 ? "1" : "0") +
+                       " -DSCRATCH=" + (scratch ? "1" : "0");
     kernel k = build_kernel(q.get_context(), "softmax.cl", src, opts,
                             per_item ? "softmax_row_per_item"
                             : rows   ? "softmax_rows"
                                      : "softmax_cols");
-    return launch_over_view(q, k, v, out, wg, per_item ? row_layout::per_item
-                                              : rows   ? row_layout::rows
-                                                       : row_layout::cols);
+    std::optional<local_memory> scr;
+    if (per_item) scr = local_memory{scratch ? static_cast<std::size_t>(scratch_bytes) : sizeof(float)};
+    return launch_over_view(q, k, v, out, wg,
+                            per_item ? row_layout::per_item
+                            : rows   ? row_layout::rows
+                                     : row_layout::cols,
+                            scr);
   };
   d.implementations = {impl};
   auto make = [name](queue& q, const sample_options& o, dims shape, std::int64_t dim, bool strided) {
