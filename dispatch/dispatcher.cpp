@@ -494,7 +494,12 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
       return res;
     }
     if (!why) {
-      if (timing) t0 = std::chrono::steady_clock::now();
+      if (timing) {
+        // Profile mode times the whole routine on an idle queue (every kernel it enqueues: the
+        // event an implementation returns covers only its last command), as pretune does.
+        q.wait();
+        t0 = std::chrono::steady_clock::now();
+      }
       try {
         if (any_injection().load(std::memory_order_relaxed) &&
             take_injected_failure(call.op, st.impl->backend))
@@ -534,16 +539,9 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
       if (!st.src_note.empty()) reason += "; " + st.src_note;
       log_record r = step_record(d, call, st, "exec", res.tier, std::move(reason));
       if (timing) {
-        std::uint64_t ns = 0;
-        if (ev && q.is_profiling_enabled()) {
-          ev.wait();
-          ns = ev.profiling().duration_ns();
-        } else {
-          ev.wait();
-          ns = static_cast<std::uint64_t>(
-              std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-                  .count());
-        }
+        q.wait();
+        const auto ns = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
         st.count->device_ns.fetch_add(ns, std::memory_order_relaxed);
         r.time_us = static_cast<double>(ns) / 1e3;
       }

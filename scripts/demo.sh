@@ -67,6 +67,6 @@ echo "   tuning database hits), then the database's share of all dispatches"
 sed -n '/^prism dispatch summary/,$p' "$log"
 
 echo
-echo "== per-step device time: a short run with PRISM_LOG_DISPATCH=profile (kernel time from profiling events)"
+echo "== per-step device time: a short run with PRISM_LOG_DISPATCH=profile (each op timed on a drained queue)"
 PRISM_LOG_DISPATCH=profile PRISM_LOG_DISPATCH_FILE=$work/profile.log "$build/bin/prism-llm" --preset "$preset" \
   "${extra[@]}" --new-tokens 2 --breakdown-steps 8 | sed -n '/^per-step/,/^  total/p'

@@ -216,7 +216,7 @@ std::string format_summary(const std::vector<dispatch_stat>& stats, bool with_ti
   std::string out = "prism dispatch summary\n";
   out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>10}  {:>9}", "op", op_w, "backend", be_w, "tier", tier_w,
                      "calls", "fallbacks");
-  if (with_time) out += fmt::format("  {:>12}", "device_ms");
+  if (with_time) out += fmt::format("  {:>12}", "time_ms");
   out += "\n";
   for (const auto& s : sorted) {
     out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>10}  {:>9}", s.op, op_w, s.backend, be_w,

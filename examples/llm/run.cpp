@@ -104,8 +104,8 @@ run_result run_model(const run_options& opt) {
   config.validate();
   r.dtype = dtype_name(config.weight_dtype);
 
-  // Under PRISM_LOG_DISPATCH=profile (or all) the dispatcher sums each op's device time from
-  // profiling events: give it a profiling queue, and the breakdown shows device time per step.
+  // Under PRISM_LOG_DISPATCH=profile (or all) the dispatcher times each op's whole routine on a
+  // drained queue and sums it per op; the breakdown then shows that time per step.
   const char* log_env = std::getenv("PRISM_LOG_DISPATCH");
   const std::string log_mode = log_env ? log_env : "";
   queue_options qopt;
@@ -289,8 +289,8 @@ void print_report(const run_result& r, std::FILE* out) {
                "\nper-step {} (a separate pass that waits after every step: prefill of {} tokens, {} decode "
                "steps)\n",
                device_time
-                   ? "device time of the kernels (PRISM_LOG_DISPATCH=profile)"
-                   : "wall time incl. one queue wait per step (device time: PRISM_LOG_DISPATCH=profile)",
+                   ? "time of each op's routine on a drained queue (PRISM_LOG_DISPATCH=profile)"
+                   : "wall time incl. one queue wait per step (per-op times: PRISM_LOG_DISPATCH=profile)",
                r.prompt.size(), r.breakdown_decode_steps);
     fmt::print(out, "  {:<14} {:>11} {:>7} {:>15} {:>7}\n", "step", "prefill ms", "share", "decode ms/tok",
                "share");
@@ -312,9 +312,9 @@ void print_report(const run_result& r, std::FILE* out) {
     fmt::print(out,
                "\ndispatches of the {} timed generation{} (op, backend that served it, routing tier: "
                "db-exact / db-nearest = tuning database){}\n",
-               r.repeat, r.repeat > 1 ? "s" : "", profiled ? ", device time from profiling" : "");
+               r.repeat, r.repeat > 1 ? "s" : "", profiled ? ", time per op from PRISM_LOG_DISPATCH=profile" : "");
     fmt::print(out, "  {:<30} {:<8} {:<10} {:>7} {:>9}{}\n", "op", "backend", "tier", "calls", "fallbacks",
-               profiled ? "  device ms" : "");
+               profiled ? "   time ms" : "");
     for (const auto& s : r.dispatch_stats) {
       fmt::print(out, "  {:<30} {:<8} {:<10} {:>7} {:>9}", s.op, s.backend,
                  dispatch::source_tier_name(s.tier), s.calls, s.fallbacks);

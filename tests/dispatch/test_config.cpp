@@ -413,5 +413,5 @@ TEST(DispatchLog, SummaryTable) {
   EXPECT_TRUE(std::regex_search(t, std::regex("\nadd +host +env +7 +0 "))) << t;
   EXPECT_NE(t.find("tuning database hits: 6 of 16 calls (38%; db-exact 4, db-nearest 2)"), std::string::npos)
       << t;
-  EXPECT_EQ(format_summary({}, false).find("device_ms"), std::string::npos);
+  EXPECT_EQ(format_summary({}, false).find("time_ms"), std::string::npos);
 }
