@@ -15,12 +15,16 @@
 namespace prism::dispatch::tuner {
 namespace {
 
-bool allowed(const candidate_options& o, const std::string& backend) {
+bool allowed(const device& dev, const candidate_options& o, const std::string& backend) {
   const bool listed = std::find(o.backends.begin(), o.backends.end(), backend) != o.backends.end();
-  // host is blocking: timed alone it can beat a kernel, but inside a model each call drains the
-  // queue (the device idles while the host waits, maps, computes). Pretune times ops alone, so
-  // host is only a candidate when asked for (docs/tuning.md, "Why host is opt-in").
-  if (backend == "host") return listed;
+  // host is blocking: inside a model each call drains the queue first, which timing the op alone
+  // does not see. On a GPU that drain idles the device (and host needs transfers); on a CPU
+  // device host maps buffers without copies and runs on the same cores, so what a drain costs is
+  // the lost enqueue-ahead: microseconds, negligible against a call of a millisecond or more.
+  // So without a list, host is a candidate on CPU devices for calls whose default takes >= 1 ms
+  // (docs/tuning.md, "When host is a candidate").
+  if (backend == "host")
+    return listed || (o.backends.empty() && dev.is_cpu() && o.default_ns >= host_min_default_ns);
   return o.backends.empty() || listed;
 }
 
@@ -152,7 +156,7 @@ std::vector<candidate> make_candidates(const device& dev, const op_descriptor& d
     if (seen.emplace(backend, config).second) out.push_back(candidate{backend, config, origin});
   };
   for (const auto& backend : op_backends(d)) {
-    if (!allowed(o, backend)) continue;
+    if (!allowed(dev, o, backend)) continue;
     if (backend == "opencl") {
       if (d.config.params.empty()) {
         add("opencl", "", "opencl (no tunable parameters)");

@@ -19,9 +19,15 @@ struct candidate {
 
 enum class strategy { exhaustive, random };
 
+/// With no backend list, host is a candidate only on CPU devices and only for calls whose default
+/// route takes at least this long (docs/tuning.md, "When host is a candidate").
+inline constexpr double host_min_default_ns = 1e6;
+
 struct candidate_options {
-  /// Allowed backends (empty = all the op has except host, which is a candidate only when listed).
+  /// Allowed backends (empty = all the op has; host only as `host_min_default_ns` says).
   std::vector<std::string> backends;
+  /// The measured p50 of the shape's default route (0 = not measured): decides host above.
+  double default_ns = 0;
   strategy pick = strategy::random;
   std::size_t max_per_backend = 0;  ///< random: at most this many per backend (0 = no cap)
   std::uint64_t seed = 1;

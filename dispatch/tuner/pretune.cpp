@@ -308,6 +308,7 @@ pretune_report pretune(const device& dev, tuning::database& db, const pretune_op
                   def.reason);
 
       // 2. Every candidate.
+      copt.default_ns = def.status == candidate_status::ok ? def.p50_ns : 0;
       auto cands = make_candidates(dev, *desc, type, vendor, copt);
       out.candidates = cands.size();
       std::vector<candidate_row> rows;

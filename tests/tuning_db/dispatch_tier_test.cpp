@@ -195,8 +195,9 @@ TEST(TuningDispatch, RecordsMissesForPretune) {
 }
 
 // host is blocking: timed alone it can win a small elementwise op that stalls a model's queue on
-// every call, so default pretune options never offer it; it is a candidate when asked for.
-TEST(TuningDispatch, HostIsACandidateOnlyWhenRequested) {
+// every call, so default pretune options offer it only on CPU devices for calls whose default
+// takes >= 1 ms; it is a candidate whenever asked for.
+TEST(TuningDispatch, HostIsACandidateWhenRequestedOrLongOnACpu) {
   auto& db = test_db();
   queue q;
   auto dev = q.get_device();
@@ -210,6 +211,13 @@ TEST(TuningDispatch, HostIsACandidateOnlyWhenRequested) {
   dispatch::tuner::candidate_options co;
   co.max_per_backend = 1;
   EXPECT_FALSE(has_host(dispatch::tuner::make_candidates(dev, desc, dtype::f32, vendor, co)));
+  co.default_ns = 0.5 * dispatch::tuner::host_min_default_ns;
+  EXPECT_FALSE(has_host(dispatch::tuner::make_candidates(dev, desc, dtype::f32, vendor, co)));
+  co.default_ns = dispatch::tuner::host_min_default_ns;
+  EXPECT_EQ(has_host(dispatch::tuner::make_candidates(dev, desc, dtype::f32, vendor, co)), dev.is_cpu());
+  co.backends = {"opencl"};
+  EXPECT_FALSE(has_host(dispatch::tuner::make_candidates(dev, desc, dtype::f32, vendor, co)));
+  co.default_ns = 0;
   co.backends = {"opencl", "host"};
   EXPECT_TRUE(has_host(dispatch::tuner::make_candidates(dev, desc, dtype::f32, vendor, co)));
 
@@ -220,7 +228,7 @@ TEST(TuningDispatch, HostIsACandidateOnlyWhenRequested) {
   o.min_runs = 1;
   o.max_runs = 2;
   o.target_s_per_candidate = 0.001;
-  auto report = dispatch::tuner::pretune(dev, db, o);  // default options: every backend but host
+  auto report = dispatch::tuner::pretune(dev, db, o);  // default options; the call takes microseconds
   ASSERT_EQ(report.shapes.size(), 1u);
   ASSERT_EQ(report.shapes[0].status, dispatch::tuner::shape_outcome::state::tuned) << report.shapes[0].detail;
   EXPECT_NE(report.shapes[0].row.backend, "host");
