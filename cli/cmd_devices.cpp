@@ -63,7 +63,7 @@ PRISM_CLI_COMMAND(10) {
     std::string default_error;
     try {
       chosen =
-          global.device.empty() ? prism::select_device() : prism::devices_matching(global.device).front();
+          global.device.empty() ? prism::select_device() : prism::devices_matching(global.device, "--device").front();
     } catch (const prism::error& e) {
       default_error = e.what();
     }
@@ -90,7 +90,10 @@ PRISM_CLI_COMMAND(10) {
                                 : "* the device --device picks");
     }
     if (!default_error.empty()) {
-      std::fprintf(stderr, "prism devices: no default device: %s\n", default_error.c_str());
+      if (global.device.empty())
+        std::fprintf(stderr, "prism devices: no default device: %s\n", default_error.c_str());
+      else
+        std::fprintf(stderr, "prism devices: %s\n", default_error.c_str());
       exit_code = 1;
     } else if (devices.empty()) {
       exit_code = 1;

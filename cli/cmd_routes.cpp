@@ -14,7 +14,7 @@ namespace {
 
 prism::device pick_device(const std::string& spec) {
   if (spec.empty()) return prism::select_device();
-  return prism::devices_matching(spec).front();
+  return prism::devices_matching(spec, "--device").front();
 }
 
 }  // namespace

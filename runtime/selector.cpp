@@ -74,7 +74,7 @@ const char* device_spec_syntax() noexcept {
          "the device's global index as `prism devices` lists it.";
 }
 
-std::vector<device> devices_matching(const std::string& spec) {
+std::vector<device> devices_matching(const std::string& spec, std::string_view source) {
   const auto& all = device::get_devices();
   std::vector<device> out;
   auto add = [&](const device& d) {
@@ -97,7 +97,7 @@ std::vector<device> devices_matching(const std::string& spec) {
     if (auto colon = term.rfind(':'); colon != std::string::npos) {
       std::string n = term.substr(colon + 1);
       if (!all_digits(n))
-        throw error(errc::invalid_argument, "PRISM_DEVICE",
+        throw error(errc::invalid_argument, std::string(source),
                     "term '" + term + "' of '" + spec + "' has a non-numeric index after ':'.\n" +
                         device_spec_syntax());
       nth = std::stoull(n);
@@ -111,7 +111,7 @@ std::vector<device> devices_matching(const std::string& spec) {
     }
   }
   if (out.empty())
-    throw error(errc::device_not_found, "PRISM_DEVICE",
+    throw error(errc::device_not_found, std::string(source),
                 "no device matches '" + spec + "'. Available devices:\n" + device_listing(all) +
                     device_spec_syntax());
   return out;

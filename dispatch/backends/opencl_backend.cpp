@@ -68,11 +68,13 @@ config_reader opencl_config_reader(const op_descriptor& d) {
     try {
       return desc->config.complete(kernel_config::parse(text));
     } catch (const prism::error& e) {
+      // The schema's message names the parameters itself for an unknown name; otherwise add them.
       std::string valid;
       for (const auto& p : desc->config.params) valid += (valid.empty() ? "" : ", ") + p.name;
+      const bool listed = e.message().find("(valid: ") != std::string::npos;
       throw error(errc::config_error, "ops::" + desc->name,
-                  fmt::format("opencl config '{}' is not valid: {}; parameters: {}", text, e.message(),
-                              valid.empty() ? "none" : valid));
+                  fmt::format("opencl config '{}' is not valid: {}{}", text, e.message(),
+                              listed ? "" : "; parameters: " + (valid.empty() ? std::string("none") : valid)));
     }
   }};
 }

@@ -130,6 +130,12 @@ TEST(DeviceSpec, NoMatchListsEveryDeviceAndTheSyntax) {
     EXPECT_EQ(e.code(), errc::invalid_argument);
   }
   EXPECT_THROW(devices_matching("999"), error);
+  try {
+    devices_matching("999", "--device");
+    FAIL() << "expected device_not_found";
+  } catch (const error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--device: no device matches '999'", 0), 0u) << e.what();
+  }
 }
 
 // Run by CTest with PRISM_DEVICE=cpu (see CMakeLists.txt).

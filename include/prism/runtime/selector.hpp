@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "prism/runtime/device.hpp"
@@ -26,8 +27,9 @@ device select_device(const device_selector& selector = default_selector_v);
 /// terms; a term is `cpu`, `gpu`, `accelerator`, a platform or vendor word (`pocl`, `nvidia`,
 /// `intel`, `amd`), any of those with `:N` (N-th match), a bare index `N` (global index), or a
 /// case-insensitive substring of the device name. Throws errc::device_not_found, listing every
-/// device and the syntax, when nothing matches.
-std::vector<device> devices_matching(const std::string& spec);
+/// device and the syntax, when nothing matches; `source` names where the spec came from in
+/// errors ("PRISM_DEVICE", "--device", ...).
+std::vector<device> devices_matching(const std::string& spec, std::string_view source = "PRISM_DEVICE");
 
 /// The syntax accepted by PRISM_DEVICE, for error messages and --help.
 const char* device_spec_syntax() noexcept;
