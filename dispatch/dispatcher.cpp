@@ -178,6 +178,8 @@ void print_summary_at_exit() {
 std::unique_ptr<state> build_state() {
   auto s = std::make_unique<state>();
   s->env = parse_env(process_environment());
+  for (const auto& u : s->env.unknown)
+    prism::log::get("dispatch")->warn("{}", u);
   if (!s->env.routes_file.empty()) s->routes = load_routes_file(s->env.routes_file);
   std::vector<std::string> dirs;
   auto shipped = prism::data_dir() / "vendors";

@@ -59,6 +59,50 @@ env_snapshot process_environment() {
   return out;
 }
 
+const std::vector<std::string>& known_variables() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v = {
+        // runtime, tuning db, kernels
+        "PRISM_DEVICE", "PRISM_DATA_DIR", "PRISM_LOG_LEVEL", "PRISM_TUNING_DB", "PRISM_RECORD_UNTUNED",
+        // dispatcher (this file)
+        "PRISM_ROUTES", "PRISM_UNUSED", "PRISM_STRICT_ROUTES", "PRISM_LOG_DISPATCH", "PRISM_LOG_DISPATCH_FILE",
+        "PRISM_LOG_DISPATCH_FILTER", "PRISM_VENDOR", "PRISM_VENDOR_PATH",
+        // benchmark knobs (benchmarks/*/)
+        "PRISM_BENCH_VENDOR", "PRISM_GEMM_VENDOR", "PRISM_GEMM_CONFIG", "PRISM_GEMM_SMALL_M_CONFIG",
+        "PRISM_GEMM_NO_BLAS", "PRISM_GEMM_NO_CLBLAST", "PRISM_GEMM_BIG", "PRISM_ATTN_CONFIG"};
+    std::sort(v.begin(), v.end());
+    return v;
+  }();
+  return names;
+}
+
+namespace {
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string unknown_entry(const std::string& name) {
+  std::string best;
+  std::size_t best_d = 4;  // suggest only close names (a typo or two)
+  for (const auto& k : known_variables()) {
+    const std::size_t d = edit_distance(name, k);
+    if (d < best_d) best_d = d, best = k;
+  }
+  return name + " is not a variable prism reads; ignored" + (best.empty() ? "" : " (did you mean " + best + "?)");
+}
+}  // namespace
+
 env_settings parse_env(const env_snapshot& env) {
   env_settings s;
   static const std::string op_prefix = "PRISM_OP_";
@@ -108,6 +152,8 @@ env_settings parse_env(const env_snapshot& env) {
       s.vendor = lower(trim(value));
     } else if (name == "PRISM_VENDOR_PATH") {
       s.vendor_path = split_list(value, ':');
+    } else if (!std::binary_search(known_variables().begin(), known_variables().end(), name)) {
+      s.unknown.push_back(unknown_entry(name));
     }
   }
   std::sort(s.routes.begin(), s.routes.end(),

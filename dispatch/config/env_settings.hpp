@@ -38,7 +38,14 @@ struct env_settings {
   log_settings log;
   std::string vendor;                    ///< PRISM_VENDOR
   std::vector<std::string> vendor_path;  ///< PRISM_VENDOR_PATH, ':'-separated
+  /// One message per PRISM_* name no part of prism reads (a misspelt variable would otherwise be
+  /// ignored silently), with "(did you mean X?)" when a known name is close. The dispatcher
+  /// warns with each once, at start-up.
+  std::vector<std::string> unknown;
 };
+
+/// Every PRISM_* variable some part of prism reads (PRISM_OP_<op> aside), sorted.
+const std::vector<std::string>& known_variables();
 
 /// Parses the PRISM_* entries of `env`. Throws errc::config_error naming the variable, the
 /// value and the valid values for malformed values (names are validated later, against the

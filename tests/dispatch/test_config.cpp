@@ -93,6 +93,25 @@ TEST(DispatchEnv, ParsesEveryVariable) {
   EXPECT_EQ(s.log.file, "/tmp/l.csv");
   EXPECT_EQ(s.vendor, "pocl");
   EXPECT_EQ(s.vendor_path, (std::vector<std::string>{"/a", "/b"}));
+  ASSERT_EQ(s.unknown.size(), 1u);
+  EXPECT_NE(s.unknown[0].find("PRISM_OTHER is not a variable prism reads"), std::string::npos) << s.unknown[0];
+}
+
+// A misspelt variable is named, with the closest real one; variables other layers read are known.
+TEST(DispatchEnv, UnknownNamesAreReportedWithASuggestion) {
+  auto s = parse_env({{"PRISM_LOG_DISPATH", "1"},
+                      {"PRISM_TUNNING_DB", "/x.db"},
+                      {"PRISM_DEVICE", "pocl"},
+                      {"PRISM_TUNING_DB", "/y.db"},
+                      {"PRISM_RECORD_UNTUNED", "/s.yaml"},
+                      {"PRISM_LOG_LEVEL", "info"}});
+  ASSERT_EQ(s.unknown.size(), 2u);
+  EXPECT_NE(s.unknown[0].find("PRISM_LOG_DISPATH is not a variable prism reads; ignored (did you mean "
+                              "PRISM_LOG_DISPATCH?)"),
+            std::string::npos)
+      << s.unknown[0];
+  EXPECT_NE(s.unknown[1].find("(did you mean PRISM_TUNING_DB?)"), std::string::npos) << s.unknown[1];
+  EXPECT_FALSE(s.log.enabled);
 }
 
 TEST(DispatchEnv, LogModes) {
