@@ -1,6 +1,7 @@
 // The pretune loop: per shape, sample a call, compute the host reference, then for the default
 // route and every candidate: run once (compile + correctness check), warm up, time the whole
-// routine N times; the fastest correct candidate wins, confirmed against the default A/B.
+// routine N times; the fastest few correct candidates are re-timed interleaved with the default,
+// and the best of them must beat the default there.
 #include "dispatch/tuner/pretune.hpp"
 
 #include <unistd.h>
@@ -33,6 +34,9 @@ using tuning::candidate_status;
 // never make a tuned shape slower than its default.
 constexpr double confirm_margin = 0.97;
 constexpr int confirm_rounds = 5;
+// Candidates re-timed in the final interleaved rounds (see step 3).
+constexpr std::size_t finalists = 3;
+constexpr double finalist_window = 1.2;
 
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -148,6 +152,17 @@ std::string human_ns(double ns) {
   if (ns < 1e6) return fmt::format("{:.1f} us", ns / 1e3);
   if (ns < 1e9) return fmt::format("{:.2f} ms", ns / 1e6);
   return fmt::format("{:.2f} s", ns / 1e9);
+}
+
+std::optional<std::size_t> pick_final(const std::vector<double>& default_ns,
+                                      const std::vector<std::vector<double>>& finalists_ns, double margin) {
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < finalists_ns.size(); ++i)
+    if (!finalists_ns[i].empty() &&
+        (!best || percentile(finalists_ns[i], 0.5) < percentile(finalists_ns[*best], 0.5)))
+      best = i;
+  if (!best || default_ns.empty()) return best;
+  return percentile(finalists_ns[*best], 0.5) <= margin * percentile(default_ns, 0.5) ? best : std::nullopt;
 }
 
 pretune_report pretune(const device& dev, tuning::database& db, const pretune_options& o) {
@@ -348,11 +363,24 @@ pretune_report pretune(const device& dev, tuning::database& db, const pretune_op
         continue;
       }
 
-      // 3. The winner: fastest correct candidate, confirmed against the default A/B.
-      const candidate_row* best = def.status == candidate_status::ok ? &def : nullptr;
+      // 3. The winner. The fastest correct candidates (up to `finalists`, within
+      //    `finalist_window` of the best p50) are re-timed round by round, interleaved with the
+      //    default route, so they all see the same machine load: one lucky or unlucky series
+      //    cannot pick the winner. The finalist with the smallest median must then beat the
+      //    default's median by `confirm_margin`, else the default route is stored.
+      std::vector<const candidate_row*> ok;
       for (auto& r : rows)
-        if (r.status == candidate_status::ok && (!best || r.p50_ns < best->p50_ns)) best = &r;
-      if (!best)
+        if (r.status == candidate_status::ok) ok.push_back(&r);
+      std::sort(ok.begin(), ok.end(), [](auto* x, auto* y) { return x->p50_ns < y->p50_ns; });
+      const double best_p50 = ok.empty() ? 0 : ok.front()->p50_ns;
+      std::vector<const candidate_row*> finals;
+      for (auto* r : ok) {
+        if (finals.size() >= finalists || r->p50_ns > finalist_window * best_p50) break;
+        if (def.status == candidate_status::ok && same_route(r->backend, r->config, def.backend, def.config))
+          continue;  // the default is timed in every round anyway
+        finals.push_back(r);
+      }
+      if (finals.empty() && def.status != candidate_status::ok)
         throw prism::error(errc::unsupported, "prism pretune", "no candidate produced a correct result");
 
       tuning::result_row win;
@@ -362,30 +390,26 @@ pretune_report pretune(const device& dev, tuning::database& db, const pretune_op
       win.shape = out.shape;
       win.driver_version = dev.driver_version();
       win.prism_version = prism::version();
-      double default_ns = def.status == candidate_status::ok ? def.p50_ns : 0;
-      const candidate_row* chosen = best;
-      double chosen_ns = best->p50_ns;
-      if (def.status == candidate_status::ok &&
-          same_route(best->backend, best->config, def.backend, def.config)) {
-        default_ns = chosen_ns;  // the default route is the winner
-      } else if (def.status == candidate_status::ok) {
-        // Interleaved A/B of the winner and the default: both see the same machine load.
-        forced_route best_route{best->backend, best->config};
-        std::vector<double> tb, td;
+      const candidate_row* chosen = &def;
+      double chosen_ns = def.p50_ns, default_ns = def.status == candidate_status::ok ? def.p50_ns : 0;
+      const bool default_wins_outright = def.status == candidate_status::ok && (ok.empty() || def.p50_ns <= best_p50);
+      if (!finals.empty() && !default_wins_outright) {
+        std::vector<forced_route> routes;
+        for (auto* f : finals) routes.push_back({f->backend, f->config});
+        std::vector<double> td;
+        std::vector<std::vector<double>> tf(finals.size());
         for (int r = 0; r < confirm_rounds; ++r) {
-          td.push_back(run_once_ns(q, call, nullptr));
-          tb.push_back(run_once_ns(q, call, &best_route));
+          if (def.status == candidate_status::ok) td.push_back(run_once_ns(q, call, nullptr));
+          for (std::size_t i = 0; i < finals.size(); ++i) tf[i].push_back(run_once_ns(q, call, &routes[i]));
         }
-        double med_d = percentile(td, 0.5), med_b = percentile(tb, 0.5);
-        default_ns = med_d;
-        chosen_ns = med_b;
-        if (med_b > confirm_margin * med_d) {
-          log->info(
-              "pretune: {}: {} '{}' is not clearly faster than the default in A/B ({} vs {}); keeping the "
-              "default route",
-              label, best->backend, best->config, human_ns(med_b), human_ns(med_d));
-          chosen = &def;
-          chosen_ns = med_d;
+        if (!td.empty()) default_ns = chosen_ns = percentile(td, 0.5);
+        if (auto pick = pick_final(td, tf, confirm_margin)) {
+          chosen = finals[*pick];
+          chosen_ns = percentile(tf[*pick], 0.5);
+        } else {
+          log->info("pretune: {}: no finalist is clearly faster than the default in the final rounds ({}); "
+                    "keeping the default route",
+                    label, human_ns(default_ns));
         }
       }
       win.backend = chosen->backend;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,13 @@ struct pretune_report {
 /// Runs pretune on `dev`, storing into `db` (which must be writable). Progress goes to stderr.
 /// Throws prism::error(database_error) when `db` cannot be written.
 pretune_report pretune(const device& dev, tuning::database& db, const pretune_options& options);
+
+/// Pretune's final choice from the interleaved rounds (docs/tuning.md, step 5): the index of the
+/// finalist with the smallest median time, if that median is at most `margin` times the default
+/// route's median (always, when `default_ns` is empty: the default failed); nullopt keeps the
+/// default route.
+std::optional<std::size_t> pick_final(const std::vector<double>& default_ns,
+                                      const std::vector<std::vector<double>>& finalists_ns, double margin = 0.97);
 
 /// The summary table (shape, winner, time, default, speedup) printed at the end.
 std::string summary_table(const pretune_report& report);

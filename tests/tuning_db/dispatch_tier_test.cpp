@@ -267,3 +267,24 @@ TEST(TuningDispatch, BudgetStopsCleanlyAndTheNextRunResumes) {
   for (auto& s : resumed.shapes)
     EXPECT_EQ(s.status, dispatch::tuner::shape_outcome::state::tuned) << s.detail;
 }
+
+namespace prism {
+namespace {
+// Pretune's final choice works on interleaved series: medians decide, not a single fast run, and
+// the winner must beat the default by the margin.
+TEST(TuningDispatch, FinalChoiceUsesMediansAndTheMargin) {
+  using dispatch::tuner::pick_final;
+  const std::vector<double> def{100, 101, 99, 100, 102};
+  // Finalist 0 had one lucky run (min 50) but a median of 95; finalist 1 a steady 90.
+  const std::vector<std::vector<double>> fin{{50, 95, 96, 95, 97}, {90, 91, 89, 90, 92}};
+  EXPECT_EQ(pick_final(def, fin), std::optional<std::size_t>(1));
+  // 0.95x of the default passes a 0.97 margin; 0.99x does not: the default route is kept.
+  EXPECT_EQ(pick_final(def, {{95, 95, 95}}), std::optional<std::size_t>(0));
+  EXPECT_EQ(pick_final(def, {{99, 99, 99}}), std::nullopt);
+  EXPECT_EQ(pick_final(def, {{99, 99, 99}}, 1.0), std::optional<std::size_t>(0));
+  // The default failed (no series): the best finalist wins outright; no finalists: nothing.
+  EXPECT_EQ(pick_final({}, fin), std::optional<std::size_t>(1));
+  EXPECT_EQ(pick_final(def, {}), std::nullopt);
+}
+}  // namespace
+}  // namespace prism
