@@ -75,8 +75,9 @@ kernel build_kernel(const context& ctx, std::string_view file, source_override s
   }
   const std::string& text = sit->second;
   lock.unlock();
-  // The runtime cache makes concurrent builds of one key compile once.
-  program p = program::build(ctx, text, options);
+  // The runtime cache makes concurrent builds of one key compile once. PRISM_CPU tells sources
+  // whether the device is a CPU (e.g. prelude.cl's prism_exp16 only pays off there).
+  program p = program::build(ctx, text, options + (ctx.get_device().is_cpu() ? " -DPRISM_CPU=1" : " -DPRISM_CPU=0"));
   kernel k = p.get_kernel(kernel_name);
   lock.lock();
   kernels->emplace(kkey, k);

@@ -26,8 +26,9 @@
                      t * ((T)(-0.284496736f) + t * ((T)(1.421413741f) + t * ((T)(-1.453152027f) + t * (T)(1.061405429f))))); \
     return copysign((T)(1.0f) - p * EXPF(-ax * ax), x);                                                  \
   }
-// 16-bit outputs take the cheaper exp of prelude.cl (prism_exp16): ample for their precision.
-#if PRISM_IS16(O_K)
+// 16-bit outputs on CPUs take the cheaper exp of prelude.cl (prism_exp16): ample for their
+// precision. GPUs keep the builtin (hardware exp2; the polynomial slowed softmax f16 on the H100).
+#if PRISM_IS16(O_K) && PRISM_CPU
 #define EXP_V prism_exp16v
 #define EXP_S prism_exp16
 #else

@@ -101,9 +101,10 @@ typedef PRISM_XCAT(float, VEC) floatv;
 // minimax polynomial (relative error 2^-22 in f32 arithmetic); 2^n is applied as two exact
 // power-of-two factors, so results from f32 denormals up to overflow (inf) are right, and NaN
 // propagates. Relative error <= 2^-17.9 over every float, 2^-21 for |x| <= 17 (checked on the
-// host; tests/ops/exp16.cpp checks the device results), far below half an ulp of f16 (2^-11) or bf16 (2^-8). It is
-// about 30 % fewer instructions than the f32-accurate exp, which decides whether the 16-bit
-// transcendental ops are memory-bound on PoCL's CPU device (exp f16: 0.77x -> 0.90x copy).
+// host; tests/ops/exp16.cpp checks the device results), far below half an ulp of f16 (2^-11) or
+// bf16 (2^-8). It is about 30 % fewer instructions than the f32-accurate exp, which decides
+// whether the 16-bit transcendental ops are memory-bound on PoCL's CPU device; kernels use it
+// on CPUs only (PRISM_CPU, set by build_kernel): GPUs have a hardware exp2.
 #define PRISM_DEF_EXP16(T, IT, AS_T, AS_IT, NAME)                                                   \
   inline T NAME(T x) {                                                                              \
     T t = x * (T)(1.44269504088896341f);                                                            \

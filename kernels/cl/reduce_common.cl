@@ -80,11 +80,10 @@ inline void prism_vstore_nt_bf16(__global ushort* p, long i, floatv v) {
   r = select(r, (x >> 16) | 0x40u, (x & 0x7fffffffu) > 0x7f800000u);
   __builtin_nontemporal_store(PRISM_XCAT(convert_ushort, VEC)(r), (__global ushortv*)(p + i));
 }
-inline void prism_vstore_nt_f16(__global half* p, long i, floatv v) {
-  ushortv h;
-  PRISM_XCAT(PRISM_XCAT(vstore_half, VEC), _rte)(v, 0, (__private half*)&h);
-  __builtin_nontemporal_store(h, (__global ushortv*)(p + i));
-}
+// f16 keeps ordinary stores: the private vstore_half round trip this needs crashed PoCL 5.0
+// (segfault in fused_add_rms_norm f16 with streaming stores on the GPU machine's CPU device,
+// 2026-11-22), and 16-bit rows gain least from skipping the read-for-ownership.
+inline void prism_vstore_nt_f16(__global half* p, long i, floatv v) { VSTORE(f16, p, i, v); }
 #define nt_aligned(p) ((((ulong)(p)) & (VEC * sizeof(*(p)) - 1)) == 0)
 #define VSTORE_NT(K, p, i, v, nt)                                        \
   do {                                                                   \

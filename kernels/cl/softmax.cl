@@ -5,8 +5,8 @@
 // Defines: A_K (= output kind), LOG (0 softmax, 1 log_softmax), OUT_F32, WG, VEC.
 #include "reduce_common.cl"
 
-// 16-bit outputs take the cheaper exp of prelude.cl (prism_exp16).
-#if PRISM_IS16(A_K)
+// 16-bit outputs on CPUs take the cheaper exp of prelude.cl (prism_exp16); GPUs keep the builtin.
+#if PRISM_IS16(A_K) && PRISM_CPU
 #define EXP_V prism_exp16v
 #define EXP_S prism_exp16
 #else
