@@ -77,7 +77,8 @@ kernel build_kernel(const context& ctx, std::string_view file, source_override s
   lock.unlock();
   // The runtime cache makes concurrent builds of one key compile once. PRISM_CPU tells sources
   // whether the device is a CPU (e.g. prelude.cl's prism_exp16 only pays off there).
-  program p = program::build(ctx, text, options + (ctx.get_device().is_cpu() ? " -DPRISM_CPU=1" : " -DPRISM_CPU=0"));
+  const char* cpu = ctx.get_device().is_cpu() ? " -DPRISM_CPU=1" : " -DPRISM_CPU=0";
+  program p = program::build(ctx, text, options + cpu);
   kernel k = p.get_kernel(kernel_name);
   lock.lock();
   kernels->emplace(kkey, k);

@@ -51,11 +51,16 @@ inline void storel_bf16(__global ushort* p, long i, long v) { p[i] = f_to_bf16(c
 
 // 16-bit vectors are stored through a 2-byte-aligned vector type: PoCL's vstoreN for ushort
 // writes element by element (16 scalar stores for ushort16; bf16 exp ran at 0.3x copy), while a
-// plain store of an under-aligned vector type compiles to one unaligned vector store.
+// plain store of an under-aligned vector type compiles to one unaligned vector store (CPUs only).
 typedef ushort2 __attribute__((aligned(2))) prism_ushort2_u;
 typedef ushort4 __attribute__((aligned(2))) prism_ushort4_u;
 typedef ushort8 __attribute__((aligned(2))) prism_ushort8_u;
 typedef ushort16 __attribute__((aligned(2))) prism_ushort16_u;
+#if PRISM_CPU
+#define PRISM_STORE_U16V(N, q, v) (*(__global prism_ushort##N##_u*)(q) = (v))
+#else
+#define PRISM_STORE_U16V(N, q, v) vstore##N(v, 0, q)  // GPUs: the driver's own vstore
+#endif
 #define PRISM_DEF_VEC(N)                                                                              \
   inline float##N prism_vload##N##_f32(const __global float* p, long i) { return vload##N(0, p + i); }     \
   inline float##N prism_vload##N##_f16(const __global half* p, long i) { return vload_half##N(0, p + i); } \
@@ -68,7 +73,7 @@ typedef ushort16 __attribute__((aligned(2))) prism_ushort16_u;
     uint##N x = as_uint##N(v);                                                                       \
     uint##N r = (x + (uint##N)(0x7fffu) + ((x >> 16) & (uint##N)(1u))) >> 16;                        \
     r = select(r, (x >> 16) | (uint##N)(0x40u), (x & (uint##N)(0x7fffffffu)) > (uint##N)(0x7f800000u)); \
-    *(__global prism_ushort##N##_u*)(p + i) = convert_ushort##N(r);                                  \
+    PRISM_STORE_U16V(N, p + i, convert_ushort##N(r));                                               \
   }
 PRISM_DEF_VEC(2)
 PRISM_DEF_VEC(4)
