@@ -3,8 +3,14 @@
 // device are never used, and pretune fills rows that dispatch then finds.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <regex>
 #include <set>
+#include <thread>
 
 #include "dispatch/dispatcher.hpp"
 #include "dispatch/tuner/pretune.hpp"
@@ -288,3 +294,58 @@ TEST(TuningDispatch, FinalChoiceUsesMediansAndTheMargin) {
 }
 }  // namespace
 }  // namespace prism
+
+// kill -9 of `prism pretune` itself, mid-run: the file passes PRAGMA integrity_check, every shape
+// pretune reported as finished has its row, and the same command then resumes (finished shapes
+// are skipped) and completes the set.
+TEST(TuningDispatch, KillDashNineDuringPretuneKeepsFinishedShapes) {
+  using namespace prism::tuning::test;
+  auto dir = make_temp_dir("pretune-kill9");
+  const std::string db_path = dir + "/tuning.db", shapes = dir + "/shapes.yaml";
+  {
+    // Enough small shapes that the run is still going after the first commits.
+    std::string text = "shapes:\n";
+    for (int i = 1; i <= 40; ++i) text += "  - {op: add, n: " + std::to_string(1000 + 37 * i) + "}\n";
+    std::FILE* f = std::fopen(shapes.c_str(), "w");
+    ASSERT_TRUE(f);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  }
+  const std::vector<std::string> args = {"pretune", "--shapes", shapes, "--db", db_path, "--backends", "opencl",
+                                         "--max-candidates", "1", "--progress", "lines"};
+  auto c = spawn_helper(args, dir + "/pretune.out", {}, false, PRISM_CLI);
+  // Kill it once at least 3 shapes are reported finished.
+  auto finished = [&](const std::string& out) {
+    std::vector<std::string> keys;
+    std::regex line(R"(pretune: \[\d+/\d+\] add f32 \[(n=\d+)\] -> )");
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator(); ++it)
+      keys.push_back((*it)[1]);
+    return keys;
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline && finished(read_file(c.output_path)).size() < 3)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ::kill(c.pid, SIGKILL);
+  ASSERT_EQ(wait_child(c), 128 + SIGKILL) << read_file(c.output_path);
+  const auto done = finished(read_file(c.output_path));
+  ASSERT_GE(done.size(), 3u) << read_file(c.output_path);
+  ASSERT_LT(done.size(), 40u) << "pretune finished before the kill; the test needs more shapes";
+
+  const std::string fp = queue().get_device().fingerprint().hash;
+  {
+    database db(db_path);
+    EXPECT_TRUE(db.moved_aside_to().empty());
+    EXPECT_EQ(db.integrity_check(), "ok");
+    for (const auto& k : done) EXPECT_TRUE(db.find_result(fp, "add", "f32", tuning::shape_key::parse(k))) << k << " lost";
+  }
+  // The same command resumes: the finished shapes are skipped, the rest are tuned.
+  auto again = spawn_helper(args, dir + "/pretune2.out", {}, false, PRISM_CLI);
+  ASSERT_EQ(wait_child(again), 0) << read_file(again.output_path);
+  const auto out2 = read_file(again.output_path);
+  for (const auto& k : done)
+    EXPECT_NE(out2.find("add f32 [" + k + "]: already tuned"), std::string::npos) << k << "\n" << out2;
+  database db(db_path);
+  EXPECT_EQ(db.integrity_check(), "ok");
+  for (int i = 1; i <= 40; ++i)
+    EXPECT_TRUE(db.find_result(fp, "add", "f32", tuning::shape_key::parse("n=" + std::to_string(1000 + 37 * i)))) << i;
+}
