@@ -1,5 +1,6 @@
 // Shape sets (tuning_db/shapes/*.yaml, format in docs/tuning.md): parsing with $variables and
 // list expansion, the shipped per-model sets, and the PRISM_RECORD_UNTUNED recorder.
+#include <bit>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -206,6 +207,21 @@ shape_set load_model_shape_set(std::string_view model) {
 
 // ---- PRISM_RECORD_UNTUNED ----
 
+namespace {
+// One recorded shape per log2 bucket: components <= 1 (flags, unit dims) exactly, larger ones by
+// floor(log2). Shapes with the same signature are less than 1 apart in every dimension, so the
+// nearest-shape tier serves them all from the one that gets tuned; a decode loop then records
+// its attention once per power of two of the KV length instead of once per step.
+std::string record_signature(std::string_view op, std::string_view dtype, const shape_key& shape) {
+  std::vector<std::pair<std::string, std::int64_t>> parts(shape.components().begin(), shape.components().end());
+  std::sort(parts.begin(), parts.end());
+  std::string sig = std::string(op) + '|' + std::string(dtype);
+  for (auto& [name, v] : parts)
+    sig += '|' + name + (v <= 1 ? "=" + std::to_string(v) : "~" + std::to_string(std::bit_width(static_cast<std::uint64_t>(v)) - 1));
+  return sig;
+}
+}  // namespace
+
 const std::string& untuned_record_path() {
   static const std::string path = detail::env("PRISM_RECORD_UNTUNED").value_or("");
   return path;
@@ -224,14 +240,13 @@ void record_untuned(std::string_view op, std::string_view dtype, const shape_key
     try {
       if (fs::exists(path))
         for (auto& e : load_shape_set(path).entries)
-          seen->insert(e.op + '|' + e.dtype + '|' + e.shape.canonical());
+          seen->insert(record_signature(e.op, e.dtype, e.shape));
     } catch (const prism::error& e) {
       detail::log().warn("PRISM_RECORD_UNTUNED: cannot read existing {} ({}); appending anyway", path,
                          e.message());
     }
   }
-  std::string id = std::string(op) + '|' + std::string(dtype) + '|' + shape.canonical();
-  if (!seen->insert(id).second) return;
+  if (!seen->insert(record_signature(op, dtype, shape)).second) return;
 
   std::string line = "  - {op: " + std::string(op) + ", dtype: " + std::string(dtype);
   for (auto& [name, value] : shape.components()) line += ", " + name + ": " + std::to_string(value);

@@ -106,3 +106,27 @@ TEST(ShapeSet, RecorderWritesAFilePretuneReads) {
   auto text = read_file(file);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3 + 4) << text;  // header + one line each
 }
+
+// One entry per log2 bucket: a decode loop's attention over KV lengths 129..160 is recorded once;
+// another power of two, or a different flag, is a new entry.
+TEST(ShapeSet, RecorderKeepsOneShapePerLog2Bucket) {
+  auto dir = make_temp_dir("record-bucket");
+  auto file = dir + "/untuned.yaml";
+  std::map<std::string, std::string> env{{"PRISM_RECORD_UNTUNED", file}};
+  std::vector<std::string> args{"record", "scaled_dot_product_attention", "f32"};
+  for (int lk = 129; lk <= 160; ++lk) args.push_back("causal=1,lq=1,lk=" + std::to_string(lk) + ",d=64");
+  args.push_back("causal=1,lq=1,lk=300,d=64");
+  args.push_back("causal=0,lq=1,lk=130,d=64");
+  auto a = spawn_helper(args, dir + "/a.out", env);
+  ASSERT_EQ(wait_child(a), 0) << read_file(dir + "/a.out");
+  // A later run skips what the file already covers.
+  auto b = spawn_helper({"record", "scaled_dot_product_attention", "f32", "causal=1,lq=1,lk=140,d=64",
+                         "causal=1,lq=1,lk=140,d=96"},
+                        dir + "/b.out", env);
+  ASSERT_EQ(wait_child(b), 0) << read_file(dir + "/b.out");
+  std::set<std::string> got;
+  for (auto& e : load_shape_set(file).entries) got.insert(e.shape.str());
+  EXPECT_EQ(got, (std::set<std::string>{"causal=1,lq=1,lk=129,d=64", "causal=1,lq=1,lk=300,d=64",
+                                        "causal=0,lq=1,lk=130,d=64"}))
+      << read_file(file);
+}
