@@ -28,7 +28,10 @@
   }
 // 16-bit outputs on CPUs take the cheaper exp of prelude.cl (prism_exp16): ample for their
 // precision. GPUs keep the builtin (hardware exp2; the polynomial slowed softmax f16 on the H100).
-#if PRISM_IS16(O_K) && PRISM_CPU
+#if PRISM_IS_F16(O_K) && PRISM_CPU
+#define EXP_V prism_exp16hv
+#define EXP_S prism_exp16h
+#elif PRISM_IS16(O_K) && PRISM_CPU
 #define EXP_V prism_exp16v
 #define EXP_S prism_exp16
 #else

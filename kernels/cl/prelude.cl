@@ -100,6 +100,13 @@ typedef PRISM_XCAT(float, VEC) floatv;
 #define prism_is16_i64 0
 #define prism_is16_b8 0
 #define PRISM_IS16(K) PRISM_XCAT(prism_is16_, K)
+#define prism_isf16_f32 0
+#define prism_isf16_f16 1
+#define prism_isf16_bf16 0
+#define prism_isf16_i32 0
+#define prism_isf16_i64 0
+#define prism_isf16_b8 0
+#define PRISM_IS_F16(K) PRISM_XCAT(prism_isf16_, K)
 
 // prism_exp16 / prism_exp16v (floatv): e^x for results stored as f16 or bf16. t = x log2(e) is
 // split as n + f, |f| <= 1/2, by the round-to-nearest trick (t + 1.5 * 2^23); 2^f is a degree-5
@@ -126,11 +133,30 @@ typedef PRISM_XCAT(float, VEC) floatv;
     const IT n1 = n >> 1;                                                                           \
     return p * AS_T((n1 + 127) << 23) * AS_T((n - n1 + 127) << 23);                                 \
   }
+// prism_exp16h / prism_exp16hv: the same for f16 results only, with t clamped to [-126, 127]
+// and one scale factor (four instructions fewer). Exact after rounding to f16: e^x below 2^-126
+// or above 2^127 is 0 or inf in f16 either way (and no f16 op here needs e^x beyond 2^127 but
+// exp itself: sigmoid, silu, gelu and softmax only take e^x <= 1).
+#define PRISM_DEF_EXP16H(T, IT, AS_T, AS_IT, NAME)                                                  \
+  inline T NAME(T x) {                                                                              \
+    const T t = fmin(fmax(x * (T)(1.44269504088896341f), (T)(-126.0f)), (T)(127.0f));               \
+    const T tm = t + (T)(12582912.0f);                                                              \
+    const T f = t - (tm - (T)(12582912.0f));                                                        \
+    T p = fma((T)(1.327647245e-03f), f, (T)(9.675541893e-03f));                                     \
+    p = fma(p, f, (T)(5.550713092e-02f));                                                           \
+    p = fma(p, f, (T)(2.402212024e-01f));                                                           \
+    p = fma(p, f, (T)(6.931469440e-01f));                                                           \
+    p = fma(p, f, (T)(1.000000119e+00f));                                                           \
+    return select(p * AS_T((AS_IT(tm) - (IT)(0x4b400000) + 127) << 23), x, isnan(x));               \
+  }
 PRISM_DEF_EXP16(float, int, as_float, as_int, prism_exp16)
+PRISM_DEF_EXP16H(float, int, as_float, as_int, prism_exp16h)
 #if defined(VEC) && VEC > 1
 PRISM_DEF_EXP16(floatv, PRISM_XCAT(int, VEC), PRISM_XCAT(as_float, VEC), PRISM_XCAT(as_int, VEC), prism_exp16v)
+PRISM_DEF_EXP16H(floatv, PRISM_XCAT(int, VEC), PRISM_XCAT(as_float, VEC), PRISM_XCAT(as_int, VEC), prism_exp16hv)
 #elif defined(VEC)
 #define prism_exp16v prism_exp16
+#define prism_exp16hv prism_exp16h
 #endif
 
 // Offset of row-major element `idx` of an nd iteration space (dims merged on the host).
