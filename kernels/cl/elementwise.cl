@@ -28,16 +28,8 @@
   }
 // 16-bit outputs on CPUs take the cheaper exp of prelude.cl (prism_exp16): ample for their
 // precision. GPUs keep the builtin (hardware exp2; the polynomial slowed softmax f16 on the H100).
-#if PRISM_IS_F16(O_K) && PRISM_CPU
-#define EXP_V prism_exp16hv
-#define EXP_S prism_exp16h
-#elif PRISM_IS16(O_K) && PRISM_CPU
-#define EXP_V prism_exp16v
-#define EXP_S prism_exp16
-#else
-#define EXP_V exp
-#define EXP_S exp
-#endif
+#define EXP_V PRISM_EXPV(O_K)
+#define EXP_S PRISM_EXPS(O_K)
 #ifdef VEC
 PRISM_DEF_ERF(floatv, prism_erf_v, EXP_V)
 #endif

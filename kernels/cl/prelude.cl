@@ -92,22 +92,6 @@ typedef PRISM_XCAT(float, VEC) floatv;
 #endif
 #endif
 
-// Whether storage kind K is 16-bit float (f16, bf16): `#if PRISM_IS16(O_K)`.
-#define prism_is16_f32 0
-#define prism_is16_f16 1
-#define prism_is16_bf16 1
-#define prism_is16_i32 0
-#define prism_is16_i64 0
-#define prism_is16_b8 0
-#define PRISM_IS16(K) PRISM_XCAT(prism_is16_, K)
-#define prism_isf16_f32 0
-#define prism_isf16_f16 1
-#define prism_isf16_bf16 0
-#define prism_isf16_i32 0
-#define prism_isf16_i64 0
-#define prism_isf16_b8 0
-#define PRISM_IS_F16(K) PRISM_XCAT(prism_isf16_, K)
-
 // prism_exp16 / prism_exp16v (floatv): e^x for results stored as f16 or bf16. t = x log2(e) is
 // split as n + f, |f| <= 1/2, by the round-to-nearest trick (t + 1.5 * 2^23); 2^f is a degree-5
 // minimax polynomial (relative error 2^-22 in f32 arithmetic); 2^n is applied as two exact
@@ -117,6 +101,12 @@ typedef PRISM_XCAT(float, VEC) floatv;
 // bf16 (2^-8). It is about 30 % fewer instructions than the f32-accurate exp, which decides
 // whether the 16-bit transcendental ops are memory-bound on PoCL's CPU device; kernels use it
 // on CPUs only (PRISM_CPU, set by build_kernel): GPUs have a hardware exp2.
+// 2^f for |f| <= 1/2: degree-5 minimax, relative error 2^-22.2 in f32 arithmetic.
+#define PRISM_EXP2_POLY(T, f)                                                                       \
+  fma(fma(fma(fma(fma((T)(1.327647245e-03f), f, (T)(9.675541893e-03f)), f, (T)(5.550713092e-02f)), f, \
+                  (T)(2.402212024e-01f)),                                                           \
+              f, (T)(6.931469440e-01f)),                                                            \
+          f, (T)(1.000000119e+00f))
 #define PRISM_DEF_EXP16(T, IT, AS_T, AS_IT, NAME)                                                   \
   inline T NAME(T x) {                                                                              \
     T t = x * (T)(1.44269504088896341f);                                                            \
@@ -124,11 +114,7 @@ typedef PRISM_XCAT(float, VEC) floatv;
     t = select(t, (T)(128.0f), t > (T)(128.0f));                                                    \
     const T tm = t + (T)(12582912.0f);                                                              \
     const T f = t - (tm - (T)(12582912.0f));                                                        \
-    T p = fma((T)(1.327647245e-03f), f, (T)(9.675541893e-03f));                                     \
-    p = fma(p, f, (T)(5.550713092e-02f));                                                           \
-    p = fma(p, f, (T)(2.402212024e-01f));                                                           \
-    p = fma(p, f, (T)(6.931469440e-01f));                                                           \
-    p = fma(p, f, (T)(1.000000119e+00f));                                                           \
+    const T p = PRISM_EXP2_POLY(T, f);                                                              \
     const IT n = AS_IT(tm) - (IT)(0x4b400000);                                                      \
     const IT n1 = n >> 1;                                                                           \
     return p * AS_T((n1 + 127) << 23) * AS_T((n - n1 + 127) << 23);                                 \
@@ -142,11 +128,7 @@ typedef PRISM_XCAT(float, VEC) floatv;
     const T t = fmin(fmax(x * (T)(1.44269504088896341f), (T)(-126.0f)), (T)(127.0f));               \
     const T tm = t + (T)(12582912.0f);                                                              \
     const T f = t - (tm - (T)(12582912.0f));                                                        \
-    T p = fma((T)(1.327647245e-03f), f, (T)(9.675541893e-03f));                                     \
-    p = fma(p, f, (T)(5.550713092e-02f));                                                           \
-    p = fma(p, f, (T)(2.402212024e-01f));                                                           \
-    p = fma(p, f, (T)(6.931469440e-01f));                                                           \
-    p = fma(p, f, (T)(1.000000119e+00f));                                                           \
+    const T p = PRISM_EXP2_POLY(T, f);                                                              \
     return select(p * AS_T((AS_IT(tm) - (IT)(0x4b400000) + 127) << 23), x, isnan(x));               \
   }
 PRISM_DEF_EXP16(float, int, as_float, as_int, prism_exp16)
@@ -158,6 +140,24 @@ PRISM_DEF_EXP16H(floatv, PRISM_XCAT(int, VEC), PRISM_XCAT(as_float, VEC), PRISM_
 #define prism_exp16v prism_exp16
 #define prism_exp16hv prism_exp16h
 #endif
+
+// PRISM_EXPV(K) / PRISM_EXPS(K): the exp (floatv / float) for results stored as kind K: on CPUs
+// the cheaper ones above for f16 and bf16, else the builtin (GPUs have a hardware exp2).
+#if PRISM_CPU
+#define prism_expv_f16 prism_exp16hv
+#define prism_exps_f16 prism_exp16h
+#define prism_expv_bf16 prism_exp16v
+#define prism_exps_bf16 prism_exp16
+#else
+#define prism_expv_f16 exp
+#define prism_exps_f16 exp
+#define prism_expv_bf16 exp
+#define prism_exps_bf16 exp
+#endif
+#define prism_expv_f32 exp
+#define prism_exps_f32 exp
+#define PRISM_EXPV(K) PRISM_XCAT(prism_expv_, K)
+#define PRISM_EXPS(K) PRISM_XCAT(prism_exps_, K)
 
 // Offset of row-major element `idx` of an nd iteration space (dims merged on the host).
 inline long nd_offset(long idx, int nd, const long* shape, const long* strides) {

@@ -6,16 +6,8 @@
 #include "reduce_common.cl"
 
 // 16-bit outputs on CPUs take the cheaper exp of prelude.cl (prism_exp16); GPUs keep the builtin.
-#if PRISM_IS_F16(A_K) && PRISM_CPU
-#define EXP_V prism_exp16hv
-#define EXP_S prism_exp16h
-#elif PRISM_IS16(A_K) && PRISM_CPU
-#define EXP_V prism_exp16v
-#define EXP_S prism_exp16
-#else
-#define EXP_V exp
-#define EXP_S exp
-#endif
+#define EXP_V PRISM_EXPV(A_K)
+#define EXP_S PRISM_EXPS(A_K)
 
 inline float sm_out(float x, float m, float s, float logs) {
 #if LOG
