@@ -47,8 +47,8 @@ PRISM_CLI_COMMAND(60) {
   cmd->add_option(
          "--backends", a->backends,
          "Candidate backends (comma separated: opencl, clblast, host; default: opencl and clblast where "
-         "they serve; host, which blocks and drains the queue inside a model, only when listed). The "
-         "default route is always measured")
+         "they serve, and host on CPU devices for calls whose default takes 1 ms or more: host blocks "
+         "and drains the queue inside a model). The default route is always measured")
       ->delimiter(',');
   cmd->add_option("--budget-s", a->budget_s,
                   "Stop cleanly after this many seconds (finished shapes are kept; run "
