@@ -47,7 +47,8 @@ int run(run_options o, const std::string& device_spec) {
     throw prism::error(prism::errc::invalid_argument, "prism run",
                        "no op given; name one (`prism routes` lists them) or use --replay");
   const auto& desc = prism::op_registry::instance().get(o.op);
-  auto dev = device_spec.empty() ? prism::select_device() : prism::devices_matching(device_spec, "--device").front();
+  auto dev =
+      device_spec.empty() ? prism::select_device() : prism::devices_matching(device_spec, "--device").front();
   prism::queue_options qo;
   qo.enable_profiling = true;
   prism::queue q(dev, qo);
@@ -114,7 +115,8 @@ int run(run_options o, const std::string& device_spec) {
     auto t0 = std::chrono::steady_clock::now();
     once();
     q.wait();
-    times_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    times_us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
   q.wait_and_throw();
 
@@ -129,8 +131,8 @@ int run(run_options o, const std::string& device_spec) {
     std::sort(times_us.begin(), times_us.end());
     double med = times_us[times_us.size() / 2];
     double flops = desc.flops ? desc.flops(call) : 0, bytes = desc.bytes ? desc.bytes(call) : 0;
-    std::printf("time:      min %.2f us, median %.2f us over %d runs (wall, dispatch to idle queue)", times_us.front(),
-                med, o.repeat);
+    std::printf("time:      min %.2f us, median %.2f us over %d runs (wall, dispatch to idle queue)",
+                times_us.front(), med, o.repeat);
     if (flops > 0) std::printf(", %.2f GFLOP/s", flops / (med * 1e3));
     if (bytes > 0) std::printf(", %.2f GB/s", bytes / (med * 1e3));
     std::printf("\n");

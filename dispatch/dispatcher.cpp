@@ -178,8 +178,7 @@ void print_summary_at_exit() {
 std::unique_ptr<state> build_state() {
   auto s = std::make_unique<state>();
   s->env = parse_env(process_environment());
-  for (const auto& u : s->env.unknown)
-    prism::log::get("dispatch")->warn("{}", u);
+  for (const auto& u : s->env.unknown) prism::log::get("dispatch")->warn("{}", u);
   if (!s->env.routes_file.empty()) s->routes = load_routes_file(s->env.routes_file);
   std::vector<std::string> dirs;
   auto shipped = prism::data_dir() / "vendors";
@@ -543,7 +542,8 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
       if (timing) {
         q.wait();
         const auto ns = static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+                .count());
         st.count->device_ns.fetch_add(ns, std::memory_order_relaxed);
         r.time_us = static_cast<double>(ns) / 1e3;
       }

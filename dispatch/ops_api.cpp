@@ -43,9 +43,6 @@ tensor& run_out(queue& q, tensor& out, int op, const char* name, std::vector<ten
 const char* approx_name(gelu_approx a) {
   return a == gelu_approx::tanh ? "tanh" : "none";
 }
-const char* rope_name(rope_style s) {
-  return s == rope_style::gptj ? "gptj" : "neox";
-}
 
 std::vector<std::int64_t> to_ints(const dim_list& d) {
   return {d.begin(), d.end()};

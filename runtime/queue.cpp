@@ -202,7 +202,7 @@ void enqueue_kernel(detail::command_group& cg, cl_command_queue cq, const detail
   auto& r = cg.range;
   if (r.dims < 1 || r.dims > 3)
     throw error(errc::invalid_argument, "handler::parallel_for",
-                "nd_range has " + std::to_string(r.dims) + " dims");
+                std::string("nd_range has ") + std::to_string(r.dims) + " dims");
   std::lock_guard lock(k.mutex);
   for (cl_uint i = 0; i < cg.arg_count; ++i) {
     auto& a = cg.args[i];
@@ -223,7 +223,8 @@ void enqueue_kernel(detail::command_group& cg, cl_command_queue cq, const detail
         auto* u = static_cast<const detail::usm_alloc*>(a.object);
         if (!u)
           throw error(errc::invalid_argument, "handler::parallel_for",
-                      "argument " + std::to_string(i) + " of kernel '" + k.name + "' is a null device_ptr");
+                      std::string("argument ") + std::to_string(i) + " of kernel '" + k.name +
+                          "' is a null device_ptr");
         if (u->kind == usm_kind::svm)
           st = clSetKernelArgSVMPointer(k.k, i, u->svm);
         else
@@ -232,16 +233,18 @@ void enqueue_kernel(detail::command_group& cg, cl_command_queue cq, const detail
       }
     }
     if (st != CL_SUCCESS)
-      detail::throw_cl(st, "clSetKernelArg", "argument " + std::to_string(i) + " of kernel '" + k.name + "'");
+      detail::throw_cl(st, "clSetKernelArg",
+                       std::string("argument ") + std::to_string(i) + " of kernel '" + k.name + "'");
   }
   cl_int st = clEnqueueNDRangeKernel(cq, k.k, r.dims, nullptr, r.global.data(),
                                      r.has_local ? r.local.data() : nullptr, wl.size(), wl.data(), out);
   if (st != CL_SUCCESS) {
-    std::string shape = "global " + std::to_string(r.global[0]);
-    for (unsigned i = 1; i < r.dims; ++i) shape += "x" + std::to_string(r.global[i]);
+    // std::string(...) + ...: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
+    std::string shape = std::string("global ") + std::to_string(r.global[0]);
+    for (unsigned i = 1; i < r.dims; ++i) shape += std::string("x") + std::to_string(r.global[i]);
     if (r.has_local) {
-      shape += ", local " + std::to_string(r.local[0]);
-      for (unsigned i = 1; i < r.dims; ++i) shape += "x" + std::to_string(r.local[i]);
+      shape += std::string(", local ") + std::to_string(r.local[0]);
+      for (unsigned i = 1; i < r.dims; ++i) shape += std::string("x") + std::to_string(r.local[i]);
     }
     detail::throw_cl(st, "clEnqueueNDRangeKernel", "kernel '" + k.name + "', " + shape);
   }

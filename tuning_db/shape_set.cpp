@@ -1,11 +1,11 @@
 // Shape sets (tuning_db/shapes/*.yaml, format in docs/tuning.md): parsing with $variables and
 // list expansion, the shipped per-model sets, and the PRISM_RECORD_UNTUNED recorder.
-#include <bit>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
+#include <bit>
 
 #include <algorithm>
 #include <cctype>
@@ -213,11 +213,16 @@ namespace {
 // nearest-shape tier serves them all from the one that gets tuned; a decode loop then records
 // its attention once per power of two of the KV length instead of once per step.
 std::string record_signature(std::string_view op, std::string_view dtype, const shape_key& shape) {
-  std::vector<std::pair<std::string, std::int64_t>> parts(shape.components().begin(), shape.components().end());
+  std::vector<std::pair<std::string, std::int64_t>> parts(shape.components().begin(),
+                                                          shape.components().end());
   std::sort(parts.begin(), parts.end());
   std::string sig = std::string(op) + '|' + std::string(dtype);
-  for (auto& [name, v] : parts)
-    sig += '|' + name + (v <= 1 ? "=" + std::to_string(v) : "~" + std::to_string(std::bit_width(static_cast<std::uint64_t>(v)) - 1));
+  for (auto& [name, v] : parts) {
+    sig += '|';
+    sig += name;
+    sig += v <= 1 ? '=' : '~';
+    sig += std::to_string(v <= 1 ? v : std::bit_width(static_cast<std::uint64_t>(v)) - 1);
+  }
   return sig;
 }
 }  // namespace
@@ -239,8 +244,7 @@ void record_untuned(std::string_view op, std::string_view dtype, const shape_key
     // Entries already in the file (from an earlier run) are not written again.
     try {
       if (fs::exists(path))
-        for (auto& e : load_shape_set(path).entries)
-          seen->insert(record_signature(e.op, e.dtype, e.shape));
+        for (auto& e : load_shape_set(path).entries) seen->insert(record_signature(e.op, e.dtype, e.shape));
     } catch (const prism::error& e) {
       detail::log().warn("PRISM_RECORD_UNTUNED: cannot read existing {} ({}); appending anyway", path,
                          e.message());

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
@@ -26,9 +27,9 @@ class host_storage {
   host_storage(queue& q, const tensor& t, bool write) : storage_(t.storage()), write_(write) {
     if (q.get_device().is_cpu() && !force_copies.load(std::memory_order_relaxed)) {
       if (write)
-        map_rw_.emplace(storage_, read_write);
+        map_rw_ = std::make_unique<host_accessor<std::byte>>(storage_, read_write);
       else
-        map_ro_.emplace(storage_, read_only);
+        map_ro_ = std::make_unique<host_accessor<std::byte>>(storage_, read_only);
     } else {
       copy_ = storage_.read();
     }
@@ -55,7 +56,9 @@ class host_storage {
  private:
   buffer<std::byte> storage_;
   bool write_;
-  std::optional<host_accessor<std::byte>> map_ro_, map_rw_;
+  // unique_ptr rather than optional: GCC 12 warns (falsely) that an optional host_accessor's
+  // pointer may be used uninitialized when it is emplaced.
+  std::unique_ptr<host_accessor<std::byte>> map_ro_, map_rw_;
   std::vector<std::byte> copy_;
   std::size_t write_begin_ = 0, write_end_ = static_cast<std::size_t>(-1);
 };

@@ -72,9 +72,10 @@ config_reader opencl_config_reader(const op_descriptor& d) {
       std::string valid;
       for (const auto& p : desc->config.params) valid += (valid.empty() ? "" : ", ") + p.name;
       const bool listed = e.message().find("(valid: ") != std::string::npos;
-      throw error(errc::config_error, "ops::" + desc->name,
-                  fmt::format("opencl config '{}' is not valid: {}{}", text, e.message(),
-                              listed ? "" : "; parameters: " + (valid.empty() ? std::string("none") : valid)));
+      throw error(
+          errc::config_error, "ops::" + desc->name,
+          fmt::format("opencl config '{}' is not valid: {}{}", text, e.message(),
+                      listed ? "" : "; parameters: " + (valid.empty() ? std::string("none") : valid)));
     }
   }};
 }

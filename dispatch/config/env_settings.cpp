@@ -65,8 +65,8 @@ const std::vector<std::string>& known_variables() {
         // runtime, tuning db, kernels
         "PRISM_DEVICE", "PRISM_DATA_DIR", "PRISM_LOG_LEVEL", "PRISM_TUNING_DB", "PRISM_RECORD_UNTUNED",
         // dispatcher (this file)
-        "PRISM_ROUTES", "PRISM_UNUSED", "PRISM_STRICT_ROUTES", "PRISM_LOG_DISPATCH", "PRISM_LOG_DISPATCH_FILE",
-        "PRISM_LOG_DISPATCH_FILTER", "PRISM_VENDOR", "PRISM_VENDOR_PATH",
+        "PRISM_ROUTES", "PRISM_UNUSED", "PRISM_STRICT_ROUTES", "PRISM_LOG_DISPATCH",
+        "PRISM_LOG_DISPATCH_FILE", "PRISM_LOG_DISPATCH_FILTER", "PRISM_VENDOR", "PRISM_VENDOR_PATH",
         // benchmark knobs (benchmarks/*/)
         "PRISM_BENCH_VENDOR", "PRISM_GEMM_VENDOR", "PRISM_GEMM_CONFIG", "PRISM_GEMM_SMALL_M_CONFIG",
         "PRISM_GEMM_NO_BLAS", "PRISM_GEMM_NO_CLBLAST", "PRISM_GEMM_BIG", "PRISM_ATTN_CONFIG"};
@@ -99,7 +99,8 @@ std::string unknown_entry(const std::string& name) {
     const std::size_t d = edit_distance(name, k);
     if (d < best_d) best_d = d, best = k;
   }
-  return name + " is not a variable prism reads; ignored" + (best.empty() ? "" : " (did you mean " + best + "?)");
+  return name + " is not a variable prism reads; ignored" +
+         (best.empty() ? "" : " (did you mean " + best + "?)");
 }
 }  // namespace
 

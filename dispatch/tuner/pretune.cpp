@@ -392,7 +392,8 @@ pretune_report pretune(const device& dev, tuning::database& db, const pretune_op
       win.prism_version = prism::version();
       const candidate_row* chosen = &def;
       double chosen_ns = def.p50_ns, default_ns = def.status == candidate_status::ok ? def.p50_ns : 0;
-      const bool default_wins_outright = def.status == candidate_status::ok && (ok.empty() || def.p50_ns <= best_p50);
+      const bool default_wins_outright =
+          def.status == candidate_status::ok && (ok.empty() || def.p50_ns <= best_p50);
       if (!finals.empty() && !default_wins_outright) {
         std::vector<forced_route> routes;
         for (auto* f : finals) routes.push_back({f->backend, f->config});
@@ -407,9 +408,10 @@ pretune_report pretune(const device& dev, tuning::database& db, const pretune_op
           chosen = finals[*pick];
           chosen_ns = percentile(tf[*pick], 0.5);
         } else {
-          log->info("pretune: {}: no finalist is clearly faster than the default in the final rounds ({}); "
-                    "keeping the default route",
-                    label, human_ns(default_ns));
+          log->info(
+              "pretune: {}: no finalist is clearly faster than the default in the final rounds ({}); "
+              "keeping the default route",
+              label, human_ns(default_ns));
         }
       }
       win.backend = chosen->backend;

@@ -57,7 +57,8 @@ pretune_report pretune(const device& dev, tuning::database& db, const pretune_op
 /// route's median (always, when `default_ns` is empty: the default failed); nullopt keeps the
 /// default route.
 std::optional<std::size_t> pick_final(const std::vector<double>& default_ns,
-                                      const std::vector<std::vector<double>>& finalists_ns, double margin = 0.97);
+                                      const std::vector<std::vector<double>>& finalists_ns,
+                                      double margin = 0.97);
 
 /// The summary table (shape, winner, time, default, speedup) printed at the end.
 std::string summary_table(const pretune_report& report);

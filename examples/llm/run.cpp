@@ -253,7 +253,10 @@ run_result run_model(const run_options& opt) {
 void print_report(const run_result& r, std::FILE* out) {
   auto ids = [](const std::vector<std::int32_t>& v) {
     std::string s;
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? " " : "") + std::to_string(v[i]);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) s += ' ';
+      s += std::to_string(v[i]);
+    }
     return s;
   };
   fmt::print(out, "model   {}\n", r.model_summary);
@@ -312,7 +315,8 @@ void print_report(const run_result& r, std::FILE* out) {
     fmt::print(out,
                "\ndispatches of the {} timed generation{} (op, backend that served it, routing tier: "
                "db-exact / db-nearest = tuning database){}\n",
-               r.repeat, r.repeat > 1 ? "s" : "", profiled ? ", time per op from PRISM_LOG_DISPATCH=profile" : "");
+               r.repeat, r.repeat > 1 ? "s" : "",
+               profiled ? ", time per op from PRISM_LOG_DISPATCH=profile" : "");
     fmt::print(out, "  {:<30} {:<8} {:<10} {:>7} {:>9}{}\n", "op", "backend", "tier", "calls", "fallbacks",
                profiled ? "   time ms" : "");
     for (const auto& s : r.dispatch_stats) {

@@ -84,9 +84,11 @@ op_descriptor make_embedding() {
     if (n * D == 0) return event{};
     const std::int64_t wg = cfg.at("wg");
     std::string opts = std::string("-DRAW_T=") + raw_type(w.type()) + " " + dtype_defines("I", idx.type()) +
-                       "-DVEC=" + std::to_string(cfg.at("vec")) + " -DNT=" + (cfg.at("variant") == 2 ? "1" : "0");
+                       "-DVEC=" + std::to_string(cfg.at("vec")) +
+                       " -DNT=" + (cfg.at("variant") == 2 ? "1" : "0");
     const bool rows = cfg.at("variant") >= 1;
-    kernel k = build_kernel(q.get_context(), "embedding.cl", src, opts, rows ? "embedding_rows" : "embedding");
+    kernel k =
+        build_kernel(q.get_context(), "embedding.cl", src, opts, rows ? "embedding_rows" : "embedding");
     const std::int64_t zeros[4] = {0, 0, 0, 0};
     buffer<std::int64_t> err(q.get_context(), zeros, 4);
     event e = q.submit([&](handler& h) {
@@ -94,9 +96,10 @@ op_descriptor make_embedding() {
       accessor<std::byte> W(w.storage(), h, read_only);
       accessor<std::byte> O(out.storage(), h, access_mode::write);
       accessor<std::int64_t> E(err, h, read_write);
-      h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(rows ? n : n * D), static_cast<std::size_t>(wg))),
+      h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(rows ? n : n * D),
+                                                static_cast<std::size_t>(wg))),
                               range<1>(static_cast<std::size_t>(wg))),
-          k, n, D, V, I, idx.offset(), W, w.offset(), O, out.offset(), E);
+                     k, n, D, V, I, idx.offset(), W, w.offset(), O, out.offset(), E);
     });
     auto flag = err.read();
     if (flag[0] != 0) {

@@ -143,13 +143,13 @@ event launch_over_view(queue& q, const kernel& k, const reduce_view& v, const te
         break;
       }
       case row_layout::rows:
-        h.parallel_for(nd_range(range<1>(static_cast<std::size_t>(v.outer) * local), range<1>(local)), k, v.r, X,
-                       x_off, O, o_off);
+        h.parallel_for(nd_range(range<1>(static_cast<std::size_t>(v.outer) * local), range<1>(local)), k, v.r,
+                       X, x_off, O, o_off);
         break;
       case row_layout::cols:
         h.parallel_for(
-            nd_range(range<1>(round_up(static_cast<std::size_t>(v.outer * v.inner), local)), range<1>(local)), k,
-            v.outer, v.r, v.inner, X, x_off, O, o_off);
+            nd_range(range<1>(round_up(static_cast<std::size_t>(v.outer * v.inner), local)), range<1>(local)),
+            k, v.outer, v.r, v.inner, X, x_off, O, o_off);
         break;
     }
   });
@@ -273,9 +273,10 @@ op_descriptor make_reduce(const std::string& name) {
                             per_item ? "reduce_row_per_item"
                             : rows   ? "reduce_rows"
                                      : "reduce_cols");
-    return launch_over_view(q, k, v, out, wg, per_item ? row_layout::per_item
-                                              : rows   ? row_layout::rows
-                                                       : row_layout::cols);
+    return launch_over_view(q, k, v, out, wg,
+                            per_item ? row_layout::per_item
+                            : rows   ? row_layout::rows
+                                     : row_layout::cols);
   };
   d.implementations = {impl};
   auto make = [name](queue& q, const sample_options& o, dims shape, std::vector<std::int64_t> rdims,

@@ -94,7 +94,8 @@ TEST(DispatchEnv, ParsesEveryVariable) {
   EXPECT_EQ(s.vendor, "pocl");
   EXPECT_EQ(s.vendor_path, (std::vector<std::string>{"/a", "/b"}));
   ASSERT_EQ(s.unknown.size(), 1u);
-  EXPECT_NE(s.unknown[0].find("PRISM_OTHER is not a variable prism reads"), std::string::npos) << s.unknown[0];
+  EXPECT_NE(s.unknown[0].find("PRISM_OTHER is not a variable prism reads"), std::string::npos)
+      << s.unknown[0];
 }
 
 // A misspelt variable is named, with the closest real one; variables other layers read are known.

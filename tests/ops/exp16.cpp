@@ -54,14 +54,19 @@ void check_full_range(const char* op, dtype t, double (*ref)(double)) {
     else
       ok = !std::isnan(g) && std::fabs(g - w) <= ulp_of(t, w);
     if (!ok && ++bad <= 5)
-      ADD_FAILURE() << op << " " << dtype_name(t) << "(" << x_st[i] << "): got " << g << ", want " << w << " (1 ulp "
-                    << ulp_of(t, w) << ")";
+      ADD_FAILURE() << op << " " << dtype_name(t) << "(" << x_st[i] << "): got " << g << ", want " << w
+                    << " (1 ulp " << ulp_of(t, w) << ")";
   }
-  EXPECT_EQ(bad, 0) << op << " " << dtype_name(t) << ": " << bad << " of " << in.size() << " off by more than 1 ulp";
+  EXPECT_EQ(bad, 0) << op << " " << dtype_name(t) << ": " << bad << " of " << in.size()
+                    << " off by more than 1 ulp";
 }
 
-double exp_ref(double x) { return std::exp(x); }
-double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double exp_ref(double x) {
+  return std::exp(x);
+}
+double sigmoid_ref(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
 
 TEST(ops_unary, exp16_full_range) {
   check_full_range("exp", dtype::f16, exp_ref);

@@ -311,8 +311,9 @@ TEST(TuningDispatch, KillDashNineDuringPretuneKeepsFinishedShapes) {
     std::fputs(text.c_str(), f);
     std::fclose(f);
   }
-  const std::vector<std::string> args = {"pretune", "--shapes", shapes, "--db", db_path, "--backends", "opencl",
-                                         "--max-candidates", "1", "--progress", "lines"};
+  const std::vector<std::string> args = {"pretune", "--shapes",   shapes,   "--db",
+                                         db_path,   "--backends", "opencl", "--max-candidates",
+                                         "1",       "--progress", "lines"};
   auto c = spawn_helper(args, dir + "/pretune.out", {}, false, PRISM_CLI);
   // Kill it once at least 3 shapes are reported finished.
   auto finished = [&](const std::string& out) {
@@ -336,7 +337,8 @@ TEST(TuningDispatch, KillDashNineDuringPretuneKeepsFinishedShapes) {
     database db(db_path);
     EXPECT_TRUE(db.moved_aside_to().empty());
     EXPECT_EQ(db.integrity_check(), "ok");
-    for (const auto& k : done) EXPECT_TRUE(db.find_result(fp, "add", "f32", tuning::shape_key::parse(k))) << k << " lost";
+    for (const auto& k : done)
+      EXPECT_TRUE(db.find_result(fp, "add", "f32", tuning::shape_key::parse(k))) << k << " lost";
   }
   // The same command resumes: the finished shapes are skipped, the rest are tuned.
   auto again = spawn_helper(args, dir + "/pretune2.out", {}, false, PRISM_CLI);
@@ -347,5 +349,7 @@ TEST(TuningDispatch, KillDashNineDuringPretuneKeepsFinishedShapes) {
   database db(db_path);
   EXPECT_EQ(db.integrity_check(), "ok");
   for (int i = 1; i <= 40; ++i)
-    EXPECT_TRUE(db.find_result(fp, "add", "f32", tuning::shape_key::parse("n=" + std::to_string(1000 + 37 * i)))) << i;
+    EXPECT_TRUE(
+        db.find_result(fp, "add", "f32", tuning::shape_key::parse("n=" + std::to_string(1000 + 37 * i))))
+        << i;
 }
