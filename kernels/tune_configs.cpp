@@ -2,6 +2,7 @@
 // spaces given as explicit lists and constrained cartesian products (docs/tune_configs.md).
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -247,6 +248,16 @@ std::map<std::string, tune_space> parse_tune_configs(std::string_view yaml_text,
   }
   for (auto& [n, s] : by_family) direct.emplace(n, std::move(s));  // op entries win over family ones
   return direct;
+}
+
+std::string tune_vendor_of(const device& dev) {
+  std::string p = dev.platform_name() + " " + dev.vendor();
+  std::transform(p.begin(), p.end(), p.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (p.find("portable computing language") != std::string::npos || p.find("pocl") != std::string::npos)
+    return "pocl";
+  if (p.find("nvidia") != std::string::npos) return "nvidia";
+  return "generic";
 }
 
 tune_space load_tune_space(const op_descriptor& d, std::string_view vendor) {

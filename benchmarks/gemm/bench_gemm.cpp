@@ -45,11 +45,7 @@ queue& bench_queue() {
 
 std::string vendor_of(const device& d) {
   if (const char* v = env("PRISM_GEMM_VENDOR")) return v;
-  const std::string p = d.platform_name();
-  if (p.find("Portable Computing Language") != std::string::npos || p.find("PoCL") != std::string::npos)
-    return "pocl";
-  if (d.vendor().find("NVIDIA") != std::string::npos) return "nvidia";
-  return "generic";
+  return tune_vendor_of(d);
 }
 
 kernel_config config_for(const op_descriptor& d, std::int64_t m) {

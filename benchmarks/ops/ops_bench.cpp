@@ -22,14 +22,7 @@ queue& bench_queue() {
 
 std::string vendor() {
   if (const char* v = std::getenv("PRISM_BENCH_VENDOR")) return v;
-  const device& dev = bench_queue().get_device();
-  std::string p = dev.platform_name() + " " + dev.vendor();
-  std::transform(p.begin(), p.end(), p.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (p.find("portable computing language") != std::string::npos || p.find("pocl") != std::string::npos)
-    return "pocl";
-  if (p.find("nvidia") != std::string::npos) return "nvidia";
-  return "generic";
+  return tune_vendor_of(bench_queue().get_device());
 }
 
 constexpr std::size_t kCopyBytes = std::size_t{64} << 20;

@@ -21,14 +21,7 @@ queue& shared_queue() {
 }
 
 std::string suite_vendor() {
-  const device& dev = shared_queue().get_device();
-  std::string p = dev.platform_name() + " " + dev.vendor();
-  std::transform(p.begin(), p.end(), p.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (p.find("portable computing language") != std::string::npos || p.find("pocl") != std::string::npos)
-    return "pocl";
-  if (p.find("nvidia") != std::string::npos) return "nvidia";
-  return "generic";
+  return tune_vendor_of(shared_queue().get_device());
 }
 
 void run_and_compare(const op_descriptor& d, op_call& c, const kernel_config& cfg, bool small_integers) {
