@@ -53,9 +53,9 @@ __kernel void softmax_cols(long outer, long R, long inner, __global const STYPE(
 // Variant 1 (CPUs): one work-item per row, VEC-wide sequential sweeps, no barriers. Variant 2 =
 // variant 1 compiled with NT=1: streaming stores for the output sweep (reduce_common.cl).
 // SCRATCH=1 (the host passes `scr`, WG rows of R floats in local memory, when they fit): the
-// sum sweep keeps EXP_S(x - m) in f32 there and the output sweep scales it, so each element costs
-// one exp and the output is written once. Without it, f32 outputs hold EXP_S(x - m) and are
-// scaled in place, and 16-bit outputs compute exp twice (rounding EXP_S(x - m) to 16 bits first
+// sum sweep keeps exp(x - m) in f32 there and the output sweep scales it, so each element costs
+// one exp and the output is written once. Without it, f32 outputs hold exp(x - m) and are
+// scaled in place, and 16-bit outputs compute exp twice (rounding exp(x - m) to 16 bits first
 // would cost up to half an ulp more).
 #if VEC == 1
 #define LVLOAD(p, i) (p)[i]
