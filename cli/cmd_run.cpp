@@ -49,9 +49,7 @@ int run(run_options o, const std::string& device_spec) {
   const auto& desc = prism::op_registry::instance().get(o.op);
   auto dev =
       device_spec.empty() ? prism::select_device() : prism::devices_matching(device_spec, "--device").front();
-  prism::queue_options qo;
-  qo.enable_profiling = true;
-  prism::queue q(dev, qo);
+  prism::queue q(dev);
 
   prism::sample_options so;
   so.type = prism::parse_dtype(o.dtype);

@@ -43,7 +43,7 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
 struct counter {
   std::string op, backend;
   source_tier tier = source_tier::default_order;
-  std::atomic<std::uint64_t> calls{0}, fallbacks{0}, device_ns{0};
+  std::atomic<std::uint64_t> calls{0}, fallbacks{0}, time_ns{0};
 };
 
 struct counter_registry {
@@ -544,7 +544,7 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
         const auto ns = static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
                 .count());
-        st.count->device_ns.fetch_add(ns, std::memory_order_relaxed);
+        st.count->time_ns.fetch_add(ns, std::memory_order_relaxed);
         r.time_us = static_cast<double>(ns) / 1e3;
       }
       s.log->write(r);
@@ -709,7 +709,7 @@ std::vector<dispatch_stat> statistics() {
   for (const auto& c : r.items) {
     auto calls = c.calls.load();
     if (!calls) continue;
-    out.push_back({c.op, c.backend, c.tier, calls, c.fallbacks.load(), c.device_ns.load()});
+    out.push_back({c.op, c.backend, c.tier, calls, c.fallbacks.load(), c.time_ns.load()});
   }
   return out;
 }
@@ -720,7 +720,7 @@ void reset_statistics() {
   for (auto& c : r.items) {
     c.calls = 0;
     c.fallbacks = 0;
-    c.device_ns = 0;
+    c.time_ns = 0;
   }
 }
 

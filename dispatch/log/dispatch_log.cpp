@@ -221,7 +221,7 @@ std::string format_summary(const std::vector<dispatch_stat>& stats, bool with_ti
   for (const auto& s : sorted) {
     out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>10}  {:>9}", s.op, op_w, s.backend, be_w,
                        source_tier_name(s.tier), tier_w, s.calls, s.fallbacks);
-    if (with_time) out += fmt::format("  {:>12.3f}", static_cast<double>(s.device_ns) / 1e6);
+    if (with_time) out += fmt::format("  {:>12.3f}", static_cast<double>(s.time_ns) / 1e6);
     out += "\n";
   }
   // The tuning database's share, the question the tier column answers most often.

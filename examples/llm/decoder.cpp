@@ -12,9 +12,9 @@
 namespace prism::llm {
 
 namespace {
-std::uint64_t dispatched_device_ns() {
+std::uint64_t dispatched_op_ns() {
   std::uint64_t ns = 0;
-  for (const auto& s : dispatch::statistics()) ns += s.device_ns;
+  for (const auto& s : dispatch::statistics()) ns += s.time_ns;
   return ns;
 }
 }  // namespace
@@ -22,19 +22,19 @@ std::uint64_t dispatched_device_ns() {
 void step_timer::start(queue& q) {
   q.wait();
   t0_ = std::chrono::steady_clock::now();
-  device_ns0_ = dispatched_device_ns();
+  op_ns0_ = dispatched_op_ns();
 }
 
 void step_timer::stop(queue& q, const char* step) {
   q.wait();
   const auto now = std::chrono::steady_clock::now();
-  const std::uint64_t device_ns = dispatched_device_ns();
+  const std::uint64_t op_ns = dispatched_op_ns();
   auto& e = entries_[step];
   e.seconds += std::chrono::duration<double>(now - t0_).count();
-  e.device_seconds += static_cast<double>(device_ns - device_ns0_) * 1e-9;
+  e.op_seconds += static_cast<double>(op_ns - op_ns0_) * 1e-9;
   e.calls += 1;
   t0_ = now;
-  device_ns0_ = device_ns;
+  op_ns0_ = op_ns;
 }
 
 double step_timer::total_seconds() const {

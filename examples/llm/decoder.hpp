@@ -15,15 +15,15 @@
 namespace prism::llm {
 
 /// Time per model step ("qkv_proj", "attention", ...), measured by waiting on the queue after
-/// each step: wall time (which includes the wait latency of every command), and the device
-/// time of the step's kernels summed from the dispatcher's statistics, available when
-/// PRISM_LOG_DISPATCH=profile and the queue profiles. Only for the breakdown pass: the waits
+/// each step: wall time (which includes the wait latency of every command), and the time of
+/// the step's op routines summed from the dispatcher's statistics, available when
+/// PRISM_LOG_DISPATCH=profile. Only for the breakdown pass: the waits
 /// cost throughput.
 class step_timer {
  public:
   struct entry {
     double seconds = 0;
-    double device_seconds = 0;
+    double op_seconds = 0;  ///< summed op routine times (PRISM_LOG_DISPATCH=profile), else 0
     std::uint64_t calls = 0;
   };
   void start(queue& q);
@@ -34,7 +34,7 @@ class step_timer {
 
  private:
   std::chrono::steady_clock::time_point t0_;
-  std::uint64_t device_ns0_ = 0;
+  std::uint64_t op_ns0_ = 0;
   std::map<std::string, entry> entries_;
 };
 

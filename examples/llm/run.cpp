@@ -106,13 +106,7 @@ run_result run_model(const run_options& opt) {
 
   // Under PRISM_LOG_DISPATCH=profile (or all) the dispatcher times each op's whole routine on a
   // drained queue and sums it per op; the breakdown then shows that time per step.
-  const char* log_env = std::getenv("PRISM_LOG_DISPATCH");
-  const std::string log_mode = log_env ? log_env : "";
-  queue_options qopt;
-  qopt.enable_profiling =
-      log_mode.find("profile") != std::string::npos || log_mode.find("all") != std::string::npos;
-  queue q = opt.device.empty() ? queue(default_selector_v, qopt)
-                               : queue(devices_matching(opt.device).front(), qopt);
+  queue q = opt.device.empty() ? queue(default_selector_v) : queue(devices_matching(opt.device).front());
   dispatch::init();  // fail early on bad routes / env before spending time on weights
   r.device_name = q.get_device().name();
   r.platform_name = q.get_device().platform_name();
@@ -164,7 +158,7 @@ run_result run_model(const run_options& opt) {
       if (b.op == s.op && b.backend == s.backend && b.tier == s.tier) {
         s.calls -= b.calls;
         s.fallbacks -= b.fallbacks;
-        s.device_ns -= b.device_ns;
+        s.time_ns -= b.time_ns;
       }
     if (s.calls > 0) r.dispatch_stats.push_back(s);
   }
@@ -241,7 +235,7 @@ run_result run_model(const run_options& opt) {
                        {"tier", dispatch::source_tier_name(s.tier)},
                        {"calls", s.calls},
                        {"fallbacks", s.fallbacks},
-                       {"device_ns", s.device_ns}});
+                       {"device_ns", s.time_ns}});
     j["dispatch"] = stats;
     std::ofstream f(opt.json_path);
     f << j.dump(2) << "\n";
@@ -274,9 +268,9 @@ void print_report(const run_result& r, std::FILE* out) {
 
   if (!r.prefill_steps.empty()) {
     // Device time (profiling) when the dispatcher measured it, else wall time with the waits.
-    bool device_time = false;
-    for (const auto& [k, e] : r.prefill_steps) device_time |= e.device_seconds > 0;
-    auto secs = [&](const step_timer::entry& e) { return device_time ? e.device_seconds : e.seconds; };
+    bool per_op = false;
+    for (const auto& [k, e] : r.prefill_steps) per_op |= e.op_seconds > 0;
+    auto secs = [&](const step_timer::entry& e) { return per_op ? e.op_seconds : e.seconds; };
     double prefill_total = 0, decode_total = 0;
     for (const auto& [k, e] : r.prefill_steps) prefill_total += secs(e);
     for (const auto& [k, e] : r.decode_steps) decode_total += secs(e);
@@ -291,9 +285,8 @@ void print_report(const run_result& r, std::FILE* out) {
     fmt::print(out,
                "\nper-step {} (a separate pass that waits after every step: prefill of {} tokens, {} decode "
                "steps)\n",
-               device_time
-                   ? "time of each op's routine on a drained queue (PRISM_LOG_DISPATCH=profile)"
-                   : "wall time incl. one queue wait per step (per-op times: PRISM_LOG_DISPATCH=profile)",
+               per_op ? "time of each op's routine on a drained queue (PRISM_LOG_DISPATCH=profile)"
+                      : "wall time incl. one queue wait per step (per-op times: PRISM_LOG_DISPATCH=profile)",
                r.prompt.size(), r.breakdown_decode_steps);
     fmt::print(out, "  {:<14} {:>11} {:>7} {:>15} {:>7}\n", "step", "prefill ms", "share", "decode ms/tok",
                "share");
@@ -311,7 +304,7 @@ void print_report(const run_result& r, std::FILE* out) {
 
   if (!r.dispatch_stats.empty()) {
     bool profiled = false;
-    for (const auto& s : r.dispatch_stats) profiled |= s.device_ns > 0;
+    for (const auto& s : r.dispatch_stats) profiled |= s.time_ns > 0;
     fmt::print(out,
                "\ndispatches of the {} timed generation{} (op, backend that served it, routing tier: "
                "db-exact / db-nearest = tuning database){}\n",
@@ -322,7 +315,7 @@ void print_report(const run_result& r, std::FILE* out) {
     for (const auto& s : r.dispatch_stats) {
       fmt::print(out, "  {:<30} {:<8} {:<10} {:>7} {:>9}", s.op, s.backend,
                  dispatch::source_tier_name(s.tier), s.calls, s.fallbacks);
-      if (profiled) fmt::print(out, "  {:9.2f}", s.device_ns / 1e6);
+      if (profiled) fmt::print(out, "  {:9.2f}", s.time_ns / 1e6);
       fmt::print(out, "\n");
     }
   }

@@ -59,15 +59,15 @@ vendor_profile_info matched_vendor(const device& dev);
 
 /// Per (op, backend, tier) counters since start (or the last reset): `tier` is where the
 /// routing came from (db_exact / db_nearest = tuning database hits; fallback = served by a later
-/// backend than routed). device_ns is summed only when PRISM_LOG_DISPATCH=profile and the queue
-/// profiles.
+/// backend than routed). time_ns is summed only when PRISM_LOG_DISPATCH=profile: each call's
+/// whole routine, timed on a drained queue.
 struct dispatch_stat {
   std::string op;
   std::string backend;
   source_tier tier = source_tier::default_order;
   std::uint64_t calls = 0;
   std::uint64_t fallbacks = 0;
-  std::uint64_t device_ns = 0;
+  std::uint64_t time_ns = 0;
 };
 std::vector<dispatch_stat> statistics();
 void reset_statistics();
