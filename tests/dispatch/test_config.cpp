@@ -14,9 +14,11 @@
 #include "dispatch/config/vendor_profile.hpp"
 #include "dispatch/log/dispatch_log.hpp"
 #include "prism/error.hpp"
+#include "tests/dispatch/error_code.hpp"
 
 namespace fs = std::filesystem;
 using namespace prism;
+using prism::test::code_of;
 using namespace prism::dispatch;
 
 namespace {
@@ -40,17 +42,6 @@ struct temp_dir {
     return p.string();
   }
 };
-
-errc code_of(const std::function<void()>& f, std::string* what = nullptr) {
-  try {
-    f();
-  } catch (const prism::error& e) {
-    if (what) *what = e.what();
-    return e.code();
-  }
-  ADD_FAILURE() << "no prism::error thrown";
-  return errc::internal;
-}
 
 const std::vector<op_catalog_entry> catalog = {
     {"add", {"opencl", "host"}, {"binary.cl"}},

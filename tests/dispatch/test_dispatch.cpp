@@ -19,9 +19,11 @@
 #include "prism/dispatch.hpp"
 #include "prism/ops.hpp"
 #include "prism/runtime.hpp"
+#include "tests/dispatch/error_code.hpp"
 
 namespace fs = std::filesystem;
 using namespace prism;
+using prism::test::code_of;
 namespace pd = prism::dispatch;
 
 namespace {
@@ -116,17 +118,6 @@ pd::dispatch_result dispatch_add(queue& q, std::vector<float>* out = nullptr) {
   auto r = pd::dispatch_call(q, c);
   if (out) *out = c.outputs[0].to_floats(q);
   return r;
-}
-
-errc code_of(const std::function<void()>& f, std::string* what = nullptr) {
-  try {
-    f();
-  } catch (const prism::error& e) {
-    if (what) *what = e.what();
-    return e.code();
-  }
-  ADD_FAILURE() << "no prism::error thrown";
-  return errc::internal;
 }
 
 }  // namespace
