@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "benchmarks/gemm/bench_common.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "prism/runtime.hpp"
 #include "prism/tensor.hpp"
@@ -23,26 +24,14 @@
 namespace {
 
 using namespace prism;
+using bench::bench_queue;
+using bench::env;
+using bench::vendor_of;
 
 struct shape {
   std::string name;
   std::int64_t b, hq, hkv, lq, lk, d;
 };
-
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
-
-queue& bench_queue() {
-  static auto* q = new queue();
-  return *q;
-}
-
-std::string vendor_of(const device& d) {
-  if (const char* v = env("PRISM_GEMM_VENDOR")) return v;
-  return tune_vendor_of(d);
-}
 
 double flops(const shape& s) {
   // Causal: query i sees Lk - Lq + i + 1 keys.

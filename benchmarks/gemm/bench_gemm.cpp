@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "benchmarks/gemm/bench_common.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "prism/interop/opencl.hpp"
 #include "prism/runtime.hpp"
@@ -26,27 +27,15 @@
 namespace {
 
 using namespace prism;
+using bench::bench_queue;
+using bench::env;
+using bench::vendor_of;
 
 struct shape {
   std::string name;
   std::int64_t m, n, k;
   bool nt;  // B stored as [n, k] (a linear layer's weight): the "linear" op, CLBlast/OpenBLAS transB
 };
-
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
-
-queue& bench_queue() {
-  static auto* q = new queue();
-  return *q;
-}
-
-std::string vendor_of(const device& d) {
-  if (const char* v = env("PRISM_GEMM_VENDOR")) return v;
-  return tune_vendor_of(d);
-}
 
 kernel_config config_for(const op_descriptor& d, std::int64_t m) {
   if (m <= 16)
