@@ -92,44 +92,51 @@ typedef PRISM_XCAT(float, VEC) floatv;
 #endif
 #endif
 
-// prism_exp16 / prism_exp16v (floatv): e^x for results stored as f16 or bf16. t = x log2(e) is
-// split as n + f, |f| <= 1/2, by the round-to-nearest trick (t + 1.5 * 2^23); 2^f is a degree-5
-// minimax polynomial (relative error 2^-22 in f32 arithmetic); 2^n is applied as two exact
-// power-of-two factors, so results from f32 denormals up to overflow (inf) are right, and NaN
-// propagates. Relative error <= 2^-17.9 over every float, 2^-21 for |x| <= 17 (checked on the
-// host; tests/ops/exp16.cpp checks the device results), far below half an ulp of f16 (2^-11) or
-// bf16 (2^-8). It is about 30 % fewer instructions than the f32-accurate exp, which decides
-// whether the 16-bit transcendental ops are memory-bound on PoCL's CPU device; kernels use it
-// on CPUs only (PRISM_CPU, set by build_kernel): GPUs have a hardware exp2.
-// 2^f for |f| <= 1/2: degree-5 minimax, relative error 2^-22.2 in f32 arithmetic.
-#define PRISM_EXP2_POLY(T, f)                                                                       \
-  fma(fma(fma(fma(fma((T)(1.327647245e-03f), f, (T)(9.675541893e-03f)), f, (T)(5.550713092e-02f)), f, \
-                  (T)(2.402212024e-01f)),                                                           \
-              f, (T)(6.931469440e-01f)),                                                            \
-          f, (T)(1.000000119e+00f))
+// prism_exp16 / prism_exp16v (floatv): e^x for results stored as bf16; prism_exp16h /
+// prism_exp16hv: the same for f16 results. Kernels use them on CPUs only (PRISM_CPU, set by
+// build_kernel): GPUs have a hardware exp2. On a 2-core CPU the 16-bit exp ops are bound by
+// instruction count, not memory, so each form is as short as its storage type allows.
+// t = x log2(e) is split as n + f, |f| <= 1/2, by the round-to-nearest trick (t + 1.5 * 2^23,
+// plus the exponent bias, so the low bits of tm are the biased exponent); 2^f is a minimax
+// polynomial. Clamps are written as selects so that a NaN x passes through (an fmax would turn
+// it into the bound).
+// - f16 (exp16h): degree 4 (relative error 2^-18.3); t clamped to [-127, 127] and one
+//   power-of-two factor, whose biased exponent 0 at t < -126.5 makes the result exactly 0 (so
+//   e^-inf = 0 inside softmax, where the value is not rounded to f16 first). Exact after
+//   rounding to f16: e^x below 2^-126 or above 2^127 is 0 or inf in f16 either way.
+// - bf16 (exp16): degree 3 (2^-13.6); t clamped to [-151, 128] and two power-of-two factors,
+//   so results that are bf16 denormals and results that overflow come out right.
+// Checked against double over every float on the host (at most 1 ulp of the storage type from
+// the correctly rounded result; the only inputs that differ from it by a full ulp are ties, and
+// 1 (f16) and 10 (bf16) floats just past the overflow threshold, which give the largest finite
+// value instead of inf). tests/ops/exp16.cpp checks the device results over the full range.
+#define PRISM_EXP2_POLY4(T, f)                                                                      \
+  fma(fma(fma(fma((T)(9.570102207e-03f), f, (T)(5.591786280e-02f)), f, (T)(2.402474433e-01f)), f, \
+          (T)(6.931217909e-01f)),                                                                   \
+      f, (T)(9.999992847e-01f))
+#define PRISM_EXP2_POLY3(T, f)                                                                      \
+  fma(fma(fma((T)(5.517166853e-02f), f, (T)(2.426111400e-01f)), f, (T)(6.932609677e-01f)), f,     \
+      (T)(9.999280572e-01f))
 #define PRISM_DEF_EXP16(T, IT, AS_T, AS_IT, NAME)                                                   \
   inline T NAME(T x) {                                                                              \
     T t = x * (T)(1.44269504088896341f);                                                            \
     t = select(t, (T)(-151.0f), t < (T)(-151.0f));                                                  \
     t = select(t, (T)(128.0f), t > (T)(128.0f));                                                    \
-    const T tm = t + (T)(12582912.0f);                                                              \
-    const T f = t - (tm - (T)(12582912.0f));                                                        \
-    const T p = PRISM_EXP2_POLY(T, f);                                                              \
-    const IT n = AS_IT(tm) - (IT)(0x4b400000);                                                      \
-    const IT n1 = n >> 1;                                                                           \
-    return p * AS_T((n1 + 127) << 23) * AS_T((n - n1 + 127) << 23);                                 \
+    const T tm = t + (T)(12583166.0f); /* 1.5 * 2^23 + 2 * 127: low bits n + 254 */                \
+    const T f = t - (tm - (T)(12583166.0f));                                                        \
+    const T p = PRISM_EXP2_POLY3(T, f);                                                             \
+    const IT e = AS_IT(tm) & (IT)(0x1ff);                                                           \
+    const IT a = e >> 1;                                                                            \
+    return p * AS_T(a << 23) * AS_T((e - a) << 23);                                                 \
   }
-// prism_exp16h / prism_exp16hv: the same for f16 results only, with t clamped to [-126, 127]
-// and one scale factor (four instructions fewer). Exact after rounding to f16: e^x below 2^-126
-// or above 2^127 is 0 or inf in f16 either way (and no f16 op here needs e^x beyond 2^127 but
-// exp itself: sigmoid, silu, gelu and softmax only take e^x <= 1).
 #define PRISM_DEF_EXP16H(T, IT, AS_T, AS_IT, NAME)                                                  \
   inline T NAME(T x) {                                                                              \
-    const T t = fmin(fmax(x * (T)(1.44269504088896341f), (T)(-126.0f)), (T)(127.0f));               \
-    const T tm = t + (T)(12582912.0f);                                                              \
-    const T f = t - (tm - (T)(12582912.0f));                                                        \
-    const T p = PRISM_EXP2_POLY(T, f);                                                              \
-    return select(p * AS_T((AS_IT(tm) - (IT)(0x4b400000) + 127) << 23), x, isnan(x));               \
+    T t = x * (T)(1.44269504088896341f);                                                            \
+    t = select(t, (T)(-127.0f), t < (T)(-127.0f));                                                  \
+    t = select(t, (T)(127.0f), t > (T)(127.0f));                                                    \
+    const T tm = t + (T)(12583039.0f); /* 1.5 * 2^23 + 127: low bits n + 127 */                     \
+    const T f = t - (tm - (T)(12583039.0f));                                                        \
+    return PRISM_EXP2_POLY4(T, f) * AS_T(AS_IT(tm) << 23);                                          \
   }
 PRISM_DEF_EXP16(float, int, as_float, as_int, prism_exp16)
 PRISM_DEF_EXP16H(float, int, as_float, as_int, prism_exp16h)

@@ -5,9 +5,16 @@
 // Defines: A_K (= output kind), LOG (0 softmax, 1 log_softmax), OUT_F32, WG, VEC.
 #include "reduce_common.cl"
 
-// 16-bit outputs on CPUs take the cheaper exp of prelude.cl (prism_exp16); GPUs keep the builtin.
+// 16-bit softmax outputs on CPUs take the cheaper exp of prelude.cl (prism_exp16, relative error
+// 2^-13.6 for bf16); GPUs keep the builtin. log_softmax always does: log(sum) is an absolute
+// error in its output, and its outputs near 0 need the f32 exp (log(2^-13.6 error) ~ 1e-4).
+#if LOG
+#define EXP_V exp
+#define EXP_S exp
+#else
 #define EXP_V PRISM_EXPV(A_K)
 #define EXP_S PRISM_EXPS(A_K)
+#endif
 
 inline float sm_out(float x, float m, float s, float logs) {
 #if LOG
@@ -52,20 +59,12 @@ __kernel void softmax_cols(long outer, long R, long inner, __global const STYPE(
 
 // Variant 1 (CPUs): one work-item per row, VEC-wide sequential sweeps, no barriers. Variant 2 =
 // variant 1 compiled with NT=1: streaming stores for the output sweep (reduce_common.cl).
-// SCRATCH=1 (the host passes `scr`, WG rows of R floats in local memory, when they fit): the
-// sum sweep keeps exp(x - m) in f32 there and the output sweep scales it, so each element costs
-// one exp and the output is written once. Without it, f32 outputs hold exp(x - m) and are
-// scaled in place, and 16-bit outputs compute exp twice (rounding exp(x - m) to 16 bits first
-// would cost up to half an ulp more).
-#if VEC == 1
-#define LVLOAD(p, i) (p)[i]
-#define LVSTORE(p, i, v) ((p)[i] = (v))
-#else
-#define LVLOAD(p, i) PRISM_XCAT(vload, VEC)(0, (p) + (i))
-#define LVSTORE(p, i, v) PRISM_XCAT(vstore, VEC)(v, 0, (p) + (i))
-#endif
+// When the host can give each work-item two f32 rows of local memory it launches
+// softmax_row_block below instead; this kernel is the fallback for longer rows: f32 outputs hold
+// exp(x - m) and are scaled in place, and 16-bit outputs compute exp twice (rounding exp(x - m)
+// to 16 bits first would cost up to half an ulp more).
 __kernel void softmax_row_per_item(long rows, long R, __global const STYPE(A_K)* x, long x_off,
-                                   __global STYPE(A_K)* o, long o_off, __local float* scr) {
+                                   __global STYPE(A_K)* o, long o_off) {
   const long row = get_global_id(0);
   if (row >= rows) return;
   x += x_off + row * R;
@@ -83,23 +82,7 @@ __kernel void softmax_row_per_item(long rows, long R, __global const STYPE(A_K)*
   if (isinf(m) && m < 0) m = 0.0f;
   floatv vs = (floatv)(0.0f);
   const bool nt = nt_aligned(o);
-#if SCRATCH && !LOG
-  __local float* e = scr + get_local_id(0) * R;
-  for (long v = 0; v < nv; ++v) {
-    const floatv t = EXP_V(VLOAD(A_K, x, v * VEC) - m);
-    LVSTORE(e, v * VEC, t);
-    vs += t;
-  }
-  float s = hsum(vs);
-  for (long j = nv * VEC; j < R; ++j) {
-    const float t = EXP_S(LOAD(A_K, x, j) - m);
-    e[j] = t;
-    s += t;
-  }
-  const float inv = 1.0f / s;
-  for (long v = 0; v < nv; ++v) VSTORE_NT(A_K, o, v * VEC, LVLOAD(e, v * VEC) * inv, nt);
-  for (long j = nv * VEC; j < R; ++j) STORE(A_K, o, j, e[j] * inv);
-#elif OUT_F32 && !LOG
+#if OUT_F32 && !LOG
   for (long v = 0; v < nv; ++v) {
     const floatv t = EXP_V(VLOAD(A_K, x, v * VEC) - m);
     VSTORE(A_K, o, v * VEC, t);
@@ -128,4 +111,107 @@ __kernel void softmax_row_per_item(long rows, long R, __global const STYPE(A_K)*
   for (long j = nv * VEC; j < R; ++j) STORE(A_K, o, j, sm_out(LOAD(A_K, x, j), m, s, logs));
 #endif
   nt_fence();
+}
+
+// Variants 1 and 2 when scratch fits (softmax_row_block): each work-item owns a block of consecutive rows and
+// software-pipelines them. One sweep per row r writes row r - 1 from its scratch row, computes
+// exp(x - m) of row r into scratch and reads row r + 1 for its max. The row it reads from memory
+// is never the row it spends the exp on, so memory traffic overlaps the exp arithmetic; with
+// three separate sweeps per row a 2-core CPU alternated between waiting for memory and
+// computing (figures: benchmarks/RESULTS.md, "session 3"). Local memory
+// per work-item: e (exp values, or for LOG the row's x) and b (the next row in f32, so 16-bit
+// rows are converted once). The row block per work-item is ceil(rows / global size).
+#if VEC == 1
+typedef float floatv_u;
+#else
+typedef floatv __attribute__((aligned(4))) floatv_u;  // scratch rows are only float-aligned
+#endif
+#define SCR(p, i) (*(__local floatv_u*)((p) + (i)))
+#if LOG
+#define BLOCK_KEEP(x, t) (x)               // e keeps x; the output is x - (m + log s)
+#define BLOCK_OUT(ev, c) ((ev) - (c))
+#else
+#define BLOCK_KEEP(x, t) (t)               // e keeps exp(x - m); the output is e / s
+#define BLOCK_OUT(ev, c) ((ev) * (c))
+#endif
+__kernel void softmax_row_block(long rows, long R, __global const STYPE(A_K)* x, long x_off,
+                                __global STYPE(A_K)* o, long o_off, __local float* scr) {
+  const long per = (rows + (long)get_global_size(0) - 1) / (long)get_global_size(0);
+  const long r0 = get_global_id(0) * per;
+  const long r1 = min(rows, r0 + per);
+  if (r0 >= r1) return;
+  x += x_off;
+  o += o_off;
+  __local float* e = scr + get_local_id(0) * 2 * R;
+  __local float* b = e + R;
+  const long nv = R / VEC;
+  float m = -INFINITY;
+  {
+    const __global STYPE(A_K)* xr = x + r0 * R;
+    floatv vm = (floatv)(-INFINITY);
+    for (long v = 0; v < nv; ++v) {
+      const floatv u = VLOAD(A_K, xr, v * VEC);
+      SCR(b, v * VEC) = u;
+      vm = select(vm, u, u > vm);  // skips NaNs; they reach every output through the sum
+    }
+    m = hmax(vm);
+    for (long j = nv * VEC; j < R; ++j) {
+      b[j] = LOAD(A_K, xr, j);
+      m = fmax(m, b[j]);
+    }
+  }
+  float c = 0.0f;  // the previous row's output constant: 1 / s, or m + log s for LOG
+  for (long r = r0; r <= r1; ++r) {
+    const bool prev = r > r0, cur = r < r1, next = r + 1 < r1;
+    if (isinf(m) && m < 0) m = 0.0f;  // all -inf row: exp(x - 0) = 0, then 0/0 = NaN like PyTorch
+    __global STYPE(A_K)* op = o + (r - 1) * R;
+    const __global STYPE(A_K)* xn = x + (r + 1) * R;
+    const bool nt = prev && nt_aligned(op);
+    floatv vs = (floatv)(0.0f), vm = (floatv)(-INFINITY);
+    if (prev && cur && next) {  // the steady state, without per-vector conditions
+      for (long v = 0; v < nv; ++v) {
+        VSTORE_NT(A_K, op, v * VEC, BLOCK_OUT(SCR(e, v * VEC), c), nt);
+        const floatv xv = SCR(b, v * VEC), t = EXP_V(xv - m);
+        SCR(e, v * VEC) = BLOCK_KEEP(xv, t);
+        vs += t;
+        const floatv u = VLOAD(A_K, xn, v * VEC);
+        SCR(b, v * VEC) = u;
+        vm = select(vm, u, u > vm);
+      }
+    } else {
+      for (long v = 0; v < nv; ++v) {
+        if (prev) VSTORE_NT(A_K, op, v * VEC, BLOCK_OUT(SCR(e, v * VEC), c), nt);
+        if (cur) {
+          const floatv xv = SCR(b, v * VEC), t = EXP_V(xv - m);
+          SCR(e, v * VEC) = BLOCK_KEEP(xv, t);
+          vs += t;
+        }
+        if (next) {
+          const floatv u = VLOAD(A_K, xn, v * VEC);
+          SCR(b, v * VEC) = u;
+          vm = select(vm, u, u > vm);
+        }
+      }
+    }
+    float s = hsum(vs), mn = hmax(vm);
+    for (long j = nv * VEC; j < R; ++j) {
+      if (prev) STORE(A_K, op, j, BLOCK_OUT(e[j], c));
+      if (cur) {
+        const float t = EXP_S(b[j] - m);
+        e[j] = BLOCK_KEEP(b[j], t);
+        s += t;
+      }
+      if (next) {
+        b[j] = LOAD(A_K, xn, j);
+        mn = fmax(mn, b[j]);
+      }
+    }
+    if (nt) nt_fence();
+#if LOG
+    c = m + log(s);
+#else
+    c = 1.0f / s;
+#endif
+    m = mn;
+  }
 }

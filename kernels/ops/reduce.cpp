@@ -121,12 +121,14 @@ std::size_t pow2_ok(std::int64_t wg) {
 }
 
 // How a kernel over a reduce_view is launched; reduce.cl and softmax.cl share the three forms
-// and their argument lists: a work-item per row, a work-group per row, or a work-item per
-// (outer, inner) column.
-enum class row_layout { per_item, rows, cols };
+// and their argument lists: a work-item per row, a work-group per row, a work-item per
+// (outer, inner) column, or a work-item per block of consecutive rows (`items` work-items; the
+// kernel derives the block length from the global size).
+enum class row_layout { per_item, rows, cols, row_block };
 
 event launch_over_view(queue& q, const kernel& k, const reduce_view& v, const tensor& out, std::int64_t wg,
-                       row_layout layout, std::optional<local_memory> scratch = std::nullopt) {
+                       row_layout layout, std::optional<local_memory> scratch = std::nullopt,
+                       std::int64_t items = 0) {
   tensor x = v.x, o = out;
   const std::int64_t x_off = x.offset(), o_off = o.offset();
   const std::size_t local = pow2_ok(wg);
@@ -135,13 +137,14 @@ event launch_over_view(queue& q, const kernel& k, const reduce_view& v, const te
     accessor<std::byte> O(o.storage(), h, access_mode::write);
     switch (layout) {
       case row_layout::per_item: {
-        nd_range nd(range<1>(round_up(static_cast<std::size_t>(v.outer), local)), range<1>(local));
-        if (scratch)
-          h.parallel_for(nd, k, v.outer, v.r, X, x_off, O, o_off, *scratch);
-        else
-          h.parallel_for(nd, k, v.outer, v.r, X, x_off, O, o_off);
+        h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(v.outer), local)), range<1>(local)), k,
+                       v.outer, v.r, X, x_off, O, o_off);
         break;
       }
+      case row_layout::row_block:
+        h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(items), local)), range<1>(local)), k,
+                       v.outer, v.r, X, x_off, O, o_off, *scratch);
+        break;
       case row_layout::rows:
         h.parallel_for(nd_range(range<1>(static_cast<std::size_t>(v.outer) * local), range<1>(local)), k, v.r,
                        X, x_off, O, o_off);
@@ -383,25 +386,30 @@ op_descriptor make_softmax(bool log) {
     const std::int64_t wg = cfg.at("wg"), vec = cfg.at("vec"), variant = cfg.at("variant");
     const bool rows = v.inner == 1;
     const bool per_item = rows && variant >= 1;
-    // f32 scratch rows for the per-item kernel (see softmax.cl) when WG of them fit in local
-    // memory; PoCL's 1 MiB takes R up to 64 Ki at wg=4.
-    const std::uint64_t scratch_bytes = static_cast<std::uint64_t>(wg) * static_cast<std::uint64_t>(v.r) * 4;
-    const bool scratch = per_item && !log && scratch_bytes <= q.get_device().local_mem_size();
+    // The per-item variants pipeline blocks of rows (softmax_row_block in softmax.cl) when every
+    // work-item of a group gets two f32 rows of local memory: PoCL's 1 MiB takes R up to 32 Ki at
+    // wg=4. Longer rows take the one-row-per-item kernel.
+    const std::uint64_t scratch_bytes = static_cast<std::uint64_t>(wg) * static_cast<std::uint64_t>(v.r) * 8;
+    const bool block = per_item && v.r > 0 && scratch_bytes <= q.get_device().local_mem_size();
     std::string opts = dtype_defines("A", in.type()) + "-DLOG=" + (log ? "1" : "0") +
                        " -DOUT_F32=" + (in.type() == dtype::f32 ? "1" : "0") + " -DWG=" + std::to_string(wg) +
-                       " -DVEC=" + std::to_string(vec) + " -DNT=" + (variant == 2 ? "1" : "0") +
-                       " -DSCRATCH=" + (scratch ? "1" : "0");
+                       " -DVEC=" + std::to_string(vec) + " -DNT=" + (variant == 2 ? "1" : "0");
     kernel k = build_kernel(q.get_context(), "softmax.cl", src, opts,
-                            per_item ? "softmax_row_per_item"
-                            : rows   ? "softmax_rows"
-                                     : "softmax_cols");
-    std::optional<local_memory> scr;
-    if (per_item) scr = local_memory{scratch ? static_cast<std::size_t>(scratch_bytes) : sizeof(float)};
-    return launch_over_view(q, k, v, out, wg,
-                            per_item ? row_layout::per_item
-                            : rows   ? row_layout::rows
-                                     : row_layout::cols,
-                            scr);
+                            block      ? "softmax_row_block"
+                            : per_item ? "softmax_row_per_item"
+                            : rows     ? "softmax_rows"
+                                       : "softmax_cols");
+    if (!block)
+      return launch_over_view(q, k, v, out, wg,
+                              per_item ? row_layout::per_item
+                              : rows   ? row_layout::rows
+                                       : row_layout::cols);
+    // Four work-groups per compute unit balance the load; the rest of the rows lengthen each
+    // work-item's block, and a longer block hides more of the memory traffic.
+    const std::int64_t items = std::min<std::int64_t>(
+        v.outer, std::int64_t{4} * wg * std::max<std::uint32_t>(1, q.get_device().compute_units()));
+    return launch_over_view(q, k, v, out, wg, row_layout::row_block,
+                            local_memory{static_cast<std::size_t>(scratch_bytes)}, items);
   };
   d.implementations = {impl};
   auto make = [name](queue& q, const sample_options& o, dims shape, std::int64_t dim, bool strided) {
