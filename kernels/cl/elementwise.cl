@@ -30,10 +30,24 @@
 // precision. GPUs keep the builtin (hardware exp2; the polynomial slowed softmax f16 on the H100).
 #define EXP_V PRISM_EXPV(O_K)
 #define EXP_S PRISM_EXPS(O_K)
-#ifdef VEC
-PRISM_DEF_ERF(floatv, prism_erf_v, EXP_V)
+// erf's e^(-x^2) <= 1 takes the one-factor f32 exp on CPUs for f32 outputs too (prism_exp1f).
+#if PRISM_CPU
+#define erf_expv_f32 prism_exp1fv
+#define erf_exps_f32 prism_exp1f
+#else
+#define erf_expv_f32 exp
+#define erf_exps_f32 exp
 #endif
-PRISM_DEF_ERF(float, prism_erf_s, EXP_S)
+#define erf_expv_f16 prism_expv_f16
+#define erf_exps_f16 prism_exps_f16
+#define erf_expv_bf16 prism_expv_bf16
+#define erf_exps_bf16 prism_exps_bf16
+#define ERF_EXP_V PRISM_XCAT(erf_expv_, O_K)
+#define ERF_EXP_S PRISM_XCAT(erf_exps_, O_K)
+#ifdef VEC
+PRISM_DEF_ERF(floatv, prism_erf_v, ERF_EXP_V)
+#endif
+PRISM_DEF_ERF(float, prism_erf_s, ERF_EXP_S)
 
 #if defined(OP_neg)
 #define EW_BODY return -x;

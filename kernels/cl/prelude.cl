@@ -49,17 +49,24 @@ inline void storel_bf16(__global ushort* p, long i, long v) { p[i] = f_to_bf16(c
 #define LOADL(K, p, i) PRISM_XCAT(loadl_, K)(p, i)
 #define STOREL(K, p, i, v) PRISM_XCAT(storel_, K)(p, i, v)
 
-// 16-bit vectors are stored through a 2-byte-aligned vector type: PoCL's vstoreN for ushort
-// writes element by element (16 scalar stores for ushort16; bf16 exp ran at 0.3x copy), while a
-// plain store of an under-aligned vector type compiles to one unaligned vector store (CPUs only).
+// Vectors are stored through element-aligned vector types on CPUs: PoCL's vstoreN writes a
+// ushort16 element by element (16 scalar stores; bf16 exp ran at 0.3x copy) and a float16 as
+// three pieces (16 + 16 + 32 bytes), while a plain store of an under-aligned vector type
+// compiles to one unaligned vector store. GPUs keep the driver's own vstore.
 typedef ushort2 __attribute__((aligned(2))) prism_ushort2_u;
 typedef ushort4 __attribute__((aligned(2))) prism_ushort4_u;
 typedef ushort8 __attribute__((aligned(2))) prism_ushort8_u;
 typedef ushort16 __attribute__((aligned(2))) prism_ushort16_u;
+typedef float2 __attribute__((aligned(4))) prism_float2_u;
+typedef float4 __attribute__((aligned(4))) prism_float4_u;
+typedef float8 __attribute__((aligned(4))) prism_float8_u;
+typedef float16 __attribute__((aligned(4))) prism_float16_u;
 #if PRISM_CPU
 #define PRISM_STORE_U16V(N, q, v) (*(__global prism_ushort##N##_u*)(q) = (v))
+#define PRISM_STORE_F32V(N, q, v) (*(__global prism_float##N##_u*)(q) = (v))
 #else
-#define PRISM_STORE_U16V(N, q, v) vstore##N(v, 0, q)  // GPUs: the driver's own vstore
+#define PRISM_STORE_U16V(N, q, v) vstore##N(v, 0, q)
+#define PRISM_STORE_F32V(N, q, v) vstore##N(v, 0, q)
 #endif
 #define PRISM_DEF_VEC(N)                                                                              \
   inline float##N prism_vload##N##_f32(const __global float* p, long i) { return vload##N(0, p + i); }     \
@@ -67,7 +74,7 @@ typedef ushort16 __attribute__((aligned(2))) prism_ushort16_u;
   inline float##N prism_vload##N##_bf16(const __global ushort* p, long i) {                                \
     return as_float##N(convert_uint##N(vload##N(0, p + i)) << 16);                                   \
   }                                                                                                  \
-  inline void prism_vstore##N##_f32(__global float* p, long i, float##N v) { vstore##N(v, 0, p + i); }     \
+  inline void prism_vstore##N##_f32(__global float* p, long i, float##N v) { PRISM_STORE_F32V(N, p + i, v); } \
   inline void prism_vstore##N##_f16(__global half* p, long i, float##N v) { vstore_half##N##_rte(v, 0, p + i); } \
   inline void prism_vstore##N##_bf16(__global ushort* p, long i, float##N v) {                             \
     uint##N x = as_uint##N(v);                                                                       \
@@ -138,12 +145,35 @@ typedef PRISM_XCAT(float, VEC) floatv;
     const T f = t - (tm - (T)(12583039.0f));                                                        \
     return PRISM_EXP2_POLY4(T, f) * AS_T(AS_IT(tm) << 23);                                          \
   }
+// prism_exp1f / prism_exp1fv: e^x for f32 results that are consumed inside a formula which
+// never needs them outside [2^-126, 2^127]: the f16 form with the degree-5 polynomial (relative
+// error 2^-22.2 in f32 arithmetic) and the same clamps, so smaller results are 0 or ~2^-126 and
+// NaN passes through. gelu's erf uses it on CPUs for e^(-x^2) <= 1, next to the erf
+// approximation's own 1.5e-7 absolute error; it is half the instructions of the builtin, which
+// keeps f32 denormal results and overflow.
+#define PRISM_EXP2_POLY5(T, f)                                                                      \
+  fma(fma(fma(fma(fma((T)(1.327647245e-03f), f, (T)(9.675541893e-03f)), f, (T)(5.550713092e-02f)), f, \
+              (T)(2.402212024e-01f)),                                                               \
+          f, (T)(6.931469440e-01f)),                                                                \
+      f, (T)(1.000000119e+00f))
+#define PRISM_DEF_EXP1F(T, IT, AS_T, AS_IT, NAME)                                                   \
+  inline T NAME(T x) {                                                                              \
+    T t = x * (T)(1.44269504088896341f);                                                            \
+    t = select(t, (T)(-127.0f), t < (T)(-127.0f));                                                  \
+    t = select(t, (T)(127.0f), t > (T)(127.0f));                                                    \
+    const T tm = t + (T)(12583039.0f);                                                              \
+    const T f = t - (tm - (T)(12583039.0f));                                                        \
+    return PRISM_EXP2_POLY5(T, f) * AS_T(AS_IT(tm) << 23);                                          \
+  }
+PRISM_DEF_EXP1F(float, int, as_float, as_int, prism_exp1f)
 PRISM_DEF_EXP16(float, int, as_float, as_int, prism_exp16)
 PRISM_DEF_EXP16H(float, int, as_float, as_int, prism_exp16h)
 #if defined(VEC) && VEC > 1
 PRISM_DEF_EXP16(floatv, PRISM_XCAT(int, VEC), PRISM_XCAT(as_float, VEC), PRISM_XCAT(as_int, VEC), prism_exp16v)
 PRISM_DEF_EXP16H(floatv, PRISM_XCAT(int, VEC), PRISM_XCAT(as_float, VEC), PRISM_XCAT(as_int, VEC), prism_exp16hv)
+PRISM_DEF_EXP1F(floatv, PRISM_XCAT(int, VEC), PRISM_XCAT(as_float, VEC), PRISM_XCAT(as_int, VEC), prism_exp1fv)
 #elif defined(VEC)
+#define prism_exp1fv prism_exp1f
 #define prism_exp16v prism_exp16
 #define prism_exp16hv prism_exp16h
 #endif
