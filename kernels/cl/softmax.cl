@@ -119,14 +119,26 @@ __kernel void softmax_row_per_item(long rows, long R, __global const STYPE(A_K)*
 // is never the row it spends the exp on, so memory traffic overlaps the exp arithmetic; with
 // three separate sweeps per row a 2-core CPU alternated between waiting for memory and
 // computing (figures: benchmarks/RESULTS.md, "session 3"). Local memory
-// per work-item: e (exp values, or for LOG the row's x) and b (the next row in f32, so 16-bit
-// rows are converted once). The row block per work-item is ceil(rows / global size).
+// per work-item: e (exp values, or for LOG the row's x) and, for 16-bit rows, b (the next row in
+// f32, so each element is converted once; f32 rows are read again from cache instead). The row
+// block per work-item is ceil(rows / global size).
 #if VEC == 1
 typedef float floatv_u;
 #else
 typedef floatv __attribute__((aligned(4))) floatv_u;  // scratch rows are only float-aligned
 #endif
 #define SCR(p, i) (*(__local floatv_u*)((p) + (i)))
+#if OUT_F32
+#define CUR_V(v) VLOAD(A_K, xc, (v) * VEC)
+#define CUR_S(j) xc[j]
+#define KEEP_V(v, u) ((void)0)
+#define KEEP_S(j, u) ((void)0)
+#else
+#define CUR_V(v) SCR(b, (v) * VEC)
+#define CUR_S(j) b[j]
+#define KEEP_V(v, u) (SCR(b, (v) * VEC) = (u))
+#define KEEP_S(j, u) (b[j] = (u))
+#endif
 #if LOG
 #define BLOCK_KEEP(x, t) (x)               // e keeps x; the output is x - (m + log s)
 #define BLOCK_OUT(ev, c) ((ev) - (c))
@@ -142,8 +154,8 @@ __kernel void softmax_row_block(long rows, long R, __global const STYPE(A_K)* x,
   if (r0 >= r1) return;
   x += x_off;
   o += o_off;
-  __local float* e = scr + get_local_id(0) * 2 * R;
-  __local float* b = e + R;
+  __local float* e = scr + get_local_id(0) * (OUT_F32 ? 1 : 2) * R;
+  __local float* b = e + R;  // unused for f32
   const long nv = R / VEC;
   float m = -INFINITY;
   {
@@ -151,13 +163,14 @@ __kernel void softmax_row_block(long rows, long R, __global const STYPE(A_K)* x,
     floatv vm = (floatv)(-INFINITY);
     for (long v = 0; v < nv; ++v) {
       const floatv u = VLOAD(A_K, xr, v * VEC);
-      SCR(b, v * VEC) = u;
+      KEEP_V(v, u);
       vm = select(vm, u, u > vm);  // skips NaNs; they reach every output through the sum
     }
     m = hmax(vm);
     for (long j = nv * VEC; j < R; ++j) {
-      b[j] = LOAD(A_K, xr, j);
-      m = fmax(m, b[j]);
+      const float u = LOAD(A_K, xr, j);
+      KEEP_S(j, u);
+      m = fmax(m, u);
     }
   }
   float c = 0.0f;  // the previous row's output constant: 1 / s, or m + log s for LOG
@@ -165,30 +178,31 @@ __kernel void softmax_row_block(long rows, long R, __global const STYPE(A_K)* x,
     const bool prev = r > r0, cur = r < r1, next = r + 1 < r1;
     if (isinf(m) && m < 0) m = 0.0f;  // all -inf row: exp(x - 0) = 0, then 0/0 = NaN like PyTorch
     __global STYPE(A_K)* op = o + (r - 1) * R;
+    const __global STYPE(A_K)* xc = x + r * R;
     const __global STYPE(A_K)* xn = x + (r + 1) * R;
     const bool nt = prev && nt_aligned(op);
     floatv vs = (floatv)(0.0f), vm = (floatv)(-INFINITY);
     if (prev && cur && next) {  // the steady state, without per-vector conditions
       for (long v = 0; v < nv; ++v) {
         VSTORE_NT(A_K, op, v * VEC, BLOCK_OUT(SCR(e, v * VEC), c), nt);
-        const floatv xv = SCR(b, v * VEC), t = EXP_V(xv - m);
+        const floatv xv = CUR_V(v), t = EXP_V(xv - m);
         SCR(e, v * VEC) = BLOCK_KEEP(xv, t);
         vs += t;
         const floatv u = VLOAD(A_K, xn, v * VEC);
-        SCR(b, v * VEC) = u;
+        KEEP_V(v, u);
         vm = select(vm, u, u > vm);
       }
     } else {
       for (long v = 0; v < nv; ++v) {
         if (prev) VSTORE_NT(A_K, op, v * VEC, BLOCK_OUT(SCR(e, v * VEC), c), nt);
         if (cur) {
-          const floatv xv = SCR(b, v * VEC), t = EXP_V(xv - m);
+          const floatv xv = CUR_V(v), t = EXP_V(xv - m);
           SCR(e, v * VEC) = BLOCK_KEEP(xv, t);
           vs += t;
         }
         if (next) {
           const floatv u = VLOAD(A_K, xn, v * VEC);
-          SCR(b, v * VEC) = u;
+          KEEP_V(v, u);
           vm = select(vm, u, u > vm);
         }
       }
@@ -197,13 +211,14 @@ __kernel void softmax_row_block(long rows, long R, __global const STYPE(A_K)* x,
     for (long j = nv * VEC; j < R; ++j) {
       if (prev) STORE(A_K, op, j, BLOCK_OUT(e[j], c));
       if (cur) {
-        const float t = EXP_S(b[j] - m);
-        e[j] = BLOCK_KEEP(b[j], t);
+        const float xv = CUR_S(j), t = EXP_S(xv - m);
+        e[j] = BLOCK_KEEP(xv, t);
         s += t;
       }
       if (next) {
-        b[j] = LOAD(A_K, xn, j);
-        mn = fmax(mn, b[j]);
+        const float u = LOAD(A_K, xn, j);
+        KEEP_S(j, u);
+        mn = fmax(mn, u);
       }
     }
     if (nt) nt_fence();

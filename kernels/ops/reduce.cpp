@@ -387,9 +387,11 @@ op_descriptor make_softmax(bool log) {
     const bool rows = v.inner == 1;
     const bool per_item = rows && variant >= 1;
     // The per-item variants pipeline blocks of rows (softmax_row_block in softmax.cl) when every
-    // work-item of a group gets two f32 rows of local memory: PoCL's 1 MiB takes R up to 32 Ki at
-    // wg=4. Longer rows take the one-row-per-item kernel.
-    const std::uint64_t scratch_bytes = static_cast<std::uint64_t>(wg) * static_cast<std::uint64_t>(v.r) * 8;
+    // work-item of a group gets its f32 scratch rows in local memory (one for f32 input, two for
+    // 16-bit): PoCL's 1 MiB takes R up to 64 Ki / 32 Ki at wg=4. Longer rows take the
+    // one-row-per-item kernel.
+    const std::uint64_t scratch_bytes = static_cast<std::uint64_t>(wg) * static_cast<std::uint64_t>(v.r) * 4 *
+                                        (in.type() == dtype::f32 ? 1 : 2);
     const bool block = per_item && v.r > 0 && scratch_bytes <= q.get_device().local_mem_size();
     std::string opts = dtype_defines("A", in.type()) + "-DLOG=" + (log ? "1" : "0") +
                        " -DOUT_F32=" + (in.type() == dtype::f32 ? "1" : "0") + " -DWG=" + std::to_string(wg) +
