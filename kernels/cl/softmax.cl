@@ -5,15 +5,27 @@
 // Defines: A_K (= output kind), LOG (0 softmax, 1 log_softmax), OUT_F32, WG, VEC.
 #include "reduce_common.cl"
 
-// 16-bit softmax outputs on CPUs take the cheaper exp of prelude.cl (prism_exp16, relative error
-// 2^-13.6 for bf16); GPUs keep the builtin. log_softmax always does: log(sum) is an absolute
-// error in its output, and its outputs near 0 need the f32 exp (log(2^-13.6 error) ~ 1e-4).
+// exp(x - m), x - m <= 0: on CPUs prism_expn (prelude.cl, f32 accuracy in fewer instructions
+// than the builtin) for f32 outputs and for log_softmax (log(sum) is an absolute error in its
+// output, so it needs f32 accuracy for every kind), and the cheaper 16-bit exps for f16/bf16
+// softmax. GPUs keep the builtin (hardware exp2).
+#if PRISM_CPU
+#define sm_expv_f32 prism_expnv
+#define sm_exps_f32 prism_expn
+#define sm_expv_f16 prism_expv_f16
+#define sm_exps_f16 prism_exps_f16
+#define sm_expv_bf16 prism_expv_bf16
+#define sm_exps_bf16 prism_exps_bf16
 #if LOG
+#define EXP_V prism_expnv
+#define EXP_S prism_expn
+#else
+#define EXP_V PRISM_XCAT(sm_expv_, A_K)
+#define EXP_S PRISM_XCAT(sm_exps_, A_K)
+#endif
+#else
 #define EXP_V exp
 #define EXP_S exp
-#else
-#define EXP_V PRISM_EXPV(A_K)
-#define EXP_S PRISM_EXPS(A_K)
 #endif
 
 inline float sm_out(float x, float m, float s, float logs) {
@@ -182,16 +194,21 @@ __kernel void softmax_row_block(long rows, long R, __global const STYPE(A_K)* x,
     const __global STYPE(A_K)* xn = x + (r + 1) * R;
     const bool nt = prev && nt_aligned(op);
     floatv vs = (floatv)(0.0f), vm = (floatv)(-INFINITY);
-    if (prev && cur && next) {  // the steady state, without per-vector conditions
-      for (long v = 0; v < nv; ++v) {
-        VSTORE_NT(A_K, op, v * VEC, BLOCK_OUT(SCR(e, v * VEC), c), nt);
-        const floatv xv = CUR_V(v), t = EXP_V(xv - m);
-        SCR(e, v * VEC) = BLOCK_KEEP(xv, t);
-        vs += t;
-        const floatv u = VLOAD(A_K, xn, v * VEC);
-        KEEP_V(v, u);
-        vm = select(vm, u, u > vm);
-      }
+// The steady state, without per-vector conditions (NT_ is a constant in each copy).
+#define BLOCK_STEADY(NT_)                                                   \
+  for (long v = 0; v < nv; ++v) {                                           \
+    VSTORE_NT(A_K, op, v * VEC, BLOCK_OUT(SCR(e, v * VEC), c), NT_);        \
+    const floatv xv = CUR_V(v), t = EXP_V(xv - m);                          \
+    SCR(e, v * VEC) = BLOCK_KEEP(xv, t);                                    \
+    vs += t;                                                                \
+    const floatv u = VLOAD(A_K, xn, v * VEC);                               \
+    KEEP_V(v, u);                                                           \
+    vm = select(vm, u, u > vm);                                             \
+  }
+    if (prev && cur && next && nt) {
+      BLOCK_STEADY(true)
+    } else if (prev && cur && next) {
+      BLOCK_STEADY(false)
     } else {
       for (long v = 0; v < nv; ++v) {
         if (prev) VSTORE_NT(A_K, op, v * VEC, BLOCK_OUT(SCR(e, v * VEC), c), nt);
