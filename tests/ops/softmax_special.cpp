@@ -56,6 +56,43 @@ void check_every_config(const char* op) {
   }
 }
 
+// exp(x - max) over its whole domain, in the vector body and in the tail of a row: rows of 17
+// with 0 first and d = x - max in every other element, d from -104 (results below the smallest
+// denormal) to 0. y = e^d / (1 + 16 e^d); the bound is 6 f32 ulps (exp: prism_expn on CPUs,
+// 1.05 ulp, the builtin elsewhere; the reciprocal and the product) plus 18 u |y| for the f32
+// sum, whose small terms round away next to the 1 (d < -17). A coarse exp (e.g. the 16-bit one,
+// 2^-13.6) or a wrong power-of-two factor is off by thousands of ulps.
+TEST(ops_softmax, f32_exp_over_its_domain) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("softmax");
+  constexpr std::int64_t cols = 17;
+  std::vector<float> in, want;
+  for (double x = -104.0; x <= 0.0; x += 0.01373) {
+    const float xf = static_cast<float>(x);
+    in.push_back(0.0f);
+    in.insert(in.end(), cols - 1, xf);
+    const double e = std::exp(static_cast<double>(xf)), s = 1.0 + 16.0 * e;
+    want.push_back(static_cast<float>(1.0 / s));
+    want.insert(want.end(), cols - 1, static_cast<float>(e / s));
+  }
+  const std::int64_t rows = static_cast<std::int64_t>(in.size()) / cols;
+  op_call c;
+  c.op = "softmax";
+  c.set("dim", std::int64_t{-1});
+  c.inputs = {tensor::from_floats(q, in, {rows, cols}, dtype::f32)};
+  allocate_outputs(q, d, c);
+  enqueue_opencl(q, d, c, load_tune_space(d, suite_vendor()).defaults);
+  const std::vector<float> got = c.outputs[0].to_floats(q);
+  int bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double bound = 6 * ulp_of(dtype::f32, want[i]) + 18 * std::ldexp(std::fabs(want[i]), -24);
+    if (!(std::fabs(static_cast<double>(got[i]) - want[i]) <= bound) && ++bad <= 5)
+      ADD_FAILURE() << "softmax row " << i / cols << " (x - max = " << in[i - i % cols + 1] << ") element "
+                    << i % cols << ": got " << got[i] << ", want " << want[i] << " (bound " << bound << ")";
+  }
+  EXPECT_EQ(bad, 0) << bad << " of " << got.size() << " elements over the bound";
+}
+
 TEST(ops_softmax, special_rows_every_config) {
   check_every_config("softmax");
 }
