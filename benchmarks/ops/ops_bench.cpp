@@ -119,6 +119,7 @@ const bench_case cases[] = {
     {"fused_add_rms_norm", "rows=4096,d=4096", dtype::f32},
     {"rotary_embedding", "tokens=2048,heads=64,d=128,rot=128", dtype::i64},
     {"embedding", "n=1024,v=32000,d=4096", dtype::f32},
+    {"embedding", "n=1024,v=32000,d=4096", dtype::bf16},
 };
 
 }  // namespace

@@ -23,7 +23,16 @@ __kernel void embedding(long n, long D, long V, __global const STYPE(I_K)* idx, 
 }
 
 // Variant 1 (CPUs): one work-item per index copying its whole row VEC elements at a time; variant 2
-// (NT=1) adds streaming stores.
+// (NT=1) adds streaming stores. On CPUs the vectors are stored through an element-aligned vector
+// type (one store; PoCL's vstoreN splits them: 16 scalar stores for 16-bit rows), as in prelude.cl.
+#ifdef VEC
+#if PRISM_CPU
+typedef PRISM_XCAT(RAW_T, VEC) __attribute__((aligned(sizeof(RAW_T)))) prism_rawv_u;
+#define ROW_STORE(p, v) (*(__global prism_rawv_u*)(p) = (v))
+#else
+#define ROW_STORE(p, v) PRISM_XCAT(vstore, VEC)(v, 0, p)
+#endif
+#endif
 __kernel void embedding_rows(long n, long D, long V, __global const STYPE(I_K)* idx, long i_off,
                              __global const RAW_T* w, long w_off, __global RAW_T* o, long o_off, __global long* err) {
   const long i = get_global_id(0);
@@ -49,6 +58,6 @@ __kernel void embedding_rows(long n, long D, long V, __global const STYPE(I_K)* 
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
   }
 #endif
-  for (; j + VEC <= D; j += VEC) PRISM_XCAT(vstore, VEC)(PRISM_XCAT(vload, VEC)(0, wrow + j), 0, orow + j);
+  for (; j + VEC <= D; j += VEC) ROW_STORE(orow + j, PRISM_XCAT(vload, VEC)(0, wrow + j));
   for (; j < D; ++j) orow[j] = wrow[j];
 }
