@@ -293,26 +293,6 @@ kernel_config kernel_config::parse(std::string_view text) {
   return k;
 }
 
-int log2_bucket(std::int64_t v) noexcept {
-  int b = 0;
-  while (v > 1) {
-    v >>= 1;
-    ++b;
-  }
-  return b;
-}
-
-std::optional<double> shape_distance(const shape_key& a, const shape_key& b) {
-  if (a.items().size() != b.items().size()) return std::nullopt;
-  double d = 0;
-  for (std::size_t i = 0; i < a.items().size(); ++i) {
-    if (a.items()[i].first != b.items()[i].first) return std::nullopt;
-    d += std::fabs(std::log2(std::max<double>(1, a.items()[i].second)) -
-                   std::log2(std::max<double>(1, b.items()[i].second)));
-  }
-  return d;
-}
-
 // ---------------------------------------------------------------------------------------------
 // config_schema
 

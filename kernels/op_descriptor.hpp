@@ -99,17 +99,13 @@ class named_ints {
 };
 
 /// The canonical problem size of a call, e.g. "n=1048576" or "rows=32,cols=4096". Components are
-/// ordered and named per op; the tuning database buckets each one by log2 for nearest lookups.
+/// ordered and named per op. Nearness between keys (nearest-shape lookups, recording buckets)
+/// is the tuning database's business: tuning::shape_distance and tuning::shape_key::bucket.
 class shape_key : public named_ints {
  public:
   using named_ints::named_ints;
   static shape_key parse(std::string_view text);
 };
-
-/// floor(log2(max(v, 1))): the bucket of one shape-key component.
-int log2_bucket(std::int64_t v) noexcept;
-/// Sum over components of |log2(a) - log2(b)|; nullopt when the component names differ.
-std::optional<double> shape_distance(const shape_key& a, const shape_key& b);
 
 /// A tunable kernel configuration, e.g. "wg=64,vec=4,ept=4".
 class kernel_config : public named_ints {

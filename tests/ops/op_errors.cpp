@@ -48,10 +48,6 @@ TEST(framework, shape_key_and_config_text) {
   EXPECT_THROW(k.at("x"), error);
   EXPECT_THROW(shape_key::parse("m=12x"), error);
   EXPECT_THROW(shape_key::parse("m=1,m=2"), error);
-  EXPECT_EQ(log2_bucket(4096), 12);
-  EXPECT_EQ(log2_bucket(4095), 11);
-  EXPECT_DOUBLE_EQ(*shape_distance(shape_key::parse("m=64,n=8"), shape_key::parse("m=256,n=8")), 2.0);
-  EXPECT_FALSE(shape_distance(shape_key::parse("m=64"), shape_key::parse("n=64")));
   const auto& add = op("add");
   EXPECT_EQ(add.config.complete(kernel_config::parse("vec=8")).str(), "wg=256,vec=8,ept=1");
   auto why = add.config.validate(kernel_config::parse("vec=3"));
