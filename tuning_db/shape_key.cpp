@@ -1,5 +1,7 @@
-// shape_key parsing/printing and the nearest-shape distance (sum of |log2| ratios).
+// shape_key parsing/printing, the nearest-shape distance (sum of |log2| ratios) and the log2
+// bucket that the same rule implies.
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -94,6 +96,19 @@ bool shape_key::comparable(const shape_key& other) const {
   for (auto& [n, v] : components_)
     if (!other.get(n)) return false;
   return true;
+}
+
+std::string shape_key::bucket() const {
+  auto sorted = components_;
+  std::sort(sorted.begin(), sorted.end());
+  std::string out;
+  for (auto& [n, v] : sorted) {
+    if (!out.empty()) out += ',';
+    out += n;
+    out += v <= 1 ? '=' : '~';
+    out += std::to_string(v <= 1 ? v : std::bit_width(static_cast<std::uint64_t>(v)) - 1);
+  }
+  return out;
 }
 
 double shape_distance(const shape_key& a, const shape_key& b) {

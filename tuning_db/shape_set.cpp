@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
-#include <bit>
 
 #include <algorithm>
 #include <cctype>
@@ -208,22 +207,10 @@ shape_set load_model_shape_set(std::string_view model) {
 // ---- PRISM_RECORD_UNTUNED ----
 
 namespace {
-// One recorded shape per log2 bucket: components <= 1 (flags, unit dims) exactly, larger ones by
-// floor(log2). Shapes with the same signature are less than 1 apart in every dimension, so the
-// nearest-shape tier serves them all from the one that gets tuned; a decode loop then records
-// its attention once per power of two of the KV length instead of once per step.
+// One recorded shape per log2 bucket (shape_key::bucket): a decode loop records its attention
+// once per power of two of the KV length instead of once per step.
 std::string record_signature(std::string_view op, std::string_view dtype, const shape_key& shape) {
-  std::vector<std::pair<std::string, std::int64_t>> parts(shape.components().begin(),
-                                                          shape.components().end());
-  std::sort(parts.begin(), parts.end());
-  std::string sig = std::string(op) + '|' + std::string(dtype);
-  for (auto& [name, v] : parts) {
-    sig += '|';
-    sig += name;
-    sig += v <= 1 ? '=' : '~';
-    sig += std::to_string(v <= 1 ? v : std::bit_width(static_cast<std::uint64_t>(v)) - 1);
-  }
-  return sig;
+  return std::string(op) + '|' + std::string(dtype) + '|' + shape.bucket();
 }
 }  // namespace
 

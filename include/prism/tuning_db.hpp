@@ -39,6 +39,11 @@ class shape_key {
   std::string canonical() const;
   /// True when both keys have the same component names (so a distance is defined).
   bool comparable(const shape_key& other) const;
+  /// The log2 bucket, order-independent: components <= 1 (flags, unit dims) exactly, larger ones
+  /// as floor(log2), e.g. "k~12,m~4,n~12" for m=16..31, n=k=4096..8191. Keys in one bucket are
+  /// less than 1 apart in every component of shape_distance, so the nearest-shape tier serves
+  /// them all from whichever one was tuned (PRISM_RECORD_UNTUNED records one shape per bucket).
+  std::string bucket() const;
 
   bool operator==(const shape_key& other) const { return canonical() == other.canonical(); }
 

@@ -41,3 +41,19 @@ TEST(ShapeKey, DistanceIsSumOfLog2Ratios) {
   EXPECT_TRUE(std::isinf(shape_distance(shape_key::parse("m=2,causal=0"), shape_key::parse("m=2,causal=1"))));
   EXPECT_DOUBLE_EQ(shape_distance(shape_key::parse("m=2,causal=0"), shape_key::parse("m=4,causal=0")), 1.0);
 }
+
+TEST(ShapeKey, BucketIsLog2PerComponentAndOrderFree) {
+  auto a = shape_key::parse("m=16,n=4096,k=4096,causal=0,b=1");
+  EXPECT_EQ(a.bucket(), "b=1,causal=0,k~12,m~4,n~12");
+  EXPECT_EQ(a.bucket(), shape_key::parse("causal=0,b=1,k=8191,n=5000,m=31").bucket());
+  EXPECT_NE(a.bucket(), shape_key::parse("m=32,n=4096,k=4096,causal=0,b=1").bucket());
+  EXPECT_NE(a.bucket(), shape_key::parse("m=16,n=4096,k=4096,causal=1,b=1").bucket());
+  EXPECT_NE(a.bucket(), shape_key::parse("m=16,n=4096,k=4096,causal=0,b=2").bucket());
+  // One bucket means less than 1 apart in every component of shape_distance.
+  for (std::int64_t m = 2; m < 300; ++m)
+    for (std::int64_t m2 = 2; m2 < 300; ++m2) {
+      const auto x = shape_key::parse("m=" + std::to_string(m)),
+                 y = shape_key::parse("m=" + std::to_string(m2));
+      if (x.bucket() == y.bucket()) EXPECT_LT(shape_distance(x, y), 1.0) << m << " " << m2;
+    }
+}
