@@ -366,10 +366,6 @@ struct tune_space {
 /// then to the schema default alone. Throws errc::config_error naming file, op and entry on a
 /// malformed file or an invalid config.
 tune_space load_tune_space(const op_descriptor& d, std::string_view vendor = "generic");
-/// The shipped profile whose tune_configs apply to `dev` when no dispatcher chooses one (the op
-/// suite, the benchmarks): "pocl" for PoCL, "nvidia" for NVIDIA's driver, else "generic". The
-/// dispatcher matches vendors/*/vendor.yaml instead (dispatch::matched_vendor).
-std::string tune_vendor_of(const device& dev);
 /// Parses one tune_configs.yaml text for every op it names (validated against the registry).
 std::map<std::string, tune_space> parse_tune_configs(std::string_view yaml_text, std::string_view vendor,
                                                      std::string_view file_name = "<text>");

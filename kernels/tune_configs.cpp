@@ -250,16 +250,6 @@ std::map<std::string, tune_space> parse_tune_configs(std::string_view yaml_text,
   return direct;
 }
 
-std::string tune_vendor_of(const device& dev) {
-  std::string p = dev.platform_name() + " " + dev.vendor();
-  std::transform(p.begin(), p.end(), p.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (p.find("portable computing language") != std::string::npos || p.find("pocl") != std::string::npos)
-    return "pocl";
-  if (p.find("nvidia") != std::string::npos) return "nvidia";
-  return "generic";
-}
-
 tune_space load_tune_space(const op_descriptor& d, std::string_view vendor) {
   static std::mutex mu;
   static auto* cache = new std::map<std::string, std::map<std::string, tune_space>>();

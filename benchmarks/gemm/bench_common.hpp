@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/op_descriptor.hpp"
+#include "prism/dispatch.hpp"
 #include "prism/runtime.hpp"
 
 namespace prism::bench {
@@ -23,7 +24,8 @@ inline queue& bench_queue() {
 
 inline std::string vendor_of(const device& d) {
   if (const char* v = env("PRISM_GEMM_VENDOR")) return v;
-  return tune_vendor_of(d);
+  const std::string v = dispatch::matched_vendor(d).name;
+  return v.empty() ? "generic" : v;
 }
 
 }  // namespace prism::bench

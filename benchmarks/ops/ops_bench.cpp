@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "kernels/op_descriptor.hpp"
+#include "prism/dispatch.hpp"
 
 namespace {
 
@@ -22,7 +23,8 @@ queue& bench_queue() {
 
 std::string vendor() {
   if (const char* v = std::getenv("PRISM_BENCH_VENDOR")) return v;
-  return tune_vendor_of(bench_queue().get_device());
+  const std::string v = dispatch::matched_vendor(bench_queue().get_device()).name;
+  return v.empty() ? "generic" : v;
 }
 
 constexpr std::size_t kCopyBytes = std::size_t{64} << 20;
