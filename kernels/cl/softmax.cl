@@ -71,7 +71,7 @@ __kernel void softmax_cols(long outer, long R, long inner, __global const STYPE(
 
 // Variant 1 (CPUs): one work-item per row, VEC-wide sequential sweeps, no barriers. Variant 2 =
 // variant 1 compiled with NT=1: streaming stores for the output sweep (reduce_common.cl).
-// When the host can give each work-item two f32 rows of local memory it launches
+// When the host can give each work-item its f32 scratch rows in local memory it launches
 // softmax_row_block below instead; this kernel is the fallback for longer rows: f32 outputs hold
 // exp(x - m) and are scaled in place, and 16-bit outputs compute exp twice (rounding exp(x - m)
 // to 16 bits first would cost up to half an ulp more).
@@ -125,15 +125,15 @@ __kernel void softmax_row_per_item(long rows, long R, __global const STYPE(A_K)*
   nt_fence();
 }
 
-// Variants 1 and 2 when scratch fits (softmax_row_block): each work-item owns a block of consecutive rows and
-// software-pipelines them. One sweep per row r writes row r - 1 from its scratch row, computes
-// exp(x - m) of row r into scratch and reads row r + 1 for its max. The row it reads from memory
-// is never the row it spends the exp on, so memory traffic overlaps the exp arithmetic; with
-// three separate sweeps per row a 2-core CPU alternated between waiting for memory and
-// computing (figures: benchmarks/RESULTS.md, "session 3"). Local memory
-// per work-item: e (exp values, or for LOG the row's x) and, for 16-bit rows, b (the next row in
-// f32, so each element is converted once; f32 rows are read again from cache instead). The row
-// block per work-item is ceil(rows / global size).
+// Variants 1 and 2 when the scratch rows fit (softmax_row_block): each work-item owns a block of
+// consecutive rows and software-pipelines them. One sweep per row r writes row r - 1 from its
+// scratch row, computes exp(x - m) of row r into scratch and reads row r + 1 for its max. The
+// row it reads from memory is never the row it spends the exp on, so memory traffic overlaps
+// the exp arithmetic; with three separate sweeps per row a 2-core CPU alternated between
+// waiting for memory and computing (figures: benchmarks/RESULTS.md, "session 3"). Local memory
+// per work-item: e (exp values, or for LOG the row's x) and, for 16-bit rows, b (the next row
+// in f32, so each element is converted once; f32 rows are read again from cache instead). The
+// row block per work-item is ceil(rows / global size).
 #if VEC == 1
 typedef float floatv_u;
 #else
