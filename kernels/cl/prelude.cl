@@ -114,7 +114,7 @@ typedef PRISM_XCAT(float, VEC) floatv;
 // - bf16 (exp16): degree 3 (2^-13.6); t clamped to [-151, 128] and two power-of-two factors,
 //   so results that are bf16 denormals and results that overflow come out right.
 // Checked against double over every float on the host (at most 1 ulp of the storage type from
-// the correctly rounded result; the only inputs that differ from it by a full ulp are ties, and
+// the correctly rounded result: a full ulp only for values next to a rounding midpoint, and for
 // 1 (f16) and 10 (bf16) floats just past the overflow threshold, which give the largest finite
 // value instead of inf). tests/ops/exp16.cpp checks the device results over the full range.
 #define PRISM_EXP2_POLY4(T, f)                                                                      \
@@ -136,15 +136,17 @@ typedef PRISM_XCAT(float, VEC) floatv;
     const IT a = e >> 1;                                                                            \
     return p * AS_T(a << 23) * AS_T((e - a) << 23);                                                 \
   }
-#define PRISM_DEF_EXP16H(T, IT, AS_T, AS_IT, NAME)                                                  \
+// One power-of-two factor (f16's exp and prism_exp1f below), with a 2^f polynomial POLY.
+#define PRISM_DEF_EXP_1FACTOR(T, IT, AS_T, AS_IT, NAME, POLY)                                       \
   inline T NAME(T x) {                                                                              \
     T t = x * (T)(1.44269504088896341f);                                                            \
     t = select(t, (T)(-127.0f), t < (T)(-127.0f));                                                  \
     t = select(t, (T)(127.0f), t > (T)(127.0f));                                                    \
     const T tm = t + (T)(12583039.0f); /* 1.5 * 2^23 + 127: low bits n + 127 */                     \
     const T f = t - (tm - (T)(12583039.0f));                                                        \
-    return PRISM_EXP2_POLY4(T, f) * AS_T(AS_IT(tm) << 23);                                          \
+    return POLY(T, f) * AS_T(AS_IT(tm) << 23);                                                      \
   }
+#define PRISM_DEF_EXP16H(T, IT, AS_T, AS_IT, NAME) PRISM_DEF_EXP_1FACTOR(T, IT, AS_T, AS_IT, NAME, PRISM_EXP2_POLY4)
 // prism_exp1f / prism_exp1fv: e^x for f32 results that are consumed inside a formula which
 // never needs them outside [2^-126, 2^127]: the f16 form with the degree-5 polynomial (relative
 // error 2^-22.2 in f32 arithmetic) and the same clamps, so smaller results are 0 or ~2^-126 and
@@ -156,15 +158,7 @@ typedef PRISM_XCAT(float, VEC) floatv;
               (T)(2.402212024e-01f)),                                                               \
           f, (T)(6.931469440e-01f)),                                                                \
       f, (T)(1.000000119e+00f))
-#define PRISM_DEF_EXP1F(T, IT, AS_T, AS_IT, NAME)                                                   \
-  inline T NAME(T x) {                                                                              \
-    T t = x * (T)(1.44269504088896341f);                                                            \
-    t = select(t, (T)(-127.0f), t < (T)(-127.0f));                                                  \
-    t = select(t, (T)(127.0f), t > (T)(127.0f));                                                    \
-    const T tm = t + (T)(12583039.0f);                                                              \
-    const T f = t - (tm - (T)(12583039.0f));                                                        \
-    return PRISM_EXP2_POLY5(T, f) * AS_T(AS_IT(tm) << 23);                                          \
-  }
+#define PRISM_DEF_EXP1F(T, IT, AS_T, AS_IT, NAME) PRISM_DEF_EXP_1FACTOR(T, IT, AS_T, AS_IT, NAME, PRISM_EXP2_POLY5)
 PRISM_DEF_EXP1F(float, int, as_float, as_int, prism_exp1f)
 // prism_expn / prism_expnv: e^x for x <= 0 (softmax's x - max) with the accuracy of an f32
 // exp: at most 1.05 ulp from the correctly rounded result over every float in [-104, 0],
