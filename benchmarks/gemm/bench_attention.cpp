@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "benchmarks/gemm/bench_common.hpp"
+#include "benchmarks/bench_common.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "prism/runtime.hpp"
 #include "prism/tensor.hpp"
@@ -26,6 +26,7 @@ namespace {
 using namespace prism;
 using bench::bench_queue;
 using bench::env;
+using bench::tune_space_of;
 using bench::vendor_of;
 
 struct shape {
@@ -66,7 +67,7 @@ void bm_prism(benchmark::State& st, shape s) {
   allocate_outputs(q, d, call);
   const kernel_config cfg = env("PRISM_ATTN_CONFIG")
                                 ? d.config.complete(kernel_config::parse(env("PRISM_ATTN_CONFIG")))
-                                : load_tune_space(d, vendor_of(q.get_device())).defaults;
+                                : tune_space_of(d, "PRISM_GEMM_VENDOR").defaults;
   st.SetLabel(cfg.str());
   enqueue_opencl(q, d, call, cfg).wait();
   for (auto _ : st) enqueue_opencl(q, d, call, cfg).wait();
@@ -144,7 +145,8 @@ int main(int argc, char** argv) {
           ->MinTime(0.3);
   }
   const device& dev = bench_queue().get_device();
-  fmt::print("device: {} ({}), tune vendor: {}\n", dev.name(), dev.platform_name(), vendor_of(dev));
+  fmt::print("device: {} ({}), tune vendor: {}\n", dev.name(), dev.platform_name(),
+             vendor_of(dev, "PRISM_GEMM_VENDOR"));
   ratio_reporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   fmt::print("\n{:<28} {:>10} {:>10} {:>12}\n", "shape", "prism", "openblas", "x openblas");

@@ -18,7 +18,7 @@
 
 #include <fmt/format.h>
 
-#include "benchmarks/gemm/bench_common.hpp"
+#include "benchmarks/bench_common.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "prism/interop/opencl.hpp"
 #include "prism/runtime.hpp"
@@ -29,6 +29,7 @@ namespace {
 using namespace prism;
 using bench::bench_queue;
 using bench::env;
+using bench::tune_space_of;
 using bench::vendor_of;
 
 struct shape {
@@ -41,11 +42,10 @@ kernel_config config_for(const op_descriptor& d, std::int64_t m) {
   if (m <= 16)
     if (const char* c = env("PRISM_GEMM_SMALL_M_CONFIG")) return d.config.complete(kernel_config::parse(c));
   if (const char* c = env("PRISM_GEMM_CONFIG")) return d.config.complete(kernel_config::parse(c));
-  const std::string vendor = vendor_of(bench_queue().get_device());
   // Decode shapes on a GPU: the small-M variant (parallel over N and K).
-  if (m <= 16 && vendor == "nvidia")
+  if (m <= 16 && vendor_of(bench_queue().get_device(), "PRISM_GEMM_VENDOR") == "nvidia")
     return d.config.complete(kernel_config::parse("variant=2,mb=16,nb=4,wg=128"));
-  return load_tune_space(d, vendor).defaults;
+  return tune_space_of(d, "PRISM_GEMM_VENDOR").defaults;
 }
 
 struct operands {
@@ -181,7 +181,8 @@ int main(int argc, char** argv) {
           ->MinTime(0.3);
   }
   const device& dev = bench_queue().get_device();
-  fmt::print("device: {} ({}), tune vendor: {}\n", dev.name(), dev.platform_name(), vendor_of(dev));
+  fmt::print("device: {} ({}), tune vendor: {}\n", dev.name(), dev.platform_name(),
+             vendor_of(dev, "PRISM_GEMM_VENDOR"));
   ratio_reporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   fmt::print("\n{:<28} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "shape", "prism", "clblast", "openblas",

@@ -4,28 +4,15 @@
 // PRISM_DEVICE picks the device; PRISM_BENCH_VENDOR overrides the tune_configs profile.
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
-#include <cctype>
 #include <chrono>
-#include <cstdlib>
 
+#include "benchmarks/bench_common.hpp"
 #include "kernels/op_descriptor.hpp"
-#include "prism/dispatch.hpp"
 
 namespace {
 
 using namespace prism;
-
-queue& bench_queue() {
-  static queue* q = new queue(default_selector_v);
-  return *q;
-}
-
-std::string vendor() {
-  if (const char* v = std::getenv("PRISM_BENCH_VENDOR")) return v;
-  const std::string v = dispatch::matched_vendor(bench_queue().get_device()).name;
-  return v.empty() ? "generic" : v;
-}
+using bench::bench_queue;
 
 constexpr std::size_t kCopyBytes = std::size_t{64} << 20;
 
@@ -68,7 +55,7 @@ void bm_op(benchmark::State& state, const std::string& name, const std::string& 
   o.type = t;
   o.seed = 1;
   op_call c = d.sample(q, shape_key::parse(key), o);
-  kernel_config cfg = load_tune_space(d, vendor()).defaults;
+  kernel_config cfg = bench::tune_space_of(d, "PRISM_BENCH_VENDOR").defaults;
   enqueue_opencl(q, d, c, cfg);  // build + warm up
   q.wait_and_throw();
   timed_copy();

@@ -10,10 +10,10 @@
 #include <memory>
 #include <set>
 
+#include "dispatch/dispatcher.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "kernels/op_support.hpp"
 #include "ops_test_util.hpp"
-#include "prism/dispatch.hpp"
 
 namespace prism::test {
 
@@ -22,11 +22,10 @@ queue& shared_queue() {
   return *q;
 }
 
-std::string suite_vendor() {
-  // The profile the dispatcher matches (vendors/*/vendor.yaml, PRISM_VENDOR), so the suite checks
-  // the configs that dispatch would run on this device.
-  static const std::string v = dispatch::matched_vendor(shared_queue().get_device()).name;
-  return v.empty() ? "generic" : v;
+tune_space suite_space(const op_descriptor& d) {
+  // The dispatcher's space on this device (vendors/*/vendor.yaml match, PRISM_VENDOR, and a
+  // PRISM_VENDOR_PATH profile's own tune_configs.yaml), so the suite checks what dispatch runs.
+  return dispatch::tune_space_for(d, shared_queue().get_device());
 }
 
 void run_and_compare(const op_descriptor& d, op_call& c, const kernel_config& cfg, bool small_integers) {
@@ -50,8 +49,8 @@ std::string sanitize(std::string s) {
 
 class case_test : public ::testing::Test {
  public:
-  case_test(const op_descriptor* d, test_case tc, dtype t, bool ints, std::string vendor)
-      : d_(d), tc_(std::move(tc)), t_(t), ints_(ints), vendor_(std::move(vendor)) {}
+  case_test(const op_descriptor* d, test_case tc, dtype t, bool ints)
+      : d_(d), tc_(std::move(tc)), t_(t), ints_(ints) {}
   void TestBody() override {
     queue& q = shared_queue();
     sample_options o;
@@ -59,8 +58,7 @@ class case_test : public ::testing::Test {
     o.seed = std::hash<std::string>{}(d_->name + tc_.shape_class) ^ static_cast<std::uint64_t>(t_);
     o.small_integers = ints_;
     op_call c = tc_.make(q, o);
-    kernel_config cfg = load_tune_space(*d_, vendor_).defaults;
-    run_and_compare(*d_, c, cfg, ints_);
+    run_and_compare(*d_, c, suite_space(*d_).defaults, ints_);
   }
 
  private:
@@ -68,7 +66,6 @@ class case_test : public ::testing::Test {
   test_case tc_;
   dtype t_;
   bool ints_;
-  std::string vendor_;
 };
 
 class config_test : public ::testing::Test {
@@ -131,25 +128,24 @@ class wrong_output_test : public ::testing::Test {
 }  // namespace
 
 void register_suite() {
-  const std::string vendor = suite_vendor();
+  // generic's space and the device's (the dispatcher's); PRISM_OPS_ALL_VENDORS adds every shipped one.
   const bool all_vendors = std::getenv("PRISM_OPS_ALL_VENDORS") != nullptr;
-  std::vector<std::string> vendors = all_vendors ? std::vector<std::string>{"generic", "pocl", "nvidia"}
-                                                 : std::vector<std::string>{"generic", vendor};
+  const std::vector<std::string> shipped = all_vendors ? std::vector<std::string>{"generic", "pocl", "nvidia"}
+                                                       : std::vector<std::string>{"generic"};
   for (const op_descriptor* d : op_registry::instance().all()) {
     const std::string suite = "ops_" + sanitize(d->family);
     if (d->test_cases) {
       for (dtype t : d->dtypes) {
         for (const auto& tc : d->test_cases(t)) {
           std::string name = sanitize(d->name) + "__" + dtype_name(t) + "__" + sanitize(tc.shape_class);
-          ::testing::RegisterTest(
-              suite.c_str(), name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
-              [=]() -> ::testing::Test* { return new case_test(d, tc, t, false, vendor); });
+          ::testing::RegisterTest(suite.c_str(), name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                                  [=]() -> ::testing::Test* { return new case_test(d, tc, t, false); });
           // Exact comparison on small-integer inputs for accumulating / exact ops (f32 only).
           if (d->exact_on_small_integers && t == dtype::f32 &&
               tc.shape_class.find("odd") != std::string::npos) {
-            ::testing::RegisterTest(
-                suite.c_str(), (name + "__small_ints").c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                [=]() -> ::testing::Test* { return new case_test(d, tc, t, true, vendor); });
+            ::testing::RegisterTest(suite.c_str(), (name + "__small_ints").c_str(), nullptr, nullptr,
+                                    __FILE__, __LINE__,
+                                    [=]() -> ::testing::Test* { return new case_test(d, tc, t, true); });
           }
         }
       }
@@ -160,8 +156,10 @@ void register_suite() {
     }
     if (d->sample) {
       std::set<std::string> seen;
-      for (const auto& v : vendors) {
-        tune_space space = load_tune_space(*d, v);
+      std::vector<tune_space> spaces;
+      for (const auto& v : shipped) spaces.push_back(load_tune_space(*d, v));
+      spaces.push_back(suite_space(*d));
+      for (const auto& space : spaces) {
         for (const auto& cfg : space.configs) {
           if (!seen.insert(cfg.str()).second) continue;
           for (const auto& shape : d->config_test_shapes) {

@@ -13,8 +13,9 @@ namespace prism::test {
 
 /// The suite's queue on the PRISM_DEVICE / default device (shared by every test).
 queue& shared_queue();
-/// "pocl", "nvidia" or "generic" for the suite's device (which tune_configs apply).
-std::string suite_vendor();
+/// The op's default config and search space on the suite's device, as the dispatcher sees them
+/// (dispatch::tune_space_for).
+tune_space suite_space(const op_descriptor& d);
 /// Reference first, then the OpenCL implementation with `cfg`, then compare.
 void run_and_compare(const op_descriptor& d, op_call& c, const kernel_config& cfg, bool small_integers);
 

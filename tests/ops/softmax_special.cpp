@@ -41,7 +41,7 @@ void check_every_config(const char* op) {
   queue& q = shared_queue();
   const op_descriptor& d = op_registry::instance().get(op);
   const std::vector<float> in = special_rows();
-  tune_space space = load_tune_space(d, suite_vendor());
+  tune_space space = suite_space(d);
   std::vector<kernel_config> configs = space.configs;
   configs.insert(configs.begin(), space.defaults);
   for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) {
@@ -81,7 +81,7 @@ TEST(ops_softmax, f32_exp_over_its_domain) {
   c.set("dim", std::int64_t{-1});
   c.inputs = {tensor::from_floats(q, in, {rows, cols}, dtype::f32)};
   allocate_outputs(q, d, c);
-  enqueue_opencl(q, d, c, load_tune_space(d, suite_vendor()).defaults);
+  enqueue_opencl(q, d, c, suite_space(d).defaults);
   const std::vector<float> got = c.outputs[0].to_floats(q);
   int bad = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {

@@ -1,0 +1,42 @@
+// Shared by the benchmarks: environment knobs, the one queue, and the tune_configs space that
+// applies, which is the dispatcher's (dispatch::tune_space_for: the matched vendor profile, a
+// PRISM_VENDOR_PATH profile's own file included) unless the benchmark's override variable names
+// a shipped profile (PRISM_BENCH_VENDOR for the op benchmark, PRISM_GEMM_VENDOR for GEMM and
+// attention).
+#pragma once
+
+#include <cstdlib>
+#include <string>
+
+#include "dispatch/dispatcher.hpp"
+#include "kernels/op_descriptor.hpp"
+#include "prism/dispatch.hpp"
+#include "prism/runtime.hpp"
+
+namespace prism::bench {
+
+/// The variable's value, or nullptr when it is unset or empty.
+inline const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+inline queue& bench_queue() {
+  static auto* q = new queue();  // never destroyed: no OpenCL from static destructors
+  return *q;
+}
+
+/// The profile name the benchmark uses on `d`: `override_var`'s value, else the matched one.
+inline std::string vendor_of(const device& d, const char* override_var) {
+  if (const char* v = env(override_var)) return v;
+  const std::string v = dispatch::matched_vendor(d).name;
+  return v.empty() ? "generic" : v;
+}
+
+/// The op's default config and search space on the benchmark's device.
+inline tune_space tune_space_of(const op_descriptor& d, const char* override_var) {
+  if (const char* v = env(override_var)) return load_tune_space(d, v);
+  return dispatch::tune_space_for(d, bench_queue().get_device());
+}
+
+}  // namespace prism::bench
