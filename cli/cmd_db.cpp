@@ -56,7 +56,7 @@ database& open_db(const prism::cli::global_options& global) {
 std::string fingerprint_filter(const prism::cli::global_options& global, const db_args& a) {
   if (!a.fingerprint.empty()) return a.fingerprint;
   if (global.device.empty()) return {};
-  return prism::devices_matching(global.device, "--device").front().fingerprint().hash;
+  return prism::cli::pick_device(global.device).fingerprint().hash;
 }
 
 void print_header(database& db) {

@@ -62,8 +62,7 @@ PRISM_CLI_COMMAND(10) {
     prism::device chosen;
     std::string default_error;
     try {
-      chosen = global.device.empty() ? prism::select_device()
-                                     : prism::devices_matching(global.device, "--device").front();
+      chosen = prism::cli::pick_device(global.device);
     } catch (const prism::error& e) {
       default_error = e.what();
     }

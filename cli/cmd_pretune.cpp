@@ -99,8 +99,7 @@ PRISM_CLI_COMMAND(60) {
     o.seed = a->seed;
     o.progress_bar = a->progress == "bar" || (a->progress == "auto" && ::isatty(2));
 
-    device dev =
-        global.device.empty() ? select_device() : devices_matching(global.device, "--device").front();
+    device dev = prism::cli::pick_device(global.device);
     tuning::database::set_default_path(global.db.empty() ? tuning::database::default_path() : global.db);
     auto& db = tuning::database::process_default();
     dispatch::init();

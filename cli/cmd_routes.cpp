@@ -10,15 +10,6 @@
 #include "prism/dispatch.hpp"
 #include "prism/runtime.hpp"
 
-namespace {
-
-prism::device pick_device(const std::string& spec) {
-  if (spec.empty()) return prism::select_device();
-  return prism::devices_matching(spec, "--device").front();
-}
-
-}  // namespace
-
 PRISM_CLI_COMMAND(40) {
   auto* cmd = app.add_subcommand("routes",
                                  "Print the effective per-op routes (backend, tier and origin) for a device");
@@ -27,7 +18,7 @@ PRISM_CLI_COMMAND(40) {
                   std::string("Device (PRISM_DEVICE syntax: ") + prism::device_spec_syntax() + ")");
   cmd->add_flag("--json", *json, "Print JSON instead of a table");
   cmd->callback([&global, &exit_code, json] {
-    auto dev = pick_device(global.device);
+    auto dev = prism::cli::pick_device(global.device);
     prism::dispatch::init();
     auto routes = prism::dispatch::effective_routes(dev);
     auto vendor = prism::dispatch::matched_vendor(dev);

@@ -47,8 +47,7 @@ int run(run_options o, const std::string& device_spec) {
     throw prism::error(prism::errc::invalid_argument, "prism run",
                        "no op given; name one (`prism routes` lists them) or use --replay");
   const auto& desc = prism::op_registry::instance().get(o.op);
-  auto dev =
-      device_spec.empty() ? prism::select_device() : prism::devices_matching(device_spec, "--device").front();
+  auto dev = prism::cli::pick_device(device_spec);
   prism::queue q(dev);
 
   prism::sample_options so;

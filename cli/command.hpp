@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "prism/runtime.hpp"
+
 namespace prism::cli {
 
 /// Options every subcommand shares (device and database selection).
@@ -15,6 +17,12 @@ struct global_options {
   std::string device;  ///< --device: a PRISM_DEVICE-style spec; empty = PRISM_DEVICE / default
   std::string db;      ///< --db: tuning database path; empty = PRISM_TUNING_DB / default
 };
+
+/// The device a command runs on: the one `spec` (--device) matches first, errors naming
+/// --device; with no spec, PRISM_DEVICE's or the default device.
+inline device pick_device(const std::string& spec) {
+  return spec.empty() ? select_device() : devices_matching(spec, "--device").front();
+}
 
 /// Adds one subcommand to `app`; its callback runs when the subcommand is chosen and returns
 /// the process exit code through `exit_code`.
@@ -28,9 +36,9 @@ bool register_command(int order, command_factory factory);
 #define PRISM_CLI_CONCAT2(a, b) a##b
 #define PRISM_CLI_CONCAT(a, b) PRISM_CLI_CONCAT2(a, b)
 /// PRISM_CLI_COMMAND(order) { ...body using app, global, exit_code... }
-#define PRISM_CLI_COMMAND(order)                                                                    \
+#define PRISM_CLI_COMMAND(order)                                                                          \
   static void PRISM_CLI_CONCAT(prism_cli_cmd_, __LINE__)(CLI::App&, ::prism::cli::global_options&, int&); \
-  static const bool PRISM_CLI_CONCAT(prism_cli_reg_, __LINE__) =                                   \
-      ::prism::cli::register_command(order, &PRISM_CLI_CONCAT(prism_cli_cmd_, __LINE__));            \
-  static void PRISM_CLI_CONCAT(prism_cli_cmd_, __LINE__)(CLI::App & app, ::prism::cli::global_options & global, \
-                                                        int& exit_code)
+  static const bool PRISM_CLI_CONCAT(prism_cli_reg_, __LINE__) =                                          \
+      ::prism::cli::register_command(order, &PRISM_CLI_CONCAT(prism_cli_cmd_, __LINE__));                 \
+  static void PRISM_CLI_CONCAT(prism_cli_cmd_, __LINE__)(                                                 \
+      CLI::App & app, ::prism::cli::global_options & global, int& exit_code)
