@@ -302,14 +302,20 @@ kernel_config config_schema::defaults() const {
   return c;
 }
 
+std::string config_schema::param_names() const {
+  std::string names;
+  for (const auto& p : params) names += (names.empty() ? "" : ", ") + p.name;
+  return names.empty() ? "none" : names;
+}
+
+bool config_schema::has(std::string_view name) const {
+  return std::any_of(params.begin(), params.end(), [&](const config_param& p) { return p.name == name; });
+}
+
 std::optional<std::string> config_schema::validate(const kernel_config& c) const {
   for (const auto& [n, v] : c.items()) {
     auto it = std::find_if(params.begin(), params.end(), [&](const config_param& p) { return p.name == n; });
-    if (it == params.end()) {
-      std::string names;
-      for (const auto& p : params) names += (names.empty() ? "" : ", ") + p.name;
-      return "unknown parameter '" + n + "' (valid: " + (names.empty() ? "none" : names) + ")";
-    }
+    if (it == params.end()) return "unknown parameter '" + n + "' (valid: " + param_names() + ")";
     if (it->allowed.empty()) {
       if (v < 1) return "parameter '" + n + "' = " + std::to_string(v) + " must be >= 1";
     } else if (std::find(it->allowed.begin(), it->allowed.end(), v) == it->allowed.end()) {

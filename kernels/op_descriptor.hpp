@@ -131,7 +131,11 @@ struct config_schema {
   std::function<std::optional<std::string>(const kernel_config&)> rule;
 
   kernel_config defaults() const;
-  /// Unknown names, values outside `allowed`, then `rule`; nullopt when valid.
+  /// "wg, vec, ept" in schema order, "none" without parameters.
+  std::string param_names() const;
+  bool has(std::string_view name) const;
+  /// Unknown names (the reason lists param_names()), values outside `allowed`, then `rule`;
+  /// nullopt when valid.
   std::optional<std::string> validate(const kernel_config& c) const;
   /// `c` with missing params set to their defaults, in schema order. Throws errc::config_error
   /// with validate()'s reason when the result is invalid.

@@ -1,5 +1,6 @@
 // The opencl backend: the op descriptors' own implementations, with their config schema and
 // the vendor's tune_configs.yaml defaults; vendor kernel overrides are passed to enqueue.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -65,18 +66,24 @@ config_reader opencl_config_reader(const op_descriptor& d) {
       if (desc->config.params.empty()) return kernel_config{};
       return vendor_tune_space(*desc, vendor).defaults;
     }
+    // The op's parameters are named once: validate() lists them itself for an unknown name.
+    auto invalid = [&](const std::string& why, bool list_params) {
+      return error(errc::config_error, "ops::" + desc->name,
+                   fmt::format("opencl config '{}' is not valid: {}{}", text, why,
+                               list_params ? "; parameters: " + desc->config.param_names() : ""));
+    };
+    kernel_config parsed;
     try {
-      return desc->config.complete(kernel_config::parse(text));
+      parsed = kernel_config::parse(text);
     } catch (const prism::error& e) {
-      // The schema's message names the parameters itself for an unknown name; otherwise add them.
-      std::string valid;
-      for (const auto& p : desc->config.params) valid += (valid.empty() ? "" : ", ") + p.name;
-      const bool listed = e.message().find("(valid: ") != std::string::npos;
-      throw error(
-          errc::config_error, "ops::" + desc->name,
-          fmt::format("opencl config '{}' is not valid: {}{}", text, e.message(),
-                      listed ? "" : "; parameters: " + (valid.empty() ? std::string("none") : valid)));
+      throw invalid(e.message(), true);
     }
+    if (auto why = desc->config.validate(parsed)) {
+      const bool unknown_name = std::any_of(parsed.items().begin(), parsed.items().end(),
+                                            [&](const auto& item) { return !desc->config.has(item.first); });
+      throw invalid("'" + parsed.str() + "': " + *why, !unknown_name);
+    }
+    return desc->config.complete(parsed);
   }};
 }
 

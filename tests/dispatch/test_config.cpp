@@ -8,11 +8,13 @@
 #include <regex>
 #include <sstream>
 
+#include "dispatch/backends/backend.hpp"
 #include "dispatch/config/env_settings.hpp"
 #include "dispatch/config/routes_file.hpp"
 #include "dispatch/config/routing.hpp"
 #include "dispatch/config/vendor_profile.hpp"
 #include "dispatch/log/dispatch_log.hpp"
+#include "kernels/op_descriptor.hpp"
 #include "prism/error.hpp"
 #include "tests/dispatch/error_code.hpp"
 
@@ -426,4 +428,28 @@ TEST(DispatchLog, SummaryTable) {
   EXPECT_NE(t.find("tuning database hits: 6 of 16 calls (38%; db-exact 4, db-nearest 2)"), std::string::npos)
       << t;
   EXPECT_EQ(format_summary({}, false).find("time_ms"), std::string::npos);
+}
+
+// A bad opencl config names the op's parameters once: appended to a syntax error or a bad value,
+// and not again after an unknown name, whose reason lists them itself.
+TEST(DispatchConfig, BadOpenclConfigNamesTheParametersOnce) {
+  const auto reader = opencl_config_reader(op_registry::instance().get("add"));
+  auto message = [&](const std::string& text) {
+    std::string what;
+    EXPECT_EQ(code_of([&] { reader.parse(text, nullptr); }, &what), errc::config_error) << text;
+    return what;
+  };
+  auto count = [](const std::string& s, const std::string& sub) {
+    std::size_t n = 0;
+    for (auto p = s.find(sub); p != std::string::npos; p = s.find(sub, p + 1)) ++n;
+    return n;
+  };
+  const std::string syntax = message("vec8"), value = message("vec=3"), name = message("tile=3");
+  EXPECT_EQ(count(syntax, "wg, vec, ept"), 1u) << syntax;
+  EXPECT_NE(value.find("ops::add"), std::string::npos) << value;
+  EXPECT_NE(value.find("'vec=3': parameter 'vec' = 3 is not one of"), std::string::npos) << value;
+  EXPECT_EQ(count(value, "; parameters: wg, vec, ept"), 1u) << value;
+  EXPECT_NE(name.find("unknown parameter 'tile' (valid: wg, vec, ept)"), std::string::npos) << name;
+  EXPECT_EQ(count(name, "wg, vec, ept"), 1u) << name;
+  EXPECT_EQ(reader.parse("vec=8", nullptr).str(), "wg=256,vec=8,ept=1");
 }
