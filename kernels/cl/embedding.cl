@@ -50,12 +50,12 @@ __kernel void embedding_rows(long n, long D, long V, __global const STYPE(I_K)* 
   __global const RAW_T* wrow = w + w_off + v * D;
   long j = 0;
 #if NT
-  // Variant 2: streaming stores for the output row when it is aligned to the vector (the rows
-  // are written once and not read back here); a seq_cst fence orders them before the kernel ends.
+  // Variant 2: streaming stores for an aligned output row (written once, not read back here).
   typedef PRISM_XCAT(RAW_T, VEC) rawv;
-  if ((((ulong)orow) & (VEC * sizeof(RAW_T) - 1)) == 0) {
-    for (; j + VEC <= D; j += VEC) __builtin_nontemporal_store(PRISM_XCAT(vload, VEC)(0, wrow + j), (__global rawv*)(orow + j));
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if (nt_aligned(orow)) {
+    for (; j + VEC <= D; j += VEC)
+      __builtin_nontemporal_store(PRISM_XCAT(vload, VEC)(0, wrow + j), (__global rawv*)(orow + j));
+    nt_fence();
   }
 #endif
   for (; j + VEC <= D; j += VEC) ROW_STORE(orow + j, PRISM_XCAT(vload, VEC)(0, wrow + j));

@@ -76,11 +76,15 @@ typedef float16 __attribute__((aligned(4))) prism_float16_u;
   }                                                                                                  \
   inline void prism_vstore##N##_f32(__global float* p, long i, float##N v) { PRISM_STORE_F32V(N, p + i, v); } \
   inline void prism_vstore##N##_f16(__global half* p, long i, float##N v) { vstore_half##N##_rte(v, 0, p + i); } \
-  inline void prism_vstore##N##_bf16(__global ushort* p, long i, float##N v) {                             \
+  /* f32 -> bf16 bits, round to nearest even, NaN kept quiet (the vector f_to_bf16) */                 \
+  inline ushort##N prism_bf16_bits##N(float##N v) {                                                  \
     uint##N x = as_uint##N(v);                                                                       \
     uint##N r = (x + (uint##N)(0x7fffu) + ((x >> 16) & (uint##N)(1u))) >> 16;                        \
     r = select(r, (x >> 16) | (uint##N)(0x40u), (x & (uint##N)(0x7fffffffu)) > (uint##N)(0x7f800000u)); \
-    PRISM_STORE_U16V(N, p + i, convert_ushort##N(r));                                               \
+    return convert_ushort##N(r);                                                                     \
+  }                                                                                                  \
+  inline void prism_vstore##N##_bf16(__global ushort* p, long i, float##N v) {                             \
+    PRISM_STORE_U16V(N, p + i, prism_bf16_bits##N(v));                                               \
   }
 PRISM_DEF_VEC(2)
 PRISM_DEF_VEC(4)
@@ -97,6 +101,19 @@ typedef PRISM_XCAT(float, VEC) floatv;
 #define VLOAD(K, p, i) PRISM_XCAT(PRISM_XCAT(prism_vload, VEC), PRISM_XCAT(_, K))(p, i)
 #define VSTORE(K, p, i, v) PRISM_XCAT(PRISM_XCAT(prism_vstore, VEC), PRISM_XCAT(_, K))(p, i, v)
 #endif
+#endif
+
+// Streaming stores (CPU row kernels compiled with NT=1; clang's __builtin_nontemporal_store):
+// the vector must be aligned to its size, so a kernel checks each row pointer once
+// (nt_aligned) and stores normally otherwise; the stores are weakly ordered, so nt_fence() (a
+// seq_cst fence, mfence on x86) ends every row that used them. reduce_common.cl's VSTORE_NT
+// and embedding.cl's row copy build on these.
+#if NT && defined(VEC) && VEC > 1
+#define nt_aligned(p) ((((ulong)(p)) & (VEC * sizeof(*(p)) - 1)) == 0)
+#define nt_fence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#else
+#define nt_aligned(p) false
+#define nt_fence() ((void)0)
 #endif
 
 // prism_exp16 / prism_exp16v (floatv): e^x for results stored as bf16; prism_exp16h /

@@ -66,25 +66,20 @@ inline float hmin(floatv v) {
 
 // Streaming stores for the CPU row kernels (variant 2, compiled with NT=1 for PoCL only): the
 // output is not read again, so a non-temporal store skips the read-for-ownership of each line
-// (a third of the traffic of a row op). Clang builtin; the vector must be aligned to its size,
-// so callers check the row pointer once (nt_aligned) and fall back to VSTORE. The stores are
-// weakly ordered: nt_fence() (a seq_cst fence, mfence on x86) ends every row that used them.
+// (a third of the traffic of a row op). VSTORE_NT(K, p, i, v, nt) stores element kind K; `nt`
+// is the row's nt_aligned (prelude.cl, with nt_fence).
 #if NT && defined(VEC) && VEC > 1
 typedef PRISM_XCAT(ushort, VEC) ushortv;
 inline void prism_vstore_nt_f32(__global float* p, long i, floatv v) {
   __builtin_nontemporal_store(v, (__global floatv*)(p + i));
 }
 inline void prism_vstore_nt_bf16(__global ushort* p, long i, floatv v) {
-  const PRISM_XCAT(uint, VEC) x = PRISM_XCAT(as_uint, VEC)(v);
-  PRISM_XCAT(uint, VEC) r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-  r = select(r, (x >> 16) | 0x40u, (x & 0x7fffffffu) > 0x7f800000u);
-  __builtin_nontemporal_store(PRISM_XCAT(convert_ushort, VEC)(r), (__global ushortv*)(p + i));
+  __builtin_nontemporal_store(PRISM_XCAT(prism_bf16_bits, VEC)(v), (__global ushortv*)(p + i));
 }
 // f16 keeps ordinary stores: the private vstore_half round trip this needs crashed PoCL 5.0
 // (segfault in fused_add_rms_norm f16 with streaming stores on the GPU machine's CPU device,
 // 2026-11-22), and 16-bit rows gain least from skipping the read-for-ownership.
 inline void prism_vstore_nt_f16(__global half* p, long i, floatv v) { VSTORE(f16, p, i, v); }
-#define nt_aligned(p) ((((ulong)(p)) & (VEC * sizeof(*(p)) - 1)) == 0)
 #define VSTORE_NT(K, p, i, v, nt)                                        \
   do {                                                                   \
     if (nt)                                                              \
@@ -92,9 +87,6 @@ inline void prism_vstore_nt_f16(__global half* p, long i, floatv v) { VSTORE(f16
     else                                                                 \
       VSTORE(K, p, i, v);                                                \
   } while (0)
-#define nt_fence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #else
-#define nt_aligned(p) false
 #define VSTORE_NT(K, p, i, v, nt) VSTORE(K, p, i, v)
-#define nt_fence() ((void)0)
 #endif
