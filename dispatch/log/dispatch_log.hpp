@@ -72,7 +72,8 @@ class log_sink {
   bool header_written_ = false;
 };
 
-/// The exit summary: a table of calls, fallbacks (and device ms when `with_time`) per op,
+/// The exit summary: a table of calls, fallbacks (and, when `with_time`, the summed wall time of
+/// each call's whole routine on a drained queue, "time_ms") per op,
 /// backend and routing tier, sorted by op, backend, tier; then a line with the tuning database's
 /// hits (db-exact + db-nearest calls) out of all calls.
 std::string format_summary(const std::vector<dispatch_stat>& stats, bool with_time);

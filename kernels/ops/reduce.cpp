@@ -120,8 +120,8 @@ std::size_t pow2_ok(std::int64_t wg) {
   return static_cast<std::size_t>(wg);
 }
 
-// How a kernel over a reduce_view is launched; reduce.cl and softmax.cl share the three forms
-// and their argument lists: a work-item per row, a work-group per row, a work-item per
+// How a kernel over a reduce_view is launched; reduce.cl and softmax.cl share these forms and
+// their argument lists: a work-item per row, a work-group per row, a work-item per
 // (outer, inner) column, or a work-item per block of consecutive rows (`items` work-items; the
 // kernel derives the block length from the global size).
 enum class row_layout { per_item, rows, cols, row_block };
@@ -370,6 +370,9 @@ op_descriptor make_softmax(bool log) {
   };
   d.tol = [](const op_call& c, int) { return float_tolerance(c.outputs[0].type(), 1.0, eps_f32); };
   d.config = row_schema(true);
+  d.config.params[2].help +=
+      ". softmax: variants 1 and 2 give each work-item a block of consecutive rows, pipelined through "
+      "local-memory scratch rows when they fit (one row per work-item otherwise)";
   op_implementation impl;
   impl.name = "opencl.softmax";
   impl.kernel_file = "softmax.cl";
