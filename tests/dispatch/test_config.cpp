@@ -16,7 +16,7 @@
 #include "dispatch/log/dispatch_log.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "prism/error.hpp"
-#include "tests/dispatch/error_code.hpp"
+#include "tests/dispatch/test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace prism;

@@ -19,7 +19,7 @@
 #include "prism/dispatch.hpp"
 #include "prism/ops.hpp"
 #include "prism/runtime.hpp"
-#include "tests/dispatch/error_code.hpp"
+#include "tests/dispatch/test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace prism;
@@ -92,14 +92,7 @@ queue& test_queue() {
   return *q;
 }
 
-// PoCL builds a kernel's work-group function when the command runs. A command still pending
-// when the process exits races LLVM's teardown inside PoCL ("Failed to create kernel compiler
-// pass"), so the binary drains its queue before it exits.
-struct drain_queue_before_exit : ::testing::Environment {
-  void TearDown() override { test_queue().wait(); }
-};
-[[maybe_unused]] const auto* const drain_queue_env =
-    ::testing::AddGlobalTestEnvironment(new drain_queue_before_exit);
+[[maybe_unused]] const auto* const drain_queue_env = prism::test::drain_before_exit(&test_queue);
 
 tensor vec(queue& q, std::vector<float> v) {
   return tensor::from_floats(q, v, dims{static_cast<std::int64_t>(v.size())}, dtype::f32);

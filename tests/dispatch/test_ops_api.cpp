@@ -8,6 +8,7 @@
 
 #include "prism/ops.hpp"
 #include "prism/runtime.hpp"
+#include "tests/dispatch/test_support.hpp"
 
 using namespace prism;
 
@@ -18,14 +19,7 @@ queue& q() {
   return *qq;
 }
 
-// PoCL builds a kernel's work-group function when the command runs. A command still pending
-// when the process exits races LLVM's teardown inside PoCL ("Failed to create kernel compiler
-// pass"), so the binary drains its queue before it exits.
-struct drain_queue_before_exit : ::testing::Environment {
-  void TearDown() override { q().wait(); }
-};
-[[maybe_unused]] const auto* const drain_queue_env =
-    ::testing::AddGlobalTestEnvironment(new drain_queue_before_exit);
+[[maybe_unused]] const auto* const drain_queue_env = prism::test::drain_before_exit(&q);
 
 tensor t(std::vector<float> v, dims shape = {}, dtype type = dtype::f32) {
   if (shape.empty()) shape = dims{static_cast<std::int64_t>(v.size())};
