@@ -9,23 +9,12 @@
 // than the builtin) for f32 outputs and for log_softmax (log(sum) is an absolute error in its
 // output, so it needs f32 accuracy for every kind), and the cheaper 16-bit exps for f16/bf16
 // softmax. GPUs keep the builtin (hardware exp2).
-#if PRISM_CPU
-#define sm_expv_f32 prism_expnv
-#define sm_exps_f32 prism_expn
-#define sm_expv_f16 prism_expv_f16
-#define sm_exps_f16 prism_exps_f16
-#define sm_expv_bf16 prism_expv_bf16
-#define sm_exps_bf16 prism_exps_bf16
-#if LOG
+#if PRISM_CPU && (OUT_F32 || LOG)
 #define EXP_V prism_expnv
 #define EXP_S prism_expn
 #else
-#define EXP_V PRISM_XCAT(sm_expv_, A_K)
-#define EXP_S PRISM_XCAT(sm_exps_, A_K)
-#endif
-#else
-#define EXP_V exp
-#define EXP_S exp
+#define EXP_V PRISM_EXPV(A_K)  // the 16-bit exps on CPUs; the builtin on GPUs
+#define EXP_S PRISM_EXPS(A_K)
 #endif
 
 inline float sm_out(float x, float m, float s, float logs) {
