@@ -35,7 +35,7 @@ inline std::string vendor_of(const device& d, const char* override_var) {
 
 /// The op's default config and search space on the benchmark's device.
 inline tune_space tune_space_of(const op_descriptor& d, const char* override_var) {
-  if (const char* v = env(override_var)) return load_tune_space(d, v);
+  if (const char* v = env(override_var)) return dispatch::vendor_tune_space(d, v);
   return dispatch::tune_space_for(d, bench_queue().get_device());
 }
 

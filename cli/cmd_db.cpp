@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "dispatch/dispatcher.hpp"
 #include "dispatch/tuner/pretune.hpp"
 #include "prism/error.hpp"
 #include "prism/runtime.hpp"
@@ -221,6 +222,8 @@ PRISM_CLI_COMMAND(70) {
     print_header(db);
     std::string integrity = db.integrity_check();
     std::printf("integrity: %s\n", integrity.c_str());
+    // Kernel-hash staleness for the devices present here (rows of other devices: driver only).
+    db.set_validator(prism::dispatch::stale_row_validator(prism::device::get_devices()));
     auto stale = db.check(present_devices());
     for (auto& s : stale)
       std::printf("stale: %s %s %s [%s] %s '%s': %s\n", s.row.device.c_str(), s.row.op.c_str(),

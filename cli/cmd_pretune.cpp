@@ -90,8 +90,7 @@ PRISM_CLI_COMMAND(60) {
     o.dtypes = a->dtypes;
     o.backends = a->backends;
     o.budget_s = a->budget_s;
-    o.pick = a->strategy == "exhaustive" ? dispatch::tuner::strategy::exhaustive
-                                         : dispatch::tuner::strategy::random;
+    o.pick = a->strategy == "exhaustive" ? dispatch::strategy::exhaustive : dispatch::strategy::random;
     o.max_per_backend = a->max_candidates;
     o.min_runs = a->min_runs;
     o.max_runs = a->max_runs;

@@ -23,6 +23,7 @@
 #include "dispatch/config/routing.hpp"
 #include "dispatch/config/vendor_profile.hpp"
 #include "dispatch/log/dispatch_log.hpp"
+#include "dispatch/tuning_tier.hpp"
 #include "prism/error.hpp"
 #include "runtime/log.hpp"
 #include "runtime/paths.hpp"
@@ -66,24 +67,30 @@ counter_registry& counters() {
 }
 
 // ---- per-op, per-device and global state -----------------------------------------------------
+// One implementation of an op together with the backend that made it.
+struct impl_entry {
+  const backend* owner = nullptr;
+  op_implementation impl;
+};
+
 struct op_state {
   const op_descriptor* desc = nullptr;
   op_catalog_entry catalog;
-  std::vector<implementation> impls;  // grouped per backend in catalog.backends order
-  std::map<std::string, config_reader> readers;
+  std::vector<const backend*> backends;  // those that serve the op, in registry order
+  std::vector<impl_entry> impls;         // grouped per backend in that order
 };
 
 struct device_state {
   device dev;
   std::string fingerprint;
-  const vendor_profile* vendor = nullptr;
-  std::vector<static_route> routes;              // per op index
-  std::map<std::string, std::string> overrides;  // kernel file -> text (vendor kernels/)
+  vendor_context vendor;
+  std::vector<static_route> routes;  // per op index
+  std::unique_ptr<tuning_tier> tuning;
 };
 
 // One resolved candidate of a decision.
 struct step {
-  const implementation* impl = nullptr;
+  const impl_entry* impl = nullptr;
   kernel_config config;
   std::string config_text;
   source_override src;
@@ -112,7 +119,7 @@ struct signature_hash {
 struct state {
   env_settings env;
   std::optional<routes_config> routes;
-  std::vector<vendor_profile> vendors;
+  vendor_set vendors;
   std::vector<op_state> ops;
   std::unique_ptr<log_sink> log;
 
@@ -138,13 +145,19 @@ std::vector<std::unique_ptr<state>>& retired_states() {
   return *v;
 }
 
+// Tier 3 answers from each device's tuning_tier (the tuning database) unless a custom lookup
+// replaced it (set_tuning_lookup; an empty function switches tier 3 off).
+struct tuning_override {
+  bool active = false;
+  tuning_lookup lookup;
+};
 std::mutex& tuning_mutex() {
   static auto* m = new std::mutex;
   return *m;
 }
-tuning_lookup& tuning_hook() {
-  static auto* f = new tuning_lookup;
-  return *f;
+tuning_override& tuning_replacement() {
+  static auto* o = new tuning_override;
+  return *o;
 }
 
 std::atomic<bool>& any_injection() {
@@ -184,7 +197,7 @@ std::unique_ptr<state> build_state() {
   auto shipped = prism::data_dir() / "vendors";
   if (std::filesystem::is_directory(shipped)) dirs.push_back(shipped.string());
   for (const auto& d : s->env.vendor_path) dirs.push_back(d);
-  s->vendors = load_vendor_profiles(dirs);
+  s->vendors = vendor_set(load_vendor_profiles(dirs));
 
   const auto& all = op_registry::instance().all();
   s->ops.resize(all.size());
@@ -193,37 +206,31 @@ std::unique_ptr<state> build_state() {
     auto& o = s->ops[i];
     o.desc = all[i];
     o.catalog.name = all[i]->name;
-    o.catalog.backends = op_backends(*all[i]);
-    for (const auto& be : o.catalog.backends) {
-      std::vector<implementation> v;
-      if (be == "opencl") {
-        v = opencl_implementations(*o.desc);
-        o.readers[be] = opencl_config_reader(*o.desc);
-      } else if (be == "clblast") {
-        v = clblast_implementations(*o.desc);
-        o.readers[be] = clblast_config_reader(*o.desc);
-      } else {
-        v = host_implementations(*o.desc);
-        o.readers[be] = host_config_reader(*o.desc);
-      }
-      for (auto& impl : v) {
+    for (const backend* be : backend_registry()) {
+      auto impls = be->implementations(*o.desc);
+      if (impls.empty()) continue;
+      o.backends.push_back(be);
+      o.catalog.backends.emplace_back(be->name());
+      for (auto& impl : impls) {
         if (!impl.kernel_file.empty() &&
             std::find(o.catalog.kernel_files.begin(), o.catalog.kernel_files.end(), impl.kernel_file) ==
                 o.catalog.kernel_files.end())
           o.catalog.kernel_files.push_back(impl.kernel_file);
-        o.impls.push_back(std::move(impl));
+        o.impls.push_back({be, std::move(impl)});
       }
     }
     catalog.push_back(o.catalog);
   }
-  validate_sources(catalog, known_backends(), s->env, s->routes ? &*s->routes : nullptr, s->vendors);
+  validate_sources(catalog, backend_names(), s->env, s->routes ? &*s->routes : nullptr,
+                   s->vendors.profiles());
   // Configs written in routes files and vendor profiles are checked now, not at first use.
   auto check_config = [&](const std::string& op, const file_route& r) {
     if (r.config.empty()) return;
     for (auto& o : s->ops) {
       if (o.desc->name != op) continue;
       try {
-        o.readers.at(r.backend).parse(r.config, nullptr);
+        backend_named(r.backend, r.origin)
+            .read_config(*o.desc, r.config, vendor_context{&s->vendors, nullptr});
       } catch (const prism::error& e) {
         throw error(errc::config_error, r.origin, e.message());
       }
@@ -231,11 +238,11 @@ std::unique_ptr<state> build_state() {
   };
   if (s->routes)
     for (const auto& [op, r] : s->routes->routes) check_config(op, r);
-  for (const auto& v : s->vendors)
+  for (const auto& v : s->vendors.profiles())
     for (const auto& [op, r] : v.routes) check_config(op, r);
   if (!s->env.vendor.empty()) {
     // PRISM_VENDOR must name a loaded profile; checked here so the error comes at start-up.
-    select_vendor(s->vendors, device_description{}, s->env.vendor);
+    select_vendor(s->vendors.profiles(), device_description{}, s->env.vendor);
   }
   s->log = std::make_unique<log_sink>(s->env.log);
   return s;
@@ -286,12 +293,10 @@ device_state& get_device_state_locked(state& s, const device& dev) {
   device_state d;  // built aside, so a failing vendor match leaves no half-made entry
   d.dev = dev;
   d.fingerprint = dev.fingerprint().hash;
-  d.vendor = select_vendor(s.vendors, describe(dev), s.env.vendor);
-  routing_sources src{&s.env, s.routes ? &*s.routes : nullptr, d.vendor};
+  d.vendor = vendor_context{&s.vendors, select_vendor(s.vendors.profiles(), describe(dev), s.env.vendor)};
+  routing_sources src{&s.env, s.routes ? &*s.routes : nullptr, d.vendor.profile};
   for (const auto& o : s.ops) d.routes.push_back(resolve_route(o.catalog, src));
-  if (d.vendor)
-    for (const auto& [file, path] : d.vendor->kernel_files)
-      d.overrides[file] = *d.vendor->kernel_source(file);
+  d.tuning = std::make_unique<tuning_tier>(dev, d.vendor);
   return s.devices.emplace_back(std::move(d));
 }
 
@@ -346,96 +351,107 @@ std::string_view sample_dtype_of(const op_call& call) {
   return {};
 }
 
-// Why `text` is not a valid config of `backend` for the op, or nullopt.
-std::optional<std::string> config_problem(const op_state& o, const std::string& backend,
-                                          const std::string& text, const vendor_profile* vendor) {
+// Why `text` is not a valid config of `be` for the op, or nullopt.
+std::optional<std::string> config_problem(const op_state& o, const backend& be, const std::string& text,
+                                          const vendor_context& vendor) {
   try {
-    o.readers.at(backend).parse(text, vendor);
+    be.read_config(*o.desc, text, vendor);
     return std::nullopt;
   } catch (const prism::error& e) {
     return e.message();
   }
 }
 
+// Where tier 3's answer for a call comes from: the device's tuning tier, or the replacement.
+std::optional<tuned_choice> ask_tuning(device_state& dev, const op_state& o, const std::string& dtypes,
+                                       const shape_key& key, std::string_view sample_dtype) {
+  tuning_override replacement;
+  {
+    std::lock_guard lock(tuning_mutex());
+    replacement = tuning_replacement();
+  }
+  if (!replacement.active) return dev.tuning->lookup(*o.desc, dtypes, key, sample_dtype);
+  if (!replacement.lookup) return std::nullopt;
+  const std::string shape = key.str();
+  return replacement.lookup(tuning_query{dev.fingerprint, o.desc->name, dtypes, shape, sample_dtype});
+}
+
+// The op's backend named `name`, or null.
+const backend* serving(const op_state& o, std::string_view name) {
+  for (const backend* b : o.backends)
+    if (name == b->name()) return b;
+  return nullptr;
+}
+
 std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_call& call,
-                                 const forced_route* forced) {
+                                 const dispatch_options& options) {
   auto& o = s.ops[op];
   auto d = std::make_unique<decision>();
   d->dev = &dev;
   d->dtypes = call_dtypes(call);
-  d->shape = o.desc->key ? o.desc->key(call).str() : std::string();
+  const shape_key key = o.desc->key ? o.desc->key(call) : shape_key{};
+  d->shape = key.str();
 
-  std::string first = "";
+  const backend* first = nullptr;
   std::string first_config;
-  if (forced) {
-    if (std::find(o.catalog.backends.begin(), o.catalog.backends.end(), forced->backend) ==
-        o.catalog.backends.end())
+  if (options.forced) {
+    first = serving(o, options.forced->backend);
+    if (!first)
       throw error(errc::not_found, "ops::" + o.desc->name,
-                  fmt::format("backend '{}' does not implement '{}'; its backends: {}", forced->backend,
-                              o.desc->name, join(o.catalog.backends)));
-    first = forced->backend;
-    first_config = forced->config.value_or("");
+                  fmt::format("backend '{}' does not implement '{}'; its backends: {}",
+                              options.forced->backend, o.desc->name, join(o.catalog.backends)));
+    first_config = options.forced->config.value_or("");
     d->tier = source_tier::env;
     d->origin = "forced";
   } else {
     const auto& r = dev.routes[op];
-    first = r.backend;
+    first = serving(o, r.backend);  // validate_sources made sure the route names one
     first_config = r.config;
     d->tier = r.tier;
     d->origin = r.origin;
-    if (!r.above_db()) {
-      tuning_lookup hook;
-      {
-        std::lock_guard lock(tuning_mutex());
-        hook = tuning_hook();
-      }
-      if (hook) {
-        auto choice =
-            hook(tuning_query{dev.fingerprint, o.desc->name, d->dtypes, d->shape, sample_dtype_of(call)});
-        if (choice) {
-          if (std::find(o.catalog.backends.begin(), o.catalog.backends.end(), choice->backend) ==
-              o.catalog.backends.end()) {
-            log::get("dispatch")
-                ->warn("tuning db proposes backend '{}' for {} {}; '{}' has backends {}; ignored",
-                       choice->backend, o.desc->name, d->shape, o.desc->name, join(o.catalog.backends));
-          } else if (auto bad = config_problem(o, choice->backend, choice->config, dev.vendor)) {
-            log::get("dispatch")
-                ->warn("tuning db proposes {} config '{}' for {} {}, which is not valid ({}); ignored",
-                       choice->backend, choice->config, o.desc->name, d->shape, *bad);
-          } else {
-            first = choice->backend;
-            first_config = choice->config;
-            d->tier =
-                choice->tier == source_tier::db_nearest ? source_tier::db_nearest : source_tier::db_exact;
-            d->origin = std::string("tuning db ") + source_tier_name(d->tier);
-          }
+    if (!r.above_db() && !options.skip_tuning_db) {
+      if (auto choice = ask_tuning(dev, o, d->dtypes, key, sample_dtype_of(call))) {
+        const backend* chosen = serving(o, choice->backend);
+        if (!chosen) {
+          log::get("dispatch")
+              ->warn("tuning db proposes backend '{}' for {} {}; '{}' has backends {}; ignored",
+                     choice->backend, o.desc->name, d->shape, o.desc->name, join(o.catalog.backends));
+        } else if (auto bad = config_problem(o, *chosen, choice->config, dev.vendor)) {
+          log::get("dispatch")
+              ->warn("tuning db proposes {} config '{}' for {} {}, which is not valid ({}); ignored",
+                     choice->backend, choice->config, o.desc->name, d->shape, *bad);
+        } else {
+          first = chosen;
+          first_config = choice->config;
+          d->tier = choice->tier == source_tier::db_nearest ? source_tier::db_nearest : source_tier::db_exact;
+          d->origin = std::string("tuning db ") + source_tier_name(d->tier);
         }
       }
     }
     if (r.unused) d->origin += " (unused)";
   }
 
-  auto order = forced ? std::vector<std::string>{first} : candidate_order(o.catalog, first);
-  for (const auto& be : order) {
-    const auto& reader = o.readers.at(be);
-    std::string text = be == first ? first_config : std::string();
-    kernel_config cfg = reader.parse(text, dev.vendor);
-    for (const auto& impl : o.impls) {
-      if (impl.backend != be) continue;
+  // The routed backend first, then (unless forced) the op's other backends in registry order.
+  std::vector<const backend*> order{first};
+  if (!options.forced)
+    for (const backend* b : o.backends)
+      if (b != first) order.push_back(b);
+  for (const backend* be : order) {
+    kernel_config cfg = be->read_config(*o.desc, be == first ? first_config : std::string(), dev.vendor);
+    for (const auto& entry : o.impls) {
+      if (entry.owner != be) continue;
       step st;
-      st.impl = &impl;
+      st.impl = &entry;
       st.config = cfg;
       st.config_text = cfg.str();
-      if (!impl.kernel_file.empty()) {
-        auto it = dev.overrides.find(impl.kernel_file);
-        if (it != dev.overrides.end()) {
-          st.src = std::string_view(it->second);
-          st.src_note = "kernel override " + dev.vendor->kernel_files.at(impl.kernel_file);
+      if (!entry.impl.kernel_file.empty())
+        if (const auto* k = dev.vendor.kernel(entry.impl.kernel_file)) {
+          st.src = std::string_view(k->text);
+          st.src_note = "kernel override " + k->path;
         }
-      }
       // The same tier run_decision reports for a call served by this step.
-      const bool later_backend = !d->steps.empty() && d->steps[0].impl->backend != be;
-      st.count = counters().get(o.desc->name, be, later_backend ? source_tier::fallback : d->tier);
+      const bool later_backend = !d->steps.empty() && d->steps[0].impl->owner != be;
+      st.count = counters().get(o.desc->name, be->name(), later_backend ? source_tier::fallback : d->tier);
       d->steps.push_back(std::move(st));
     }
   }
@@ -461,7 +477,7 @@ log_record step_record(const decision& d, const op_call& call, const step& st, c
   r.dtypes = d.dtypes;
   r.shape = d.shape;
   r.device = d.dev->fingerprint;
-  r.backend = st.impl->backend;
+  r.backend = st.impl->owner->name();
   r.config = st.config_text;
   r.tier = source_tier_name(tier);
   r.reason = std::move(reason);
@@ -470,7 +486,7 @@ log_record step_record(const decision& d, const op_call& call, const step& st, c
 }
 
 void log_reject(state& s, const decision& d, const op_call& call, const step& st, const std::string& why) {
-  s.log->write(step_record(d, call, st, "reject", d.tier, st.impl->name + ": " + why));
+  s.log->write(step_record(d, call, st, "reject", d.tier, st.impl->impl.name + ": " + why));
 }
 
 dispatch_result run_decision(state& s, queue& q, const decision& d, const op_call& call, bool forced,
@@ -480,16 +496,16 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
   for (std::size_t i = 0; i < d.steps.size(); ++i) {
     const auto& st = d.steps[i];
     std::optional<std::string> why;
-    if (st.impl->supports) why = st.impl->supports(d.dev->dev, call, st.config);
+    if (st.impl->impl.supports) why = st.impl->impl.supports(d.dev->dev, call, st.config);
     event ev;
     std::chrono::steady_clock::time_point t0;
     const bool timing = logging && s.log->profile();
     if (!why && dry_run) {
       dispatch_result res;
-      res.backend = st.impl->backend;
-      res.implementation = st.impl->name;
+      res.backend = st.impl->owner->name();
+      res.implementation = st.impl->impl.name;
       res.config = st.config_text;
-      const bool fell_back = st.impl->backend != d.steps[0].impl->backend;
+      const bool fell_back = st.impl->owner != d.steps[0].impl->owner;
       res.tier = fell_back ? source_tier::fallback : d.tier;
       res.reason = fell_back ? refusals : d.origin;
       return res;
@@ -503,9 +519,9 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
       }
       try {
         if (any_injection().load(std::memory_order_relaxed) &&
-            take_injected_failure(call.op, st.impl->backend))
-          throw error(errc::opencl_error, st.impl->name, "injected launch failure (test hook)");
-        ev = st.impl->enqueue(q, call, st.config, st.src);
+            take_injected_failure(call.op, st.impl->owner->name()))
+          throw error(errc::opencl_error, st.impl->impl.name, "injected launch failure (test hook)");
+        ev = st.impl->impl.enqueue(q, call, st.config, st.src);
       } catch (const prism::error& e) {
         if (e.code() == errc::invalid_argument) throw;  // a bad call is the caller's, not a backend's
         why = std::string("launch failed: ") + e.what();
@@ -513,29 +529,28 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
     }
     if (why) {
       if (logging && s.log->candidates()) log_reject(s, d, call, st, *why);
-      refusals += (refusals.empty() ? "" : "; ") + st.impl->name + ": " + *why;
+      refusals += (refusals.empty() ? "" : "; ") + st.impl->impl.name + ": " + *why;
       // Several implementations of one backend (e.g. GEMM variants) are tried in turn; strict
       // mode and forced routes fail only once the routed backend has none left.
-      const bool last_of_backend =
-          i + 1 == d.steps.size() || d.steps[i + 1].impl->backend != st.impl->backend;
-      if (last_of_backend && st.impl->backend == d.steps[0].impl->backend && (forced || s.env.strict)) {
+      const bool last_of_backend = i + 1 == d.steps.size() || d.steps[i + 1].impl->owner != st.impl->owner;
+      if (last_of_backend && st.impl->owner == d.steps[0].impl->owner && (forced || s.env.strict)) {
         if (logging) s.log->write(step_record(d, call, st, "error", d.tier, refusals));
         throw error(errc::unsupported, "ops::" + call.op,
                     fmt::format("{} routed to {} ({} {}) cannot serve {} [{}]: {}{}", call.op,
-                                st.impl->backend, source_tier_name(d.tier), d.origin, d.dtypes, d.shape,
+                                st.impl->owner->name(), source_tier_name(d.tier), d.origin, d.dtypes, d.shape,
                                 refusals, forced ? "" : " (PRISM_STRICT_ROUTES=1 forbids falling back)"));
       }
       continue;
     }
-    const bool fell_back = st.impl->backend != d.steps[0].impl->backend;
+    const bool fell_back = st.impl->owner != d.steps[0].impl->owner;
     st.count->calls.fetch_add(1, std::memory_order_relaxed);
     if (fell_back) st.count->fallbacks.fetch_add(1, std::memory_order_relaxed);
     dispatch_result res;
     res.done = ev;
     res.tier = fell_back ? source_tier::fallback : d.tier;
-    std::string reason =
-        fell_back ? "fallback from " + d.steps[0].impl->backend + " (" + d.origin + "): " + refusals
-                  : d.origin;
+    std::string reason = fell_back ? "fallback from " + std::string(d.steps[0].impl->owner->name()) + " (" +
+                                         d.origin + "): " + refusals
+                                   : d.origin;
     if (logging) {
       if (!st.src_note.empty()) reason += "; " + st.src_note;
       log_record r = step_record(d, call, st, "exec", res.tier, std::move(reason));
@@ -552,8 +567,8 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
     } else {
       res.reason = std::move(reason);
     }
-    res.backend = st.impl->backend;
-    res.implementation = st.impl->name;
+    res.backend = st.impl->owner->name();
+    res.implementation = st.impl->impl.name;
     res.config = st.config_text;
     return res;
   }
@@ -575,18 +590,51 @@ std::string call_dtypes(const op_call& call) {
 
 std::vector<std::string> op_backends(const op_descriptor& d) {
   std::vector<std::string> out;
-  for (const auto& b : d.backends)
-    if (b != "host" && std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
-  if (is_gemm_family(d.name) && std::find(out.begin(), out.end(), "clblast") == out.end())
-    out.push_back("clblast");
-  if (d.implementations.empty()) out.erase(std::remove(out.begin(), out.end(), "opencl"), out.end());
-  out.push_back("host");
+  for (const backend* b : backend_registry())
+    if (!b->implementations(d).empty()) out.emplace_back(b->name());
   return out;
 }
 
 tune_space tune_space_for(const op_descriptor& d, const device& dev) {
   auto& s = get_state();
-  return vendor_tune_space(d, get_device_state(s, dev).vendor);
+  return get_device_state(s, dev).vendor.tune_space_of(d);
+}
+
+vendor_context device_vendor(const device& dev) {
+  auto& s = get_state();
+  return get_device_state(s, dev).vendor;
+}
+
+tune_space vendor_tune_space(const op_descriptor& d, const std::string& vendor) {
+  auto& s = get_state();
+  const vendor_profile* p = s.vendors.find(vendor);
+  if (!p) {
+    std::string names;
+    for (const auto& v : s.vendors.profiles()) names += (names.empty() ? "" : ", ") + v.name;
+    throw error(errc::not_found, "vendor profiles",
+                "no vendor profile named '" + vendor + "'; loaded: " + names);
+  }
+  return s.vendors.tune_space_of(d, p);
+}
+
+std::string route_hash(const device& dev, const op_descriptor& d, const std::string& backend,
+                       const std::string& config) {
+  auto& s = get_state();
+  return get_device_state(s, dev).tuning->route_hash(d, backend_named(backend, "ops::" + d.name), config);
+}
+
+tuning::row_validator stale_row_validator(const std::vector<device>& devices) {
+  auto& s = get_state();
+  std::map<std::string, const tuning_tier*> tiers;
+  for (const auto& dev : devices) {
+    auto& ds = get_device_state(s, dev);
+    tiers[ds.fingerprint] = ds.tuning.get();
+  }
+  // Device states are never destroyed (retired states are kept), so the pointers stay valid.
+  return [tiers](const tuning::result_row& row) -> std::string {
+    auto it = tiers.find(row.device);
+    return it == tiers.end() ? std::string() : it->second->staleness(row);
+  };
 }
 
 int op_index(std::string_view op) {
@@ -598,14 +646,21 @@ int op_index(std::string_view op) {
 }
 
 namespace {
-dispatch_result route_and_run(queue& q, int op, op_call& call, bool dry_run) {
+dispatch_result route_and_run(queue& q, int op, op_call& call, const dispatch_options& options,
+                              bool dry_run) {
   auto& s = get_state();
   auto& o = s.ops[op];
   if (call.outputs.empty()) allocate_outputs(q, *o.desc, call);
   check_call(*o.desc, call);
   auto& dev = get_device_state(s, q.get_device());
+  if (options.forced) {
+    // A forced route is the tuner's or `prism run --backend`'s: decided afresh, never memoized.
+    auto d = decide(s, dev, op, call, options);
+    return run_decision(s, q, *d, call, true, dry_run);
+  }
   thread_local std::vector<std::int64_t> sig;
   signature_of(dev, op, call, sig);
+  sig.push_back(options.skip_tuning_db ? 1 : 0);
   std::shared_ptr<const decision> d;
   {
     std::shared_lock lock(s.memo_mutex);
@@ -613,7 +668,7 @@ dispatch_result route_and_run(queue& q, int op, op_call& call, bool dry_run) {
     if (it != s.memo.end()) d = it->second;
   }
   if (!d) {
-    d = decide(s, dev, op, call, nullptr);
+    d = decide(s, dev, op, call, options);
     std::unique_lock lock(s.memo_mutex);
     // Growing shapes (a KV cache's length) add keys forever: start over past a bound.
     if (s.memo.size() >= max_memo_entries) s.memo.clear();
@@ -624,30 +679,24 @@ dispatch_result route_and_run(queue& q, int op, op_call& call, bool dry_run) {
 }  // namespace
 
 dispatch_result dispatch_call(queue& q, int op, op_call& call) {
-  return route_and_run(q, op, call, false);
+  return route_and_run(q, op, call, dispatch_options{}, false);
 }
 
-dispatch_result plan_call(queue& q, op_call& call) {
-  return route_and_run(q, op_index(call.op), call, true);
+dispatch_result plan_call(queue& q, op_call& call, const dispatch_options& options) {
+  return route_and_run(q, op_index(call.op), call, options, true);
+}
+
+dispatch_result dispatch_call(queue& q, op_call& call, const dispatch_options& options) {
+  return route_and_run(q, op_index(call.op), call, options, false);
 }
 
 dispatch_result dispatch_call(queue& q, op_call& call, const forced_route* forced) {
-  int op = op_index(call.op);
-  if (!forced) return dispatch_call(q, op, call);
-  auto& s = get_state();
-  auto& o = s.ops[op];
-  if (call.outputs.empty()) allocate_outputs(q, *o.desc, call);
-  check_call(*o.desc, call);
-  auto& dev = get_device_state(s, q.get_device());
-  auto d = decide(s, dev, op, call, forced);
-  return run_decision(s, q, *d, call, true);
+  dispatch_options options;
+  options.forced = forced;
+  return dispatch_call(q, call, options);
 }
 
 // ---- public API of prism/dispatch.hpp ------------------------------------------------------
-
-const std::vector<std::string>& backend_names() {
-  return known_backends();
-}
 
 std::vector<std::string> op_names() {
   std::vector<std::string> out;
@@ -684,22 +733,22 @@ vendor_profile_info info_of(const vendor_profile& p) {
   i.directory = p.directory;
   i.priority = p.priority;
   i.match_summary = p.match_summary();
-  for (const auto& [file, path] : p.kernel_files) i.kernel_overrides.push_back(file);
+  for (const auto& [file, k] : p.kernels) i.kernel_overrides.push_back(file);
   return i;
 }
 }  // namespace
 
 std::vector<vendor_profile_info> vendor_profiles() {
   std::vector<vendor_profile_info> out;
-  for (const auto& p : get_state().vendors) out.push_back(info_of(p));
+  for (const auto& p : get_state().vendors.profiles()) out.push_back(info_of(p));
   return out;
 }
 
 vendor_profile_info matched_vendor(const device& dev) {
   auto& s = get_state();
   auto& d = get_device_state(s, dev);
-  if (!d.vendor) return {};
-  return info_of(*d.vendor);
+  if (!d.vendor.profile) return {};
+  return info_of(*d.vendor.profile);
 }
 
 std::vector<dispatch_stat> statistics() {
@@ -724,15 +773,29 @@ void reset_statistics() {
   }
 }
 
-void set_tuning_lookup(tuning_lookup lookup) {
-  {
-    std::lock_guard lock(tuning_mutex());
-    tuning_hook() = std::move(lookup);
-  }
+namespace {
+void forget_decisions() {
   if (auto* s = current_state().load()) {
     std::unique_lock lock(s->memo_mutex);
     s->memo.clear();
   }
+}
+}  // namespace
+
+void set_tuning_lookup(tuning_lookup lookup) {
+  {
+    std::lock_guard lock(tuning_mutex());
+    tuning_replacement() = tuning_override{true, std::move(lookup)};
+  }
+  forget_decisions();
+}
+
+void use_tuning_database() {
+  {
+    std::lock_guard lock(tuning_mutex());
+    tuning_replacement() = tuning_override{};
+  }
+  forget_decisions();
 }
 
 namespace testing {

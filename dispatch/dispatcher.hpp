@@ -8,10 +8,12 @@
 #include <string>
 #include <string_view>
 
+#include "dispatch/backends/backend.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "prism/dispatch.hpp"
 #include "prism/runtime/event.hpp"
 #include "prism/runtime/queue.hpp"
+#include "prism/tuning_db.hpp"
 
 namespace prism::dispatch {
 
@@ -32,6 +34,14 @@ struct forced_route {
   std::optional<std::string> config;  ///< nullopt: the backend's default config
 };
 
+/// Per-call choices of a dispatch.
+struct dispatch_options {
+  const forced_route* forced = nullptr;  ///< skip routing (never memoized)
+  /// Route as if the tuning database had no rows: what pretune measures as the untuned
+  /// default. Affects this call only; other threads keep their database answers.
+  bool skip_tuning_db = false;
+};
+
 /// Index of `op` among op_registry::instance().all() (stable for the process). Throws
 /// errc::not_found listing valid names.
 int op_index(std::string_view op);
@@ -41,24 +51,37 @@ int op_index(std::string_view op);
 /// implementation can serve (or in strict mode when the routed one refuses).
 /// Thread safety: safe, from any number of threads on one or several queues.
 dispatch_result dispatch_call(queue& q, op_call& call, const forced_route* forced = nullptr);
+dispatch_result dispatch_call(queue& q, op_call& call, const dispatch_options& options);
 dispatch_result dispatch_call(queue& q, int op_index, op_call& call);
 
 /// Everything dispatch_call does (output allocation, argument checks, routing, supports())
 /// except launching: which implementation and config would serve `call`. Nothing is enqueued,
 /// logged or counted (prism run --dry-run style questions, and the overhead benchmark).
-dispatch_result plan_call(queue& q, op_call& call);
+dispatch_result plan_call(queue& q, op_call& call, const dispatch_options& options = {});
 
 /// The input dtypes of a call as the dispatch log and the tuning key spell them
 /// ("f32|i64|-"). Pretune writes rows under it and dispatch looks them up by it: one definition.
 std::string call_dtypes(const op_call& call);
 
 /// The op's opencl default config and search space on `dev`: from the matched vendor profile's
-/// own tune_configs.yaml (also for profiles loaded from PRISM_VENDOR_PATH), falling back like
-/// load_tune_space (vendor -> generic -> schema default). Use this rather than load_tune_space
-/// when the profile may come from PRISM_VENDOR_PATH.
+/// tune_configs.yaml (also for profiles loaded from PRISM_VENDOR_PATH), falling back to the
+/// generic profile's, then to the schema default.
 tune_space tune_space_for(const op_descriptor& d, const device& dev);
+/// The same under the loaded profile named `vendor` (errc::not_found listing the loaded names).
+tune_space vendor_tune_space(const op_descriptor& d, const std::string& vendor);
 
-/// The backends an op can run on, in its built-in order (host last).
+/// The hash stored with a tuned row of `d` on `dev` (the backend, its config and the sources it
+/// builds under the device's vendor profile): what pretune writes and lookups re-check.
+std::string route_hash(const device& dev, const op_descriptor& d, const std::string& backend,
+                       const std::string& config);
+/// A validator for tuning::database::set_validator / check(): rows of `devices` whose route
+/// hash changed are stale. It calls nothing back into the database or the dispatcher.
+tuning::row_validator stale_row_validator(const std::vector<device>& devices);
+
+/// The vendor profile that applies to `dev` (with the loaded set, for tune-space fallbacks).
+vendor_context device_vendor(const device& dev);
+
+/// The backends that serve an op, in the registry's order (the backend of last resort last).
 std::vector<std::string> op_backends(const op_descriptor& d);
 
 /// Hooks for tests (tests/dispatch). Not for production use.

@@ -282,11 +282,6 @@ std::vector<std::pair<std::string, std::int64_t>> named_ints::parse_items(std::s
   }
   return out;
 }
-shape_key shape_key::parse(std::string_view text) {
-  shape_key k;
-  k.items_ = parse_items(text, "shape_key::parse");
-  return k;
-}
 kernel_config kernel_config::parse(std::string_view text) {
   kernel_config k;
   k.items_ = parse_items(text, "kernel_config::parse");

@@ -13,11 +13,13 @@
 #include <variant>
 #include <vector>
 
+#include "kernels/gemm_lowering.hpp"
 #include "prism/dtype.hpp"
 #include "prism/error.hpp"
 #include "prism/runtime/device.hpp"
 #include "prism/runtime/event.hpp"
 #include "prism/runtime/queue.hpp"
+#include "prism/shape_key.hpp"
 #include "prism/tensor.hpp"
 
 namespace prism {
@@ -71,7 +73,8 @@ struct tensor_spec {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Shape keys and kernel configs: ordered named integers with a parseable text form.
+// Kernel configs: ordered named integers with a parseable text form (shape keys are
+// prism::shape_key, prism/shape_key.hpp).
 
 class named_ints {
  public:
@@ -96,15 +99,6 @@ class named_ints {
   static std::vector<std::pair<std::string, std::int64_t>> parse_items(std::string_view text,
                                                                        const char* what);
   std::vector<std::pair<std::string, std::int64_t>> items_;
-};
-
-/// The canonical problem size of a call, e.g. "n=1048576" or "rows=32,cols=4096". Components are
-/// ordered and named per op. Nearness between keys (nearest-shape lookups, recording buckets)
-/// is the tuning database's business: tuning::shape_distance and tuning::shape_key::bucket.
-class shape_key : public named_ints {
- public:
-  using named_ints::named_ints;
-  static shape_key parse(std::string_view text);
 };
 
 /// A tunable kernel configuration, e.g. "wg=64,vec=4,ept=4".
@@ -218,13 +212,15 @@ struct test_case {
 /// optional: use the embedded source.
 using source_override = std::optional<std::string_view>;
 
-/// One OpenCL implementation. `supports` answers nullopt when it can run the call with the
-/// config on the device, otherwise why not ("needs local memory 96 KiB > 48 KiB").
-/// `enqueue` launches it (the call is already checked) and returns the last event; kernel
-/// parameters go in as build-time defines and programs come from the runtime's cache.
+/// One implementation of an op, on any backend: the descriptors list their OpenCL ones, and
+/// each dispatch backend (dispatch/backends/) makes its own of this same type. `supports`
+/// answers nullopt when it can run the call with the config on the device, otherwise why not
+/// ("needs local memory 96 KiB > 48 KiB"); empty means always. `enqueue` launches it (the call
+/// is already checked) and returns the last event; OpenCL kernel parameters go in as
+/// build-time defines and programs come from the runtime's cache.
 struct op_implementation {
-  std::string name;         ///< unique within the op, e.g. "opencl.flat"
-  std::string kernel_file;  ///< the kernels/cl file it builds (what a vendor override replaces)
+  std::string name;         ///< unique within the op, e.g. "opencl.flat", "clblast.gemm"
+  std::string kernel_file;  ///< OpenCL only: the kernels/cl file it builds (what a vendor override replaces)
   std::function<std::optional<std::string>(const device&, const op_call&, const kernel_config&)> supports;
   std::function<event(queue&, const op_call&, const kernel_config&, source_override)> enqueue;
 };
@@ -259,8 +255,6 @@ struct op_descriptor {
   std::vector<attr_spec> attrs;
   /// The dtypes of the op's main tensors (the suite runs each).
   std::vector<dtype> dtypes;
-  /// Backend names in preference order; the dispatcher maps names to backends.
-  std::vector<std::string> backends = {"opencl", "host"};
 
   /// Argument rules beyond what check_call() does generically (arity, defined-ness, one
   /// context, output specs): throws prism::error(invalid_argument, "ops::<name>", ...) naming
@@ -272,6 +266,10 @@ struct op_descriptor {
   std::vector<bool> strided_outputs_ok;
 
   std::function<shape_key(const op_call&)> key;
+  /// GEMM-family ops only: the call as one strided GEMM (kernels/gemm_lowering.hpp). Every
+  /// backend that serves GEMMs (prism's kernels, CLBlast, OpenBLAS) reads this lowering; an op
+  /// without one is not a GEMM to them.
+  std::function<gemm_problem(const op_call&)> gemm;
   std::function<double(const op_call&)> flops;
   std::function<double(const op_call&)> bytes;
 
@@ -357,19 +355,18 @@ comparison compare_outputs(const op_descriptor& d, const op_call& call,
                            bool small_integers = false);
 
 // ---------------------------------------------------------------------------------------------
-// Vendor tune configs (vendors/<vendor>/tune_configs.yaml, see docs/tune_configs.md)
+// Vendor tune configs (vendors/<vendor>/tune_configs.yaml, see docs/tune_configs.md). The
+// kernels layer parses only text it is handed: the vendor loader (dispatch/vendors) reads files.
 
 /// The default config and search space of one op for one vendor profile.
 struct tune_space {
-  std::string vendor;  ///< the profile the entry came from ("generic" when it fell back)
+  std::string vendor;  ///< the profile the entry came from ("generic" when it fell back, "schema")
   std::string op;
   kernel_config defaults;              ///< complete (schema defaults filled in)
   std::vector<kernel_config> configs;  ///< expanded, complete, valid, deduplicated, in file order
 };
-/// The op's space in vendors/<vendor>/tune_configs.yaml, falling back to vendors/generic and
-/// then to the schema default alone. Throws errc::config_error naming file, op and entry on a
-/// malformed file or an invalid config.
-tune_space load_tune_space(const op_descriptor& d, std::string_view vendor = "generic");
+/// The schema's defaults alone: the space of an op no tune_configs.yaml names.
+tune_space schema_tune_space(const op_descriptor& d);
 /// Parses one tune_configs.yaml text for every op it names (validated against the registry).
 std::map<std::string, tune_space> parse_tune_configs(std::string_view yaml_text, std::string_view vendor,
                                                      std::string_view file_name = "<text>");

@@ -4,14 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <filesystem>
-#include <fstream>
-#include <mutex>
 #include <set>
-#include <sstream>
 
 #include "kernels/op_descriptor.hpp"
-#include "runtime/paths.hpp"
 
 namespace prism {
 
@@ -250,27 +245,7 @@ std::map<std::string, tune_space> parse_tune_configs(std::string_view yaml_text,
   return direct;
 }
 
-tune_space load_tune_space(const op_descriptor& d, std::string_view vendor) {
-  static std::mutex mu;
-  static auto* cache = new std::map<std::string, std::map<std::string, tune_space>>();
-  auto load = [&](const std::string& v) -> const std::map<std::string, tune_space>& {
-    auto it = cache->find(v);
-    if (it != cache->end()) return it->second;
-    std::map<std::string, tune_space> spaces;
-    std::filesystem::path p = data_dir() / "vendors" / v / "tune_configs.yaml";
-    if (std::filesystem::exists(p)) {
-      std::ifstream f(p);
-      std::stringstream ss;
-      ss << f.rdbuf();
-      spaces = parse_tune_configs(ss.str(), v, p.string());
-    }
-    return cache->emplace(v, std::move(spaces)).first->second;
-  };
-  std::lock_guard lock(mu);
-  for (const std::string& v : {std::string(vendor), std::string("generic")}) {
-    const auto& spaces = load(v);
-    if (auto it = spaces.find(d.name); it != spaces.end()) return it->second;
-  }
+tune_space schema_tune_space(const op_descriptor& d) {
   tune_space s;
   s.vendor = "schema";
   s.op = d.name;

@@ -553,10 +553,12 @@ std::vector<result_row> database::impl::load_group(const std::string& device, co
   return rows;
 }
 
-std::string database::impl::skip_reason(const result_row& row, const std::string& driver_version) {
+std::string database::impl::skip_reason(const result_row& row, const std::string& driver_version,
+                                        const row_validator* own) {
   if (!driver_version.empty() && !row.driver_version.empty() && row.driver_version != driver_version)
     return "driver version changed: tuned on '" + row.driver_version + "', device now reports '" +
            driver_version + "'";
+  if (own) return (*own)(row);
   if (validator) return validator(row);
   return {};
 }
@@ -600,7 +602,7 @@ std::optional<match> database::lookup(const lookup_query& q) {
   }
 
   auto usable = [&](const impl::cached_row& c) {
-    std::string why = d.skip_reason(c.row, q.driver_version);
+    std::string why = d.skip_reason(c.row, q.driver_version, q.validator ? &q.validator : nullptr);
     if (why.empty()) return true;
     std::string once = gid + '\x1f' + c.row.shape + '\x1f' + why;
     if (d.logged_skips.insert(once).second)

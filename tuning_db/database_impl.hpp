@@ -59,7 +59,8 @@ struct database::impl {
                                      const std::string& dtype);
   std::vector<result_row> select_results(const row_filter& filter);
   std::vector<device_record> select_devices();
-  std::string skip_reason(const result_row& row, const std::string& driver_version);
+  std::string skip_reason(const result_row& row, const std::string& driver_version,
+                          const row_validator* own = nullptr);
   /// Inside a write transaction: stores `row` unless an existing row is as fast (or replace).
   bool store_if_faster(const result_row& row, bool replace, merge_report* report);
   /// Inside a write transaction: upserts a device record.

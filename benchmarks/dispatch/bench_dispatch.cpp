@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "dispatch/backends/clblast_backend.hpp"
+#include "dispatch/backends/clblast/clblast_backend.hpp"
 #include "dispatch/dispatcher.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "prism/ops.hpp"
@@ -124,7 +124,9 @@ struct gemm_fixture {
   explicit gemm_fixture(std::int64_t n) : q(default_selector_v) {
     const auto& desc = op_registry::instance().get("mm");
     call = desc.sample(q, shape_key{{"m", n}, {"n", n}, {"k", n}}, sample_options{});
+    problem = desc.gemm(call);
   }
+  gemm_problem problem;
 };
 
 gemm_fixture& gemm(std::int64_t n) {
@@ -135,8 +137,8 @@ gemm_fixture& gemm(std::int64_t n) {
 void BM_clblast_same_params(benchmark::State& state) {
   auto& f = gemm(state.range(0));
   auto params = dispatch::clblast::parse_parameters("XGEMM_MIN_INDIRECT_SIZE=64");
-  dispatch::clblast::run(f.q, f.call, params).wait();
-  for (auto _ : state) dispatch::clblast::run(f.q, f.call, params).wait();
+  dispatch::clblast::run(f.q, f.problem, params).wait();
+  for (auto _ : state) dispatch::clblast::run(f.q, f.problem, params).wait();
 }
 
 void BM_clblast_alternating_params(benchmark::State& state) {
@@ -145,10 +147,10 @@ void BM_clblast_alternating_params(benchmark::State& state) {
                                  dispatch::clblast::parse_parameters("XGEMM_MIN_INDIRECT_SIZE=4096")};
   int i = 0;
   auto before = dispatch::clblast::switching_statistics();
-  for (auto _ : state) dispatch::clblast::run(f.q, f.call, sets[i++ & 1]).wait();
+  for (auto _ : state) dispatch::clblast::run(f.q, f.problem, sets[i++ & 1]).wait();
   auto after = dispatch::clblast::switching_statistics();
   state.counters["applied"] = static_cast<double>(after.applied - before.applied);
-  dispatch::clblast::run(f.q, f.call, {}).wait();
+  dispatch::clblast::run(f.q, f.problem, {}).wait();
 }
 
 }  // namespace

@@ -24,10 +24,9 @@
 #include <fmt/format.h>
 
 #include "benchmarks/tuning/cublas_loader.hpp"
-#include "dispatch/backends/clblast_backend.hpp"
+#include "dispatch/backends/clblast/clblast_backend.hpp"
 #include "dispatch/dispatcher.hpp"
 #include "dispatch/tuner/pretune.hpp"
-#include "dispatch/tuner/tuning_glue.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "prism/runtime.hpp"
 #include "prism/tuning_db.hpp"
@@ -66,7 +65,7 @@ queue& bench_queue() {
   return *q;
 }
 
-double run_ns(queue& q, op_call& call, const dispatch::forced_route* route,
+double run_ns(queue& q, op_call& call, const dispatch::dispatch_options& route,
               dispatch::dispatch_result* out = nullptr) {
   auto t0 = clock_type::now();
   auto r = dispatch::dispatch_call(q, call, route);
@@ -74,6 +73,9 @@ double run_ns(queue& q, op_call& call, const dispatch::forced_route* route,
   if (out) *out = r;
   return std::chrono::duration<double, std::nano>(clock_type::now() - t0).count();
 }
+
+// The route the dispatcher takes without the tuning database, for this call only.
+const dispatch::dispatch_options untuned_route{nullptr, true};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -169,8 +171,7 @@ int main(int argc, char** argv) {
       s->key = d.key(s->call).str();
       if (e.op == "linear" && dev.is_gpu()) {
         std::string why;
-        s->cublas =
-            bench::cublas_linear::create(*e.shape.get("m"), *e.shape.get("n"), *e.shape.get("k"), why);
+        s->cublas = bench::cublas_linear::create(e.shape.at("m"), e.shape.at("n"), e.shape.at("k"), why);
         if (!s->cublas) std::printf("cuBLAS reference unavailable: %s\n", why.c_str());
       }
       shapes.push_back(std::move(s));
@@ -183,17 +184,15 @@ int main(int argc, char** argv) {
       std::string base = fmt::format("{}/{}/{}", s->entry.op, s->entry.dtype, s->key);
       benchmark::RegisterBenchmark(("default/" + base).c_str(),
                                    [s](benchmark::State& st) {
-                                     dispatch::tuner::uninstall_db_lookup();
-                                     for (auto _ : st) run_ns(bench_queue(), s->call, nullptr);
+                                     for (auto _ : st) run_ns(bench_queue(), s->call, untuned_route);
                                    })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(
           ("tuned/" + base).c_str(),
           [s](benchmark::State& st) {
-            dispatch::tuner::install_db_lookup();
             dispatch::dispatch_result r;
-            for (auto _ : st) run_ns(bench_queue(), s->call, nullptr, &r);
+            for (auto _ : st) run_ns(bench_queue(), s->call, {}, &r);
             st.SetLabel(std::string(dispatch::source_tier_name(r.tier)) + " " + r.backend);
           })
           ->UseRealTime()
@@ -215,28 +214,22 @@ int main(int argc, char** argv) {
     for (auto& s : shapes) {
       std::vector<double> td, tt, tc, tb;
       dispatch::dispatch_result tuned, untuned;
-      dispatch::tuner::uninstall_db_lookup();
-      run_ns(q, s->call, nullptr);
-      dispatch::tuner::install_db_lookup();
-      run_ns(q, s->call, nullptr, &tuned);
+      run_ns(q, s->call, untuned_route);
+      run_ns(q, s->call, {}, &tuned);
       if (s->cublas) s->cublas->run();
       bool clblast_ok = a.with_clblast;
       if (clblast_ok) try {
-          run_ns(q, s->call, &clblast_defaults);
+          run_ns(q, s->call, {&clblast_defaults});
         } catch (const prism::error& e) {
           std::printf("clblast defaults on %s: %s\n", s->key.c_str(), e.what());
           clblast_ok = false;
         }
       for (int r = 0; r < a.rounds; ++r) {
-        // Switching the lookup clears the dispatcher's memo: one untimed run re-decides, so the
-        // timed run is a warm dispatch for both routes.
-        dispatch::tuner::uninstall_db_lookup();
-        run_ns(q, s->call, nullptr);
-        td.push_back(run_ns(q, s->call, nullptr, &untuned));
-        dispatch::tuner::install_db_lookup();
-        run_ns(q, s->call, nullptr);
-        tt.push_back(run_ns(q, s->call, nullptr, &tuned));
-        if (clblast_ok) tc.push_back(run_ns(q, s->call, &clblast_defaults));
+        // The untuned route is a per-call option (memoized on its own), so both timed runs are
+        // warm dispatches.
+        td.push_back(run_ns(q, s->call, untuned_route, &untuned));
+        tt.push_back(run_ns(q, s->call, {}, &tuned));
+        if (clblast_ok) tc.push_back(run_ns(q, s->call, {&clblast_defaults}));
         if (s->cublas) {
           // The first CUDA call after OpenCL work pays the GPU's switch between the two
           // contexts (~0.15 ms on the H100: single interleaved calls read 2-4.5x PyTorch's
@@ -276,17 +269,17 @@ int main(int argc, char** argv) {
     std::string switching;
     if (a.with_clblast && !shapes.empty()) {
       auto& s = *shapes.front();
-      auto sets = dispatch::tuner::clblast_parameter_sets(dev, parse_dtype(s.entry.dtype));
+      auto sets = dispatch::clblast::parameter_sets(dev, parse_dtype(s.entry.dtype));
       if (!sets.empty()) {
         const dispatch::forced_route same{"clblast", std::string()}, other{"clblast", sets.front()};
         try {
-          run_ns(q, s.call, &same);
-          run_ns(q, s.call, &other);
+          run_ns(q, s.call, {&same});
+          run_ns(q, s.call, {&other});
           auto before = dispatch::clblast::switching_statistics();
           std::vector<double> t_a, t_b, t_alt;
-          for (int r = 0; r < 2 * a.rounds; ++r) t_a.push_back(run_ns(q, s.call, &same));
-          for (int r = 0; r < 2 * a.rounds; ++r) t_b.push_back(run_ns(q, s.call, &other));
-          for (int r = 0; r < 2 * a.rounds; ++r) t_alt.push_back(run_ns(q, s.call, r % 2 ? &other : &same));
+          for (int r = 0; r < 2 * a.rounds; ++r) t_a.push_back(run_ns(q, s.call, {&same}));
+          for (int r = 0; r < 2 * a.rounds; ++r) t_b.push_back(run_ns(q, s.call, {&other}));
+          for (int r = 0; r < 2 * a.rounds; ++r) t_alt.push_back(run_ns(q, s.call, {r % 2 ? &other : &same}));
           auto after = dispatch::clblast::switching_statistics();
           const double steady = 0.5 * (median(t_a) + median(t_b));
           switching = fmt::format(

@@ -10,18 +10,20 @@ namespace prism::dispatch {
 namespace {
 
 // Routes files and vendor profiles route an op the same way: an explicit route, else 'unused'
-// (served by host). Returns false when the file says nothing about the op.
+// (served by the op's backend of last resort). Returns false when the file says nothing about
+// the op.
 template <class route_source>
-bool route_from_file(const route_source& file, const std::string& op, source_tier tier, static_route& r) {
-  if (auto it = file.routes.find(op); it != file.routes.end()) {
+bool route_from_file(const route_source& file, const op_catalog_entry& op, source_tier tier,
+                     static_route& r) {
+  if (auto it = file.routes.find(op.name); it != file.routes.end()) {
     r.backend = it->second.backend;
     r.config = it->second.config;
     r.tier = tier;
     r.origin = it->second.origin;
     return true;
   }
-  if (auto it = file.unused.find(op); it != file.unused.end()) {
-    r.backend = "host";
+  if (auto it = file.unused.find(op.name); it != file.unused.end()) {
+    r.backend = op.backends.back();
     r.tier = tier;
     r.origin = it->second;
     r.unused = true;
@@ -43,16 +45,16 @@ static_route resolve_route(const op_catalog_entry& op, const routing_sources& sr
         return r;
       }
     if (std::find(src.env->unused.begin(), src.env->unused.end(), op.name) != src.env->unused.end()) {
-      r.backend = "host";
+      r.backend = op.backends.back();
       r.tier = source_tier::env;
       r.origin = "PRISM_UNUSED";
       r.unused = true;
       return r;
     }
   }
-  if (src.routes && route_from_file(*src.routes, op.name, source_tier::routes, r)) return r;
-  if (src.vendor && route_from_file(*src.vendor, op.name, source_tier::vendor, r)) return r;
-  r.backend = op.backends.empty() ? "host" : op.backends.front();
+  if (src.routes && route_from_file(*src.routes, op, source_tier::routes, r)) return r;
+  if (src.vendor && route_from_file(*src.vendor, op, source_tier::vendor, r)) return r;
+  r.backend = op.backends.front();
   r.tier = source_tier::default_order;
   r.origin = "built-in";
   return r;
@@ -106,7 +108,7 @@ void validate_sources(const std::vector<op_catalog_entry>& catalog, const std::v
   for (const auto& v : vendors) {
     for (const auto& [op, r] : v.routes) check(catalog, backends, r.origin, op, &r.backend);
     for (const auto& [op, origin] : v.unused) check(catalog, backends, origin, op, nullptr);
-    for (const auto& [file, path] : v.kernel_files) {
+    for (const auto& [file, override_file] : v.kernels) {
       std::vector<std::string> known;
       for (const auto& e : catalog)
         for (const auto& k : e.kernel_files)
@@ -114,7 +116,7 @@ void validate_sources(const std::vector<op_catalog_entry>& catalog, const std::v
       if (std::find(known.begin(), known.end(), file) == known.end()) {
         std::sort(known.begin(), known.end());
         throw error(
-            errc::not_found, path,
+            errc::not_found, override_file.path,
             "kernel override '" + file + "' replaces no prism kernel file; valid names: " + join(known));
       }
     }

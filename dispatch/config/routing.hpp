@@ -13,9 +13,10 @@
 
 namespace prism::dispatch {
 
-/// What the router knows of an op: its name and the backends of its implementations, in the
-/// descriptor's built-in order (host always last and always present), and the kernel files
-/// its OpenCL implementations build (what a vendor kernels/ file may replace).
+/// What the router knows of an op: its name and the backends that serve it, in the registry's
+/// built-in order (never empty: the last one, the backend of last resort, serves every op and
+/// takes ops marked unused), and the kernel files its OpenCL implementations build (what a
+/// vendor kernels/ file may replace).
 struct op_catalog_entry {
   std::string name;
   std::vector<std::string> backends;

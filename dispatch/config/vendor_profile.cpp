@@ -1,4 +1,5 @@
-// Loading and matching of vendor profiles (see vendor_profile.hpp).
+// The vendor loader: reading profile folders, matching them to devices, and the tune-space
+// fallback (see vendor_profile.hpp).
 #include "dispatch/config/vendor_profile.hpp"
 
 #include <algorithm>
@@ -26,6 +27,14 @@ std::vector<std::string> scalar_list(const std::string& file, const YAML::Node& 
     out.push_back(yaml_scalar(file, n, what + " or a list of them"));
   }
   return out;
+}
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw error(errc::io_error, "vendor profile", "cannot read '" + file.string() + "'");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 vendor_profile load_profile(const fs::path& dir) {
@@ -87,7 +96,12 @@ vendor_profile load_profile(const fs::path& dir) {
   if (fs::is_directory(kdir)) {
     for (const auto& entry : fs::directory_iterator(kdir))
       if (entry.is_regular_file() && entry.path().extension() == ".cl")
-        p.kernel_files[entry.path().filename().string()] = entry.path().string();
+        p.kernels[entry.path().filename().string()] = {entry.path().string(), read_text(entry.path())};
+  }
+  const auto tune = dir / "tune_configs.yaml";
+  if (fs::exists(tune)) {
+    p.tune_file = tune.string();
+    p.tune_spaces = parse_tune_configs(read_text(tune), p.name, p.tune_file);
   }
   return p;
 }
@@ -150,15 +164,22 @@ std::string vendor_profile::match_summary() const {
   return out;
 }
 
-std::optional<std::string> vendor_profile::kernel_source(const std::string& kernel_file) const {
-  auto it = kernel_files.find(kernel_file);
-  if (it == kernel_files.end()) return std::nullopt;
-  std::ifstream in(it->second);
-  if (!in)
-    throw error(errc::io_error, "vendor profile " + name, "cannot read kernel override '" + it->second + "'");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+const vendor_profile* vendor_set::find(const std::string& name) const {
+  for (const auto& p : profiles_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+tune_space vendor_set::tune_space_of(const op_descriptor& d, const vendor_profile* p) const {
+  for (const vendor_profile* v : {p, find("generic")}) {
+    if (!v) continue;
+    if (auto it = v->tune_spaces.find(d.name); it != v->tune_spaces.end()) return it->second;
+  }
+  return schema_tune_space(d);
+}
+
+vendor_profile load_vendor_profile(const std::string& dir) {
+  return load_profile(fs::path(dir));
 }
 
 std::vector<vendor_profile> load_vendor_profiles(const std::vector<std::string>& dirs) {

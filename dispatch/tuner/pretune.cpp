@@ -1,7 +1,8 @@
-// The pretune loop: per shape, sample a call, compute the host reference, then for the default
-// route and every candidate: run once (compile + correctness check), warm up, time the whole
-// routine N times; the fastest few correct candidates are re-timed interleaved with the default,
-// and the best of them must beat the default there.
+// The pretune loop in stages (plan, measure, validate, commit, report): per shape, sample a call,
+// compute the host reference, then for the untuned default route and every candidate: run once
+// (compile + correctness check), warm up, time the whole routine N times; the fastest few
+// correct candidates are re-timed interleaved with the default, and the best of them must beat
+// the default there.
 #include "dispatch/tuner/pretune.hpp"
 
 #include <unistd.h>
@@ -15,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "dispatch/dispatcher.hpp"
-#include "dispatch/tuner/tuning_glue.hpp"
+#include "dispatch/tuning_tier.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "prism/dispatch.hpp"
 #include "prism/error.hpp"
@@ -61,7 +62,7 @@ double percentile(std::vector<double> v, double p) {
 }
 
 // One run of the whole routine: every kernel it enqueues, finished.
-double run_once_ns(queue& q, op_call& call, const forced_route* route) {
+double run_once_ns(queue& q, op_call& call, const dispatch_options& route) {
   auto t0 = clock_type::now();
   dispatch_call(q, call, route);
   q.wait_and_throw();
@@ -73,24 +74,6 @@ double run_once_ns(queue& q, op_call& call, const forced_route* route) {
 constexpr double hopeless_factor = 1.5;
 // After two timed runs, a candidate whose median is this much slower than the best stops early.
 constexpr double losing_factor = 1.2;
-
-timing measure(queue& q, op_call& call, const forced_route* route, const pretune_options& o,
-               double best_so_far, bool* timed_once) {
-  double warm = run_once_ns(q, call, route);  // warm-up (caches, lazily built helper kernels)
-  if (best_so_far > 0 && warm > hopeless_factor * best_so_far) {
-    *timed_once = true;
-    return timing{warm, warm, warm};
-  }
-  std::vector<double> t;
-  double sum = 0;
-  while (static_cast<int>(t.size()) < o.max_runs &&
-         (static_cast<int>(t.size()) < o.min_runs || sum < o.target_s_per_candidate * 1e9)) {
-    t.push_back(run_once_ns(q, call, route));
-    sum += t.back();
-    if (t.size() >= 2 && best_so_far > 0 && percentile(t, 0.5) > losing_factor * best_so_far) break;
-  }
-  return timing{percentile(t, 0.2), percentile(t, 0.5), percentile(t, 0.8)};
-}
 
 candidate_status classify(const prism::error& e) {
   const std::string what = e.what();
@@ -140,10 +123,6 @@ struct progress {
   }
 };
 
-bool same_route(const std::string& b1, const std::string& c1, const std::string& b2, const std::string& c2) {
-  return b1 == b2 && c1 == c2;
-}
-
 }  // namespace
 
 std::string human_ns(double ns) {
@@ -165,291 +144,378 @@ std::optional<std::size_t> pick_final(const std::vector<double>& default_ns,
   return percentile(finalists_ns[*best], 0.5) <= margin * percentile(default_ns, 0.5) ? best : std::nullopt;
 }
 
-pretune_report pretune(const device& dev, tuning::database& db, const pretune_options& o) {
-  if (!db.writable())
-    throw prism::error(errc::database_error, "prism pretune",
-                       "cannot save tuning results to " + db.path() + ": " + db.read_only_reason() +
-                           " (choose a writable file with --db or PRISM_TUNING_DB)");
-  auto log = log::get("dispatch");
-  pretune_report report;
-  const auto start = clock_type::now();
-  const std::string fp = dev.fingerprint().hash;
-  const std::string vendor = matched_vendor(dev).name;
-  db.put_device(tuning::describe(dev));
+namespace {
 
-  // Select the entries to tune.
-  std::vector<tuning::shape_entry> entries;
-  for (const auto& e : o.shapes.entries) {
-    if (!o.ops.empty() && std::find(o.ops.begin(), o.ops.end(), e.op) == o.ops.end()) continue;
-    if (!o.dtypes.empty() && std::find(o.dtypes.begin(), o.dtypes.end(), e.dtype) == o.dtypes.end()) continue;
-    entries.push_back(e);
-  }
-  for (const auto& name : o.ops)
-    op_registry::instance().get(name);  // unknown op: not_found listing the valid ones
-  for (const auto& b : o.backends)
-    if (std::find(backend_names().begin(), backend_names().end(), b) == backend_names().end())
-      throw prism::error(errc::not_found, "prism pretune",
-                         "unknown backend '" + b + "'; valid: opencl, clblast, host");
+// One pretune run, in named stages: plan (which shapes, checked names), then per shape measure
+// (the untuned default and every candidate, each checked against the host reference),
+// validate (the fastest candidates re-timed interleaved with the default; the winner must
+// beat it), commit (the winner stored in one transaction) and report (a progress line).
+class pretune_run {
+ public:
+  pretune_run(const device& dev, tuning::database& db, const pretune_options& o)
+      : dev_(dev), db_(db), o_(o), q_(dev), fp_(dev.fingerprint().hash), vendor_(device_vendor(dev)) {}
 
-  progress prog;
-  prog.bar = o.progress_bar;
-  prog.total = entries.size();
-
-  // The default route is measured with tier 3 off; it is restored however we leave.
-  uninstall_db_lookup();
-  struct restore_lookup {
-    ~restore_lookup() { install_db_lookup(); }
-  } restore;
-
-  queue q(dev);
-  candidate_options copt;
-  copt.backends = o.backends;
-  copt.pick = o.pick;
-  copt.max_per_backend = o.max_per_backend;
-  copt.seed = o.seed;
-
-  for (const auto& entry : entries) {
-    shape_outcome out;
-    out.entry = entry;
-    out.shape = entry.shape.str();
-    const std::string label = fmt::format("{} {} [{}]", entry.op, entry.dtype, entry.shape.str());
-    if (o.budget_s > 0 && seconds_since(start) >= o.budget_s) {
-      report.budget_exhausted = true;
-      report.shapes.push_back(out);
-      continue;
-    }
-    auto shape_start = clock_type::now();
-    try {
-      const op_descriptor* desc = op_registry::instance().find(entry.op);
-      if (!desc)
-        throw prism::error(errc::not_found, "prism pretune", "op '" + entry.op + "' is not registered");
-      if (!desc->sample)
-        throw prism::error(errc::unsupported, "prism pretune", "op '" + entry.op + "' cannot be sampled");
-      const dtype type = parse_dtype(entry.dtype);
-      sample_options so;
-      so.type = type;
-      so.seed = o.seed;
-      op_call call = desc->sample(q, prism::shape_key::parse(entry.shape.str()), so);
-      q.wait_and_throw();
-      // The descriptor's own key and dtypes are what the dispatcher will look up.
-      out.shape = desc->key ? desc->key(call).str() : entry.shape.str();
-      const std::string dtype_col = dtype_key(call_dtypes(call));
-      const auto key = tuning::shape_key::parse(out.shape);
-
-      if (!o.force) {
-        if (auto row = db.find_result(fp, entry.op, dtype_col, key)) {
-          bool fresh = row->kernel_hash == kernel_hash(dev, row->op, row->backend, row->config) &&
-                       (row->driver_version.empty() || row->driver_version == dev.driver_version());
-          if (fresh) {
-            out.status = shape_outcome::state::already_tuned;
-            out.row = *row;
-            ++prog.done;
-            prog.line(fmt::format("pretune: [{}/{}] {}: already tuned ({} {}), skipped", prog.done,
-                                  prog.total, label, row->backend,
-                                  row->config.empty() ? "(default)" : row->config));
-            report.shapes.push_back(out);
-            continue;
-          }
-        }
-      }
-
-      // Inputs that are also outputs (in-place ops) are re-sampled before each check.
-      bool in_place = false;
-      for (auto& in : call.inputs)
-        for (auto& ou : call.outputs)
-          if (in.defined() && ou.defined() && in.same_storage(ou)) in_place = true;
-      const auto ref_start = clock_type::now();
-      const auto expected = compute_reference(q, *desc, call);
-      log->info("pretune: {}: host reference in {:.2f} s", label, seconds_since(ref_start));
-
-      double best_so_far = 0;  // fastest p50 measured for this shape
-      std::map<std::string, candidate_row> previous;
-      for (auto& c : db.candidates(fp, entry.op, dtype_col, key)) previous[c.backend + '\x1f' + c.config] = c;
-
-      // Runs one route: correctness check, then timing. Returns the stored candidate row.
-      auto evaluate = [&](const std::string& backend, const std::string& config, const forced_route* route,
-                          bool store) -> candidate_row {
-        candidate_row row;
-        row.device = fp;
-        row.op = entry.op;
-        row.dtype = dtype_col;
-        row.shape = out.shape;
-        row.backend = backend;
-        row.config = config;
-        row.kernel_hash = kernel_hash(dev, entry.op, backend, config);
-        try {
-          if (in_place) call = desc->sample(q, prism::shape_key::parse(entry.shape.str()), so);
-          dispatch_call(q, call, route);
-          q.wait_and_throw();
-          std::vector<host_tensor> got;
-          for (auto& t : call.outputs) got.push_back(read_host(q, t));
-          auto cmp = compare_outputs(*desc, call, expected, got);
-          if (!cmp.ok) {
-            row.status = candidate_status::wrong_result;
-            row.reason = short_reason(cmp.message);
-          } else {
-            bool timed_once = false;
-            auto t = measure(q, call, route, o, best_so_far, &timed_once);
-            if (timed_once)
-              row.reason = fmt::format("timed once: more than {}x the best so far", hopeless_factor);
-            else if (best_so_far == 0 || t.p50 < best_so_far)
-              best_so_far = t.p50;
-            row.p20_ns = t.p20;
-            row.p50_ns = t.p50;
-            row.p80_ns = t.p80;
-          }
-        } catch (const prism::error& e) {
-          row.status = classify(e);
-          row.reason = short_reason(e.what());
-          try {
-            q.wait_and_throw();
-          } catch (const std::exception&) {
-          }
-        }
-        if (store) db.put_candidate(row);
-        return row;
-      };
-
-      // 1. The untuned default route (what dispatch does without the database).
-      prog.update(label, 0, 0);
-      const auto def_result = [&] {
-        auto r = dispatch_call(q, call);
-        q.wait_and_throw();
-        return r;
-      }();
-      candidate_row def = evaluate(def_result.backend, def_result.config, nullptr, false);
-      if (def.status != candidate_status::ok)
-        log->warn("pretune: the default route {} '{}' of {} fails: {}", def.backend, def.config, label,
-                  def.reason);
-
-      // 2. Every candidate.
-      copt.default_ns = def.status == candidate_status::ok ? def.p50_ns : 0;
-      auto cands = make_candidates(dev, *desc, type, vendor, copt);
-      out.candidates = cands.size();
-      std::vector<candidate_row> rows;
-      bool out_of_budget = false;
-      for (std::size_t i = 0; i < cands.size(); ++i) {
-        if (o.budget_s > 0 && seconds_since(start) >= o.budget_s) {
-          out_of_budget = true;
-          break;
-        }
-        const auto& c = cands[i];
-        prog.update(label, i + 1, cands.size());
-        auto prev = previous.find(c.backend + '\x1f' + c.config);
-        if (prev != previous.end() &&
-            prev->second.kernel_hash == kernel_hash(dev, entry.op, c.backend, c.config)) {
-          rows.push_back(prev->second);
-          if (prev->second.status == candidate_status::ok &&
-              (best_so_far == 0 || prev->second.p50_ns < best_so_far))
-            best_so_far = prev->second.p50_ns;
-          ++out.resumed_candidates;
-          if (prev->second.status != candidate_status::ok) ++out.failed_candidates;
-          continue;
-        }
-        forced_route route{c.backend, c.config};
-        auto row = evaluate(c.backend, c.config, &route, true);
-        if (row.status != candidate_status::ok) {
-          ++out.failed_candidates;
-          log->info("pretune: {} {} '{}': {}: {}", label, c.backend, c.config,
-                    tuning::candidate_status_name(row.status), row.reason);
-        }
-        rows.push_back(std::move(row));
-      }
-      if (out_of_budget) {
-        report.budget_exhausted = true;
-        out.status = shape_outcome::state::not_reached;
-        out.detail = "budget spent mid-shape (measured candidates are kept; run again to resume)";
-        report.shapes.push_back(out);
+  pretune_report run() {
+    if (!db_.writable())
+      throw prism::error(errc::database_error, "prism pretune",
+                         "cannot save tuning results to " + db_.path() + ": " + db_.read_only_reason() +
+                             " (choose a writable file with --db or PRISM_TUNING_DB)");
+    const auto entries = plan();
+    db_.put_device(tuning::describe(dev_));
+    prog_.bar = o_.progress_bar;
+    prog_.total = entries.size();
+    for (const auto& entry : entries) {
+      if (o_.budget_s > 0 && seconds_since(start_) >= o_.budget_s) {
+        report_.budget_exhausted = true;
+        shape_outcome out;
+        out.entry = entry;
+        out.shape = entry.shape.str();
+        report_.shapes.push_back(out);
         continue;
       }
+      report(tune_shape(entry));
+    }
+    if (prog_.bar) std::fprintf(stderr, "\r\033[K");
+    report_.seconds = seconds_since(start_);
+    return std::move(report_);
+  }
 
-      // 3. The winner. The fastest correct candidates (up to `finalists`, within
-      //    `finalist_window` of the best p50) are re-timed round by round, interleaved with the
-      //    default route, so they all see the same machine load: one lucky or unlucky series
-      //    cannot pick the winner. The finalist with the smallest median must then beat the
-      //    default's median by `confirm_margin`, else the default route is stored.
-      std::vector<const candidate_row*> ok;
-      for (auto& r : rows)
-        if (r.status == candidate_status::ok) ok.push_back(&r);
-      std::sort(ok.begin(), ok.end(), [](auto* x, auto* y) { return x->p50_ns < y->p50_ns; });
-      const double best_p50 = ok.empty() ? 0 : ok.front()->p50_ns;
-      std::vector<const candidate_row*> finals;
-      for (auto* r : ok) {
-        if (finals.size() >= finalists || r->p50_ns > finalist_window * best_p50) break;
-        if (def.status == candidate_status::ok && same_route(r->backend, r->config, def.backend, def.config))
-          continue;  // the default is timed in every round anyway
-        finals.push_back(r);
-      }
-      if (finals.empty() && def.status != candidate_status::ok)
-        throw prism::error(errc::unsupported, "prism pretune", "no candidate produced a correct result");
+ private:
+  // The measurements of one shape, and what it needs to re-run its routes.
+  struct shape_work {
+    shape_outcome out;
+    std::string label;
+    const op_descriptor* desc = nullptr;
+    sample_options so;
+    op_call call;
+    bool in_place = false;
+    std::vector<host_tensor> expected;
+    std::string dtype_col;
+    tuning::shape_key key;
+    double best_so_far = 0;  // fastest p50 measured for this shape
+    candidate_row def;       // the untuned default route
+    std::vector<candidate_row> rows;
+  };
 
-      tuning::result_row win;
-      win.device = fp;
-      win.op = entry.op;
-      win.dtype = dtype_col;
-      win.shape = out.shape;
-      win.driver_version = dev.driver_version();
-      win.prism_version = prism::version();
-      const candidate_row* chosen = &def;
-      double chosen_ns = def.p50_ns, default_ns = def.status == candidate_status::ok ? def.p50_ns : 0;
-      const bool default_wins_outright =
-          def.status == candidate_status::ok && (ok.empty() || def.p50_ns <= best_p50);
-      if (!finals.empty() && !default_wins_outright) {
-        std::vector<forced_route> routes;
-        for (auto* f : finals) routes.push_back({f->backend, f->config});
-        std::vector<double> td;
-        std::vector<std::vector<double>> tf(finals.size());
-        for (int r = 0; r < confirm_rounds; ++r) {
-          if (def.status == candidate_status::ok) td.push_back(run_once_ns(q, call, nullptr));
-          for (std::size_t i = 0; i < finals.size(); ++i) tf[i].push_back(run_once_ns(q, call, &routes[i]));
-        }
-        if (!td.empty()) default_ns = chosen_ns = percentile(td, 0.5);
-        if (auto pick = pick_final(td, tf, confirm_margin)) {
-          chosen = finals[*pick];
-          chosen_ns = percentile(tf[*pick], 0.5);
-        } else {
-          log->info(
-              "pretune: {}: no finalist is clearly faster than the default in the final rounds ({}); "
-              "keeping the default route",
-              label, human_ns(default_ns));
-        }
-      }
-      win.backend = chosen->backend;
-      win.config = chosen->config;
-      win.p50_ns = chosen_ns;
-      win.p20_ns = std::min(chosen->p20_ns, chosen_ns);
-      win.p80_ns = std::max(chosen->p80_ns, chosen_ns);
-      win.default_ns = default_ns;
-      win.kernel_hash = chosen->kernel_hash;
-      db.put_shape(win, {});
-      out.row = win;
-      out.status = shape_outcome::state::tuned;
-      ++prog.tuned;
-      prog.tuned_seconds += seconds_since(shape_start);
+  // Stage 1: the entries to tune; unknown op and backend names are errors before anything runs.
+  std::vector<tuning::shape_entry> plan() const {
+    for (const auto& name : o_.ops) op_registry::instance().get(name);  // not_found listing the valid ones
+    for (const auto& b : o_.backends) backend_named(b, "prism pretune");
+    std::vector<tuning::shape_entry> entries;
+    for (const auto& e : o_.shapes.entries) {
+      if (!o_.ops.empty() && std::find(o_.ops.begin(), o_.ops.end(), e.op) == o_.ops.end()) continue;
+      if (!o_.dtypes.empty() && std::find(o_.dtypes.begin(), o_.dtypes.end(), e.dtype) == o_.dtypes.end())
+        continue;
+      entries.push_back(e);
+    }
+    return entries;
+  }
+
+  shape_outcome tune_shape(const tuning::shape_entry& entry) {
+    shape_work w;
+    w.out.entry = entry;
+    w.out.shape = entry.shape.str();
+    w.label = fmt::format("{} {} [{}]", entry.op, entry.dtype, entry.shape.str());
+    const auto shape_start = clock_type::now();
+    try {
+      if (!prepare(w)) return w.out;  // already tuned
+      if (!measure(w)) return w.out;  // budget spent mid-shape
+      commit(w, validate(w));
+      ++prog_.tuned;
+      prog_.tuned_seconds += seconds_since(shape_start);
     } catch (const prism::error& e) {
-      out.status = shape_outcome::state::failed;
-      out.detail = short_reason(e.what());
-      try {
-        q.wait_and_throw();
-      } catch (const std::exception&) {
+      w.out.status = shape_outcome::state::failed;
+      w.out.detail = short_reason(e.what());
+      drain();
+    }
+    return w.out;
+  }
+
+  // Samples the call and its reference; false when a fresh row already answers the shape.
+  bool prepare(shape_work& w) {
+    const auto& entry = w.out.entry;
+    w.desc = op_registry::instance().find(entry.op);
+    if (!w.desc)
+      throw prism::error(errc::not_found, "prism pretune", "op '" + entry.op + "' is not registered");
+    if (!w.desc->sample)
+      throw prism::error(errc::unsupported, "prism pretune", "op '" + entry.op + "' cannot be sampled");
+    w.so.type = parse_dtype(entry.dtype);
+    w.so.seed = o_.seed;
+    w.call = w.desc->sample(q_, entry.shape, w.so);
+    q_.wait_and_throw();
+    // The descriptor's own key and dtypes are what the dispatcher will look up.
+    w.key = w.desc->key ? w.desc->key(w.call) : entry.shape;
+    w.out.shape = w.key.str();
+    w.dtype_col = dtype_key(call_dtypes(w.call));
+    if (!o_.force) {
+      if (auto row = db_.find_result(fp_, entry.op, w.dtype_col, w.key)) {
+        const bool fresh = row->kernel_hash == route_hash(dev_, *w.desc, row->backend, row->config) &&
+                           (row->driver_version.empty() || row->driver_version == dev_.driver_version());
+        if (fresh) {
+          w.out.status = shape_outcome::state::already_tuned;
+          w.out.row = *row;
+          return false;
+        }
       }
     }
-    ++prog.done;
-    if (out.status == shape_outcome::state::tuned)
-      prog.line(
-          fmt::format("pretune: [{}/{}] {} -> {} {}  {} (default {}, {:.2f}x)  [{} candidates, {} failed, {} "
-                      "resumed]  ETA {}",
-                      prog.done, prog.total, label, out.row.backend,
-                      out.row.config.empty() ? "(default)" : out.row.config, human_ns(out.row.p50_ns),
-                      human_ns(out.row.default_ns), out.row.speedup(), out.candidates, out.failed_candidates,
-                      out.resumed_candidates, prog.eta()));
-    else
-      prog.line(fmt::format("pretune: [{}/{}] {}: FAILED: {}", prog.done, prog.total, label, out.detail));
-    report.shapes.push_back(out);
+    // Inputs that are also outputs (in-place ops) are re-sampled before each check.
+    for (auto& in : w.call.inputs)
+      for (auto& ou : w.call.outputs)
+        if (in.defined() && ou.defined() && in.same_storage(ou)) w.in_place = true;
+    const auto ref_start = clock_type::now();
+    w.expected = compute_reference(q_, *w.desc, w.call);
+    log::get("dispatch")->info("pretune: {}: host reference in {:.2f} s", w.label, seconds_since(ref_start));
+    return true;
   }
-  if (prog.bar) std::fprintf(stderr, "\r\033[K");
-  report.seconds = seconds_since(start);
-  return report;
+
+  // Stage 2: the untuned default route (the dispatcher's choice with the database skipped for
+  // this call only) and every candidate, each checked then timed; finished candidates are
+  // committed one by one so that a killed run resumes. False when the budget ran out.
+  bool measure(shape_work& w) {
+    prog_.update(w.label, 0, 0);
+    dispatch_options untuned;
+    untuned.skip_tuning_db = true;
+    const auto def_route = plan_call(q_, w.call, untuned);
+    w.def = evaluate(w, def_route.backend, def_route.config, untuned, false);
+    if (w.def.status != candidate_status::ok)
+      log::get("dispatch")
+          ->warn("pretune: the default route {} '{}' of {} fails: {}", w.def.backend, w.def.config, w.label,
+                 w.def.reason);
+
+    candidate_options copt;
+    copt.backends = o_.backends;
+    copt.pick = o_.pick;
+    copt.max_per_backend = o_.max_per_backend;
+    copt.seed = o_.seed;
+    copt.default_ns = w.def.status == candidate_status::ok ? w.def.p50_ns : 0;
+    const auto cands = make_candidates(dev_, *w.desc, w.so.type, vendor_, copt);
+    w.out.candidates = cands.size();
+    std::map<std::string, candidate_row> previous;
+    for (auto& c : db_.candidates(fp_, w.desc->name, w.dtype_col, w.key))
+      previous[c.backend + '\x1f' + c.config] = c;
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+      if (o_.budget_s > 0 && seconds_since(start_) >= o_.budget_s) {
+        report_.budget_exhausted = true;
+        w.out.status = shape_outcome::state::not_reached;
+        w.out.detail = "budget spent mid-shape (measured candidates are kept; run again to resume)";
+        return false;
+      }
+      const auto& c = cands[i];
+      prog_.update(w.label, i + 1, cands.size());
+      auto prev = previous.find(c.backend + '\x1f' + c.config);
+      if (prev != previous.end() &&
+          prev->second.kernel_hash == route_hash(dev_, *w.desc, c.backend, c.config)) {
+        w.rows.push_back(prev->second);
+        if (prev->second.status == candidate_status::ok &&
+            (w.best_so_far == 0 || prev->second.p50_ns < w.best_so_far))
+          w.best_so_far = prev->second.p50_ns;
+        ++w.out.resumed_candidates;
+        if (prev->second.status != candidate_status::ok) ++w.out.failed_candidates;
+        continue;
+      }
+      forced_route route{c.backend, c.config};
+      dispatch_options forced;
+      forced.forced = &route;
+      auto row = evaluate(w, c.backend, c.config, forced, true);
+      if (row.status != candidate_status::ok) {
+        ++w.out.failed_candidates;
+        log::get("dispatch")
+            ->info("pretune: {} {} '{}': {}: {}", w.label, c.backend, c.config,
+                   tuning::candidate_status_name(row.status), row.reason);
+      }
+      w.rows.push_back(std::move(row));
+    }
+    return true;
+  }
+
+  // One route: correctness check against the reference, then timing.
+  candidate_row evaluate(shape_work& w, const std::string& backend, const std::string& config,
+                         const dispatch_options& route, bool store) {
+    candidate_row row;
+    row.device = fp_;
+    row.op = w.desc->name;
+    row.dtype = w.dtype_col;
+    row.shape = w.out.shape;
+    row.backend = backend;
+    row.config = config;
+    row.kernel_hash = route_hash(dev_, *w.desc, backend, config);
+    try {
+      if (w.in_place) w.call = w.desc->sample(q_, w.out.entry.shape, w.so);
+      dispatch_call(q_, w.call, route);
+      q_.wait_and_throw();
+      std::vector<host_tensor> got;
+      for (auto& t : w.call.outputs) got.push_back(read_host(q_, t));
+      auto cmp = compare_outputs(*w.desc, w.call, w.expected, got);
+      if (!cmp.ok) {
+        row.status = candidate_status::wrong_result;
+        row.reason = short_reason(cmp.message);
+      } else {
+        bool timed_once = false;
+        auto t = time_route(w.call, route, w.best_so_far, &timed_once);
+        if (timed_once)
+          row.reason = fmt::format("timed once: more than {}x the best so far", hopeless_factor);
+        else if (w.best_so_far == 0 || t.p50 < w.best_so_far)
+          w.best_so_far = t.p50;
+        row.p20_ns = t.p20;
+        row.p50_ns = t.p50;
+        row.p80_ns = t.p80;
+      }
+    } catch (const prism::error& e) {
+      row.status = classify(e);
+      row.reason = short_reason(e.what());
+      drain();
+    }
+    if (store) db_.put_candidate(row);
+    return row;
+  }
+
+  timing time_route(op_call& call, const dispatch_options& route, double best_so_far, bool* timed_once) {
+    double warm = run_once_ns(q_, call, route);  // warm-up (caches, lazily built helper kernels)
+    if (best_so_far > 0 && warm > hopeless_factor * best_so_far) {
+      *timed_once = true;
+      return timing{warm, warm, warm};
+    }
+    std::vector<double> t;
+    double sum = 0;
+    while (static_cast<int>(t.size()) < o_.max_runs &&
+           (static_cast<int>(t.size()) < o_.min_runs || sum < o_.target_s_per_candidate * 1e9)) {
+      t.push_back(run_once_ns(q_, call, route));
+      sum += t.back();
+      if (t.size() >= 2 && best_so_far > 0 && percentile(t, 0.5) > losing_factor * best_so_far) break;
+    }
+    return timing{percentile(t, 0.2), percentile(t, 0.5), percentile(t, 0.8)};
+  }
+
+  // Stage 3: the winner. The fastest correct candidates (up to `finalists`, within
+  // `finalist_window` of the best p50) are re-timed round by round, interleaved with the
+  // default route, so they all see the same machine load: one lucky or unlucky series cannot
+  // pick the winner. The finalist with the smallest median must then beat the default's median
+  // by `confirm_margin`, else the default route is stored.
+  tuning::result_row validate(shape_work& w) {
+    const candidate_row& def = w.def;
+    std::vector<const candidate_row*> ok;
+    for (auto& r : w.rows)
+      if (r.status == candidate_status::ok) ok.push_back(&r);
+    std::sort(ok.begin(), ok.end(), [](auto* x, auto* y) { return x->p50_ns < y->p50_ns; });
+    const double best_p50 = ok.empty() ? 0 : ok.front()->p50_ns;
+    std::vector<const candidate_row*> finals;
+    for (auto* r : ok) {
+      if (finals.size() >= finalists || r->p50_ns > finalist_window * best_p50) break;
+      if (def.status == candidate_status::ok && r->backend == def.backend && r->config == def.config)
+        continue;  // the default is timed in every round anyway
+      finals.push_back(r);
+    }
+    if (finals.empty() && def.status != candidate_status::ok)
+      throw prism::error(errc::unsupported, "prism pretune", "no candidate produced a correct result");
+
+    const candidate_row* chosen = &def;
+    double chosen_ns = def.p50_ns, default_ns = def.status == candidate_status::ok ? def.p50_ns : 0;
+    const bool default_wins_outright =
+        def.status == candidate_status::ok && (ok.empty() || def.p50_ns <= best_p50);
+    if (!finals.empty() && !default_wins_outright) {
+      dispatch_options untuned;
+      untuned.skip_tuning_db = true;
+      std::vector<forced_route> routes;
+      for (auto* f : finals) routes.push_back({f->backend, f->config});
+      std::vector<double> td;
+      std::vector<std::vector<double>> tf(finals.size());
+      for (int r = 0; r < confirm_rounds; ++r) {
+        if (def.status == candidate_status::ok) td.push_back(run_once_ns(q_, w.call, untuned));
+        for (std::size_t i = 0; i < finals.size(); ++i) {
+          dispatch_options forced;
+          forced.forced = &routes[i];
+          tf[i].push_back(run_once_ns(q_, w.call, forced));
+        }
+      }
+      if (!td.empty()) default_ns = chosen_ns = percentile(td, 0.5);
+      if (auto pick = pick_final(td, tf, confirm_margin)) {
+        chosen = finals[*pick];
+        chosen_ns = percentile(tf[*pick], 0.5);
+      } else {
+        log::get("dispatch")
+            ->info(
+                "pretune: {}: no finalist is clearly faster than the default in the final rounds ({}); "
+                "keeping the "
+                "default route",
+                w.label, human_ns(default_ns));
+      }
+    }
+    tuning::result_row win;
+    win.device = fp_;
+    win.op = w.desc->name;
+    win.dtype = w.dtype_col;
+    win.shape = w.out.shape;
+    win.driver_version = dev_.driver_version();
+    win.prism_version = prism::version();
+    win.backend = chosen->backend;
+    win.config = chosen->config;
+    win.p50_ns = chosen_ns;
+    win.p20_ns = std::min(chosen->p20_ns, chosen_ns);
+    win.p80_ns = std::max(chosen->p80_ns, chosen_ns);
+    win.default_ns = default_ns;
+    win.kernel_hash = chosen->kernel_hash;
+    return win;
+  }
+
+  // Stage 4: the shape's winner, in one transaction.
+  void commit(shape_work& w, const tuning::result_row& win) {
+    db_.put_shape(win, {});
+    w.out.row = win;
+    w.out.status = shape_outcome::state::tuned;
+  }
+
+  // Stage 5: one progress line per shape, and the outcome kept for the summary.
+  void report(const shape_outcome& out) {
+    ++prog_.done;
+    const std::string label = fmt::format("{} {} [{}]", out.entry.op, out.entry.dtype, out.entry.shape.str());
+    switch (out.status) {
+      case shape_outcome::state::tuned:
+        prog_.line(
+            fmt::format("pretune: [{}/{}] {} -> {} {}  {} (default {}, {:.2f}x)  [{} candidates, {} failed, "
+                        "{} resumed]  ETA {}",
+                        prog_.done, prog_.total, label, out.row.backend,
+                        out.row.config.empty() ? "(default)" : out.row.config, human_ns(out.row.p50_ns),
+                        human_ns(out.row.default_ns), out.row.speedup(), out.candidates,
+                        out.failed_candidates, out.resumed_candidates, prog_.eta()));
+        break;
+      case shape_outcome::state::already_tuned:
+        prog_.line(fmt::format("pretune: [{}/{}] {}: already tuned ({} {}), skipped", prog_.done, prog_.total,
+                               label, out.row.backend,
+                               out.row.config.empty() ? "(default)" : out.row.config));
+        break;
+      case shape_outcome::state::not_reached:
+        report_.shapes.push_back(out);
+        return;
+      case shape_outcome::state::failed:
+        prog_.line(
+            fmt::format("pretune: [{}/{}] {}: FAILED: {}", prog_.done, prog_.total, label, out.detail));
+        break;
+    }
+    report_.shapes.push_back(out);
+  }
+
+  void drain() {
+    try {
+      q_.wait_and_throw();
+    } catch (const std::exception&) {
+    }
+  }
+
+  const device& dev_;
+  tuning::database& db_;
+  const pretune_options& o_;
+  queue q_;
+  std::string fp_;
+  vendor_context vendor_;
+  pretune_report report_;
+  progress prog_;
+  const clock_type::time_point start_ = clock_type::now();
+};
+
+}  // namespace
+
+pretune_report pretune(const device& dev, tuning::database& db, const pretune_options& o) {
+  return pretune_run(dev, db, o).run();
 }
 
 std::string summary_table(const pretune_report& report) {

@@ -19,7 +19,7 @@ enum class source_tier : std::uint8_t { env, routes, db_exact, db_nearest, vendo
 /// "env", "routes", "db-exact", "db-nearest", "vendor", "default", "fallback".
 const char* source_tier_name(source_tier t) noexcept;
 
-/// Backends prism knows: "opencl", "clblast", "host".
+/// Backends prism knows, in built-in preference order: "opencl", "clblast", "host".
 const std::vector<std::string>& backend_names();
 /// Every op the dispatcher can route (descriptor names, e.g. "add", "mm").
 std::vector<std::string> op_names();
@@ -90,11 +90,16 @@ struct tuning_query {
   /// output's ("" when the call has neither). What PRISM_RECORD_UNTUNED writes.
   std::string_view sample_dtype;
 };
-/// Returns a choice, or nullopt when the database has nothing for the key. Called once per new
-/// (device, op, dtypes, shape key): results are memoized until the next set_tuning_lookup.
-/// It must be thread-safe and must not dispatch ops itself.
+/// Returns a choice, or nullopt when it has nothing for the key. Called once per new
+/// (device, op, dtypes, shape key): results are memoized until the next set_tuning_lookup or
+/// use_tuning_database. It must be thread-safe and must not dispatch ops itself.
 using tuning_lookup = std::function<std::optional<tuned_choice>(const tuning_query&)>;
-/// Installs (or, with an empty function, removes) the lookup; clears memoized decisions.
+/// By default tier 3 answers from the process's tuning database (prism/tuning_db.hpp), through
+/// each device's own lookup. This replaces it with `lookup` for every device (an embedder's own
+/// store, a test's fake); an empty function switches tier 3 off. Clears memoized decisions.
 void set_tuning_lookup(tuning_lookup lookup);
+/// Back to the tuning database (the default); also makes the dispatcher decide afresh after
+/// rows were written to the database. Clears memoized decisions.
+void use_tuning_database();
 
 }  // namespace prism::dispatch

@@ -11,50 +11,16 @@
 #include <utility>
 #include <vector>
 
+#include "prism/shape_key.hpp"
+
 namespace prism {
 class device;
 
 namespace tuning {
 
-/// A shape key: named integer components in canonical text form, e.g. "m=128,n=4096,k=4096".
-/// The op descriptors define which components an op has and their order; this class parses any
-/// such key generically. Two keys are equal when they hold the same name=value pairs (in any
-/// order). Thread safety: immutable value type.
-class shape_key {
- public:
-  using component = std::pair<std::string, std::int64_t>;
-
-  shape_key() = default;
-  explicit shape_key(std::vector<component> components);
-  /// Parses "a=1,b=2" (spaces around tokens allowed). Throws prism::error(invalid_argument)
-  /// naming the bad token for an empty name, a non-integer value or a repeated name.
-  static shape_key parse(std::string_view text);
-
-  const std::vector<component>& components() const noexcept { return components_; }
-  std::optional<std::int64_t> get(std::string_view name) const;
-  bool empty() const noexcept { return components_.empty(); }
-  /// "a=1,b=2" in the order the components were given.
-  std::string str() const;
-  /// Order-independent form (components sorted by name): what equality and memo keys use.
-  std::string canonical() const;
-  /// True when both keys have the same component names (so a distance is defined).
-  bool comparable(const shape_key& other) const;
-  /// The log2 bucket, order-independent: components <= 1 (flags, unit dims) exactly, larger ones
-  /// as floor(log2), e.g. "k~12,m~4,n~12" for m=16..31, n=k=4096..8191. Keys in one bucket are
-  /// less than 1 apart in every component of shape_distance, so the nearest-shape tier serves
-  /// them all from whichever one was tuned (PRISM_RECORD_UNTUNED records one shape per bucket).
-  std::string bucket() const;
-
-  bool operator==(const shape_key& other) const { return canonical() == other.canonical(); }
-
- private:
-  std::vector<component> components_;
-};
-
-/// Distance used by nearest-shape selection: the sum over components of |log2 a - log2 b|
-/// (so each factor of 2 in one dimension costs 1). Components <= 0 (flags, empty dims) must be
-/// equal or the keys are not comparable. Returns +infinity when the keys are not comparable.
-double shape_distance(const shape_key& a, const shape_key& b);
+/// Keys and the nearness rule are prism's one shape_key (prism/shape_key.hpp).
+using prism::shape_distance;
+using prism::shape_key;
 
 /// A device as the database knows it.
 struct device_record {
@@ -121,6 +87,11 @@ struct match {
   double distance = 0;  ///< shape_distance to the tuned row (0 for exact)
 };
 
+/// Decides whether a stored row may still be used: returns "" when it may, else the reason
+/// (e.g. "kernel hash changed: 1a2b.. -> 3c4d.."). The dispatcher installs one that recomputes
+/// the kernel hash of the row's backend + config.
+using row_validator = std::function<std::string(const result_row&)>;
+
 /// What a lookup asks for. `driver_version` empty = do not check it.
 struct lookup_query {
   std::string device;  ///< fingerprint
@@ -130,12 +101,10 @@ struct lookup_query {
   std::string driver_version;
   /// Nearest-shape answers farther than this (see shape_distance) are not used.
   double max_distance = 8.0;
+  /// Checked for this query's rows after the driver check (and instead of set_validator's):
+  /// the caller's own staleness rule, which must not call back into the database.
+  row_validator validator;
 };
-
-/// Decides whether a stored row may still be used: returns "" when it may, else the reason
-/// (e.g. "kernel hash changed: 1a2b.. -> 3c4d.."). The dispatcher installs one that recomputes
-/// the kernel hash of the row's backend + config.
-using row_validator = std::function<std::string(const result_row&)>;
 
 /// Selects rows; empty fields match anything.
 struct row_filter {

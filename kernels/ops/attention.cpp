@@ -350,7 +350,6 @@ void register_attention_ops(op_registry& r) {
   d.attrs = {{"is_causal", false, "query i attends keys j <= kv_len - q_len + i"},
              {"scale", 0.0, "score scale; 0 = 1/sqrt(head_dim)"}};
   d.dtypes = {dtype::f32, dtype::f16, dtype::bf16};
-  d.backends = {"opencl", "host"};
   d.check = check;
   d.infer_outputs = [](const op_call& c) {
     const tensor& q = c.inputs[0];

@@ -1,6 +1,8 @@
 // The matmul family (mm, bmm, addmm, linear): descriptors over prism's three GEMM kernels,
 // kernels/cl/gemm_cpu.cl (register-blocked, no barriers), gemm_gpu.cl (local-memory tiles) and
-// gemm_gemv.cl (small M, parallel over N and K). Every op lowers to one strided gemm_problem.
+// gemm_gemv.cl (small M, parallel over N and K). Each op owns its lowering to the one strided
+// gemm_problem (kernels/gemm_lowering.hpp): kernels, keys, FLOP counts, tolerances and the BLAS
+// backends all read that, never the op's name.
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -18,18 +20,6 @@ namespace prism {
 namespace {
 
 using namespace gemm_detail;
-
-// C[b](m, n) = alpha * sum_k A[b](m, k) * B[b](k, n) + beta * X(m, n), all as element strides.
-struct gemm_problem {
-  std::int64_t batch = 1, m = 0, n = 0, k = 0;
-  tensor a, b, c, x;  // x: bias, undefined when absent
-  std::int64_t sab = 0, sam = 0, sak = 0;
-  std::int64_t sbb = 0, sbk = 0, sbn = 0;
-  std::int64_t scb = 0, scm = 0;
-  std::int64_t sxm = 0, sxn = 0;
-  double alpha = 1.0, beta = 1.0;
-  std::int64_t a_shift = 0, b_shift = 0;  // element offsets of a k-slice (cpu kc blocking)
-};
 
 enum class variant : std::int64_t { cpu = 0, gpu = 1, gemv = 2 };
 const char* variant_impl(std::int64_t v) {
@@ -79,70 +69,116 @@ std::pair<std::int64_t, std::int64_t> bias_strides(const op_call& call, const te
 }
 
 // ---------------------------------------------------------------------------------------------
-// op_call -> gemm_problem
+// op_call -> gemm_problem: one lowering per op
 
-gemm_problem lower(queue* q, const op_call& call) {
-  gemm_problem p;
-  const std::string& op = call.op;
-  if (op == "mm" || op == "addmm") {
-    const int ia = op == "mm" ? 0 : 1;
-    p.a = call.inputs[ia];
-    p.b = call.inputs[ia + 1];
-    p.m = p.a.size(0), p.k = p.a.size(1), p.n = p.b.size(1);
-    p.sam = p.a.strides()[0], p.sak = p.a.strides()[1];
-    p.sbk = p.b.strides()[0], p.sbn = p.b.strides()[1];
-    if (op == "addmm") {
-      p.x = call.inputs[0];
-      std::tie(p.sxm, p.sxn) = bias_strides(call, p.x, p.m, p.n);
-      p.alpha = call.get_f64("alpha", 1.0);
-      p.beta = call.get_f64("beta", 1.0);
-    }
-  } else if (op == "bmm") {
-    p.a = call.inputs[0];
-    p.b = call.inputs[1];
-    p.batch = p.a.size(0), p.m = p.a.size(1), p.k = p.a.size(2), p.n = p.b.size(2);
-    p.sab = p.a.strides()[0], p.sam = p.a.strides()[1], p.sak = p.a.strides()[2];
-    p.sbb = p.b.strides()[0], p.sbk = p.b.strides()[1], p.sbn = p.b.strides()[2];
-  } else if (op == "linear") {
-    p.a = call.inputs[0];
-    p.b = call.inputs[1];  // weight [n, k]: B(k, n) = W[n, k]
-    const int nd = p.a.dim();
-    p.k = p.a.size(-1), p.n = p.b.size(0);
-    p.m = 1;
-    for (int i = 0; i + 1 < nd; ++i) p.m *= p.a.size(i);
-    // The leading dims must collapse into one row stride; otherwise work on a contiguous copy.
-    bool collapsible = true;
-    std::int64_t row_stride = p.k;
-    int last_nontrivial = -1;
-    for (int i = nd - 2; i >= 0; --i) {
-      if (p.a.size(i) == 1) continue;
-      if (last_nontrivial < 0) {
-        row_stride = p.a.strides()[i];
-      } else if (p.a.strides()[i] != p.a.strides()[last_nontrivial] * p.a.size(last_nontrivial)) {
-        collapsible = false;
-      }
-      last_nontrivial = i;
-    }
-    if (!collapsible && q) {  // without a queue (keys, counts) only the extents matter
-      p.a = p.a.contiguous(*q);
-      row_stride = p.k;
-    }
-    p.sam = row_stride, p.sak = p.a.strides()[nd - 1];
-    p.sbk = p.b.strides()[1], p.sbn = p.b.strides()[0];
-    if (call.inputs.size() > 2 && call.inputs[2].defined()) {
-      p.x = call.inputs[2];
-      p.sxm = 0, p.sxn = p.x.size(0) == 1 ? 0 : p.x.strides()[0];
-    }
-  } else {
-    throw error(errc::internal, op_name(call), "not a matmul-family op");
-  }
-  p.c = call.outputs[0];
+using lowering = gemm_problem (*)(const op_call&);
+
+// The output's strides (outputs are contiguous: check_call), the dtype, and friendly strides
+// for size-1 dims, which carry no information.
+gemm_problem finish(gemm_problem p, const op_call& call) {
+  if (!call.outputs.empty()) p.c = call.outputs[0];
+  p.type = p.a.type();
+  p.scn = 1;
   p.scm = p.n;
   p.scb = p.m * p.n;
-  // Strides of size-1 dims carry no information: make them the friendliest value.
   if (p.k <= 1) p.sak = 1, p.sbk = 1;
   if (p.n <= 1) p.sbn = 1, p.sxn = 0;
   if (p.batch <= 1) p.sab = 0, p.sbb = 0;
+  return p;
+}
+
+// A [..., k] seen as [M, k]: the leading dims must fold into one row stride, else a_folds is
+// false and the kernels read a contiguous copy (fold_rows).
+void fold_rows(gemm_problem& p, const tensor& x) {
+  const int nd = x.dim();
+  p.a = x;
+  p.k = x.size(-1);
+  p.m = 1;
+  for (int i = 0; i + 1 < nd; ++i) p.m *= x.size(i);
+  std::int64_t row_stride = p.k;
+  int last_nontrivial = -1;
+  for (int i = nd - 2; i >= 0; --i) {
+    if (x.size(i) == 1) continue;
+    if (last_nontrivial < 0)
+      row_stride = x.strides()[i];
+    else if (x.strides()[i] != x.strides()[last_nontrivial] * x.size(last_nontrivial))
+      p.a_folds = false;
+    last_nontrivial = i;
+  }
+  p.sam = p.a_folds ? row_stride : p.k;
+  p.sak = x.strides()[nd - 1];
+}
+
+gemm_problem lower_mm(const op_call& call) {
+  gemm_problem p;
+  p.a = call.inputs[0];
+  p.b = call.inputs[1];
+  p.m = p.a.size(0), p.k = p.a.size(1), p.n = p.b.size(1);
+  p.sam = p.a.strides()[0], p.sak = p.a.strides()[1];
+  p.sbk = p.b.strides()[0], p.sbn = p.b.strides()[1];
+  return finish(p, call);
+}
+
+gemm_problem lower_bmm(const op_call& call) {
+  gemm_problem p;
+  p.a = call.inputs[0];
+  p.b = call.inputs[1];
+  p.batch = p.a.size(0), p.m = p.a.size(1), p.k = p.a.size(2), p.n = p.b.size(2);
+  p.sab = p.a.strides()[0], p.sam = p.a.strides()[1], p.sak = p.a.strides()[2];
+  p.sbb = p.b.strides()[0], p.sbk = p.b.strides()[1], p.sbn = p.b.strides()[2];
+  return finish(p, call);
+}
+
+gemm_problem lower_addmm(const op_call& call) {
+  gemm_problem p;
+  p.a = call.inputs[1];
+  p.b = call.inputs[2];
+  p.m = p.a.size(0), p.k = p.a.size(1), p.n = p.b.size(1);
+  p.sam = p.a.strides()[0], p.sak = p.a.strides()[1];
+  p.sbk = p.b.strides()[0], p.sbn = p.b.strides()[1];
+  p.bias = call.inputs[0];
+  std::tie(p.sxm, p.sxn) = bias_strides(call, p.bias, p.m, p.n);
+  p.alpha = call.get_f64("alpha", 1.0);
+  p.beta = call.get_f64("beta", 1.0);
+  return finish(p, call);
+}
+
+gemm_problem lower_linear(const op_call& call) {
+  gemm_problem p;
+  fold_rows(p, call.inputs[0]);
+  p.b = call.inputs[1];  // weight [n, k]: B(k, n) = W[n, k]
+  p.n = p.b.size(0);
+  p.sbk = p.b.strides()[1], p.sbn = p.b.strides()[0];
+  if (call.inputs.size() > 2 && call.inputs[2].defined()) {
+    p.bias = call.inputs[2];
+    p.sxm = 0, p.sxn = p.bias.size(0) == 1 ? 0 : p.bias.strides()[0];
+    p.beta = 1.0;
+  }
+  return finish(p, call);
+}
+
+// numpy's matmul for the forms prism serves: 2-D @ 2-D, 3-D @ 3-D (batched), N-D @ 2-D (over
+// the leading dims of the left operand).
+gemm_problem lower_matmul(const op_call& call) {
+  const tensor& a = call.inputs[0];
+  const tensor& b = call.inputs[1];
+  if (a.dim() == 3 && b.dim() == 3) return lower_bmm(call);
+  gemm_problem p;
+  fold_rows(p, a);
+  p.b = b;
+  p.n = b.size(1);
+  p.sbk = b.strides()[0], p.sbn = b.strides()[1];
+  return finish(p, call);
+}
+
+// prism's kernels read A through one row stride: a view whose leading dims do not fold is
+// copied first.
+gemm_problem for_kernels(queue& q, gemm_problem p) {
+  if (p.a_folds) return p;
+  p.a = p.a.contiguous(q);
+  p.sam = p.k;
+  p.sak = 1;
+  p.a_folds = true;
   return p;
 }
 
@@ -206,20 +242,23 @@ std::string dtype_define(dtype t) {
 }
 
 // `accumulate` < 0: the kernel has no accumulate argument (gpu, gemv); 0/1 otherwise (cpu).
-event launch(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r, int accumulate = -1) {
+// [k0, k0 + kn) is the k-slice to run (kn < 0: all of K).
+event launch(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r, int accumulate = -1,
+             std::int64_t k0 = 0, std::int64_t kn = -1) {
   const char* op = "gemm";
-  const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), K = to_int(p.k, op, "K");
+  const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), K = to_int(kn < 0 ? p.k : kn, op, "K");
   const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
   const int sam = to_int(p.sam, op, "A row stride"), sak = to_int(p.sak, op, "A column stride");
   const int sbk = to_int(p.sbk, op, "B row stride"), sbn = to_int(p.sbn, op, "B column stride");
   const int scm = to_int(p.scm, op, "C row stride");
   const int sxm = to_int(p.sxm, op, "bias row stride"), sxn = to_int(p.sxn, op, "bias column stride");
-  const std::int64_t a_off = p.a.offset() + p.a_shift, b_off = p.b.offset() + p.b_shift, c_off = p.c.offset();
-  const std::int64_t x_off = p.x.defined() ? p.x.offset() : 0;
+  const std::int64_t a_off = p.a.offset() + k0 * p.sak, b_off = p.b.offset() + k0 * p.sbk,
+                     c_off = p.c.offset();
+  const std::int64_t x_off = p.bias.defined() ? p.bias.offset() : 0;
   auto sa = p.a.storage();
   auto sb = p.b.storage();
   auto sc = p.c.storage();
-  auto sx = p.x.defined() ? p.x.storage() : p.a.storage();
+  auto sx = p.bias.defined() ? p.bias.storage() : p.a.storage();
   return q.submit([&](handler& h) {
     accessor<std::byte> aa(sa, h, read_only);
     accessor<std::byte> ab(sb, h, read_only);
@@ -243,7 +282,7 @@ event enqueue_cpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
   // products; anything else -> outer products with per-lane strided B loads.
   const bool outer = p.sbn == 1 || !k_contiguous(p);
   std::string opts = fmt::format("{} -DHAS_BIAS={} -DVW={} -DRM={} -DRN={} -DKU={} -DB_NCONTIG={} {}",
-                                 dtype_define(p.c.type()), p.x.defined() ? 1 : 0, vw, rm, rn, ku,
+                                 dtype_define(p.c.type()), p.bias.defined() ? 1 : 0, vw, rm, rn, ku,
                                  p.sbn == 1 ? 1 : 0, outer ? "-DFORM_OUTER" : "-DFORM_DOT");
   kernel k = build_kernel(q.get_context(), "gemm_cpu.cl", src, opts, "gemm_cpu");
   const std::int64_t gx = ceil_div(p.n, outer ? rn * vw : rn), gy = ceil_div(p.m, rm);
@@ -257,13 +296,8 @@ event enqueue_cpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
   const std::int64_t kc = c.at("kc");
   if (kc == 0 || p.k <= kc || p.c.type() != dtype::f32) return launch(q, p, k, r, 0);
   event last;
-  for (std::int64_t k0 = 0; k0 < p.k; k0 += kc) {
-    gemm_problem slice = p;
-    slice.k = std::min(kc, p.k - k0);
-    slice.a_shift = k0 * p.sak;
-    slice.b_shift = k0 * p.sbk;
-    last = launch(q, slice, k, r, k0 > 0 ? 1 : 0);
-  }
+  for (std::int64_t k0 = 0; k0 < p.k; k0 += kc)
+    last = launch(q, p, k, r, k0 > 0 ? 1 : 0, k0, std::min(kc, p.k - k0));
   return last;
 }
 
@@ -272,7 +306,7 @@ event enqueue_gpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
   const std::int64_t tm = c.at("tm"), tn = c.at("tn"), tk = c.at("tk"), wm = c.at("wm"), wn = c.at("wn");
   std::string opts = fmt::format(
       "{} -DHAS_BIAS={} -DTM={} -DTN={} -DTK={} -DWM={} -DWN={} -DGV={} -DA_KCONTIG={} -DB_NCONTIG={}",
-      dtype_define(p.c.type()), p.x.defined() ? 1 : 0, tm, tn, tk, wm, wn, c.at("gv"), p.sak == 1 ? 1 : 0,
+      dtype_define(p.c.type()), p.bias.defined() ? 1 : 0, tm, tn, tk, wm, wn, c.at("gv"), p.sak == 1 ? 1 : 0,
       p.sbn == 1 ? 1 : 0);
   kernel k = build_kernel(q.get_context(), "gemm_gpu.cl", src, opts, "gemm_gpu");
   const std::int64_t lx = tn / wn, ly = tm / wm;
@@ -285,7 +319,7 @@ event enqueue_gemv(queue& q, const gemm_problem& p, const kernel_config& c, sour
   const std::int64_t mb = std::min<std::int64_t>(c.at("mb"), next_pow2(p.m)), nb = c.at("nb"),
                      wg = c.at("wg");
   std::string opts = fmt::format("{} -DHAS_BIAS={} -DMB={} -DNB={} -DWG={}", dtype_define(p.c.type()),
-                                 p.x.defined() ? 1 : 0, mb, nb, wg);
+                                 p.bias.defined() ? 1 : 0, mb, nb, wg);
   kernel k = build_kernel(q.get_context(), "gemm_gemv.cl", src, opts, "gemm_gemv");
   nd_range r(range<3>(ceil_div(p.n, nb) * wg, ceil_div(p.m, mb), p.batch), range<3>(wg, 1, 1));
   return launch(q, p, k, r);
@@ -303,7 +337,7 @@ std::optional<std::string> dtype_unsupported(const op_call& call) {
   return std::nullopt;
 }
 
-std::vector<op_implementation> gemm_implementations() {
+std::vector<op_implementation> gemm_implementations(lowering lower) {
   std::vector<op_implementation> impls;
   impls.push_back(
       {"opencl.cpu", "gemm_cpu.cl",
@@ -315,8 +349,8 @@ std::vector<op_implementation> gemm_implementations() {
            return fmt::format("work-group lx*ly = {} > device maximum {}", wg, dev.max_work_group_size());
          return std::nullopt;
        },
-       [](queue& q, const op_call& call, const kernel_config& c, source_override src) {
-         return enqueue_cpu(q, lower(&q, call), c, src);
+       [lower](queue& q, const op_call& call, const kernel_config& c, source_override src) {
+         return enqueue_cpu(q, for_kernels(q, lower(call)), c, src);
        }});
   impls.push_back(
       {"opencl.gpu", "gemm_gpu.cl",
@@ -333,8 +367,8 @@ std::vector<op_implementation> gemm_implementations() {
            return fmt::format("needs local memory {} B > device {} B", local, dev.local_mem_size());
          return std::nullopt;
        },
-       [](queue& q, const op_call& call, const kernel_config& c, source_override src) {
-         return enqueue_gpu(q, lower(&q, call), c, src);
+       [lower](queue& q, const op_call& call, const kernel_config& c, source_override src) {
+         return enqueue_gpu(q, for_kernels(q, lower(call)), c, src);
        }});
   impls.push_back(
       {"opencl.gemv", "gemm_gemv.cl",
@@ -349,8 +383,8 @@ std::vector<op_implementation> gemm_implementations() {
            return fmt::format("needs local memory {} B > device {} B", local, dev.local_mem_size());
          return std::nullopt;
        },
-       [](queue& q, const op_call& call, const kernel_config& c, source_override src) {
-         return enqueue_gemv(q, lower(&q, call), c, src);
+       [lower](queue& q, const op_call& call, const kernel_config& c, source_override src) {
+         return enqueue_gemv(q, for_kernels(q, lower(call)), c, src);
        }});
   return impls;
 }
@@ -397,50 +431,61 @@ std::pair<std::int64_t, std::int64_t> host_bias_strides(const host_tensor& x) {
   return {xm, xn};
 }
 
-void reference(host_call& hc) {
-  const op_call& call = *hc.call;
-  host_tensor& out = hc.outputs[0];
-  if (call.op == "mm") {
-    const auto& a = hc.inputs[0];
-    const auto& b = hc.inputs[1];
-    reference_gemm(1, a.shape[0], b.shape[1], a.shape[1], a.values, 0, b.values, 0, false, nullptr, 0, 0, 1,
-                   0, out);
-  } else if (call.op == "bmm") {
-    const auto& a = hc.inputs[0];
-    const auto& b = hc.inputs[1];
-    const auto m = a.shape[1], k = a.shape[2], n = b.shape[2];
-    reference_gemm(a.shape[0], m, n, k, a.values, m * k, b.values, k * n, false, nullptr, 0, 0, 1, 0, out);
-  } else if (call.op == "addmm") {
-    const auto& x = hc.inputs[0];
-    const auto& a = hc.inputs[1];
-    const auto& b = hc.inputs[2];
-    auto [xm, xn] = host_bias_strides(x);
-    reference_gemm(1, a.shape[0], b.shape[1], a.shape[1], a.values, 0, b.values, 0, false, &x, xm, xn,
-                   call.get_f64("alpha", 1.0), call.get_f64("beta", 1.0), out);
-  } else {  // linear
-    const auto& a = hc.inputs[0];
-    const auto& w = hc.inputs[1];
-    const std::int64_t k = a.shape[a.shape.size() - 1], n = w.shape[0];
-    std::int64_t m = 1;
-    for (int i = 0; i + 1 < a.shape.size(); ++i) m *= a.shape[i];
-    const host_tensor* x = hc.inputs.size() > 2 && hc.inputs[2].defined ? &hc.inputs[2] : nullptr;
-    reference_gemm(1, m, n, k, a.values, 0, w.values, 0, true, x, 0, x && x->shape[0] != 1 ? 1 : 0, 1, 1,
-                   out);
-  }
+// One reference per op, on the logical (row-major) host values.
+void reference_mm(host_call& hc) {
+  const auto& a = hc.inputs[0];
+  const auto& b = hc.inputs[1];
+  reference_gemm(1, a.shape[0], b.shape[1], a.shape[1], a.values, 0, b.values, 0, false, nullptr, 0, 0, 1, 0,
+                 hc.outputs[0]);
 }
 
-std::int64_t reduction_length(const op_call& call) {
-  if (call.op == "mm") return call.inputs[0].size(1);
-  if (call.op == "bmm") return call.inputs[0].size(2);
-  if (call.op == "addmm") return call.inputs[1].size(1);
-  return call.inputs[0].size(-1);
+void reference_bmm(host_call& hc) {
+  const auto& a = hc.inputs[0];
+  const auto& b = hc.inputs[1];
+  const auto m = a.shape[1], k = a.shape[2], n = b.shape[2];
+  reference_gemm(a.shape[0], m, n, k, a.values, m * k, b.values, k * n, false, nullptr, 0, 0, 1, 0,
+                 hc.outputs[0]);
+}
+
+void reference_addmm(host_call& hc) {
+  const auto& x = hc.inputs[0];
+  const auto& a = hc.inputs[1];
+  const auto& b = hc.inputs[2];
+  auto [xm, xn] = host_bias_strides(x);
+  reference_gemm(1, a.shape[0], b.shape[1], a.shape[1], a.values, 0, b.values, 0, false, &x, xm, xn,
+                 hc.call->get_f64("alpha", 1.0), hc.call->get_f64("beta", 1.0), hc.outputs[0]);
+}
+
+// x [..., k] as [m, k] rows times w ([n, k] when w_nk, else [k, n]), plus an optional bias [n].
+void reference_rows(host_call& hc, bool w_nk) {
+  const auto& a = hc.inputs[0];
+  const auto& w = hc.inputs[1];
+  const std::int64_t k = a.shape[a.shape.size() - 1], n = w_nk ? w.shape[0] : w.shape[1];
+  std::int64_t m = 1;
+  for (int i = 0; i + 1 < a.shape.size(); ++i) m *= a.shape[i];
+  const host_tensor* x = hc.inputs.size() > 2 && hc.inputs[2].defined ? &hc.inputs[2] : nullptr;
+  reference_gemm(1, m, n, k, a.values, 0, w.values, 0, w_nk, x, 0, x && x->shape[0] != 1 ? 1 : 0, 1, 1,
+                 hc.outputs[0]);
+}
+
+void reference_linear(host_call& hc) {
+  reference_rows(hc, true);
+}
+
+void reference_matmul(host_call& hc) {
+  if (hc.inputs[0].shape.size() == 3 && hc.inputs[1].shape.size() == 3)
+    reference_bmm(hc);
+  else
+    reference_rows(hc, false);
 }
 
 // |err| <= 1 ulp of the output dtype (final rounding) + 2^-23 (2 + sqrt(K)) sum_k |a b|: f32
 // accumulation error grows like sqrt(K) for any summation order the kernels use.
-tolerance gemm_tolerance(const op_call& call, int) {
-  const double k = static_cast<double>(reduction_length(call));
-  return tolerance{1.0, 0.0, 0.0, std::ldexp(1.0, -23) * (2.0 + std::sqrt(k))};
+std::function<tolerance(const op_call&, int)> gemm_tolerance(lowering lower) {
+  return [lower](const op_call& call, int) {
+    const double k = static_cast<double>(lower(call).k);
+    return tolerance{1.0, 0.0, 0.0, std::ldexp(1.0, -23) * (2.0 + std::sqrt(k))};
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -592,25 +637,54 @@ std::vector<test_case> linear_cases(dtype) {
   return cases;
 }
 
+op_call sample_matmul(queue& q, const shape_key& key, const sample_options& o) {
+  op_call c{"matmul", {}, {}, {}};
+  const std::int64_t b = key.get("b", 1);
+  if (b == 1)
+    c.inputs = {make_operand(q, key.at("m"), key.at("k"), key.get("ta", 0) != 0, o.type, o, 1),
+                make_operand(q, key.at("k"), key.at("n"), key.get("tb", 0) != 0, o.type, o, 2)};
+  else
+    c.inputs = {make_batched(q, b, key.at("m"), key.at("k"), key.get("ta", 0) != 0, o.type, o, 1),
+                make_batched(q, b, key.at("k"), key.at("n"), key.get("tb", 0) != 0, o.type, o, 2)};
+  return finish(q, self("matmul"), std::move(c));
+}
+
+std::vector<test_case> matmul_cases(dtype) {
+  std::vector<test_case> cases = {
+      keyed("odd", "matmul", "b=1,m=19,n=23,k=29,ta=0,tb=1"),
+      keyed("strided", "matmul", "b=2,m=9,n=20,k=24,ta=1,tb=0"),
+  };
+  // N-D @ 2-D over the leading dims, and a 1-D vector on the left.
+  cases.push_back(
+      {"broadcast", [](queue& q, const sample_options& o) {
+         op_call c{"matmul", {}, {}, {}};
+         c.inputs = {random_tensor(q, {2, 3, 20}, o.type, o, 1), random_tensor(q, {20, 9}, o.type, o, 2)};
+         return finish(q, self("matmul"), std::move(c));
+       }});
+  cases.push_back({"one", [](queue& q, const sample_options& o) {
+                     op_call c{"matmul", {}, {}, {}};
+                     c.inputs = {random_tensor(q, {7}, o.type, o, 1), random_tensor(q, {7, 5}, o.type, o, 2)};
+                     return finish(q, self("matmul"), std::move(c));
+                   }});
+  return cases;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Descriptors
 
-op_descriptor base(const char* name, const char* summary) {
+op_descriptor base(const char* name, const char* summary, lowering lower, void (*ref)(host_call&)) {
   op_descriptor d;
   d.name = name;
   d.family = "gemm";
   d.summary = summary;
   d.dtypes = {dtype::f32, dtype::f16, dtype::bf16};
-  d.backends = {"opencl", "clblast", "host"};
-  d.reference = reference;
-  d.tol = gemm_tolerance;
+  d.gemm = lower;
+  d.reference = ref;
+  d.tol = gemm_tolerance(lower);
   d.exact_on_small_integers = true;
   d.config = gemm_schema();
-  d.implementations = gemm_implementations();
-  d.flops = [](const op_call& c) {
-    const gemm_problem p = lower(nullptr, c);
-    return 2.0 * static_cast<double>(p.batch * p.m) * static_cast<double>(p.n) * static_cast<double>(p.k);
-  };
+  d.implementations = gemm_implementations(lower);
+  d.flops = [lower](const op_call& c) { return gemm_flops(lower(c)); };
   d.bytes = [](const op_call& c) {
     double b = 0;
     for (auto& t : c.inputs)
@@ -620,19 +694,6 @@ op_descriptor base(const char* name, const char* summary) {
     return b;
   };
   return d;
-}
-
-shape_key mnk_key(const gemm_problem& p, bool with_batch, bool with_layout) {
-  shape_key k;
-  if (with_batch) k.set("b", p.batch);
-  k.set("m", p.m);
-  k.set("n", p.n);
-  k.set("k", p.k);
-  if (with_layout) {
-    k.set("ta", p.k > 1 && p.sak != 1 ? 1 : 0);
-    k.set("tb", p.n > 1 && p.sbn != 1 ? 1 : 0);
-  }
-  return k;
 }
 
 void check_matrix_pair(const op_call& call, const tensor& a, const char* an, const tensor& b, const char* bn,
@@ -652,7 +713,8 @@ void check_matrix_pair(const op_call& call, const tensor& a, const char* an, con
 
 void register_matmul_ops(op_registry& r) {
   {
-    op_descriptor d = base("mm", "matrix product: out[m, n] = input[m, k] @ mat2[k, n] (any strides)");
+    op_descriptor d = base("mm", "matrix product: out[m, n] = input[m, k] @ mat2[k, n] (any strides)",
+                           lower_mm, reference_mm);
     d.inputs = {{"input"}, {"mat2"}};
     d.outputs = {{"out"}};
     d.check = [](const op_call& c) {
@@ -662,7 +724,7 @@ void register_matmul_ops(op_registry& r) {
     d.infer_outputs = [](const op_call& c) {
       return std::vector<tensor_spec>{{{c.inputs[0].size(0), c.inputs[1].size(1)}, c.inputs[0].type()}};
     };
-    d.key = [](const op_call& c) { return mnk_key(lower(nullptr, c), false, true); };
+    d.key = [](const op_call& c) { return gemm_key(lower_mm(c), false, true); };
     d.sample = sample_mm;
     // Outer form (b rows contiguous) and the strided-gather path; linear covers the dot form.
     d.config_test_shapes = {"m=37,n=53,k=71,ta=0,tb=0", "m=5,n=70,k=33,ta=1,tb=1"};
@@ -671,7 +733,8 @@ void register_matmul_ops(op_registry& r) {
   }
   {
     op_descriptor d =
-        base("bmm", "batched matrix product: out[b] = input[b] @ mat2[b] (any strides, batch stride 0 ok)");
+        base("bmm", "batched matrix product: out[b] = input[b] @ mat2[b] (any strides, batch stride 0 ok)",
+             lower_bmm, reference_bmm);
     d.inputs = {{"input"}, {"mat2"}};
     d.outputs = {{"out"}};
     d.check = [](const op_call& c) {
@@ -682,14 +745,15 @@ void register_matmul_ops(op_registry& r) {
       return std::vector<tensor_spec>{
           {{c.inputs[0].size(0), c.inputs[0].size(1), c.inputs[1].size(2)}, c.inputs[0].type()}};
     };
-    d.key = [](const op_call& c) { return mnk_key(lower(nullptr, c), true, true); };
+    d.key = [](const op_call& c) { return gemm_key(lower_bmm(c), true, true); };
     d.sample = sample_bmm;
     d.config_test_shapes = {"b=3,m=17,n=29,k=33,ta=0,tb=0"};
     d.test_cases = bmm_cases;
     r.add(std::move(d));
   }
   {
-    op_descriptor d = base("addmm", "out = beta * input + alpha * (mat1 @ mat2), input broadcast to [m, n]");
+    op_descriptor d = base("addmm", "out = beta * input + alpha * (mat1 @ mat2), input broadcast to [m, n]",
+                           lower_addmm, reference_addmm);
     d.inputs = {{"input"}, {"mat1"}, {"mat2"}};
     d.outputs = {{"out"}};
     d.attrs = {{"beta", 1.0, "scale of input (the bias)"}, {"alpha", 1.0, "scale of mat1 @ mat2"}};
@@ -701,14 +765,15 @@ void register_matmul_ops(op_registry& r) {
     d.infer_outputs = [](const op_call& c) {
       return std::vector<tensor_spec>{{{c.inputs[1].size(0), c.inputs[2].size(1)}, c.inputs[1].type()}};
     };
-    d.key = [](const op_call& c) { return mnk_key(lower(nullptr, c), false, true); };
+    d.key = [](const op_call& c) { return gemm_key(lower_addmm(c), false, true); };
     d.sample = sample_addmm;
     d.config_test_shapes = {"m=23,n=37,k=41,ta=0,tb=0"};
     d.test_cases = addmm_cases;
     r.add(std::move(d));
   }
   {
-    op_descriptor d = base("linear", "out[..., n] = input[..., k] @ weight[n, k]^T (+ bias[n])");
+    op_descriptor d = base("linear", "out[..., n] = input[..., k] @ weight[n, k]^T (+ bias[n])", lower_linear,
+                           reference_linear);
     d.inputs = {{"input"}, {"weight"}, {"bias", true}};
     d.outputs = {{"out"}};
     d.check = [](const op_call& c) {
@@ -732,10 +797,49 @@ void register_matmul_ops(op_registry& r) {
       s[s.size() - 1] = c.inputs[1].size(0);
       return std::vector<tensor_spec>{{s, c.inputs[0].type()}};
     };
-    d.key = [](const op_call& c) { return mnk_key(lower(nullptr, c), false, false); };
+    d.key = [](const op_call& c) { return gemm_key(lower_linear(c), false, false); };
     d.sample = sample_linear;
     d.config_test_shapes = {"m=3,n=67,k=45"};  // dot form, rows per work-item clamped to M
     d.test_cases = linear_cases;
+    r.add(std::move(d));
+  }
+  {
+    op_descriptor d = base("matmul",
+                           "numpy matmul: input[m, k] @ other[k, n], input[b, m, k] @ other[b, k, n], or "
+                           "input[..., k] @ other[k, n] over the leading dims",
+                           lower_matmul, reference_matmul);
+    d.inputs = {{"input"}, {"other"}};
+    d.outputs = {{"out"}};
+    d.check = [](const op_call& c) {
+      const tensor& a = c.inputs[0];
+      const tensor& b = c.inputs[1];
+      if (a.dim() == 3 && b.dim() == 3) {
+        check_matrix_pair(c, a, "input", b, "other", 3);
+      } else if (a.dim() >= 1 && b.dim() == 2) {
+        if (a.size(-1) != b.size(0))
+          bad(c, fmt::format("input {} and other {} cannot be multiplied: input's last dim ({}) must equal "
+                             "other's dim 0 ({})",
+                             a.shape().str(), b.shape().str(), a.size(-1), b.size(0)));
+      } else {
+        bad(c, fmt::format("supports input[..., k] @ other[k, n] (other 2-D) and 3-D @ 3-D (batched); got "
+                           "{} @ {}",
+                           a.shape().str(), b.shape().str()));
+      }
+      check_same_dtype(c, {{"input", &a}, {"other", &b}});
+    };
+    d.infer_outputs = [](const op_call& c) {
+      const tensor& a = c.inputs[0];
+      const tensor& b = c.inputs[1];
+      if (a.dim() == 3 && b.dim() == 3)
+        return std::vector<tensor_spec>{{{a.size(0), a.size(1), b.size(2)}, a.type()}};
+      dims s = a.shape();
+      s[s.size() - 1] = b.size(1);
+      return std::vector<tensor_spec>{{s, a.type()}};
+    };
+    d.key = [](const op_call& c) { return gemm_key(lower_matmul(c), true, true); };
+    d.sample = sample_matmul;
+    d.config_test_shapes = {"b=1,m=19,n=23,k=29,ta=0,tb=0"};
+    d.test_cases = matmul_cases;
     r.add(std::move(d));
   }
 }

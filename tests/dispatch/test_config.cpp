@@ -199,9 +199,10 @@ TEST(DispatchVendor, MatchPriorityAndOverrideByPath) {
   EXPECT_NE(what.find("generic, pocl, acme"), std::string::npos) << what;
 
   const auto& acme = *select_vendor(profiles, acme_gpu, "");
-  ASSERT_TRUE(acme.kernel_source("binary.cl"));
-  EXPECT_NE(acme.kernel_source("binary.cl")->find("__kernel"), std::string::npos);
-  EXPECT_FALSE(acme.kernel_source("unary.cl"));
+  // The loader reads the override texts once, with the profile.
+  ASSERT_TRUE(acme.kernels.count("binary.cl"));
+  EXPECT_NE(acme.kernels.at("binary.cl").text.find("__kernel"), std::string::npos);
+  EXPECT_FALSE(acme.kernels.count("unary.cl"));
   EXPECT_EQ(acme.match_summary(), "device_type=gpu; device_vendor=acme*");
 
   // A same-named profile later in the path replaces the shipped one.
@@ -343,7 +344,7 @@ TEST(DispatchRouting, ValidationListsValidNames) {
   EXPECT_NE(what.find("r.yaml:7"), std::string::npos) << what;
 
   vendor_profile v;
-  v.kernel_files["gemmm.cl"] = "/v/kernels/gemmm.cl";
+  v.kernels["gemmm.cl"] = {"/v/kernels/gemmm.cl", "__kernel void k() {}"};
   EXPECT_EQ(code_of([&] { validate_sources(catalog, backends, ok, nullptr, {v}); }, &what), errc::not_found);
   EXPECT_NE(what.find("binary.cl, gemm.cl, softmax.cl, unary.cl"), std::string::npos) << what;
 
@@ -433,10 +434,12 @@ TEST(DispatchLog, SummaryTable) {
 // A bad opencl config names the op's parameters once: appended to a syntax error or a bad value,
 // and not again after an unknown name, whose reason lists them itself.
 TEST(DispatchConfig, BadOpenclConfigNamesTheParametersOnce) {
-  const auto reader = opencl_config_reader(op_registry::instance().get("add"));
+  const auto& add = op_registry::instance().get("add");
+  const auto& reader = backend_named("opencl", "test");
   auto message = [&](const std::string& text) {
     std::string what;
-    EXPECT_EQ(code_of([&] { reader.parse(text, nullptr); }, &what), errc::config_error) << text;
+    EXPECT_EQ(code_of([&] { reader.read_config(add, text, vendor_context{}); }, &what), errc::config_error)
+        << text;
     return what;
   };
   auto count = [](const std::string& s, const std::string& sub) {
@@ -451,5 +454,5 @@ TEST(DispatchConfig, BadOpenclConfigNamesTheParametersOnce) {
   EXPECT_EQ(count(value, "; parameters: wg, vec, ept"), 1u) << value;
   EXPECT_NE(name.find("unknown parameter 'tile' (valid: wg, vec, ept)"), std::string::npos) << name;
   EXPECT_EQ(count(name, "wg, vec, ept"), 1u) << name;
-  EXPECT_EQ(reader.parse("vec=8", nullptr).str(), "wg=256,vec=8,ept=1");
+  EXPECT_EQ(reader.read_config(add, "vec=8", vendor_context{}).str(), "wg=256,vec=8,ept=1");
 }

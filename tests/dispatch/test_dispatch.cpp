@@ -11,7 +11,7 @@
 #include <sstream>
 #include <thread>
 
-#include "dispatch/backends/clblast_backend.hpp"
+#include "dispatch/backends/clblast/clblast_backend.hpp"
 #include "dispatch/dispatcher.hpp"
 #include "dispatch/log/dispatch_log.hpp"
 #include "kernels/cl_source.hpp"
@@ -611,8 +611,8 @@ TEST(Dispatch, ClblastParametersApplyOnceAndRejectUnknownNames) {
   auto before = pd::clblast::switching_statistics();
   // A direct-GEMM threshold above the size keeps the direct kernel; same set twice: one apply.
   auto params = pd::clblast::parse_parameters("XGEMM_MIN_INDIRECT_SIZE=4096");
-  pd::clblast::run(q, call, params).wait();
-  pd::clblast::run(q, call, params).wait();
+  pd::clblast::run(q, desc.gemm(call), params).wait();
+  pd::clblast::run(q, desc.gemm(call), params).wait();
   auto after = pd::clblast::switching_statistics();
   EXPECT_EQ(after.applied - before.applied, 1u);
   EXPECT_GE(after.skipped - before.skipped, 1u);
@@ -622,5 +622,5 @@ TEST(Dispatch, ClblastParametersApplyOnceAndRejectUnknownNames) {
   auto expected = compute_reference(q, desc, call);
   std::vector<host_tensor> got{read_host(q, call.outputs[0])};
   EXPECT_TRUE(compare_outputs(desc, call, expected, got).ok);
-  pd::clblast::run(q, call, {}).wait();  // back to CLBlast's defaults
+  pd::clblast::run(q, desc.gemm(call), {}).wait();  // back to CLBlast's defaults
 }

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 
+#include "dispatch/dispatcher.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "kernels/op_support.hpp"
 #include "ops_test_util.hpp"
@@ -112,12 +113,12 @@ ops:
 TEST(framework, vendor_tune_configs_parse) {
   for (const char* v : {"generic", "pocl", "nvidia"}) {
     for (const auto* d : op_registry::instance().all()) {
-      tune_space s = load_tune_space(*d, v);
+      tune_space s = dispatch::vendor_tune_space(*d, v);
       EXPECT_FALSE(s.configs.empty()) << v << " " << d->name;
       EXPECT_EQ(s.configs.front(), s.defaults);
     }
   }
-  EXPECT_EQ(load_tune_space(op("exp"), "generic").vendor, "generic");
+  EXPECT_EQ(dispatch::vendor_tune_space(op("exp"), "generic").vendor, "generic");
 }
 
 TEST(framework, half_and_bf16_rounding) {

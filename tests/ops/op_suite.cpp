@@ -157,7 +157,7 @@ void register_suite() {
     if (d->sample) {
       std::set<std::string> seen;
       std::vector<tune_space> spaces;
-      for (const auto& v : shipped) spaces.push_back(load_tune_space(*d, v));
+      for (const auto& v : shipped) spaces.push_back(dispatch::vendor_tune_space(*d, v));
       spaces.push_back(suite_space(*d));
       for (const auto& space : spaces) {
         for (const auto& cfg : space.configs) {

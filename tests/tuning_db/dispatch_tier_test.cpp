@@ -14,7 +14,7 @@
 
 #include "dispatch/dispatcher.hpp"
 #include "dispatch/tuner/pretune.hpp"
-#include "dispatch/tuner/tuning_glue.hpp"
+#include "dispatch/tuning_tier.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "prism/runtime.hpp"
 #include "tests/tuning_db/spawn.hpp"
@@ -53,7 +53,7 @@ result_row row_for(const device& dev, const std::string& op, const std::string& 
   r.config = config;
   r.p20_ns = r.p50_ns = r.p80_ns = 1000;
   r.default_ns = 2000;
-  r.kernel_hash = dispatch::tuner::kernel_hash(dev, op, backend, config);
+  r.kernel_hash = dispatch::route_hash(dev, op_registry::instance().get(op), backend, config);
   r.driver_version = dev.driver_version();
   return r;
 }
@@ -65,7 +65,7 @@ TEST(TuningDispatch, ExactAndNearestRowsRouteDispatch) {
   queue q;
   auto dev = q.get_device();
   db.put_result(row_for(dev, "rms_norm", "rows=16,d=256", "host", ""));
-  dispatch::tuner::install_db_lookup();  // clears the dispatcher's memo
+  dispatch::use_tuning_database();  // clears the dispatcher's memo
 
   auto exact = sample(q, "rms_norm", "rows=16,d=256");
   auto r = dispatch::dispatch_call(q, exact);
@@ -97,7 +97,7 @@ TEST(TuningDispatch, StaleAndForeignRowsAreNotUsed) {
   auto foreign = row_for(dev, "softmax", "rows=8,r=1024,inner=1", "host", "");
   foreign.device = "ffffffffffffffff";
   db.put_result(foreign);
-  dispatch::tuner::install_db_lookup();
+  dispatch::use_tuning_database();
 
   for (const char* key : {"rows=8,r=512,inner=1", "rows=8,r=1024,inner=1"}) {
     auto call = sample(q, "softmax", key);
@@ -106,6 +106,7 @@ TEST(TuningDispatch, StaleAndForeignRowsAreNotUsed) {
     EXPECT_NE(r.tier, dispatch::source_tier::db_exact) << key;
     EXPECT_NE(r.tier, dispatch::source_tier::db_nearest) << key;
   }
+  db.set_validator(dispatch::stale_row_validator({dev}));  // what `prism db check` installs
   auto stale_rows = db.check({describe(dev)});
   bool listed = false;
   for (auto& s : stale_rows)
@@ -148,17 +149,17 @@ TEST(TuningDispatch, PretuneFillsRowsDispatchFinds) {
 }
 
 TEST(TuningDispatch, DtypeKeyCollapsesUniformInputs) {
-  EXPECT_EQ(dispatch::tuner::dtype_key("f32|f32|-"), "f32");
-  EXPECT_EQ(dispatch::tuner::dtype_key("f16"), "f16");
-  EXPECT_EQ(dispatch::tuner::dtype_key("i64|f32|-|f32"), "i64|f32|f32");
-  EXPECT_EQ(dispatch::tuner::dtype_key("-"), "-");
+  EXPECT_EQ(dispatch::dtype_key("f32|f32|-"), "f32");
+  EXPECT_EQ(dispatch::dtype_key("f16"), "f16");
+  EXPECT_EQ(dispatch::dtype_key("i64|f32|-|f32"), "i64|f32|f32");
+  EXPECT_EQ(dispatch::dtype_key("-"), "-");
 }
 
 // Runs only inside the child spawned below (PRISM_RECORD_UNTUNED is read once per process).
 TEST(TuningDispatch, RecordUntunedChild) {
   if (!std::getenv("PRISM_TUNING_RECORD_CHILD")) GTEST_SKIP() << "runs as a child of RecordsMissesForPretune";
   queue q;
-  dispatch::tuner::install_db_lookup();
+  dispatch::use_tuning_database();
   for (const char* key : {"rows=3,d=64", "rows=5,d=64", "rows=3,d=64"}) {
     auto call = sample(q, "rms_norm", key);
     dispatch::dispatch_call(q, call);
@@ -208,18 +209,18 @@ TEST(TuningDispatch, HostIsACandidateWhenRequestedOrLongOnACpu) {
   queue q;
   auto dev = q.get_device();
   const auto& desc = op_registry::instance().get("silu_and_mul");
-  const std::string vendor = dispatch::matched_vendor(dev).name;
-  auto has_host = [](const std::vector<dispatch::tuner::candidate>& cs) {
+  const auto vendor = dispatch::device_vendor(dev);
+  auto has_host = [](const std::vector<dispatch::candidate>& cs) {
     for (auto& c : cs)
       if (c.backend == "host") return true;
     return false;
   };
-  dispatch::tuner::candidate_options co;
+  dispatch::candidate_options co;
   co.max_per_backend = 1;
   EXPECT_FALSE(has_host(dispatch::tuner::make_candidates(dev, desc, dtype::f32, vendor, co)));
-  co.default_ns = 0.5 * dispatch::tuner::host_min_default_ns;
+  co.default_ns = 0.5 * dispatch::host_min_default_ns;
   EXPECT_FALSE(has_host(dispatch::tuner::make_candidates(dev, desc, dtype::f32, vendor, co)));
-  co.default_ns = dispatch::tuner::host_min_default_ns;
+  co.default_ns = dispatch::host_min_default_ns;
   EXPECT_EQ(has_host(dispatch::tuner::make_candidates(dev, desc, dtype::f32, vendor, co)), dev.is_cpu());
   co.backends = {"opencl"};
   EXPECT_FALSE(has_host(dispatch::tuner::make_candidates(dev, desc, dtype::f32, vendor, co)));

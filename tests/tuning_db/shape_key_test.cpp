@@ -12,8 +12,8 @@ TEST(ShapeKey, ParsesAndPrints) {
   auto k = shape_key::parse(" m=128, n=4096 ,k=4096");
   EXPECT_EQ(k.str(), "m=128,n=4096,k=4096");
   EXPECT_EQ(k.canonical(), "k=4096,m=128,n=4096");
-  EXPECT_EQ(*k.get("n"), 4096);
-  EXPECT_FALSE(k.get("x"));
+  EXPECT_EQ(*k.find("n"), 4096);
+  EXPECT_FALSE(k.find("x"));
   EXPECT_EQ(k, shape_key::parse("k=4096,n=4096,m=128"));
   EXPECT_TRUE(shape_key::parse("").empty());
 }

@@ -65,7 +65,8 @@ TEST(ShapeSet, ShippedModelSetsLoad) {
   for (auto& e : llama.entries) {
     ops.insert(e.op);
     if (e.op == "linear")
-      matmul_nk.insert("n=" + std::to_string(*e.shape.get("n")) + ",k=" + std::to_string(*e.shape.get("k")));
+      matmul_nk.insert("n=" + std::to_string(*e.shape.find("n")) +
+                       ",k=" + std::to_string(*e.shape.find("k")));
   }
   for (const char* op : {"linear", "rms_norm", "softmax", "rotary_embedding", "scaled_dot_product_attention",
                          "silu_and_mul", "embedding"})

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gemm_lowering.hpp"
 #include "kernels/op_descriptor.hpp"
 
 namespace prism::dispatch::clblast {
@@ -25,15 +26,15 @@ kernel_config default_parameters(const device& dev, dtype t);
 /// "" is CLBlast's defaults.
 kernel_config parse_parameters(const std::string& text);
 
-/// Why clblast cannot run `call` (an mm/bmm/addmm/linear call, outputs allocated), or nullopt.
-std::optional<std::string> supports(const device& dev, const op_call& call);
+/// Why clblast cannot run the lowered GEMM `p` (outputs allocated), or nullopt.
+std::optional<std::string> supports(const device& dev, const gemm_problem& p);
 
-/// Runs `call` through CLBlast with `params` (partial sets overlay the defaults; empty = the
-/// defaults) on `q`, inside prism's dependency tracking. Returns the event of the GEMM.
+/// Runs the lowered GEMM `p` through CLBlast with `params` (partial sets overlay the defaults;
+/// empty = the defaults) on `q`, inside prism's dependency tracking. Returns the event of the GEMM.
 /// Throws errc::unsupported with supports()'s reason, errc::opencl_error on a CLBlast failure.
 /// Re-applies parameters only when they differ from the set last applied for the device and
 /// precision. Thread safety: safe (calls are serialised per process around the override).
-event run(queue& q, const op_call& call, const kernel_config& params);
+event run(queue& q, const gemm_problem& p, const kernel_config& params);
 
 /// Parameter switching counters since start: applications (OverrideParameters calls), skips
 /// (same set as last time), and the time of the first GEMM after each application (which
@@ -44,5 +45,9 @@ struct switch_stats {
   double first_call_after_apply_ms = 0;  ///< summed over applications
 };
 switch_stats switching_statistics();
+
+/// The GEMM parameter sets pretune tries per shape (each valid for the device's local memory
+/// and work-group limits): Xgemm sets forced indirect, XgemmDirect sets forced direct.
+std::vector<std::string> parameter_sets(const device& dev, dtype type);
 
 }  // namespace prism::dispatch::clblast

@@ -1,0 +1,57 @@
+// The one GEMM lowering of the matmul family. Each GEMM-family descriptor (mm, bmm, addmm,
+// linear, matmul) lowers its call to a gemm_problem through op_descriptor::gemm; prism's GEMM
+// kernels read the element strides directly, and BLAS libraries (CLBlast, OpenBLAS) read
+// blas_layout_of(). Nothing downstream looks at the op's name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include "prism/dtype.hpp"
+#include "prism/shape_key.hpp"
+#include "prism/tensor.hpp"
+
+namespace prism {
+
+/// C[b](m, n) = alpha * sum_k A[b](m, k) * B[b](k, n) + beta * X(m, n), every operand read
+/// through element strides (transposed and broadcast views cost no copy). X, the bias, is
+/// broadcast over [m, n] by (sxm, sxn) and shared by every batch; beta is 0 without one.
+struct gemm_problem {
+  std::int64_t batch = 1, m = 0, n = 0, k = 0;
+  tensor a, b, c, bias;  ///< bias undefined when absent
+  std::int64_t sab = 0, sam = 0, sak = 0;
+  std::int64_t sbb = 0, sbk = 0, sbn = 0;
+  std::int64_t scb = 0, scm = 0, scn = 1;
+  std::int64_t sxm = 0, sxn = 0;
+  double alpha = 1.0, beta = 0.0;
+  /// False when A's leading dims do not fold into one row stride (linear or matmul over a
+  /// sliced N-D view): prism's kernels then read a contiguous copy, BLAS libraries refuse.
+  bool a_folds = true;
+  dtype type = dtype::f32;
+};
+
+/// One operand as BLAS sees it: row-major, op(X) = X or X^T.
+struct blas_operand {
+  bool trans = false;       ///< the memory holds op(X)^T row-major
+  std::int64_t ld = 0;      ///< leading dimension (elements)
+  std::int64_t offset = 0;  ///< first element
+  std::int64_t batch_stride = 0;
+};
+
+struct blas_layout {
+  blas_operand a, b, c;
+};
+
+/// The problem's operands as BLAS takes them, or why a BLAS library cannot (an operand with no
+/// unit stride, an output that is not row-major, A that does not fold).
+std::variant<blas_layout, std::string> blas_layout_of(const gemm_problem& p);
+
+/// The GEMM-family shape key: [b,] m, n, k [, ta, tb] (ta/tb: A not k-contiguous, B not
+/// n-contiguous, the layouts that change which kernel form runs).
+shape_key gemm_key(const gemm_problem& p, bool with_batch, bool with_layout);
+
+/// 2 * batch * m * n * k.
+double gemm_flops(const gemm_problem& p);
+
+}  // namespace prism
