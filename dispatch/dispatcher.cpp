@@ -26,7 +26,6 @@
 #include "dispatch/tuning_tier.hpp"
 #include "prism/error.hpp"
 #include "runtime/log.hpp"
-#include "runtime/paths.hpp"
 
 namespace prism::dispatch {
 namespace {
@@ -193,11 +192,7 @@ std::unique_ptr<state> build_state() {
   s->env = parse_env(process_environment());
   for (const auto& u : s->env.unknown) prism::log::get("dispatch")->warn("{}", u);
   if (!s->env.routes_file.empty()) s->routes = load_routes_file(s->env.routes_file);
-  std::vector<std::string> dirs;
-  auto shipped = prism::data_dir() / "vendors";
-  if (std::filesystem::is_directory(shipped)) dirs.push_back(shipped.string());
-  for (const auto& d : s->env.vendor_path) dirs.push_back(d);
-  s->vendors = vendor_set(load_vendor_profiles(dirs));
+  s->vendors = load_vendors(s->env.vendor_path);
 
   const auto& all = op_registry::instance().all();
   s->ops.resize(all.size());

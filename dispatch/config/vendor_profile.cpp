@@ -10,6 +10,7 @@
 
 #include "dispatch/config/yaml_file.hpp"
 #include "prism/error.hpp"
+#include "runtime/paths.hpp"
 
 namespace prism::dispatch {
 namespace {
@@ -206,6 +207,14 @@ std::vector<vendor_profile> load_vendor_profiles(const std::vector<std::string>&
     for (const auto& s : subdirs) add(load_profile(s));
   }
   return out;
+}
+
+vendor_set load_vendors(const std::vector<std::string>& extra_dirs) {
+  std::vector<std::string> dirs;
+  const auto shipped = data_dir() / "vendors";
+  if (fs::is_directory(shipped)) dirs.push_back(shipped.string());
+  dirs.insert(dirs.end(), extra_dirs.begin(), extra_dirs.end());
+  return vendor_set(load_vendor_profiles(dirs));
 }
 
 const vendor_profile* select_vendor(const std::vector<vendor_profile>& profiles, const device_description& d,

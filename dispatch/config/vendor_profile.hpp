@@ -74,6 +74,10 @@ vendor_profile load_vendor_profile(const std::string& dir);
 /// replaces an earlier one (PRISM_VENDOR_PATH comes after the shipped profiles).
 std::vector<vendor_profile> load_vendor_profiles(const std::vector<std::string>& dirs);
 
+/// The shipped profiles (<data dir>/vendors) followed by those under `extra_dirs`
+/// (PRISM_VENDOR_PATH): what the dispatcher and every tool use.
+vendor_set load_vendors(const std::vector<std::string>& extra_dirs);
+
 /// The profile for `d`: the one named `forced` (errc::not_found listing the loaded names when
 /// absent), else the highest-priority match; nullptr when none matches.
 const vendor_profile* select_vendor(const std::vector<vendor_profile>& profiles, const device_description& d,
