@@ -601,6 +601,7 @@ namespace {
 dispatch_result route_and_run(queue& q, int op, op_call& call, bool dry_run) {
   auto& s = get_state();
   auto& o = s.ops[op];
+  complete_attrs(*o.desc, call);  // before the memo: an omitted default is the explicit one
   if (call.outputs.empty()) allocate_outputs(q, *o.desc, call);
   check_call(*o.desc, call);
   auto& dev = get_device_state(s, q.get_device());
@@ -636,6 +637,7 @@ dispatch_result dispatch_call(queue& q, op_call& call, const forced_route* force
   if (!forced) return dispatch_call(q, op, call);
   auto& s = get_state();
   auto& o = s.ops[op];
+  complete_attrs(*o.desc, call);
   if (call.outputs.empty()) allocate_outputs(q, *o.desc, call);
   check_call(*o.desc, call);
   auto& dev = get_device_state(s, q.get_device());

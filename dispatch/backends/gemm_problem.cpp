@@ -63,8 +63,8 @@ std::variant<gemm_problem, std::string> make_gemm_problem(const op_call& call) {
     p.bias = &call.inputs.at(0);
     a = &call.inputs.at(1);
     b = &call.inputs.at(2);
-    p.alpha = call.get_f64("alpha", 1.0);
-    p.beta = call.get_f64("beta", 1.0);
+    p.alpha = call.get_f64("alpha");
+    p.beta = call.get_f64("beta");
   } else if (call.op == "linear") {
     a = &call.inputs.at(0);
     b = &call.inputs.at(1);

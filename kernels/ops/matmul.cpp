@@ -94,8 +94,8 @@ gemm_problem lower(queue* q, const op_call& call) {
     if (op == "addmm") {
       p.x = call.inputs[0];
       std::tie(p.sxm, p.sxn) = bias_strides(call, p.x, p.m, p.n);
-      p.alpha = call.get_f64("alpha", 1.0);
-      p.beta = call.get_f64("beta", 1.0);
+      p.alpha = call.get_f64("alpha");
+      p.beta = call.get_f64("beta");
     }
   } else if (op == "bmm") {
     p.a = call.inputs[0];
@@ -416,7 +416,7 @@ void reference(host_call& hc) {
     const auto& b = hc.inputs[2];
     auto [xm, xn] = host_bias_strides(x);
     reference_gemm(1, a.shape[0], b.shape[1], a.shape[1], a.values, 0, b.values, 0, false, &x, xm, xn,
-                   call.get_f64("alpha", 1.0), call.get_f64("beta", 1.0), out);
+                   call.get_f64("alpha"), call.get_f64("beta"), out);
   } else {  // linear
     const auto& a = hc.inputs[0];
     const auto& w = hc.inputs[1];
