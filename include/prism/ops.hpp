@@ -12,7 +12,8 @@
 
 // Conventions, applied to every op:
 // - The first argument is the queue the work is enqueued on; inputs follow as const tensor&,
-//   then attributes, with defaults where PyTorch has them.
+//   then attributes, with defaults where PyTorch has them. Each default equals the op
+//   descriptor's attribute default (tests/dispatch/test_op_surface.cpp checks it).
 // - `op(q, inputs..., attrs...)` allocates and returns a new contiguous result tensor.
 // - `op_out(q, out, inputs..., attrs...)` writes into `out` (which must already have the
 //   result's shape and dtype; it may be a strided view where the op allows it) and returns
