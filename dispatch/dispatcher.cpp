@@ -645,6 +645,7 @@ dispatch_result route_and_run(queue& q, int op, op_call& call, const dispatch_op
                               bool dry_run) {
   auto& s = get_state();
   auto& o = s.ops[op];
+  complete_attrs(*o.desc, call);  // before the memo: an omitted default is the explicit one
   if (call.outputs.empty()) allocate_outputs(q, *o.desc, call);
   check_call(*o.desc, call);
   auto& dev = get_device_state(s, q.get_device());

@@ -1,5 +1,7 @@
-// The public op API (prism/ops.hpp): each function builds an op_call for its descriptor and hands
-// it to the dispatcher. Composite forms (scalar first operands, matmul) are written here.
+// The public op API (prism/ops.hpp): each function names its op once, in an op_handle, which
+// builds the op_call and hands it to the dispatcher. Plain functions, no macros, so
+// `grep '"softmax"'` finds every entry point of an op. Composite forms (scalar first operands,
+// matmul) are written here.
 #include "prism/ops.hpp"
 
 #include <cmath>
@@ -13,32 +15,42 @@ namespace {
 
 using dispatch::dispatch_call;
 
-// The op's registry index, looked up once per call site.
-#define PRISM_OP_INDEX(name)                           \
-  [] {                                                 \
-    static const int index = dispatch::op_index(name); \
-    return index;                                      \
-  }()
+// A registered op, looked up once (each public function keeps one in a function-local static):
+// the registry index is stable for the process, so the warm path does no name lookup.
+class op_handle {
+ public:
+  explicit op_handle(const char* name) : name_(name), index_(dispatch::op_index(name)) {}
 
-tensor run(queue& q, int op, const char* name, std::vector<tensor> inputs, attr_map attrs = {}) {
-  op_call c;
-  c.op = name;
-  c.inputs = std::move(inputs);
-  c.attrs = std::move(attrs);
-  dispatch_call(q, op, c);
-  return c.outputs[0];
-}
+  // A new result (the op's first output, allocated by the dispatcher).
+  tensor run(queue& q, std::vector<tensor> inputs, attr_map attrs = {}) const {
+    op_call c = make(std::move(inputs), {}, std::move(attrs));
+    dispatch_call(q, index_, c);
+    return c.outputs[0];
+  }
+  // Into `out`, the op's one output.
+  tensor& run_out(queue& q, tensor& out, std::vector<tensor> inputs, attr_map attrs = {}) const {
+    op_call c = make(std::move(inputs), {out}, std::move(attrs));
+    dispatch_call(q, index_, c);
+    return out;
+  }
+  // Every output given (in-place ops).
+  void run_into(queue& q, std::vector<tensor> inputs, std::vector<tensor> outputs, attr_map attrs) const {
+    op_call c = make(std::move(inputs), std::move(outputs), std::move(attrs));
+    dispatch_call(q, index_, c);
+  }
 
-tensor& run_out(queue& q, tensor& out, int op, const char* name, std::vector<tensor> inputs,
-                attr_map attrs = {}) {
-  op_call c;
-  c.op = name;
-  c.inputs = std::move(inputs);
-  c.outputs = {out};
-  c.attrs = std::move(attrs);
-  dispatch_call(q, op, c);
-  return out;
-}
+ private:
+  op_call make(std::vector<tensor> inputs, std::vector<tensor> outputs, attr_map attrs) const {
+    op_call c;
+    c.op = name_;
+    c.inputs = std::move(inputs);
+    c.outputs = std::move(outputs);
+    c.attrs = std::move(attrs);
+    return c;
+  }
+  const char* name_;
+  int index_;
+};
 
 const char* approx_name(gelu_approx a) {
   return a == gelu_approx::tanh ? "tanh" : "none";
@@ -54,78 +66,237 @@ tensor scalar_tensor(queue& q, double v, dtype t) {
   return tensor::from_floats(q, std::span<const float>(&f, 1), dims{}, t);
 }
 
+// The `other` operand of a binary op given as a scalar: an undefined tensor plus `scalar`.
+attr_map scalar_attrs(double b) {
+  return {{"scalar", b}};
+}
+attr_map scalar_attrs(double b, double alpha) {
+  return {{"scalar", b}, {"alpha", alpha}};
+}
+
 }  // namespace
 
 // ---- unary -----------------------------------------------------------------------------------
-#define PRISM_UNARY(fn)                                      \
-  tensor fn(queue& q, const tensor& x) {                     \
-    return run(q, PRISM_OP_INDEX(#fn), #fn, {x});            \
-  }                                                          \
-  tensor& fn##_out(queue& q, tensor& out, const tensor& x) { \
-    return run_out(q, out, PRISM_OP_INDEX(#fn), #fn, {x});   \
-  }
-PRISM_UNARY(neg)
-PRISM_UNARY(abs)
-PRISM_UNARY(exp)
-PRISM_UNARY(log)
-PRISM_UNARY(sqrt)
-PRISM_UNARY(rsqrt)
-PRISM_UNARY(sin)
-PRISM_UNARY(cos)
-PRISM_UNARY(tanh)
-PRISM_UNARY(sigmoid)
-PRISM_UNARY(relu)
-PRISM_UNARY(silu)
-#undef PRISM_UNARY
-
+tensor neg(queue& q, const tensor& x) {
+  static const op_handle op("neg");
+  return op.run(q, {x});
+}
+tensor& neg_out(queue& q, tensor& out, const tensor& x) {
+  static const op_handle op("neg");
+  return op.run_out(q, out, {x});
+}
+tensor abs(queue& q, const tensor& x) {
+  static const op_handle op("abs");
+  return op.run(q, {x});
+}
+tensor& abs_out(queue& q, tensor& out, const tensor& x) {
+  static const op_handle op("abs");
+  return op.run_out(q, out, {x});
+}
+tensor exp(queue& q, const tensor& x) {
+  static const op_handle op("exp");
+  return op.run(q, {x});
+}
+tensor& exp_out(queue& q, tensor& out, const tensor& x) {
+  static const op_handle op("exp");
+  return op.run_out(q, out, {x});
+}
+tensor log(queue& q, const tensor& x) {
+  static const op_handle op("log");
+  return op.run(q, {x});
+}
+tensor& log_out(queue& q, tensor& out, const tensor& x) {
+  static const op_handle op("log");
+  return op.run_out(q, out, {x});
+}
+tensor sqrt(queue& q, const tensor& x) {
+  static const op_handle op("sqrt");
+  return op.run(q, {x});
+}
+tensor& sqrt_out(queue& q, tensor& out, const tensor& x) {
+  static const op_handle op("sqrt");
+  return op.run_out(q, out, {x});
+}
+tensor rsqrt(queue& q, const tensor& x) {
+  static const op_handle op("rsqrt");
+  return op.run(q, {x});
+}
+tensor& rsqrt_out(queue& q, tensor& out, const tensor& x) {
+  static const op_handle op("rsqrt");
+  return op.run_out(q, out, {x});
+}
+tensor sin(queue& q, const tensor& x) {
+  static const op_handle op("sin");
+  return op.run(q, {x});
+}
+tensor& sin_out(queue& q, tensor& out, const tensor& x) {
+  static const op_handle op("sin");
+  return op.run_out(q, out, {x});
+}
+tensor cos(queue& q, const tensor& x) {
+  static const op_handle op("cos");
+  return op.run(q, {x});
+}
+tensor& cos_out(queue& q, tensor& out, const tensor& x) {
+  static const op_handle op("cos");
+  return op.run_out(q, out, {x});
+}
+tensor tanh(queue& q, const tensor& x) {
+  static const op_handle op("tanh");
+  return op.run(q, {x});
+}
+tensor& tanh_out(queue& q, tensor& out, const tensor& x) {
+  static const op_handle op("tanh");
+  return op.run_out(q, out, {x});
+}
+tensor sigmoid(queue& q, const tensor& x) {
+  static const op_handle op("sigmoid");
+  return op.run(q, {x});
+}
+tensor& sigmoid_out(queue& q, tensor& out, const tensor& x) {
+  static const op_handle op("sigmoid");
+  return op.run_out(q, out, {x});
+}
+tensor relu(queue& q, const tensor& x) {
+  static const op_handle op("relu");
+  return op.run(q, {x});
+}
+tensor& relu_out(queue& q, tensor& out, const tensor& x) {
+  static const op_handle op("relu");
+  return op.run_out(q, out, {x});
+}
+tensor silu(queue& q, const tensor& x) {
+  static const op_handle op("silu");
+  return op.run(q, {x});
+}
+tensor& silu_out(queue& q, tensor& out, const tensor& x) {
+  static const op_handle op("silu");
+  return op.run_out(q, out, {x});
+}
 tensor gelu(queue& q, const tensor& x, gelu_approx approximate) {
-  return run(q, PRISM_OP_INDEX("gelu"), "gelu", {x},
-             {{"approximate", std::string(approx_name(approximate))}});
+  static const op_handle op("gelu");
+  return op.run(q, {x}, {{"approximate", std::string(approx_name(approximate))}});
 }
 tensor& gelu_out(queue& q, tensor& out, const tensor& x, gelu_approx approximate) {
-  return run_out(q, out, PRISM_OP_INDEX("gelu"), "gelu", {x},
-                 {{"approximate", std::string(approx_name(approximate))}});
+  static const op_handle op("gelu");
+  return op.run_out(q, out, {x}, {{"approximate", std::string(approx_name(approximate))}});
 }
 
 // ---- binary ----------------------------------------------------------------------------------
 // Tensor-tensor and tensor-scalar forms map onto the descriptor (`other` undefined + `scalar`);
 // scalar-tensor forms pass the scalar as a 0-d tensor.
-#define PRISM_BINARY(fn)                                                              \
-  tensor fn(queue& q, const tensor& a, const tensor& b) {                             \
-    return run(q, PRISM_OP_INDEX(#fn), #fn, {a, b});                                  \
-  }                                                                                   \
-  tensor fn(queue& q, const tensor& a, double b) {                                    \
-    return run(q, PRISM_OP_INDEX(#fn), #fn, {a, tensor()}, {{"scalar", b}});          \
-  }                                                                                   \
-  tensor& fn##_out(queue& q, tensor& out, const tensor& a, const tensor& b) {         \
-    return run_out(q, out, PRISM_OP_INDEX(#fn), #fn, {a, b});                         \
-  }                                                                                   \
-  tensor& fn##_out(queue& q, tensor& out, const tensor& a, double b) {                \
-    return run_out(q, out, PRISM_OP_INDEX(#fn), #fn, {a, tensor()}, {{"scalar", b}}); \
-  }
-PRISM_BINARY(mul)
-PRISM_BINARY(div)
-PRISM_BINARY(maximum)
-PRISM_BINARY(minimum)
-PRISM_BINARY(pow)
-#undef PRISM_BINARY
-
-#define PRISM_BINARY_ALPHA(fn)                                                                          \
-  tensor fn(queue& q, const tensor& a, const tensor& b, double alpha) {                                 \
-    return run(q, PRISM_OP_INDEX(#fn), #fn, {a, b}, {{"alpha", alpha}});                                \
-  }                                                                                                     \
-  tensor fn(queue& q, const tensor& a, double b, double alpha) {                                        \
-    return run(q, PRISM_OP_INDEX(#fn), #fn, {a, tensor()}, {{"scalar", b}, {"alpha", alpha}});          \
-  }                                                                                                     \
-  tensor& fn##_out(queue& q, tensor& out, const tensor& a, const tensor& b, double alpha) {             \
-    return run_out(q, out, PRISM_OP_INDEX(#fn), #fn, {a, b}, {{"alpha", alpha}});                       \
-  }                                                                                                     \
-  tensor& fn##_out(queue& q, tensor& out, const tensor& a, double b, double alpha) {                    \
-    return run_out(q, out, PRISM_OP_INDEX(#fn), #fn, {a, tensor()}, {{"scalar", b}, {"alpha", alpha}}); \
-  }
-PRISM_BINARY_ALPHA(add)
-PRISM_BINARY_ALPHA(sub)
-#undef PRISM_BINARY_ALPHA
+tensor add(queue& q, const tensor& a, const tensor& b, double alpha) {
+  static const op_handle op("add");
+  return op.run(q, {a, b}, {{"alpha", alpha}});
+}
+tensor add(queue& q, const tensor& a, double b, double alpha) {
+  static const op_handle op("add");
+  return op.run(q, {a, tensor()}, scalar_attrs(b, alpha));
+}
+tensor& add_out(queue& q, tensor& out, const tensor& a, const tensor& b, double alpha) {
+  static const op_handle op("add");
+  return op.run_out(q, out, {a, b}, {{"alpha", alpha}});
+}
+tensor& add_out(queue& q, tensor& out, const tensor& a, double b, double alpha) {
+  static const op_handle op("add");
+  return op.run_out(q, out, {a, tensor()}, scalar_attrs(b, alpha));
+}
+tensor sub(queue& q, const tensor& a, const tensor& b, double alpha) {
+  static const op_handle op("sub");
+  return op.run(q, {a, b}, {{"alpha", alpha}});
+}
+tensor sub(queue& q, const tensor& a, double b, double alpha) {
+  static const op_handle op("sub");
+  return op.run(q, {a, tensor()}, scalar_attrs(b, alpha));
+}
+tensor& sub_out(queue& q, tensor& out, const tensor& a, const tensor& b, double alpha) {
+  static const op_handle op("sub");
+  return op.run_out(q, out, {a, b}, {{"alpha", alpha}});
+}
+tensor& sub_out(queue& q, tensor& out, const tensor& a, double b, double alpha) {
+  static const op_handle op("sub");
+  return op.run_out(q, out, {a, tensor()}, scalar_attrs(b, alpha));
+}
+tensor mul(queue& q, const tensor& a, const tensor& b) {
+  static const op_handle op("mul");
+  return op.run(q, {a, b});
+}
+tensor mul(queue& q, const tensor& a, double b) {
+  static const op_handle op("mul");
+  return op.run(q, {a, tensor()}, scalar_attrs(b));
+}
+tensor& mul_out(queue& q, tensor& out, const tensor& a, const tensor& b) {
+  static const op_handle op("mul");
+  return op.run_out(q, out, {a, b});
+}
+tensor& mul_out(queue& q, tensor& out, const tensor& a, double b) {
+  static const op_handle op("mul");
+  return op.run_out(q, out, {a, tensor()}, scalar_attrs(b));
+}
+tensor div(queue& q, const tensor& a, const tensor& b) {
+  static const op_handle op("div");
+  return op.run(q, {a, b});
+}
+tensor div(queue& q, const tensor& a, double b) {
+  static const op_handle op("div");
+  return op.run(q, {a, tensor()}, scalar_attrs(b));
+}
+tensor& div_out(queue& q, tensor& out, const tensor& a, const tensor& b) {
+  static const op_handle op("div");
+  return op.run_out(q, out, {a, b});
+}
+tensor& div_out(queue& q, tensor& out, const tensor& a, double b) {
+  static const op_handle op("div");
+  return op.run_out(q, out, {a, tensor()}, scalar_attrs(b));
+}
+tensor maximum(queue& q, const tensor& a, const tensor& b) {
+  static const op_handle op("maximum");
+  return op.run(q, {a, b});
+}
+tensor maximum(queue& q, const tensor& a, double b) {
+  static const op_handle op("maximum");
+  return op.run(q, {a, tensor()}, scalar_attrs(b));
+}
+tensor& maximum_out(queue& q, tensor& out, const tensor& a, const tensor& b) {
+  static const op_handle op("maximum");
+  return op.run_out(q, out, {a, b});
+}
+tensor& maximum_out(queue& q, tensor& out, const tensor& a, double b) {
+  static const op_handle op("maximum");
+  return op.run_out(q, out, {a, tensor()}, scalar_attrs(b));
+}
+tensor minimum(queue& q, const tensor& a, const tensor& b) {
+  static const op_handle op("minimum");
+  return op.run(q, {a, b});
+}
+tensor minimum(queue& q, const tensor& a, double b) {
+  static const op_handle op("minimum");
+  return op.run(q, {a, tensor()}, scalar_attrs(b));
+}
+tensor& minimum_out(queue& q, tensor& out, const tensor& a, const tensor& b) {
+  static const op_handle op("minimum");
+  return op.run_out(q, out, {a, b});
+}
+tensor& minimum_out(queue& q, tensor& out, const tensor& a, double b) {
+  static const op_handle op("minimum");
+  return op.run_out(q, out, {a, tensor()}, scalar_attrs(b));
+}
+tensor pow(queue& q, const tensor& a, const tensor& b) {
+  static const op_handle op("pow");
+  return op.run(q, {a, b});
+}
+tensor pow(queue& q, const tensor& a, double b) {
+  static const op_handle op("pow");
+  return op.run(q, {a, tensor()}, scalar_attrs(b));
+}
+tensor& pow_out(queue& q, tensor& out, const tensor& a, const tensor& b) {
+  static const op_handle op("pow");
+  return op.run_out(q, out, {a, b});
+}
+tensor& pow_out(queue& q, tensor& out, const tensor& a, double b) {
+  static const op_handle op("pow");
+  return op.run_out(q, out, {a, tensor()}, scalar_attrs(b));
+}
 
 tensor sub(queue& q, double a, const tensor& b, double alpha) {
   return sub(q, scalar_tensor(q, a, b.type()), b, alpha);
@@ -147,18 +318,38 @@ tensor& pow_out(queue& q, tensor& out, double base, const tensor& exponent) {
 }
 
 // ---- reductions ------------------------------------------------------------------------------
-#define PRISM_REDUCE(fn)                                                                                    \
-  tensor fn(queue& q, const tensor& x, const dim_list& dims, bool keepdim) {                                \
-    return run(q, PRISM_OP_INDEX(#fn), #fn, {x}, {{"dims", to_ints(dims)}, {"keepdim", keepdim}});          \
-  }                                                                                                         \
-  tensor& fn##_out(queue& q, tensor& out, const tensor& x, const dim_list& dims, bool keepdim) {            \
-    return run_out(q, out, PRISM_OP_INDEX(#fn), #fn, {x}, {{"dims", to_ints(dims)}, {"keepdim", keepdim}}); \
-  }
-PRISM_REDUCE(sum)
-PRISM_REDUCE(mean)
-PRISM_REDUCE(max)
-PRISM_REDUCE(min)
-#undef PRISM_REDUCE
+tensor sum(queue& q, const tensor& x, const dim_list& dims, bool keepdim) {
+  static const op_handle op("sum");
+  return op.run(q, {x}, {{"dims", to_ints(dims)}, {"keepdim", keepdim}});
+}
+tensor& sum_out(queue& q, tensor& out, const tensor& x, const dim_list& dims, bool keepdim) {
+  static const op_handle op("sum");
+  return op.run_out(q, out, {x}, {{"dims", to_ints(dims)}, {"keepdim", keepdim}});
+}
+tensor mean(queue& q, const tensor& x, const dim_list& dims, bool keepdim) {
+  static const op_handle op("mean");
+  return op.run(q, {x}, {{"dims", to_ints(dims)}, {"keepdim", keepdim}});
+}
+tensor& mean_out(queue& q, tensor& out, const tensor& x, const dim_list& dims, bool keepdim) {
+  static const op_handle op("mean");
+  return op.run_out(q, out, {x}, {{"dims", to_ints(dims)}, {"keepdim", keepdim}});
+}
+tensor max(queue& q, const tensor& x, const dim_list& dims, bool keepdim) {
+  static const op_handle op("max");
+  return op.run(q, {x}, {{"dims", to_ints(dims)}, {"keepdim", keepdim}});
+}
+tensor& max_out(queue& q, tensor& out, const tensor& x, const dim_list& dims, bool keepdim) {
+  static const op_handle op("max");
+  return op.run_out(q, out, {x}, {{"dims", to_ints(dims)}, {"keepdim", keepdim}});
+}
+tensor min(queue& q, const tensor& x, const dim_list& dims, bool keepdim) {
+  static const op_handle op("min");
+  return op.run(q, {x}, {{"dims", to_ints(dims)}, {"keepdim", keepdim}});
+}
+tensor& min_out(queue& q, tensor& out, const tensor& x, const dim_list& dims, bool keepdim) {
+  static const op_handle op("min");
+  return op.run_out(q, out, {x}, {{"dims", to_ints(dims)}, {"keepdim", keepdim}});
+}
 
 namespace {
 attr_map argmax_attrs(std::optional<int> dim, bool keepdim) {
@@ -168,48 +359,54 @@ attr_map argmax_attrs(std::optional<int> dim, bool keepdim) {
 }
 }  // namespace
 tensor argmax(queue& q, const tensor& x, std::optional<int> dim, bool keepdim) {
-  return run(q, PRISM_OP_INDEX("argmax"), "argmax", {x}, argmax_attrs(dim, keepdim));
+  static const op_handle op("argmax");
+  return op.run(q, {x}, argmax_attrs(dim, keepdim));
 }
 tensor& argmax_out(queue& q, tensor& out, const tensor& x, std::optional<int> dim, bool keepdim) {
-  return run_out(q, out, PRISM_OP_INDEX("argmax"), "argmax", {x}, argmax_attrs(dim, keepdim));
+  static const op_handle op("argmax");
+  return op.run_out(q, out, {x}, argmax_attrs(dim, keepdim));
 }
 
 // ---- softmax ---------------------------------------------------------------------------------
 tensor softmax(queue& q, const tensor& x, int dim) {
-  return run(q, PRISM_OP_INDEX("softmax"), "softmax", {x}, {{"dim", std::int64_t{dim}}});
+  static const op_handle op("softmax");
+  return op.run(q, {x}, {{"dim", std::int64_t{dim}}});
 }
 tensor log_softmax(queue& q, const tensor& x, int dim) {
-  return run(q, PRISM_OP_INDEX("log_softmax"), "log_softmax", {x}, {{"dim", std::int64_t{dim}}});
+  static const op_handle op("log_softmax");
+  return op.run(q, {x}, {{"dim", std::int64_t{dim}}});
 }
 tensor& softmax_out(queue& q, tensor& out, const tensor& x, int dim) {
-  return run_out(q, out, PRISM_OP_INDEX("softmax"), "softmax", {x}, {{"dim", std::int64_t{dim}}});
+  static const op_handle op("softmax");
+  return op.run_out(q, out, {x}, {{"dim", std::int64_t{dim}}});
 }
 tensor& log_softmax_out(queue& q, tensor& out, const tensor& x, int dim) {
-  return run_out(q, out, PRISM_OP_INDEX("log_softmax"), "log_softmax", {x}, {{"dim", std::int64_t{dim}}});
+  static const op_handle op("log_softmax");
+  return op.run_out(q, out, {x}, {{"dim", std::int64_t{dim}}});
 }
 
 // ---- norms -----------------------------------------------------------------------------------
 tensor layer_norm(queue& q, const tensor& x, const tensor& weight, const tensor& bias, double eps) {
-  return run(q, PRISM_OP_INDEX("layer_norm"), "layer_norm", {x, weight, bias}, {{"eps", eps}});
+  static const op_handle op("layer_norm");
+  return op.run(q, {x, weight, bias}, {{"eps", eps}});
 }
 tensor& layer_norm_out(queue& q, tensor& out, const tensor& x, const tensor& weight, const tensor& bias,
                        double eps) {
-  return run_out(q, out, PRISM_OP_INDEX("layer_norm"), "layer_norm", {x, weight, bias}, {{"eps", eps}});
+  static const op_handle op("layer_norm");
+  return op.run_out(q, out, {x, weight, bias}, {{"eps", eps}});
 }
 tensor rms_norm(queue& q, const tensor& x, const tensor& weight, double eps) {
-  return run(q, PRISM_OP_INDEX("rms_norm"), "rms_norm", {x, weight}, {{"eps", eps}});
+  static const op_handle op("rms_norm");
+  return op.run(q, {x, weight}, {{"eps", eps}});
 }
 tensor& rms_norm_out(queue& q, tensor& out, const tensor& x, const tensor& weight, double eps) {
-  return run_out(q, out, PRISM_OP_INDEX("rms_norm"), "rms_norm", {x, weight}, {{"eps", eps}});
+  static const op_handle op("rms_norm");
+  return op.run_out(q, out, {x, weight}, {{"eps", eps}});
 }
 tensor& fused_add_rms_norm_out(queue& q, tensor& out, const tensor& x, tensor& residual, const tensor& weight,
                                double eps) {
-  op_call c;
-  c.op = "fused_add_rms_norm";
-  c.inputs = {x, residual, weight};
-  c.outputs = {out, residual};
-  c.attrs = {{"eps", eps}};
-  dispatch_call(q, PRISM_OP_INDEX("fused_add_rms_norm"), c);
+  static const op_handle op("fused_add_rms_norm");
+  op.run_into(q, {x, residual, weight}, {out, residual}, {{"eps", eps}});
   return out;
 }
 tensor fused_add_rms_norm(queue& q, const tensor& x, tensor& residual, const tensor& weight, double eps) {
@@ -243,12 +440,8 @@ void rope_in_place(queue& q, tensor& target, const tensor& positions, const tens
     view = view.reshape({view.size(0) * view.size(1), view.size(2), view.size(3)});
     pos = pos.reshape({pos.numel()});
   }
-  op_call c;
-  c.op = "rotary_embedding";
-  c.inputs = {pos, view, tensor(), cache};
-  c.outputs = {view, tensor()};
-  c.attrs = {{"is_neox", style == rope_style::neox}};
-  dispatch_call(q, PRISM_OP_INDEX("rotary_embedding"), c);
+  static const op_handle op("rotary_embedding");
+  op.run_into(q, {pos, view, tensor(), cache}, {view, tensor()}, {{"is_neox", style == rope_style::neox}});
 }
 }  // namespace
 
@@ -267,118 +460,136 @@ tensor& rotary_embedding_out(queue& q, tensor& out, const tensor& x, const tenso
 }
 tensor& rotary_embedding_(queue& q, tensor& query, tensor& key, const tensor& positions,
                           const tensor& cos_sin_cache, rope_style style) {
-  op_call c;
-  c.op = "rotary_embedding";
-  c.inputs = {positions, query, key, cos_sin_cache};
-  c.outputs = {query, key};
-  c.attrs = {{"is_neox", style == rope_style::neox}};
-  dispatch_call(q, PRISM_OP_INDEX("rotary_embedding"), c);
+  static const op_handle op("rotary_embedding");
+  op.run_into(q, {positions, query, key, cos_sin_cache}, {query, key},
+              {{"is_neox", style == rope_style::neox}});
   return query;
 }
 
 // ---- gated activations -----------------------------------------------------------------------
 tensor silu_and_mul(queue& q, const tensor& x) {
-  return run(q, PRISM_OP_INDEX("silu_and_mul"), "silu_and_mul", {x});
+  static const op_handle op("silu_and_mul");
+  return op.run(q, {x});
 }
 tensor& silu_and_mul_out(queue& q, tensor& out, const tensor& x) {
-  return run_out(q, out, PRISM_OP_INDEX("silu_and_mul"), "silu_and_mul", {x});
+  static const op_handle op("silu_and_mul");
+  return op.run_out(q, out, {x});
 }
 tensor gelu_and_mul(queue& q, const tensor& x, gelu_approx approximate) {
-  return run(q, PRISM_OP_INDEX("gelu_and_mul"), "gelu_and_mul", {x},
-             {{"approximate", std::string(approx_name(approximate))}});
+  static const op_handle op("gelu_and_mul");
+  return op.run(q, {x}, {{"approximate", std::string(approx_name(approximate))}});
 }
 tensor& gelu_and_mul_out(queue& q, tensor& out, const tensor& x, gelu_approx approximate) {
-  return run_out(q, out, PRISM_OP_INDEX("gelu_and_mul"), "gelu_and_mul", {x},
-                 {{"approximate", std::string(approx_name(approximate))}});
+  static const op_handle op("gelu_and_mul");
+  return op.run_out(q, out, {x}, {{"approximate", std::string(approx_name(approximate))}});
 }
 
 // ---- indexing and layout ---------------------------------------------------------------------
 tensor embedding(queue& q, const tensor& weight, const tensor& indices) {
-  return run(q, PRISM_OP_INDEX("embedding"), "embedding", {weight, indices});
+  static const op_handle op("embedding");
+  return op.run(q, {weight, indices});
 }
 tensor& embedding_out(queue& q, tensor& out, const tensor& weight, const tensor& indices) {
-  return run_out(q, out, PRISM_OP_INDEX("embedding"), "embedding", {weight, indices});
+  static const op_handle op("embedding");
+  return op.run_out(q, out, {weight, indices});
 }
 tensor cat(queue& q, const std::vector<tensor>& tensors, int dim) {
-  return run(q, PRISM_OP_INDEX("cat"), "cat", tensors, {{"dim", std::int64_t{dim}}});
+  static const op_handle op("cat");
+  return op.run(q, tensors, {{"dim", std::int64_t{dim}}});
 }
 tensor& cat_out(queue& q, tensor& out, const std::vector<tensor>& tensors, int dim) {
-  return run_out(q, out, PRISM_OP_INDEX("cat"), "cat", tensors, {{"dim", std::int64_t{dim}}});
+  static const op_handle op("cat");
+  return op.run_out(q, out, tensors, {{"dim", std::int64_t{dim}}});
 }
 tensor contiguous(queue& q, const tensor& x) {
   if (x.is_contiguous()) return x;
-  return run(q, PRISM_OP_INDEX("copy"), "copy", {x});
+  static const op_handle op("copy");
+  return op.run(q, {x});
 }
 tensor& copy(queue& q, tensor& dst, const tensor& src) {
-  return run_out(q, dst, PRISM_OP_INDEX("copy"), "copy", {src});
+  static const op_handle op("copy");
+  return op.run_out(q, dst, {src});
 }
 tensor cast(queue& q, const tensor& x, dtype to) {
-  return run(q, PRISM_OP_INDEX("cast"), "cast", {x}, {{"dtype", std::string(dtype_name(to))}});
+  static const op_handle op("cast");
+  return op.run(q, {x}, {{"dtype", std::string(dtype_name(to))}});
 }
 tensor& cast_out(queue& q, tensor& out, const tensor& x) {
-  return run_out(q, out, PRISM_OP_INDEX("cast"), "cast", {x},
-                 {{"dtype", std::string(dtype_name(out.type()))}});
+  static const op_handle op("cast");
+  return op.run_out(q, out, {x}, {{"dtype", std::string(dtype_name(out.type()))}});
 }
 tensor& fill(queue& q, tensor& out, double value) {
-  return run_out(q, out, PRISM_OP_INDEX("fill"), "fill", {}, {{"value", value}});
+  static const op_handle op("fill");
+  return op.run_out(q, out, {}, {{"value", value}});
 }
 tensor zeros(queue& q, const dims& shape, dtype t) {
-  return run(q, PRISM_OP_INDEX("zeros"), "zeros", {},
-             {{"shape", shape.to_vector()}, {"dtype", std::string(dtype_name(t))}});
+  static const op_handle op("zeros");
+  return op.run(q, {}, {{"shape", shape.to_vector()}, {"dtype", std::string(dtype_name(t))}});
 }
 tensor full(queue& q, const dims& shape, double value, dtype t) {
-  return run(q, PRISM_OP_INDEX("fill"), "fill", {},
-             {{"shape", shape.to_vector()}, {"dtype", std::string(dtype_name(t))}, {"value", value}});
+  static const op_handle op("fill");
+  return op.run(q, {},
+                {{"shape", shape.to_vector()}, {"dtype", std::string(dtype_name(t))}, {"value", value}});
 }
 tensor arange(queue& q, double start, double end, double step, dtype t) {
-  return run(q, PRISM_OP_INDEX("arange"), "arange", {},
-             {{"start", start}, {"end", end}, {"step", step}, {"dtype", std::string(dtype_name(t))}});
+  static const op_handle op("arange");
+  return op.run(q, {},
+                {{"start", start}, {"end", end}, {"step", step}, {"dtype", std::string(dtype_name(t))}});
 }
 tensor arange(queue& q, double end, dtype t) {
   return arange(q, 0.0, end, 1.0, t);
 }
 tensor& arange_out(queue& q, tensor& out, double start, double step) {
   const double end = start + step * static_cast<double>(out.numel());
-  return run_out(q, out, PRISM_OP_INDEX("arange"), "arange", {},
-                 {{"start", start},
-                  {"end", end - step * 0.5},
-                  {"step", step},
-                  {"dtype", std::string(dtype_name(out.type()))}});
+  static const op_handle op("arange");
+  return op.run_out(q, out, {},
+                    {{"start", start},
+                     {"end", end - step * 0.5},
+                     {"step", step},
+                     {"dtype", std::string(dtype_name(out.type()))}});
 }
 
 // ---- matmul family ---------------------------------------------------------------------------
 tensor mm(queue& q, const tensor& a, const tensor& b) {
-  return run(q, PRISM_OP_INDEX("mm"), "mm", {a, b});
+  static const op_handle op("mm");
+  return op.run(q, {a, b});
 }
 tensor bmm(queue& q, const tensor& a, const tensor& b) {
-  return run(q, PRISM_OP_INDEX("bmm"), "bmm", {a, b});
+  static const op_handle op("bmm");
+  return op.run(q, {a, b});
 }
 tensor addmm(queue& q, const tensor& bias, const tensor& a, const tensor& b, double beta, double alpha) {
-  return run(q, PRISM_OP_INDEX("addmm"), "addmm", {bias, a, b}, {{"beta", beta}, {"alpha", alpha}});
+  static const op_handle op("addmm");
+  return op.run(q, {bias, a, b}, {{"beta", beta}, {"alpha", alpha}});
 }
 tensor linear(queue& q, const tensor& x, const tensor& weight, const tensor& bias) {
-  return run(q, PRISM_OP_INDEX("linear"), "linear", {x, weight, bias});
+  static const op_handle op("linear");
+  return op.run(q, {x, weight, bias});
 }
 tensor& mm_out(queue& q, tensor& out, const tensor& a, const tensor& b) {
-  return run_out(q, out, PRISM_OP_INDEX("mm"), "mm", {a, b});
+  static const op_handle op("mm");
+  return op.run_out(q, out, {a, b});
 }
 tensor& bmm_out(queue& q, tensor& out, const tensor& a, const tensor& b) {
-  return run_out(q, out, PRISM_OP_INDEX("bmm"), "bmm", {a, b});
+  static const op_handle op("bmm");
+  return op.run_out(q, out, {a, b});
 }
 tensor& addmm_out(queue& q, tensor& out, const tensor& bias, const tensor& a, const tensor& b, double beta,
                   double alpha) {
-  return run_out(q, out, PRISM_OP_INDEX("addmm"), "addmm", {bias, a, b}, {{"beta", beta}, {"alpha", alpha}});
+  static const op_handle op("addmm");
+  return op.run_out(q, out, {bias, a, b}, {{"beta", beta}, {"alpha", alpha}});
 }
 tensor& linear_out(queue& q, tensor& out, const tensor& x, const tensor& weight, const tensor& bias) {
-  return run_out(q, out, PRISM_OP_INDEX("linear"), "linear", {x, weight, bias});
+  static const op_handle op("linear");
+  return op.run_out(q, out, {x, weight, bias});
 }
 tensor matmul(queue& q, const tensor& a, const tensor& b) {
-  if (a.dim() == 2 && b.dim() == 2) return mm(q, a, b);
-  if (a.dim() == 3 && b.dim() == 3) return bmm(q, a, b);
-  if (a.dim() >= 1 && b.dim() == 2) return linear(q, a, b.transpose(0, 1));
-  throw error(errc::invalid_argument, "ops::matmul",
-              "supports 2-D x 2-D (mm), 3-D x 3-D (bmm) and N-D x 2-D (over the leading dims); got " +
-                  a.shape().str() + " x " + b.shape().str());
+  static const op_handle op("matmul");
+  return op.run(q, {a, b});
+}
+tensor& matmul_out(queue& q, tensor& out, const tensor& a, const tensor& b) {
+  static const op_handle op("matmul");
+  return op.run_out(q, out, {a, b});
 }
 
 // ---- attention -------------------------------------------------------------------------------
@@ -389,14 +600,14 @@ attr_map sdpa_attrs(bool is_causal, std::optional<double> scale) {
 }  // namespace
 tensor scaled_dot_product_attention(queue& q, const tensor& query, const tensor& key, const tensor& value,
                                     const tensor& attn_mask, bool is_causal, std::optional<double> scale) {
-  return run(q, PRISM_OP_INDEX("scaled_dot_product_attention"), "scaled_dot_product_attention",
-             {query, key, value, attn_mask}, sdpa_attrs(is_causal, scale));
+  static const op_handle op("scaled_dot_product_attention");
+  return op.run(q, {query, key, value, attn_mask}, sdpa_attrs(is_causal, scale));
 }
 tensor& scaled_dot_product_attention_out(queue& q, tensor& out, const tensor& query, const tensor& key,
                                          const tensor& value, const tensor& attn_mask, bool is_causal,
                                          std::optional<double> scale) {
-  return run_out(q, out, PRISM_OP_INDEX("scaled_dot_product_attention"), "scaled_dot_product_attention",
-                 {query, key, value, attn_mask}, sdpa_attrs(is_causal, scale));
+  static const op_handle op("scaled_dot_product_attention");
+  return op.run_out(q, out, {query, key, value, attn_mask}, sdpa_attrs(is_causal, scale));
 }
 
 }  // namespace prism::ops

@@ -183,9 +183,6 @@ std::int64_t op_call::get_int(std::string_view name) const {
     attr_error(*this, name, "an integer");
   return std::get<std::int64_t>(it->second);
 }
-std::int64_t op_call::get_int(std::string_view name, std::int64_t fallback) const {
-  return has(name) ? get_int(name) : fallback;
-}
 double op_call::get_f64(std::string_view name) const {
   auto it = attrs.find(name);
   if (it != attrs.end()) {
@@ -194,20 +191,18 @@ double op_call::get_f64(std::string_view name) const {
   }
   attr_error(*this, name, "a number");
 }
-double op_call::get_f64(std::string_view name, double fallback) const {
-  return has(name) ? get_f64(name) : fallback;
-}
-bool op_call::get_bool(std::string_view name, bool fallback) const {
+bool op_call::get_bool(std::string_view name) const {
   auto it = attrs.find(name);
-  if (it == attrs.end()) return fallback;
-  if (auto* b = std::get_if<bool>(&it->second)) return *b;
-  if (auto* i = std::get_if<std::int64_t>(&it->second); i && (*i == 0 || *i == 1)) return *i == 1;
+  if (it != attrs.end()) {
+    if (auto* b = std::get_if<bool>(&it->second)) return *b;
+    if (auto* i = std::get_if<std::int64_t>(&it->second); i && (*i == 0 || *i == 1)) return *i == 1;
+  }
   attr_error(*this, name, "true or false");
 }
-std::string op_call::get_str(std::string_view name, std::string_view fallback) const {
+std::string op_call::get_str(std::string_view name) const {
   auto it = attrs.find(name);
-  if (it == attrs.end()) return std::string(fallback);
-  if (auto* s = std::get_if<std::string>(&it->second)) return *s;
+  if (it != attrs.end())
+    if (auto* s = std::get_if<std::string>(&it->second)) return *s;
   attr_error(*this, name, "a word");
 }
 std::vector<std::int64_t> op_call::get_ints(std::string_view name) const {
@@ -218,8 +213,114 @@ std::vector<std::int64_t> op_call::get_ints(std::string_view name) const {
   }
   attr_error(*this, name, "an integer list like [0,2]");
 }
-std::vector<std::int64_t> op_call::get_ints(std::string_view name, std::vector<std::int64_t> fallback) const {
-  return has(name) ? get_ints(name) : fallback;
+
+// ---------------------------------------------------------------------------------------------
+// Attribute checks and defaults (the descriptor's attr_spec list is their one source)
+
+const char* attr_type_name(const attr_value& v) noexcept {
+  switch (v.index()) {
+    case 0:
+      return "an integer";
+    case 1:
+      return "a number";
+    case 2:
+      return "true or false";
+    case 3:
+      return "a word";
+    default:
+      return "an integer list like [0,2]";
+  }
+}
+
+namespace {
+
+const attr_spec* find_spec(const op_descriptor& d, std::string_view name) noexcept {
+  for (const auto& a : d.attrs)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+[[noreturn]] void unknown_attr(const op_descriptor& d, std::string_view name) {
+  std::string msg = "unknown attribute '" + std::string(name) + "'";
+  if (d.attrs.empty()) {
+    msg += "; " + d.name + " takes no attributes";
+  } else {
+    // A transposition or a slip of one or two letters ("alhpa", "keep_dim").
+    const attr_spec* best = nullptr;
+    std::size_t best_distance = std::max<std::size_t>(2, name.size() / 3) + 1;
+    for (const auto& a : d.attrs)
+      if (std::size_t dist = edit_distance(name, a.name); dist < best_distance) {
+        best = &a;
+        best_distance = dist;
+      }
+    if (best) msg += " (did you mean '" + best->name + "'?)";
+    std::string valid;
+    for (const auto& a : d.attrs) valid += (valid.empty() ? "" : ", ") + a.name;
+    msg += "; valid attributes of " + d.name + ": " + valid;
+  }
+  throw error(errc::invalid_argument, "ops::" + d.name, msg);
+}
+
+/// `v` in the declared type of `spec` when it converts exactly; nullopt when it does not.
+std::optional<attr_value> as_declared(const attr_spec& spec, const attr_value& v) {
+  if (v.index() == spec.default_value.index()) return v;
+  const auto* i = std::get_if<std::int64_t>(&v);
+  if (!i) return std::nullopt;
+  switch (spec.default_value.index()) {
+    case 1:
+      return attr_value(static_cast<double>(*i));
+    case 2:
+      if (*i == 0 || *i == 1) return attr_value(*i == 1);
+      return std::nullopt;
+    case 4:
+      return attr_value(std::vector<std::int64_t>{*i});
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
+
+bool attrs_complete(const op_descriptor& d, const op_call& call) noexcept {
+  std::size_t required_present = 0, required = 0;
+  for (const auto& a : d.attrs) required += a.optional ? 0 : 1;
+  for (const auto& [name, v] : call.attrs) {
+    const attr_spec* spec = find_spec(d, name);
+    if (!spec || spec->default_value.index() != v.index()) return false;
+    required_present += spec->optional ? 0 : 1;
+  }
+  return required_present == required;
+}
+
+void complete_attrs(const op_descriptor& d, op_call& call) {
+  if (attrs_complete(d, call)) return;
+  for (auto& [name, v] : call.attrs) {
+    const attr_spec* spec = find_spec(d, name);
+    if (!spec) unknown_attr(d, name);
+    auto converted = as_declared(*spec, v);
+    if (!converted)
+      throw error(errc::invalid_argument, "ops::" + d.name,
+                  "attribute '" + name + "' must be " + attr_type_name(spec->default_value) + "; got " +
+                      format_attr(v));
+    v = std::move(*converted);
+  }
+  for (const auto& a : d.attrs)
+    if (!a.optional && !call.has(a.name)) call.attrs.emplace(a.name, a.default_value);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -490,6 +591,11 @@ bool optional_in_place(const op_descriptor& d, const op_call& call, std::size_t 
 }  // namespace
 
 void check_call(const op_descriptor& d, const op_call& call) {
+  if (!attrs_complete(d, call)) {
+    op_call full = call;
+    complete_attrs(d, full);
+    return check_call(d, full);
+  }
   const std::string op = "ops::" + d.name;
   if (call.outputs.size() != d.outputs.size())
     throw error(errc::invalid_argument, op,
@@ -535,6 +641,7 @@ void check_call(const op_descriptor& d, const op_call& call) {
 }
 
 void allocate_outputs(queue& q, const op_descriptor& d, op_call& call) {
+  complete_attrs(d, call);
   check_inputs(d, call);
   if (!d.infer_outputs)
     throw error(errc::internal, "ops::" + d.name, "the op has no output shape rule; pass outputs explicitly");
@@ -567,6 +674,11 @@ const op_implementation* select_implementation(const op_descriptor& d, const dev
 
 event enqueue_opencl(queue& q, const op_descriptor& d, const op_call& call, const kernel_config& config,
                      source_override src) {
+  if (!attrs_complete(d, call)) {
+    op_call full = call;
+    complete_attrs(d, full);
+    return enqueue_opencl(q, d, full, config, src);
+  }
   check_call(d, call);
   kernel_config full = d.config.complete(config);
   std::vector<std::string> refusals;
@@ -598,6 +710,11 @@ host_tensor read_host(queue& q, const tensor& t) {
 }
 
 std::vector<host_tensor> compute_reference(queue& q, const op_descriptor& d, const op_call& call) {
+  if (!attrs_complete(d, call)) {
+    op_call full = call;
+    complete_attrs(d, full);
+    return compute_reference(q, d, full);
+  }
   host_call hc;
   hc.call = &call;
   for (const auto& t : call.inputs) hc.inputs.push_back(read_host(q, t));

@@ -50,16 +50,15 @@ struct op_call {
   attr_map attrs;
 
   bool has(std::string_view name) const { return attrs.find(name) != attrs.end(); }
-  /// Typed getters; the forms without default throw errc::invalid_argument naming op and attr
-  /// when it is missing or of another type (get_f64 also accepts an integer).
+  /// Typed getters. They take no fallback: defaults come from the descriptor's attr_spec list,
+  /// filled in by complete_attrs() before kernels, references and shape rules read a call.
+  /// Throw errc::invalid_argument naming op and attr when it is missing or of another type
+  /// (get_f64 also accepts an integer).
   std::int64_t get_int(std::string_view name) const;
-  std::int64_t get_int(std::string_view name, std::int64_t fallback) const;
   double get_f64(std::string_view name) const;
-  double get_f64(std::string_view name, double fallback) const;
-  bool get_bool(std::string_view name, bool fallback) const;
-  std::string get_str(std::string_view name, std::string_view fallback) const;
+  bool get_bool(std::string_view name) const;
+  std::string get_str(std::string_view name) const;
   std::vector<std::int64_t> get_ints(std::string_view name) const;
-  std::vector<std::int64_t> get_ints(std::string_view name, std::vector<std::int64_t> fallback) const;
   op_call& set(std::string name, attr_value v) {
     attrs[std::move(name)] = std::move(v);
     return *this;
@@ -225,11 +224,16 @@ struct op_implementation {
   std::function<event(queue&, const op_call&, const kernel_config&, source_override)> enqueue;
 };
 
-/// Declared attribute: name, default, one line of help (also tells `prism run` its type).
+/// Declared attribute: name, default (whose type is the attribute's type), one line of help.
+/// The descriptor's list is the one source of attribute names, types and defaults:
+/// complete_attrs() checks calls against it and fills the defaults in.
 struct attr_spec {
   std::string name;
   attr_value default_value;
   std::string help;
+  /// Absence means something of its own, said in `help` (e.g. "take the shape of the given
+  /// output"): complete_attrs() leaves it absent, and default_value gives only the type.
+  bool optional = false;
 };
 
 /// Declared input or output.
@@ -324,11 +328,27 @@ class op_registry {
 /// "add(input=f32[4, 8], other=f32[8], out=f32[4, 8]; alpha=1.0)".
 std::string describe_call(const op_descriptor& d, const op_call& call);
 
-/// Checks arity, defined inputs/outputs, one context for all tensors, dtype in `dtypes` (of the
-/// first input), output shapes/dtypes against infer_outputs, output contiguity, then d.check.
+/// The type an attribute takes, as error messages name it: "an integer", "a number",
+/// "true or false", "a word", "an integer list like [0,2]".
+const char* attr_type_name(const attr_value& v) noexcept;
+/// Checks call.attrs against d.attrs and fills in the defaults of absent ones: the one place
+/// attribute defaults are applied. The dispatcher calls it before it memoizes and routes, so an
+/// omitted attribute and an explicit default make one decision, log line and tuning key.
+/// Values are stored in the declared type (an integer for a number, 0/1 for a flag, one integer
+/// for a list are accepted). Throws errc::invalid_argument naming the op and the attribute: an
+/// unknown name lists the valid ones (with a did-you-mean when one is close), a value of another
+/// type names the expected type.
+void complete_attrs(const op_descriptor& d, op_call& call);
+/// True when complete_attrs() would leave call.attrs unchanged.
+bool attrs_complete(const op_descriptor& d, const op_call& call) noexcept;
+
+/// Checks attributes (as complete_attrs; an incomplete call is checked as its completed copy),
+/// arity, defined inputs/outputs, one context for all tensors, dtype in `dtypes` (of the first
+/// input), output shapes/dtypes against infer_outputs, output contiguity, then d.check.
 /// Throws prism::error(invalid_argument, "ops::<name>", ...). Enqueues nothing.
 void check_call(const op_descriptor& d, const op_call& call);
-/// Fills call.outputs with new contiguous tensors per infer_outputs (after checking inputs).
+/// Completes call.attrs, then fills call.outputs with new contiguous tensors per infer_outputs
+/// (after checking inputs).
 void allocate_outputs(queue& q, const op_descriptor& d, op_call& call);
 
 /// The first implementation whose supports() accepts; `refusals` (if given) receives

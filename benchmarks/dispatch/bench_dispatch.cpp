@@ -93,6 +93,14 @@ void BM_check_call(benchmark::State& state) {
   for (auto _ : state) check_call(desc, f.call);
 }
 
+// Attribute completion on a complete call (the dispatcher runs it before the memo lookup;
+// part of BM_dispatch_path_only).
+void BM_complete_attrs(benchmark::State& state) {
+  auto& f = get(state.range(0));
+  const auto& desc = op_registry::instance().get("add");
+  for (auto _ : state) complete_attrs(desc, f.call);
+}
+
 // What ops::add_out adds on top of dispatch_call: building the op_call (vectors, attr map).
 void BM_build_op_call(benchmark::State& state) {
   auto& f = get(state.range(0));
@@ -163,4 +171,5 @@ BENCHMARK(BM_ops_add_out)->Arg(1024);
 BENCHMARK(BM_dispatch_path_only)->Arg(1024);
 BENCHMARK(BM_build_op_call)->Arg(1024);
 BENCHMARK(BM_check_call)->Arg(1024);
+BENCHMARK(BM_complete_attrs)->Arg(1024);
 BENCHMARK_MAIN();

@@ -12,7 +12,8 @@
 
 // Conventions, applied to every op:
 // - The first argument is the queue the work is enqueued on; inputs follow as const tensor&,
-//   then attributes, with defaults where PyTorch has them.
+//   then attributes, with defaults where PyTorch has them. Each default equals the op
+//   descriptor's attribute default (tests/dispatch/test_op_surface.cpp checks it).
 // - `op(q, inputs..., attrs...)` allocates and returns a new contiguous result tensor.
 // - `op_out(q, out, inputs..., attrs...)` writes into `out` (which must already have the
 //   result's shape and dtype; it may be a strided view where the op allows it) and returns
@@ -213,9 +214,11 @@ tensor addmm(queue& q, const tensor& bias, const tensor& a, const tensor& b, dou
              double alpha = 1.0);
 /// x: [..., in], weight: [out, in] (PyTorch layout), bias: [out] or undefined -> [..., out].
 tensor linear(queue& q, const tensor& x, const tensor& weight, const tensor& bias = {});
-/// 2-D x 2-D -> mm, 3-D x 3-D -> bmm, N-D x 2-D -> linear-style over the leading dims.
+/// numpy's matmul for the forms prism serves: 2-D @ 2-D, 3-D @ 3-D (batched), N-D @ 2-D (over
+/// the leading dims of a; a 1-D a is one row). Its own op: tuned, logged and replayed as "matmul".
 tensor matmul(queue& q, const tensor& a, const tensor& b);
 
+tensor& matmul_out(queue& q, tensor& out, const tensor& a, const tensor& b);
 tensor& mm_out(queue& q, tensor& out, const tensor& a, const tensor& b);
 tensor& bmm_out(queue& q, tensor& out, const tensor& a, const tensor& b);
 tensor& addmm_out(queue& q, tensor& out, const tensor& bias, const tensor& a, const tensor& b,

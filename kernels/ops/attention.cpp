@@ -99,12 +99,12 @@ void check(const op_call& c) {
                       dtype_name(m.type()), dtype_name(q.type())));
     mask_strides(m, shape_of(c));
   }
-  if (c.get_f64("scale", 0.0) < 0.0)
-    bad(fmt::format("scale must be >= 0 (0 = 1/sqrt(head_dim)), got {}", c.get_f64("scale", 0.0)));
+  if (c.get_f64("scale") < 0.0)
+    bad(fmt::format("scale must be >= 0 (0 = 1/sqrt(head_dim)), got {}", c.get_f64("scale")));
 }
 
 double scale_of(const op_call& c, std::int64_t d) {
-  const double s = c.get_f64("scale", 0.0);
+  const double s = c.get_f64("scale");
   return s > 0.0 ? s : 1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(d, 1)));
 }
 
@@ -138,7 +138,7 @@ event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_overr
   const tensor& out = c.outputs[0];
   const int mk = mask_kind(c);
   const int dt = out.type() == dtype::f32 ? 0 : out.type() == dtype::f16 ? 1 : 2;
-  const int causal = c.get_bool("is_causal", false) ? 1 : 0;
+  const int causal = c.get_bool("is_causal") ? 1 : 0;
   const std::int64_t bq = std::min(cfg.at("bq"), next_pow2(s.lq)), wg = cfg.at("wg");
   kernel k;
   nd_range r;
@@ -207,7 +207,7 @@ void reference(host_call& hc) {
   const host_tensor* m = hc.inputs.size() > 3 && hc.inputs[3].defined ? &hc.inputs[3] : nullptr;
   const std::int64_t B = q.shape[0], Hq = q.shape[1], Lq = q.shape[2], D = q.shape[3];
   const std::int64_t Hkv = k.shape[1], Lk = k.shape[2], DV = v.shape[3];
-  const bool causal = c.get_bool("is_causal", false);
+  const bool causal = c.get_bool("is_causal");
   const double scale = scale_of(c, D);
   // Row-major strides of the mask's logical values, broadcast to [B, Hq, Lq, Lk].
   std::int64_t ms[4] = {0, 0, 0, 0};
@@ -364,7 +364,7 @@ void register_attention_ops(op_registry& r) {
                      {"lk", s.lk},
                      {"d", s.d},
                      {"dv", s.dv},
-                     {"causal", c.get_bool("is_causal", false) ? 1 : 0},
+                     {"causal", c.get_bool("is_causal") ? 1 : 0},
                      {"mask", mask_kind(c)}};
   };
   d.flops = [](const op_call& c) {

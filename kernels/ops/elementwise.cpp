@@ -25,7 +25,7 @@ double sigmoid_ref(double x) {
 }
 
 bool tanh_form(const op_call& c) {
-  std::string a = c.get_str("approximate", "none");
+  std::string a = c.get_str("approximate");
   if (a != "none" && a != "tanh") fail(c, "attribute 'approximate' is '" + a + "'; valid: none, tanh");
   return a == "tanh";
 }
@@ -209,7 +209,7 @@ op_descriptor make_binary(const binary_def& b) {
       std::string(b.summary) + "; NumPy broadcasting; `other` may be omitted for the `scalar` attribute";
   d.inputs = {{"input"}, {"other", true}};
   d.outputs = {{"out"}};
-  d.attrs = {{"scalar", 0.0, "the second operand when `other` is undefined"}};
+  d.attrs = {{"scalar", 0.0, "the second operand when `other` is undefined (absent otherwise)", true}};
   if (b.has_alpha) d.attrs.push_back({"alpha", 1.0, "multiplier of other"});
   d.dtypes = floats();
   d.check = [](const op_call& c) {
@@ -218,10 +218,7 @@ op_descriptor make_binary(const binary_def& b) {
       broadcast_shapes(c, c.inputs[0].shape(), "input", c.inputs[1].shape(), "other");
     } else if (!c.has("scalar")) {
       fail(c, "'other' is undefined and no 'scalar' attribute is given; pass one of them");
-    } else {
-      c.get_f64("scalar");
     }
-    c.get_f64("alpha", 1.0);
   };
   d.infer_outputs = [](const op_call& c) {
     dims s = has_other_tensor(c)
@@ -237,9 +234,10 @@ op_descriptor make_binary(const binary_def& b) {
     return n;
   };
   auto ref = b.ref;
-  d.reference = [ref](host_call& h) {
+  const bool has_alpha = b.has_alpha;
+  d.reference = [ref, has_alpha](host_call& h) {
     const op_call& c = *h.call;
-    double alpha = c.get_f64("alpha", 1.0);
+    double alpha = has_alpha ? c.get_f64("alpha") : 1.0;
     auto& out = h.outputs[0];
     const auto& A = h.inputs[0];
     const host_tensor* B = h.inputs.size() > 1 && h.inputs[1].defined ? &h.inputs[1] : nullptr;
@@ -271,7 +269,7 @@ op_descriptor make_binary(const binary_def& b) {
   d.exact_on_small_integers = b.exact_ints;
   d.config = elementwise_schema();
   std::string name = b.name;
-  d.implementations = {ew_impl([name](const op_call& c) {
+  d.implementations = {ew_impl([name, has_alpha](const op_call& c) {
     ew_launch l;
     l.op_define = name;
     l.a = c.inputs[0];
@@ -280,7 +278,7 @@ op_descriptor make_binary(const binary_def& b) {
     } else {
       l.scalar = c.get_f64("scalar");
     }
-    l.alpha = c.get_f64("alpha", 1.0);
+    if (has_alpha) l.alpha = c.get_f64("alpha");
     l.out = c.outputs[0];
     return l;
   })};

@@ -73,7 +73,7 @@ std::vector<test_case> copy_like_cases(const std::string& op, attr_map attrs, bo
                               : random_tensor(q, shape, o.type, rng, -100, 100, o.small_integers)};
       }
       if (mode == 2 || mode == 3) {
-        dtype ot = c.has("dtype") ? parse_dtype(c.get_str("dtype", "f32")) : o.type;
+        dtype ot = c.has("dtype") ? parse_dtype(c.get_str("dtype")) : o.type;
         c.outputs = {mode == 2 ? random_strided(q, shape, ot, rng) : tensor::empty(q, shape, ot)};
       } else {
         allocate_outputs(q, d, c);
@@ -146,13 +146,13 @@ op_descriptor make_cast() {
   d.dtypes = all();
   d.check = [](const op_call& c) {
     try {
-      parse_dtype(c.get_str("dtype", "f32"));
+      parse_dtype(c.get_str("dtype"));
     } catch (const error& e) {
       fail(c, "attribute 'dtype': " + e.message());
     }
   };
   d.infer_outputs = [](const op_call& c) {
-    return std::vector<tensor_spec>{{c.inputs[0].shape(), parse_dtype(c.get_str("dtype", "f32"))}};
+    return std::vector<tensor_spec>{{c.inputs[0].shape(), parse_dtype(c.get_str("dtype"))}};
   };
   d.key = [](const op_call& c) { return shape_key{{"n", c.inputs[0].numel()}}; };
   d.flops = [](const op_call&) { return 0.0; };
@@ -190,15 +190,16 @@ op_descriptor make_cast() {
 
 // ---- fill / zeros / arange ------------------------------------------------------------------
 
-op_implementation fill_impl(bool arange) {
+// `zeros`: the fill value is 0 (the op has no `value` attribute).
+op_implementation fill_impl(bool arange, bool zeros = false) {
   op_implementation impl;
   impl.name = arange ? "opencl.arange" : "opencl.fill";
   impl.kernel_file = "cast.cl";
   impl.supports = [](const device& dev, const op_call&, const kernel_config& cfg) {
     return check_wg(dev, cfg.at("wg"));
   };
-  impl.enqueue = [arange](queue& q, const op_call& c, const kernel_config& cfg,
-                          source_override src) -> event {
+  impl.enqueue = [arange, zeros](queue& q, const op_call& c, const kernel_config& cfg,
+                                 source_override src) -> event {
     tensor out = c.outputs[0];
     const std::int64_t n = out.numel();
     if (n == 0) return event{};
@@ -209,7 +210,7 @@ op_implementation fill_impl(bool arange) {
     nd_range r(range<1>(g), range<1>(static_cast<std::size_t>(wg)));
     const std::int64_t off = out.offset();
     if (arange) {
-      const double start = c.get_f64("start", 0.0), step = c.get_f64("step", 1.0);
+      const double start = c.get_f64("start"), step = c.get_f64("step");
       const float fs = static_cast<float>(start), ft = static_cast<float>(step);
       const std::int64_t is = static_cast<std::int64_t>(start), it = static_cast<std::int64_t>(step);
       return q.submit([&](handler& h) {
@@ -217,7 +218,7 @@ op_implementation fill_impl(bool arange) {
         h.parallel_for(r, k, n, O, off, fs, ft, is, it);
       });
     }
-    const double v = c.get_f64("value", 0.0);
+    const double v = zeros ? 0.0 : c.get_f64("value");
     const float fv = static_cast<float>(v);
     // Integer outputs get the value as the dtype stores it (truncated, saturated; bool: != 0).
     const double stored = round_to(out.type(), v);
@@ -237,33 +238,36 @@ op_descriptor make_fill(const std::string& name) {
   d.family = "layout";
   d.summary = zeros ? "out = 0" : "out = value";
   d.outputs = {{"out"}};
-  d.attrs = {{"shape", std::vector<std::int64_t>{}, "output shape (when no output is given)"},
-             {"dtype", std::string("f32"), "output dtype (when no output is given)"}};
+  d.attrs = {{"shape", std::vector<std::int64_t>{}, "output shape (absent: the given output's)", true},
+             {"dtype", std::string("f32"), "output dtype (absent: the given output's)", true}};
   if (!zeros) d.attrs.push_back({"value", 0.0, "the fill value"});
   d.dtypes = all();
-  d.check = [zeros](const op_call& c) {
-    if (!zeros) c.get_f64("value", 0.0);
-    if (c.has("dtype")) parse_dtype(c.get_str("dtype", "f32"));
-    for (auto e : c.get_ints("shape", {}))
-      if (e < 0) fail(c, "attribute 'shape' has a negative extent");
+  d.check = [](const op_call& c) {
+    const bool has_output = !c.outputs.empty() && c.outputs[0].defined();
+    if (!has_output && !(c.has("shape") && c.has("dtype")))
+      fail(c, "without an output the attributes 'shape' and 'dtype' are required; got " +
+                  (c.attrs.empty() ? std::string("none") : format_attrs(c.attrs)));
+    if (c.has("dtype")) parse_dtype(c.get_str("dtype"));
+    if (c.has("shape"))
+      for (auto e : c.get_ints("shape"))
+        if (e < 0) fail(c, "attribute 'shape' has a negative extent");
   };
   d.infer_outputs = [](const op_call& c) {
-    if (!c.outputs.empty() && c.outputs[0].defined() && !c.has("shape"))
-      return std::vector<tensor_spec>{{c.outputs[0].shape(), c.outputs[0].type()}};
-    auto s = c.get_ints("shape", {});
-    return std::vector<tensor_spec>{
-        {dims(std::span<const std::int64_t>(s)), parse_dtype(c.get_str("dtype", "f32"))}};
+    const tensor* out = !c.outputs.empty() && c.outputs[0].defined() ? &c.outputs[0] : nullptr;
+    auto s = c.has("shape") || !out ? c.get_ints("shape") : out->shape().to_vector();
+    return std::vector<tensor_spec>{{dims(std::span<const std::int64_t>(s)),
+                                     c.has("dtype") || !out ? parse_dtype(c.get_str("dtype")) : out->type()}};
   };
   d.key = [](const op_call& c) { return shape_key{{"n", c.outputs[0].numel()}}; };
   d.flops = [](const op_call&) { return 0.0; };
   d.bytes = [](const op_call& c) { return static_cast<double>(c.outputs[0].nbytes()); };
   d.reference = [zeros](host_call& h) {
-    double v = zeros ? 0.0 : h.call->get_f64("value", 0.0);
+    double v = zeros ? 0.0 : h.call->get_f64("value");
     for (auto& x : h.outputs[0].values) x = round_to(h.outputs[0].type, v);
   };
   d.tol = [](const op_call&, int) { return tolerance{}; };
   d.config = elementwise_schema();
-  d.implementations = {fill_impl(false)};
+  d.implementations = {fill_impl(false, zeros)};
   auto make = [name, zeros](queue& q, dims shape, dtype t, double v) {
     op_call c;
     c.op = name;
@@ -302,29 +306,29 @@ op_descriptor make_arange() {
   d.attrs = {{"start", 0.0, "first value"},
              {"end", 0.0, "exclusive bound"},
              {"step", 1.0, "increment (non-zero)"},
-             {"dtype", std::string("f32"), "output dtype"}};
+             {"dtype", std::string("i64"), "output dtype"}};
   d.dtypes = {dtype::f32, dtype::f16, dtype::bf16, dtype::i32, dtype::i64};
   auto count = [](const op_call& c) -> std::int64_t {
-    double start = c.get_f64("start", 0.0), end = c.get_f64("end", 0.0), step = c.get_f64("step", 1.0);
+    double start = c.get_f64("start"), end = c.get_f64("end"), step = c.get_f64("step");
     double n = std::ceil((end - start) / step);
     return n > 0 ? static_cast<std::int64_t>(n) : 0;
   };
   d.check = [](const op_call& c) {
-    double step = c.get_f64("step", 1.0);
+    double step = c.get_f64("step");
     if (step == 0 || !std::isfinite(step))
       fail(c, "attribute 'step' must be finite and non-zero; got " + format_attr(step));
-    if (!std::isfinite(c.get_f64("start", 0.0)) || !std::isfinite(c.get_f64("end", 0.0)))
+    if (!std::isfinite(c.get_f64("start")) || !std::isfinite(c.get_f64("end")))
       fail(c, "attributes 'start' and 'end' must be finite");
-    parse_dtype(c.get_str("dtype", "f32"));
+    parse_dtype(c.get_str("dtype"));
   };
   d.infer_outputs = [count](const op_call& c) {
-    return std::vector<tensor_spec>{{dims{count(c)}, parse_dtype(c.get_str("dtype", "f32"))}};
+    return std::vector<tensor_spec>{{dims{count(c)}, parse_dtype(c.get_str("dtype"))}};
   };
   d.key = [](const op_call& c) { return shape_key{{"n", c.outputs[0].numel()}}; };
   d.flops = [](const op_call& c) { return static_cast<double>(c.outputs[0].numel()); };
   d.bytes = [](const op_call& c) { return static_cast<double>(c.outputs[0].nbytes()); };
   d.reference = [](host_call& h) {
-    double start = h.call->get_f64("start", 0.0), step = h.call->get_f64("step", 1.0);
+    double start = h.call->get_f64("start"), step = h.call->get_f64("step");
     auto& out = h.outputs[0];
     bool ints = !is_floating(out.type);
     for (std::size_t i = 0; i < out.values.size(); ++i)
@@ -377,7 +381,7 @@ op_descriptor make_cat() {
   d.dtypes = all();
   d.check = [](const op_call& c) {
     const tensor& t0 = c.inputs[0];
-    int dim = normalize_dim(c, c.get_int("dim", 0), t0.dim());
+    int dim = normalize_dim(c, c.get_int("dim"), t0.dim());
     for (std::size_t i = 1; i < c.inputs.size(); ++i) {
       const tensor& t = c.inputs[i];
       std::string nm = "tensors" + std::to_string(i);
@@ -392,7 +396,7 @@ op_descriptor make_cat() {
   };
   d.infer_outputs = [](const op_call& c) {
     dims s = c.inputs[0].shape();
-    int dim = normalize_dim(c, c.get_int("dim", 0), s.size());
+    int dim = normalize_dim(c, c.get_int("dim"), s.size());
     if (s.size() == 0) fail(c, "cannot concatenate 0-d tensors");
     s[dim] = 0;
     for (const auto& t : c.inputs) s[dim] += t.shape()[dim];
@@ -404,7 +408,7 @@ op_descriptor make_cat() {
   d.flops = [](const op_call&) { return 0.0; };
   d.bytes = [](const op_call& c) { return 2.0 * static_cast<double>(c.outputs[0].nbytes()); };
   d.reference = [](host_call& h) {
-    int dim = static_cast<int>(h.call->get_int("dim", 0));
+    int dim = static_cast<int>(h.call->get_int("dim"));
     auto& out = h.outputs[0];
     if (dim < 0) dim += out.shape.size();
     std::int64_t inner = 1, outer = 1;
@@ -430,7 +434,7 @@ op_descriptor make_cat() {
   impl.enqueue = [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
     // One converting copy per input into its slice of the output (in-order per output buffer).
     const tensor& out = c.outputs[0];
-    int dim = normalize_dim(c, c.get_int("dim", 0), out.dim());
+    int dim = normalize_dim(c, c.get_int("dim"), out.dim());
     std::int64_t pos = 0;
     event last;
     for (const auto& t : c.inputs) {

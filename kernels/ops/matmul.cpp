@@ -138,8 +138,8 @@ gemm_problem lower_addmm(const op_call& call) {
   p.sbk = p.b.strides()[0], p.sbn = p.b.strides()[1];
   p.bias = call.inputs[0];
   std::tie(p.sxm, p.sxn) = bias_strides(call, p.bias, p.m, p.n);
-  p.alpha = call.get_f64("alpha", 1.0);
-  p.beta = call.get_f64("beta", 1.0);
+  p.alpha = call.get_f64("alpha");
+  p.beta = call.get_f64("beta");
   return finish(p, call);
 }
 
@@ -453,7 +453,7 @@ void reference_addmm(host_call& hc) {
   const auto& b = hc.inputs[2];
   auto [xm, xn] = host_bias_strides(x);
   reference_gemm(1, a.shape[0], b.shape[1], a.shape[1], a.values, 0, b.values, 0, false, &x, xm, xn,
-                 hc.call->get_f64("alpha", 1.0), hc.call->get_f64("beta", 1.0), hc.outputs[0]);
+                 hc.call->get_f64("alpha"), hc.call->get_f64("beta"), hc.outputs[0]);
 }
 
 // x [..., k] as [m, k] rows times w ([n, k] when w_nk, else [k, n]), plus an optional bias [n].

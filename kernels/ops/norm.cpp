@@ -72,7 +72,7 @@ op_descriptor make_norm(norm_kind kind) {
     }
     check_param(c, w_idx, "weight");
     if (b_idx > 0) check_param(c, b_idx, "bias");
-    double eps = c.get_f64("eps", 1e-5);
+    double eps = c.get_f64("eps");
     if (!(eps >= 0)) fail(c, "attribute 'eps' must be >= 0; got " + format_attr(eps));
     if (c.inputs.size() > static_cast<std::size_t>(w_idx) && c.inputs[w_idx].defined() && b_idx > 0 &&
         c.inputs.size() > static_cast<std::size_t>(b_idx) && c.inputs[b_idx].defined())
@@ -101,7 +101,7 @@ op_descriptor make_norm(norm_kind kind) {
                                : nullptr;
     const std::int64_t D = x.shape.size() ? x.shape[x.shape.size() - 1] : 1;
     const std::int64_t rows = D ? x.numel() / D : 0;
-    const double eps = c.get_f64("eps", kind == norm_kind::layer ? 1e-5 : 1e-6);
+    const double eps = c.get_f64("eps");
     auto& out = h.outputs[0];
     out.magnitude.assign(out.values.size(), 0.0);
     std::vector<double> t(static_cast<std::size_t>(D));
@@ -174,7 +174,7 @@ op_descriptor make_norm(norm_kind kind) {
     kname += per_item ? "_row_per_item" : "_rows";
     kernel k = build_kernel(q.get_context(), "norm.cl", src, opts, kname);
     const std::int64_t D = last_dim(x), rows = x.numel() / D;
-    const float eps = static_cast<float>(c.get_f64("eps", kind == norm_kind::layer ? 1e-5 : 1e-6));
+    const float eps = static_cast<float>(c.get_f64("eps"));
     // Absent weight/bias: bind `x` (never read; HAS_W/HAS_B are 0).
     tensor wb = has_w ? w : x, bb = has_b ? b : x, o = out;
     const std::size_t uwg = static_cast<std::size_t>(wg);

@@ -18,14 +18,14 @@ std::vector<dtype> floats() {
   return {dtype::f32, dtype::f16, dtype::bf16};
 }
 
-/// Sorted, unique, normalised reduced dims ("dims" attribute; absent or [] = all dims).
+/// Sorted, unique, normalised reduced dims ("dims" attribute; [] = all dims).
 std::vector<int> reduced_dims(const op_call& c, int ndim, bool single = false) {
   std::vector<int> out;
-  if (!c.has("dims") || c.get_ints("dims").empty()) {
+  auto v = c.get_ints("dims");
+  if (v.empty()) {
     for (int d = 0; d < ndim; ++d) out.push_back(d);
     return out;
   }
-  auto v = c.get_ints("dims");
   if (single && v.size() != 1)
     fail(c, "attribute 'dims' must name one dim (or be omitted to reduce the flattened tensor); got " +
                 format_attr(v));
@@ -172,13 +172,12 @@ op_descriptor make_reduce(const std::string& name) {
   d.inputs = {{"input"}};
   d.outputs = {{"out"}};
   d.attrs = {{"dims", std::vector<std::int64_t>{},
-              argmax ? "the dim (omit: flattened)" : "reduced dims (omit: all)"},
+              argmax ? "the dim ([]: the flattened tensor)" : "reduced dims ([]: all)"},
              {"keepdim", false, "keep reduced dims as size 1"}};
   d.dtypes = floats();
   d.check = [argmax, needs_nonempty](const op_call& c) {
     const tensor& x = c.inputs[0];
     auto rd = reduced_dims(c, x.dim(), argmax);
-    c.get_bool("keepdim", false);
     std::int64_t r = 1;
     for (int dd : rd) r *= x.shape()[dd];
     if (needs_nonempty && r == 0 && x.numel() == 0 && reduced_shape(x.shape(), rd, false).product() != 0)
@@ -189,7 +188,7 @@ op_descriptor make_reduce(const std::string& name) {
     const tensor& x = c.inputs[0];
     auto rd = reduced_dims(c, x.dim(), argmax);
     return std::vector<tensor_spec>{
-        {reduced_shape(x.shape(), rd, c.get_bool("keepdim", false)), argmax ? dtype::i64 : x.type()}};
+        {reduced_shape(x.shape(), rd, c.get_bool("keepdim")), argmax ? dtype::i64 : x.type()}};
   };
   d.key = [argmax](const op_call& c) {
     const tensor& x = c.inputs[0];
@@ -329,13 +328,13 @@ op_descriptor make_softmax(bool log) {
   d.outputs = {{"out"}};
   d.attrs = {{"dim", std::int64_t{-1}, "the softmax dim"}};
   d.dtypes = floats();
-  d.check = [](const op_call& c) { normalize_dim(c, c.get_int("dim", -1), c.inputs[0].dim()); };
+  d.check = [](const op_call& c) { normalize_dim(c, c.get_int("dim"), c.inputs[0].dim()); };
   d.infer_outputs = [](const op_call& c) {
     return std::vector<tensor_spec>{{c.inputs[0].shape(), c.inputs[0].type()}};
   };
   d.key = [](const op_call& c) {
     const tensor& x = c.inputs[0];
-    int dim = normalize_dim(c, c.get_int("dim", -1), x.dim());
+    int dim = normalize_dim(c, c.get_int("dim"), x.dim());
     std::int64_t r = x.dim() ? x.shape()[dim] : 1, inner = 1;
     for (int k = dim + 1; k < x.dim(); ++k) inner *= x.shape()[k];
     return shape_key{{"rows", (r * inner) != 0 ? x.numel() / (r * inner) : 0}, {"r", r}, {"inner", inner}};
@@ -346,7 +345,7 @@ op_descriptor make_softmax(bool log) {
     const auto& in = h.inputs[0];
     auto& out = h.outputs[0];
     if (in.values.empty()) return;
-    int dim = in.shape.size() ? normalize_dim(*h.call, h.call->get_int("dim", -1), in.shape.size()) : 0;
+    int dim = in.shape.size() ? normalize_dim(*h.call, h.call->get_int("dim"), in.shape.size()) : 0;
     std::vector<int> rd;
     if (in.shape.size()) rd = {dim};
     host_reduce hr = host_canonical(in.shape, rd);
@@ -384,7 +383,7 @@ op_descriptor make_softmax(bool log) {
     if (out.numel() == 0) return event{};
     const tensor& in = c.inputs[0];
     std::vector<int> rd;
-    if (in.dim()) rd = {normalize_dim(c, c.get_int("dim", -1), in.dim())};
+    if (in.dim()) rd = {normalize_dim(c, c.get_int("dim"), in.dim())};
     reduce_view v = canonical(q, in, rd);
     const std::int64_t wg = cfg.at("wg"), vec = cfg.at("vec"), variant = cfg.at("variant");
     const bool rows = v.inner == 1;

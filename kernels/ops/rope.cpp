@@ -80,7 +80,7 @@ op_descriptor make_rope() {
     return 2.0 * n * rot_part;
   };
   d.reference = [](host_call& h) {
-    const bool neox = h.call->get_bool("is_neox", true);
+    const bool neox = h.call->get_bool("is_neox");
     const auto& pos = h.inputs[0];
     const auto& cache = h.inputs[3];
     const std::int64_t rot = cache.shape[1], half = rot / 2, max_pos = cache.shape[0];
@@ -132,7 +132,7 @@ op_descriptor make_rope() {
     if (items == 0) return event{};
     const std::int64_t wg = cfg.at("wg");
     std::string opts = dtype_defines("A", qt.type()) + dtype_defines("C", cache.type()) +
-                       dtype_defines("P", pos.type()) + "-DNEOX=" + (c.get_bool("is_neox", true) ? "1" : "0") +
+                       dtype_defines("P", pos.type()) + "-DNEOX=" + (c.get_bool("is_neox") ? "1" : "0") +
                        " -DVEC=" + std::to_string(cfg.at("vec"));
     const bool per_head = cfg.at("variant") == 1;
     kernel k = build_kernel(q.get_context(), "rope.cl", src, opts, per_head ? "rope_per_head" : "rope");
