@@ -238,9 +238,12 @@ TEST(TuningDispatch, HostIsACandidateWhenRequestedOrLongOnACpu) {
   auto report = dispatch::tuner::pretune(dev, db, o);  // default options; the call takes microseconds
   ASSERT_EQ(report.shapes.size(), 1u);
   ASSERT_EQ(report.shapes[0].status, dispatch::tuner::shape_outcome::state::tuned) << report.shapes[0].detail;
-  EXPECT_NE(report.shapes[0].row.backend, "host");
   const auto key = tuning::shape_key::parse(report.shapes[0].shape);
-  for (auto& c : db.candidates(fp, "silu_and_mul", "f32", key)) EXPECT_NE(c.backend, "host");
+  // The policy reads the measured default: on a loaded machine even this call can take 1 ms.
+  if (report.shapes[0].row.default_ns < dispatch::host_min_default_ns) {
+    EXPECT_NE(report.shapes[0].row.backend, "host");
+    for (auto& c : db.candidates(fp, "silu_and_mul", "f32", key)) EXPECT_NE(c.backend, "host");
+  }
 
   o.backends = {"host"};
   o.force = true;
