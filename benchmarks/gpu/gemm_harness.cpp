@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
     std::string file, kname;
     std::size_t local = 0;
     long gx = 0, gy = 0;
-    std::string opts = "-cl-mad-enable -DPRISM_DTYPE=" + std::to_string(dt);
+    std::string opts = "-DPRISM_CPU=0 -DPRISM_DTYPE=" + std::to_string(dt);
     if (c.kind == "nv") {
       file = "gemm_nv.cl", kname = "gemm_nv";
       local = (c.def("BN", 128) / c.def("TN", 8)) * (c.def("BM", 128) / c.def("TM", 8));
@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
     try {
       auto it = programs.find(file + opts);
       if (it == programs.end()) {
-        cl::Program p(ctx, resolve(kdir, file));
+        cl::Program p(ctx, resolve(kdir, "prelude.cl") + resolve(kdir, file));  // as build_kernel
         try {
           p.build({dev}, opts.c_str());
         } catch (cl::BuildError& e) {

@@ -11,10 +11,24 @@
 // t = lane%4, in 32-bit words of a k-row: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4);
 // b0 (n=g, t), b1 (n=g, t+4); c0 c1 (g, 2t, 2t+1), c2 c3 (g+8, 2t, 2t+1). One word is one tf32
 // or two 16-bit values, so both shapes read the same words.
+// LDSM=1 reads fragments with ldmatrix (one instruction per 4 words instead of 4 loads);
+// CPASYNC=1 (B k-contiguous only) fills STAGES local buffers with cp.async instead of going
+// through registers.
 // Build defines: PRISM_DTYPE, BM, BN, BK (elements), WARPS_M, WARPS_N, B_NCONTIG (0/1),
-// HAS_BIAS. A must be k-contiguous; row strides and offsets multiples of 16 bytes.
+// HAS_BIAS, LDSM, CPASYNC, STAGES. A must be k-contiguous; row strides and offsets multiples of
+// 16 bytes; STAGES * (BM + BN) * (BK * size + 16) bytes of local memory.
 
 #include "gemm_common.cl"  // storage type GT, epilogue (resolved by build_kernel)
+
+#ifndef LDSM
+#define LDSM 0
+#endif
+#ifndef CPASYNC
+#define CPASYNC 0
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
 
 #if PRISM_DTYPE == 0
 typedef float ST;
@@ -75,14 +89,35 @@ inline void mma_tile(float* c, uint a0, uint a1, uint a2, uint a3, uint b0, uint
 #endif
 }
 
+// The shared-window address of a local pointer (what PTX's .shared state space takes).
+#define MMA_SMEM(p) ((uint)(size_t)(p))
+
+// ldmatrix .x4: lane l names row (l % 8) of 8x8 b16 matrix l / 8; register q of each lane gets
+// word (lane % 4) of row (lane / 4) of matrix q. With 32-bit words that is the tf32 layout too.
+#define MMA_LDSM4(r0, r1, r2, r3, addr)                                                    \
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"           \
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)                                    \
+               : "r"(addr))
+#define MMA_LDSM2(r0, r1, addr)                                                            \
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr))
+
+// cp.async: 16 bytes global -> local without registers; bytes past `src_bytes` are zero-filled.
+inline void mma_cp16(uint dst, __global const ST* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"((ulong)src), "r"(src_bytes)
+               : "memory");
+}
+#define MMA_CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+#define MMA_CP_WAIT_(n) asm volatile("cp.async.wait_group " #n ";" ::: "memory")
+#define MMA_CP_WAIT(n) MMA_CP_WAIT_(n)
+
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void gemm_mma(int M, int N, int K, float alpha, float beta,
               __global const GT* A_, long a_off, int sam, int sak, long sab,
               __global const GT* B_, long b_off, int sbk, int sbn, long sbb,
               __global GT* C, long c_off, int scm, long scb,
               __global const GT* X, long x_off, int sxm, int sxn) {
-  __local uint As[2][BM][SW] __attribute__((aligned(16)));
-  __local uint Bs[2][BN][SW] __attribute__((aligned(16)));
+  __local uint As[STAGES][BM][SW] __attribute__((aligned(16)));
+  __local uint Bs[STAGES][BN][SW] __attribute__((aligned(16)));
   const int tid = get_local_id(0);
   const int lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;
@@ -94,7 +129,7 @@ void gemm_mma(int M, int N, int K, float alpha, float beta,
   C += c_off + bt * scb;
 
   uint4 ra[A_PER], rb[B_PER];
-#define FETCH(k0)                                                                   \
+#define MMA_FETCH(k0)                                                                   \
   _Pragma("unroll") for (int r = 0; r < A_PER; ++r) {                               \
     const int v = tid + r * NT;                                                     \
     ra[r] = (uint4)(0u);                                                            \
@@ -119,7 +154,7 @@ void gemm_mma(int M, int N, int K, float alpha, float beta,
       }                                                                             \
     }                                                                               \
   }
-#define STORE(buf)                                                                  \
+#define MMA_STORE(buf)                                                                  \
   _Pragma("unroll") for (int r = 0; r < A_PER; ++r) {                               \
     const int v = tid + r * NT;                                                     \
     if (A_VECS % NT == 0 || v < A_VECS) {                                           \
@@ -151,40 +186,100 @@ void gemm_mma(int M, int N, int K, float alpha, float beta,
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
-  FETCH(0);
-  STORE(0);
+  // One BK-slice of products from local buffer `buf`.
+#if LDSM
+#define MMA_COMPUTE(buf)                                                                           \
+  _Pragma("unroll") for (int kw = 0; kw < BKW; kw += 8) {                                      \
+    uint af[MT][4], bf[NTL + 1][2];                                                            \
+    _Pragma("unroll") for (int i = 0; i < MT; ++i) {                                           \
+      const int r = wm * WTM + i * 16 + (lane % 8) + ((lane / 8) & 1) * 8;                     \
+      MMA_LDSM4(af[i][0], af[i][1], af[i][2], af[i][3], MMA_SMEM(&As[buf][r][kw + (lane / 16) * 4])); \
+    }                                                                                          \
+    _Pragma("unroll") for (int j = 0; j + 1 < NTL; j += 2) {                                   \
+      const int c = wn * WTN + j * 8 + (lane % 8) + (lane / 16) * 8;                           \
+      MMA_LDSM4(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1],                                \
+                MMA_SMEM(&Bs[buf][c][kw + ((lane / 8) & 1) * 4]));                             \
+    }                                                                                          \
+    if (NTL % 2) {                                                                             \
+      const int c = wn * WTN + (NTL - 1) * 8 + (lane % 8);                                     \
+      MMA_LDSM2(bf[NTL - 1][0], bf[NTL - 1][1], MMA_SMEM(&Bs[buf][c][kw + ((lane / 8) & 1) * 4])); \
+    }                                                                                          \
+    _Pragma("unroll") for (int i = 0; i < MT; ++i)                                             \
+      _Pragma("unroll") for (int j = 0; j < NTL; ++j)                                          \
+        mma_tile(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);       \
+  }
+#else
+#define MMA_COMPUTE(buf)                                                                           \
+  _Pragma("unroll") for (int kw = 0; kw < BKW; kw += 8) {                                      \
+    uint af[MT][4], bf[NTL][2];                                                                \
+    _Pragma("unroll") for (int i = 0; i < MT; ++i) {                                           \
+      const int r = wm * WTM + i * 16 + g;                                                     \
+      af[i][0] = As[buf][r][kw + t];                                                           \
+      af[i][1] = As[buf][r + 8][kw + t];                                                       \
+      af[i][2] = As[buf][r][kw + t + 4];                                                       \
+      af[i][3] = As[buf][r + 8][kw + t + 4];                                                   \
+    }                                                                                          \
+    _Pragma("unroll") for (int j = 0; j < NTL; ++j) {                                          \
+      const int c = wn * WTN + j * 8 + g;                                                      \
+      bf[j][0] = Bs[buf][c][kw + t];                                                           \
+      bf[j][1] = Bs[buf][c][kw + t + 4];                                                       \
+    }                                                                                          \
+    _Pragma("unroll") for (int i = 0; i < MT; ++i)                                             \
+      _Pragma("unroll") for (int j = 0; j < NTL; ++j)                                          \
+        mma_tile(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);       \
+  }
+#endif
+
+#if CPASYNC
+  // STAGES-deep cp.async pipeline (A and B both k-contiguous): slice kt + STAGES - 1 is in
+  // flight while slice kt is multiplied; one barrier per slice.
+#define MMA_ISSUE(k0, buf)                                                                         \
+  _Pragma("unroll") for (int r = 0; r < A_PER; ++r) {                                          \
+    const int v = tid + r * NT;                                                                \
+    if (A_VECS % NT == 0 || v < A_VECS) {                                                      \
+      const int mm = v / (BK / VE), kk = (v % (BK / VE)) * VE;                                 \
+      const int m = m0 + mm, k = (k0) + kk;                                                    \
+      const int bytes = m < M ? clamp((K - k) * ES, 0, 16) : 0;                                \
+      mma_cp16(MMA_SMEM(&As[buf][mm][kk * ES / 4]), bytes ? A + (long)m * sam + k : A, bytes); \
+    }                                                                                          \
+  }                                                                                            \
+  _Pragma("unroll") for (int r = 0; r < B_PER; ++r) {                                          \
+    const int v = tid + r * NT;                                                                \
+    if (B_VECS % NT == 0 || v < B_VECS) {                                                      \
+      const int nn = v / (BK / VE), kk = (v % (BK / VE)) * VE;                                 \
+      const int n = n0 + nn, k = (k0) + kk;                                                    \
+      const int bytes = n < N ? clamp((K - k) * ES, 0, 16) : 0;                                \
+      mma_cp16(MMA_SMEM(&Bs[buf][nn][kk * ES / 4]), bytes ? B + (long)n * sbn + k : B, bytes); \
+    }                                                                                          \
+  }
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s * BK < K) { MMA_ISSUE(s * BK, s); }
+    MMA_CP_COMMIT();
+  }
+  for (int kt = 0; kt * BK < K; ++kt) {
+    MMA_CP_WAIT(STAGES - 2);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int nk = (kt + STAGES - 1) * BK;
+    if (nk < K) { MMA_ISSUE(nk, (kt + STAGES - 1) % STAGES); }
+    MMA_CP_COMMIT();
+    const int cur = kt % STAGES;
+    MMA_COMPUTE(cur);
+  }
+#else
+  MMA_FETCH(0);
+  MMA_STORE(0);
   barrier(CLK_LOCAL_MEM_FENCE);
   int cur = 0;
   for (int k0 = 0; k0 < K; k0 += BK) {
     const bool more = k0 + BK < K;
-    if (more) { FETCH(k0 + BK); }
-#pragma unroll
-    for (int kw = 0; kw < BKW; kw += 8) {
-      uint af[MT][4], bf[NTL][2];
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        const int r = wm * WTM + i * 16 + g;
-        af[i][0] = As[cur][r][kw + t];
-        af[i][1] = As[cur][r + 8][kw + t];
-        af[i][2] = As[cur][r][kw + t + 4];
-        af[i][3] = As[cur][r + 8][kw + t + 4];
-      }
-#pragma unroll
-      for (int j = 0; j < NTL; ++j) {
-        const int c = wn * WTN + j * 8 + g;
-        bf[j][0] = Bs[cur][c][kw + t];
-        bf[j][1] = Bs[cur][c][kw + t + 4];
-      }
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int j = 0; j < NTL; ++j)
-          mma_tile(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);
-    }
-    if (more) { STORE(cur ^ 1); }
+    if (more) { MMA_FETCH(k0 + BK); }
+    MMA_COMPUTE(cur);
+    if (more) { MMA_STORE(cur ^ 1); }
     barrier(CLK_LOCAL_MEM_FENCE);
     cur ^= 1;
   }
+#endif
 
 #pragma unroll
   for (int i = 0; i < MT; ++i)

@@ -74,7 +74,7 @@ void gemm_nv(int M, int N, int K, float alpha, float beta,
 
   float4 ra[A_PER], rb[B_PER];
   // Fetch the slice at k0 into registers.
-#define FETCH(k0)                                                                        \
+#define NV_FETCH(k0)                                                                        \
   _Pragma("unroll") for (int r = 0; r < A_PER; ++r) {                                    \
     const int v = tid + r * NT;                                                          \
     ra[r] = (float4)(0.0f);                                                              \
@@ -106,7 +106,7 @@ void gemm_nv(int M, int N, int K, float alpha, float beta,
     }                                                                                    \
   }
   // Store the fetched registers k-major into local buffer `buf`.
-#define STORE(buf)                                                                       \
+#define NV_STORE(buf)                                                                       \
   _Pragma("unroll") for (int r = 0; r < A_PER; ++r) {                                    \
     const int v = tid + r * NT;                                                          \
     if (A_VECS % NT == 0 || v < A_VECS) {                                                \
@@ -144,13 +144,13 @@ void gemm_nv(int M, int N, int K, float alpha, float beta,
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
-  FETCH(kbeg);
-  STORE(0);
+  NV_FETCH(kbeg);
+  NV_STORE(0);
   barrier(CLK_LOCAL_MEM_FENCE);
   int cur = 0;
   for (int k0 = kbeg; k0 < kend; k0 += BK) {
     const bool more = k0 + BK < kend;
-    if (more) { FETCH(k0 + BK); }
+    if (more) { NV_FETCH(k0 + BK); }
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       float a[TM], b[TN];
@@ -163,7 +163,7 @@ void gemm_nv(int M, int N, int K, float alpha, float beta,
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]);
     }
-    if (more) { STORE(cur ^ 1); }
+    if (more) { NV_STORE(cur ^ 1); }
     barrier(CLK_LOCAL_MEM_FENCE);
     cur ^= 1;
   }
