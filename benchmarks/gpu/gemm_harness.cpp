@@ -6,6 +6,7 @@
 // A case: KIND DTYPE LAYOUT BATCH M N K [NAME=VALUE ...]
 //   KIND: nv (SPLITK=S runs gemm_nv_reduce after it) | skinny | mma | gpu (prism's gemm_gpu.cl, for comparison); DTYPE: f32 | f16 | bf16;
 //   LAYOUT: nt (B is [N, K], as linear) or nn (B is [K, N]); NAME=VALUE become -D defines.
+// VERBOSE=1 on a case (with HARNESS_VERBOSE set) prints NVIDIA's -cl-nv-verbose build log.
 // Env: HARNESS_PLATFORM (substring of the platform name, default NVIDIA), HARNESS_MS (time
 // budget per case, default 300).
 #define CL_HPP_TARGET_OPENCL_VERSION 120
@@ -179,7 +180,8 @@ int main(int argc, char** argv) {
       continue;
     }
     for (auto& [key, val] : c.defs)
-      if (key != "PRISM_DTYPE") opts += " -D" + key + "=" + std::to_string(val);
+      if (key != "PRISM_DTYPE" && key != "VERBOSE") opts += " -D" + key + "=" + std::to_string(val);
+    if (c.def("VERBOSE", 0) && std::getenv("HARNESS_VERBOSE")) opts += " -cl-nv-verbose";
     if (!c.defs.count("HAS_BIAS")) opts += " -DHAS_BIAS=0";
 
     // Host operands: A [B, M, K], B [B, N, K] (nt) or [B, K, N] (nn), bias [N]; values in [-1, 1]
@@ -222,6 +224,12 @@ int main(int argc, char** argv) {
           std::string log;
           for (auto& [d, l] : e.getBuildLog()) log += l;
           throw std::runtime_error("build failed: " + log.substr(0, 1500));
+        }
+        if (std::getenv("HARNESS_VERBOSE") && c.def("VERBOSE", 0)) {  // NVIDIA: -cl-nv-verbose register report
+          std::string log = p.getBuildInfo<CL_PROGRAM_BUILD_LOG>(dev);
+          for (auto& ch : log)
+            if (ch == '\n') ch = ' ';
+          std::printf("# build log: %s\n", log.substr(0, 600).c_str());
         }
         it = programs.emplace(file + opts, p).first;
       }
