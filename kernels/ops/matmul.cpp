@@ -575,16 +575,16 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
   const device dev = q.get_device();
   const std::int64_t cus = std::max<std::int64_t>(dev.compute_units(), 1);
   auto groups = [&](std::int64_t bm, std::int64_t bn) { return ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch; };
-  // Tensor cores: 16-bit always, f32 only when TF32 is allowed.
+  // Tensor cores: 16-bit always, f32 only when TF32 is allowed. 128x128 tiles (ldmatrix, two
+  // cp.async stages) when they fill the device, else 64x128 with three stages; B n-contiguous
+  // (no cp.async) keeps two register-staged buffers.
   if (p.m > 16) {
     const bool f32 = p.c.type() == dtype::f32;
     const std::int64_t bk = f32 ? 16 : 32;
-    mma_tile_cfg t{64, 64, bk, 2, 2, 0, 0, 2};
-    for (auto [bm, bn] : {std::pair<std::int64_t, std::int64_t>{128, 128}, {128, 64}})
-      if (groups(bm, bn) * 10 >= cus * 9) {
-        t.bm = bm, t.bn = bn;
-        break;
-      }
+    bool b_ncontig = false;
+    const bool cpa = mma_layout(p, true, b_ncontig);
+    mma_tile_cfg t{128, 128, bk, 2, 2, 1, cpa ? 1 : 0, 2};
+    if (groups(128, 128) * 10 < cus * 9) t.bm = 64, t.st = cpa ? 3 : 2;
     const auto why = mma_unusable(dev, call, p, c, t);
     if (!why) return enqueue_mma(q, p, t, {});
     if (!f32) log::get("kernels")->debug("GEMM {}: no tensor-core path ({}); local-memory tiles", call.op, *why);
@@ -594,8 +594,8 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
     return enqueue_gpu(q, p, nv_fallback_config(), {});
   }
   if (p.m <= 16 && skinny_layout(p)) {
-    const std::int64_t mb = p.m == 1 ? 1 : std::min<std::int64_t>(16, next_pow2(p.m));
-    const std::int64_t nb = p.m == 1 ? 1 : 4, warps = p.m == 1 ? 8 : 4;
+    const std::int64_t mb = p.m == 1 ? 1 : std::min<std::int64_t>(8, next_pow2(p.m));
+    const std::int64_t nb = p.m == 1 ? 1 : 8, warps = p.m == 1 ? 8 : 4;
     if (static_cast<std::uint64_t>(warps * mb * nb * 33 * 4) <= dev.local_mem_size())
       return enqueue_nv_skinny(q, p, mb, nb, warps, src);
   }
@@ -604,22 +604,22 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
     log::get("kernels")->debug("GEMM {}: operands not 16-byte aligned along a contiguous dim; gemm_gpu.cl", call.op);
     return enqueue_gpu(q, p, nv_fallback_config(), {});
   }
+  // The largest tile that still gives ~a work-group per compute unit; when none does (M ~ 128),
+  // 128x256 tiles with K split up to 8 ways, each split at least 512 deep.
   const nv_tile tiles[] = {{256, 128, 8, 16, 8, 1}, {128, 128, 8, 8, 8, 1}, {64, 128, 16, 8, 8, 1}};
-  nv_tile t{128, 128, 8, 8, 8, 1};
+  nv_tile t{128, 256, 8, 8, 16, 1};
   bool full = false;
   for (const auto& cand : tiles)
     if (groups(cand.bm, cand.bn) * 10 >= cus * 9) {
       t = cand, full = true;
       break;
     }
-  if (!full) {
-    const std::int64_t g = groups(t.bm, t.bn);
-    for (std::int64_t s : {2, 4, 8}) {
-      if (p.k / s < 256) break;
-      t.sk = s;
-      if (g * s >= 2 * cus) break;
-    }
-  }
+  if (!full)
+    for (std::int64_t s : {8, 4, 2})
+      if (p.k / s >= 512) {
+        t.sk = s;
+        break;
+      }
   return enqueue_nv_tiled(q, p, t, src);
 }
 
@@ -750,7 +750,8 @@ std::vector<op_implementation> gemm_implementations() {
          if (static_cast<std::size_t>(32 * t.wpm * t.wpn) > dev.max_work_group_size())
            return fmt::format("work-group 32*wpm*wpn = {} > device maximum {}", 32 * t.wpm * t.wpn,
                               dev.max_work_group_size());
-         if (mma_local_bytes(t, dt) > dev.local_mem_size())
+         // f32 without a TF32 request runs the FP32 kernels instead, which need no such room.
+         if ((dt != dtype::f32 || tf32_allowed(call, c)) && mma_local_bytes(t, dt) > dev.local_mem_size())
            return fmt::format("needs local memory {} B > device {} B", mma_local_bytes(t, dt), dev.local_mem_size());
          return std::nullopt;
        },

@@ -147,25 +147,31 @@ TEST(NvGemm, TensorCoreFormsMatchReference) {
 
 TEST(NvGemm, Tf32OnlyOnRequest) {
   if (!on_nvidia()) GTEST_SKIP() << "TF32 tensor cores run only on NVIDIA's OpenCL";
+  queue& q = test_queue();
+  const op_descriptor& d = op_registry::instance().get("mm");
   const std::string cfg = "variant=5,tm=64,tn=64,tk=16,wpm=2,wpn=2,ldsm=1";
   // Without a request an f32 product stays within the f32 bound, whatever the config says.
   op_call plain = mm_call(96, 128, 1024, dtype::f32, false, true, 16);
   const comparison r = run_and_compare(plain, cfg);
   EXPECT_TRUE(r.ok) << "f32 without allow_tf32 must not use TF32: " << r.message;
-  // With the attribute: within the TF32 bound, and outside the f32 one (so TF32 really ran).
+  // Each way of asking: within the TF32 bound (the attribute's tolerance), and outside the f32
+  // one (so TF32 really ran).
   for (int how = 0; how < 3; ++how) {
     op_call call = mm_call(96, 128, 1024, dtype::f32, false, true, 16);
+    allocate_outputs(q, d, call);
     std::string c = cfg;
     if (how == 0) call.set("allow_tf32", true);
     if (how == 1) c += ",tf32=1";
     if (how == 2) setenv("PRISM_ALLOW_TF32", "1", 1);
-    const comparison r2 = run_and_compare(call, c);
-    EXPECT_TRUE(r2.ok) << "how=" << how << ": " << r2.message;
+    enqueue_opencl(q, d, call, kernel_config::parse(c)).wait();
     if (how == 2) unsetenv("PRISM_ALLOW_TF32");
+    const std::vector<host_tensor> got = {read_host(q, call.outputs[0])};
+    call.set("allow_tf32", true);
+    const auto expected = compute_reference(q, d, call);
+    const comparison tf32 = compare_outputs(d, call, expected, got, false);
+    EXPECT_TRUE(tf32.ok) << "how=" << how << ": " << tf32.message;
     call.attrs.erase("allow_tf32");
-    const op_descriptor& d = op_registry::instance().get("mm");
-    const auto expected = compute_reference(test_queue(), d, call);
-    const comparison strict = compare_outputs(d, call, expected, {read_host(test_queue(), call.outputs[0])}, false);
+    const comparison strict = compare_outputs(d, call, expected, got, false);
     EXPECT_FALSE(strict.ok) << "how=" << how << ": TF32 result unexpectedly within the f32 bound";
   }
 }
