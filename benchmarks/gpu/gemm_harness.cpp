@@ -4,8 +4,9 @@
 // No prism dispatch involved. Usage:
 //   gemm_harness KERNEL_DIR PLAN            (PLAN: one case per line, '#' comments)
 // A case: KIND DTYPE LAYOUT BATCH M N K [NAME=VALUE ...]
-//   KIND: nv (SPLITK=S runs gemm_nv_reduce after it) | skinny | mma | gpu (prism's gemm_gpu.cl, for comparison); DTYPE: f32 | f16 | bf16;
-//   LAYOUT: nt (B is [N, K], as linear) or nn (B is [K, N]); NAME=VALUE become -D defines.
+//   KIND: nv (SPLITK=S runs gemm_nv_reduce after it) | skinny | mma | gpu (prism's gemm_gpu.cl, for
+//   comparison); DTYPE: f32 | f16 | bf16; LAYOUT: nt (B is [N, K], as linear) or nn (B is [K, N]); NAME=VALUE
+//   become -D defines.
 // VERBOSE=1 on a case (with HARNESS_VERBOSE set) prints NVIDIA's -cl-nv-verbose build log.
 // Env: HARNESS_PLATFORM (substring of the platform name, default NVIDIA), HARNESS_MS (time
 // budget per case, default 300).
@@ -94,7 +95,9 @@ struct plan_case {
   }
 };
 
-long ceil_div(long a, long b) { return (a + b - 1) / b; }
+long ceil_div(long a, long b) {
+  return (a + b - 1) / b;
+}
 
 }  // namespace
 
@@ -225,7 +228,8 @@ int main(int argc, char** argv) {
           for (auto& [d, l] : e.getBuildLog()) log += l;
           throw std::runtime_error("build failed: " + log.substr(0, 1500));
         }
-        if (std::getenv("HARNESS_VERBOSE") && c.def("VERBOSE", 0)) {  // NVIDIA: -cl-nv-verbose register report
+        if (std::getenv("HARNESS_VERBOSE") &&
+            c.def("VERBOSE", 0)) {  // NVIDIA: -cl-nv-verbose register report
           std::string log = p.getBuildInfo<CL_PROGRAM_BUILD_LOG>(dev);
           for (auto& ch : log)
             if (ch == '\n') ch = ' ';
@@ -250,16 +254,20 @@ int main(int argc, char** argv) {
       kern.setArg(a++, db), kern.setArg(a++, cl_long(0)), kern.setArg(a++, sbk), kern.setArg(a++, sbn);
       kern.setArg(a++, cl_long(N * K));
       const long splits = c.kind == "nv" ? c.def("SPLITK", 1) : 1;
-      cl::Buffer dw = splits > 1 ? cl::Buffer(ctx, CL_MEM_READ_WRITE, std::size_t(splits * B * M * N) * 4) : dc;
-      kern.setArg(a++, dw), kern.setArg(a++, cl_long(0)), kern.setArg(a++, int(N)), kern.setArg(a++, cl_long(M * N));
+      cl::Buffer dw =
+          splits > 1 ? cl::Buffer(ctx, CL_MEM_READ_WRITE, std::size_t(splits * B * M * N) * 4) : dc;
+      kern.setArg(a++, dw), kern.setArg(a++, cl_long(0)), kern.setArg(a++, int(N)),
+          kern.setArg(a++, cl_long(M * N));
       kern.setArg(a++, dx), kern.setArg(a++, cl_long(0)), kern.setArg(a++, 0), kern.setArg(a++, 1);
       cl::Kernel red;
       if (splits > 1) {
         red = cl::Kernel(it->second, "gemm_nv_reduce");
         int r = 0;
         red.setArg(r++, int(M)), red.setArg(r++, int(N)), red.setArg(r++, int(splits));
-        red.setArg(r++, cl_long(B * M * N)), red.setArg(r++, dw), red.setArg(r++, 1.0f), red.setArg(r++, 1.0f);
-        red.setArg(r++, dc), red.setArg(r++, cl_long(0)), red.setArg(r++, int(N)), red.setArg(r++, cl_long(M * N));
+        red.setArg(r++, cl_long(B * M * N)), red.setArg(r++, dw), red.setArg(r++, 1.0f),
+            red.setArg(r++, 1.0f);
+        red.setArg(r++, dc), red.setArg(r++, cl_long(0)), red.setArg(r++, int(N)),
+            red.setArg(r++, cl_long(M * N));
         red.setArg(r++, dx), red.setArg(r++, cl_long(0)), red.setArg(r++, 0), red.setArg(r++, 1);
       }
       const cl::NDRange global(gx, gy, B * splits), lsz(local, 1, 1);
@@ -268,12 +276,13 @@ int main(int argc, char** argv) {
         cl::Event ev, ev2;
         q.enqueueNDRangeKernel(kern, cl::NullRange, global, lsz, nullptr, &ev);
         if (splits > 1)
-          q.enqueueNDRangeKernel(red, cl::NullRange, cl::NDRange(ceil_div(N, 64) * 64, M, B), cl::NDRange(64, 1, 1),
-                                 nullptr, &ev2);
+          q.enqueueNDRangeKernel(red, cl::NullRange, cl::NDRange(ceil_div(N, 64) * 64, M, B),
+                                 cl::NDRange(64, 1, 1), nullptr, &ev2);
         else
           ev2 = ev;
         ev2.wait();
-        return (ev2.getProfilingInfo<CL_PROFILING_COMMAND_END>() - ev.getProfilingInfo<CL_PROFILING_COMMAND_START>()) *
+        return (ev2.getProfilingInfo<CL_PROFILING_COMMAND_END>() -
+                ev.getProfilingInfo<CL_PROFILING_COMMAND_START>()) *
                1e-3;
       };
       run_once();
@@ -309,8 +318,10 @@ int main(int argc, char** argv) {
       }
       rel = std::sqrt(num / std::max(den, 1e-300));
       const double bound = dt != 0 ? 1e-2 : c.kind == "mma" ? 2e-3 : 1e-5;  // f16/bf16, TF32, f32
-      if (unwritten) std::snprintf(status, sizeof status, "FAIL %zu unwritten", unwritten);
-      else if (!(rel <= bound)) std::snprintf(status, sizeof status, "FAIL rel_err > %g", bound);
+      if (unwritten)
+        std::snprintf(status, sizeof status, "FAIL %zu unwritten", unwritten);
+      else if (!(rel <= bound))
+        std::snprintf(status, sizeof status, "FAIL rel_err > %g", bound);
       if (std::strncmp(status, "FAIL", 4) == 0) ++failures;
       // Time: warm-up, then repeats within the budget; median of device times.
       for (int w = 0; w < 3; ++w) run_once();
@@ -318,7 +329,8 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       while (times.size() < 200) {
         times.push_back(run_once());
-        const double el = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const double el =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (times.size() >= 5 && el > budget_ms) break;
       }
       std::sort(times.begin(), times.end());

@@ -40,13 +40,20 @@ struct gemm_problem {
 enum class variant : std::int64_t { cpu = 0, gpu = 1, gemv = 2, nv = 3, nv_skinny = 4, mma = 5 };
 const char* variant_impl(std::int64_t v) {
   switch (v) {
-    case 0: return "opencl.cpu";
-    case 1: return "opencl.gpu";
-    case 2: return "opencl.gemv";
-    case 3: return "opencl.nv";
-    case 4: return "opencl.nv_skinny";
-    case 5: return "opencl.mma";
-    default: return "?";
+    case 0:
+      return "opencl.cpu";
+    case 1:
+      return "opencl.gpu";
+    case 2:
+      return "opencl.gemv";
+    case 3:
+      return "opencl.nv";
+    case 4:
+      return "opencl.nv_skinny";
+    case 5:
+      return "opencl.mma";
+    default:
+      return "?";
   }
 }
 
@@ -197,15 +204,24 @@ config_schema gemm_schema() {
       {"mb", 16, {1, 2, 4, 8, 16}, "gemv: rows per work-group (M <= mb is the case gemv is for)"},
       {"nb", 4, {1, 2, 4, 8}, "gemv: output columns per work-group"},
       {"wg", 64, {32, 64, 128, 256}, "gemv: work-group size (k split)"},
-      {"auto", 0, {0, 1}, "nv: 1 = the shape picks kernel, tiles and split-K (the other nv/mma params unused)"},
-      {"sk", 1, {1, 2, 3, 4, 6, 8, 16}, "nv: split-K factor (partial sums in a workspace, then one reduction)"},
+      {"auto",
+       0,
+       {0, 1},
+       "nv: 1 = the shape picks kernel, tiles and split-K (the other nv/mma params unused)"},
+      {"sk",
+       1,
+       {1, 2, 3, 4, 6, 8, 16},
+       "nv: split-K factor (partial sums in a workspace, then one reduction)"},
       {"warps", 4, {1, 2, 4, 8}, "nv_skinny: warps per work-group (each owns nb columns)"},
       {"wpm", 2, {1, 2, 4}, "mma: warps along M"},
       {"wpn", 2, {1, 2, 4}, "mma: warps along N"},
       {"ldsm", 0, {0, 1}, "mma: 1 = fragments through ldmatrix"},
       {"cpa", 0, {0, 1}, "mma: 1 = local tiles filled by cp.async (B k-contiguous only)"},
       {"st", 2, {2, 3, 4}, "mma: local-memory stages with cp.async"},
-      {"tf32", 0, {0, 1}, "nv, mma: 1 = f32 inputs may use TF32 tensor cores (opt-in; never in a tune space)"},
+      {"tf32",
+       0,
+       {0, 1},
+       "nv, mma: 1 = f32 inputs may use TF32 tensor cores (opt-in; never in a tune space)"},
   };
   s.rule = [](const kernel_config& c) -> std::optional<std::string> {
     const auto tm = c.at("tm"), tn = c.at("tn"), wm = c.at("wm"), wn = c.at("wn");
@@ -220,8 +236,8 @@ config_schema gemm_schema() {
     if (c.at("variant") == 3 && (wm % 4 != 0 || wn % 4 != 0))
       return fmt::format("nv needs wm and wn multiples of 4, got wm={} wn={}", wm, wn);
     if (c.at("variant") == 5 && (tm % (16 * c.at("wpm")) != 0 || tn % (8 * c.at("wpn")) != 0))
-      return fmt::format("mma needs tm % (16*wpm) == 0 and tn % (8*wpn) == 0, got tm={} wpm={} tn={} wpn={}", tm,
-                         c.at("wpm"), tn, c.at("wpn"));
+      return fmt::format("mma needs tm % (16*wpm) == 0 and tn % (8*wpn) == 0, got tm={} wpm={} tn={} wpn={}",
+                         tm, c.at("wpm"), tn, c.at("wpn"));
     return std::nullopt;
   };
   return s;
@@ -335,35 +351,46 @@ struct ptx_forms {
   std::string why(const std::string& form) const {
     if (!not_nvidia.empty()) return not_nvidia;
     auto it = rejected.find(form);
-    return it == rejected.end() ? std::string() : fmt::format("driver rejects inline PTX {}: {}", form, it->second);
+    return it == rejected.end() ? std::string()
+                                : fmt::format("driver rejects inline PTX {}: {}", form, it->second);
   }
 };
 
 const char* const ptx_probe_sources[][2] = {
     {"mma.m16n8k8.tf32",
      "__kernel void probe(__global float* o, __global const uint* i) { float c0 = 0, c1 = 0, c2 = 0, c3 = 0;"
-     " asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9},"
-     " {%0,%1,%2,%3};\" : \"+f\"(c0), \"+f\"(c1), \"+f\"(c2), \"+f\"(c3) : \"r\"(i[0]), \"r\"(i[1]), \"r\"(i[2]),"
+     " asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+     "{%8,%9},"
+     " {%0,%1,%2,%3};\" : \"+f\"(c0), \"+f\"(c1), \"+f\"(c2), \"+f\"(c3) : \"r\"(i[0]), \"r\"(i[1]), "
+     "\"r\"(i[2]),"
      " \"r\"(i[3]), \"r\"(i[4]), \"r\"(i[5])); o[get_global_id(0)] = c0 + c1 + c2 + c3; }"},
     {"mma.m16n8k16.f16",
      "__kernel void probe(__global float* o, __global const uint* i) { float c0 = 0, c1 = 0, c2 = 0, c3 = 0;"
-     " asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9},"
-     " {%0,%1,%2,%3};\" : \"+f\"(c0), \"+f\"(c1), \"+f\"(c2), \"+f\"(c3) : \"r\"(i[0]), \"r\"(i[1]), \"r\"(i[2]),"
+     " asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+     "{%8,%9},"
+     " {%0,%1,%2,%3};\" : \"+f\"(c0), \"+f\"(c1), \"+f\"(c2), \"+f\"(c3) : \"r\"(i[0]), \"r\"(i[1]), "
+     "\"r\"(i[2]),"
      " \"r\"(i[3]), \"r\"(i[4]), \"r\"(i[5])); o[get_global_id(0)] = c0 + c1 + c2 + c3; }"},
     {"mma.m16n8k16.bf16",
      "__kernel void probe(__global float* o, __global const uint* i) { float c0 = 0, c1 = 0, c2 = 0, c3 = 0;"
-     " asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9},"
-     " {%0,%1,%2,%3};\" : \"+f\"(c0), \"+f\"(c1), \"+f\"(c2), \"+f\"(c3) : \"r\"(i[0]), \"r\"(i[1]), \"r\"(i[2]),"
+     " asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+     "{%8,%9},"
+     " {%0,%1,%2,%3};\" : \"+f\"(c0), \"+f\"(c1), \"+f\"(c2), \"+f\"(c3) : \"r\"(i[0]), \"r\"(i[1]), "
+     "\"r\"(i[2]),"
      " \"r\"(i[3]), \"r\"(i[4]), \"r\"(i[5])); o[get_global_id(0)] = c0 + c1 + c2 + c3; }"},
     {"ldmatrix",
      "__kernel void probe(__global uint* o) { __local uint s[128]; s[get_local_id(0)] = get_local_id(0);"
-     " barrier(CLK_LOCAL_MEM_FENCE); uint r0, r1, r2, r3; asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16"
-     " {%0,%1,%2,%3}, [%4];\" : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : \"r\"((uint)(size_t)&s[(get_local_id(0)"
+     " barrier(CLK_LOCAL_MEM_FENCE); uint r0, r1, r2, r3; asm "
+     "volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+     " {%0,%1,%2,%3}, [%4];\" : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : "
+     "\"r\"((uint)(size_t)&s[(get_local_id(0)"
      " % 32) * 4])); o[get_global_id(0)] = r0 + r1 + r2 + r3; }"},
     {"cp.async",
      "__kernel void probe(__global const uint* i, __global uint* o) { __local uint s[512];"
-     " asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, 16;\" :: \"r\"((uint)(size_t)&s[get_local_id(0) * 4]),"
-     " \"l\"((ulong)(i + get_local_id(0) * 4)) : \"memory\"); asm volatile(\"cp.async.commit_group;\" ::: \"memory\");"
+     " asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, 16;\" :: "
+     "\"r\"((uint)(size_t)&s[get_local_id(0) * 4]),"
+     " \"l\"((ulong)(i + get_local_id(0) * 4)) : \"memory\"); asm volatile(\"cp.async.commit_group;\" ::: "
+     "\"memory\");"
      " asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\"); barrier(CLK_LOCAL_MEM_FENCE);"
      " o[get_global_id(0)] = s[get_local_id(0)]; }"},
 };
@@ -371,16 +398,16 @@ const char* const ptx_probe_sources[][2] = {
 const ptx_forms& probe_ptx(const device& dev) {
   static std::mutex mu;
   static auto* cache = new std::map<std::string, ptx_forms>();  // never destroyed: no OpenCL at exit
-  const std::string key = fmt::format("{}|{}|{}|{}", dev.platform_name(), dev.name(), dev.driver_version(),
-                                      dev.global_index());
+  const std::string key =
+      fmt::format("{}|{}|{}|{}", dev.platform_name(), dev.name(), dev.driver_version(), dev.global_index());
   std::lock_guard lock(mu);
   if (auto it = cache->find(key); it != cache->end()) return it->second;
   ptx_forms f;
   auto lower_name = dev.platform_name();
   for (auto& ch : lower_name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (lower_name.find("nvidia") == std::string::npos) {
-    f.not_nvidia = fmt::format("inline PTX needs NVIDIA's OpenCL platform; device '{}' is on '{}'", dev.name(),
-                               dev.platform_name());
+    f.not_nvidia = fmt::format("inline PTX needs NVIDIA's OpenCL platform; device '{}' is on '{}'",
+                               dev.name(), dev.platform_name());
   } else {
     const context ctx = context::get_default(dev);
     for (const auto& [form, src] : ptx_probe_sources) {
@@ -390,8 +417,9 @@ const ptx_forms& probe_ptx(const device& dev) {
         std::string what = e.what();
         if (what.size() > 300) what = what.substr(0, 300) + "...";
         f.rejected[form] = what;
-        log::get("kernels")->warn("GEMM: {} (driver {}) rejects inline PTX {}; the mma GEMM does without it: {}",
-                                  dev.name(), dev.driver_version(), form, what);
+        log::get("kernels")->warn(
+            "GEMM: {} (driver {}) rejects inline PTX {}; the mma GEMM does without it: {}", dev.name(),
+            dev.driver_version(), form, what);
       }
     }
   }
@@ -429,12 +457,18 @@ bool vec_ok(std::int64_t off, std::int64_t other_stride, std::int64_t batch_stri
 bool nv_layout(const gemm_problem& p, bool& a_kcontig, bool& b_ncontig) {
   const std::size_t es = 4;
   const std::int64_t ao = p.a.offset() + p.a_shift, bo = p.b.offset() + p.b_shift;
-  if (p.sak == 1 && vec_ok(ao, p.sam, p.sab, p.batch, es)) a_kcontig = true;
-  else if (p.sam == 1 && vec_ok(ao, p.sak, p.sab, p.batch, es)) a_kcontig = false;
-  else return false;
-  if (p.sbn == 1 && vec_ok(bo, p.sbk, p.sbb, p.batch, es)) b_ncontig = true;
-  else if (p.sbk == 1 && vec_ok(bo, p.sbn, p.sbb, p.batch, es)) b_ncontig = false;
-  else return false;
+  if (p.sak == 1 && vec_ok(ao, p.sam, p.sab, p.batch, es))
+    a_kcontig = true;
+  else if (p.sam == 1 && vec_ok(ao, p.sak, p.sab, p.batch, es))
+    a_kcontig = false;
+  else
+    return false;
+  if (p.sbn == 1 && vec_ok(bo, p.sbk, p.sbb, p.batch, es))
+    b_ncontig = true;
+  else if (p.sbk == 1 && vec_ok(bo, p.sbn, p.sbb, p.batch, es))
+    b_ncontig = false;
+  else
+    return false;
   return true;
 }
 
@@ -448,9 +482,12 @@ bool mma_layout(const gemm_problem& p, bool cp_async, bool& b_ncontig) {
   const std::size_t es = elem_size(p.c.type());
   if (!(p.sak == 1 && vec_ok(p.a.offset() + p.a_shift, p.sam, p.sab, p.batch, es))) return false;
   const std::int64_t bo = p.b.offset() + p.b_shift;
-  if (p.sbk == 1 && vec_ok(bo, p.sbn, p.sbb, p.batch, es)) b_ncontig = false;
-  else if (!cp_async && p.sbn == 1 && vec_ok(bo, p.sbk, p.sbb, p.batch, es)) b_ncontig = true;
-  else return false;
+  if (p.sbk == 1 && vec_ok(bo, p.sbn, p.sbb, p.batch, es))
+    b_ncontig = false;
+  else if (!cp_async && p.sbn == 1 && vec_ok(bo, p.sbk, p.sbb, p.batch, es))
+    b_ncontig = true;
+  else
+    return false;
   return true;
 }
 
@@ -467,12 +504,14 @@ event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source
   bool a_kcontig = true, b_ncontig = true;
   if (!nv_layout(p, a_kcontig, b_ncontig))
     throw error(errc::internal, "gemm", "opencl.nv called on a layout it does not support");
-  const std::string opts =
-      fmt::format("-DBM={} -DBN={} -DBK={} -DTM={} -DTN={} -DA_KCONTIG={} -DB_NCONTIG={} -DHAS_BIAS={} -DSPLITK={} -DREDUCE",
-                  t.bm, t.bn, t.bk, t.tm, t.tn, a_kcontig ? 1 : 0, b_ncontig ? 1 : 0, p.x.defined() ? 1 : 0, t.sk);
+  const std::string opts = fmt::format(
+      "-DBM={} -DBN={} -DBK={} -DTM={} -DTN={} -DA_KCONTIG={} -DB_NCONTIG={} -DHAS_BIAS={} -DSPLITK={} "
+      "-DREDUCE",
+      t.bm, t.bn, t.bk, t.tm, t.tn, a_kcontig ? 1 : 0, b_ncontig ? 1 : 0, p.x.defined() ? 1 : 0, t.sk);
   kernel k = build_kernel(q.get_context(), "gemm_nv.cl", src, opts, "gemm_nv");
   const std::int64_t local = (t.bn / t.tn) * (t.bm / t.tm);
-  nd_range r(range<3>(ceil_div(p.n, t.bn) * local, ceil_div(p.m, t.bm), p.batch * t.sk), range<3>(local, 1, 1));
+  nd_range r(range<3>(ceil_div(p.n, t.bn) * local, ceil_div(p.m, t.bm), p.batch * t.sk),
+             range<3>(local, 1, 1));
   if (t.sk <= 1) return launch(q, p, k, r);
   // Split-K: each split writes its partial sums to its own f32 slab; gemm_nv_reduce adds the
   // slabs in a fixed order (deterministic) and applies alpha, beta and the bias.
@@ -504,7 +543,8 @@ event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source
 event enqueue_nv_skinny(queue& q, const gemm_problem& p, std::int64_t mb, std::int64_t nb, std::int64_t warps,
                         source_override src) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
-  const std::string opts = fmt::format("-DMB={} -DNB={} -DWARPS={} -DHAS_BIAS={}", mb, nb, warps, p.x.defined() ? 1 : 0);
+  const std::string opts =
+      fmt::format("-DMB={} -DNB={} -DWARPS={} -DHAS_BIAS={}", mb, nb, warps, p.x.defined() ? 1 : 0);
   kernel k = build_kernel(q.get_context(), "gemm_nv.cl", src, opts, "gemm_nv_skinny");
   nd_range r(range<3>(ceil_div(p.n, nb * warps) * 32 * warps, ceil_div(p.m, mb), p.batch),
              range<3>(32 * warps, 1, 1));
@@ -517,7 +557,8 @@ struct mma_tile_cfg {
 
 std::uint64_t mma_local_bytes(const mma_tile_cfg& t, dtype dt) {
   const std::int64_t stages = t.cpa ? t.st : 2;
-  return static_cast<std::uint64_t>(stages * (t.bm + t.bn) * (t.bk * static_cast<std::int64_t>(elem_size(dt)) + 16));
+  return static_cast<std::uint64_t>(stages * (t.bm + t.bn) *
+                                    (t.bk * static_cast<std::int64_t>(elem_size(dt)) + 16));
 }
 
 event enqueue_mma(queue& q, const gemm_problem& p, const mma_tile_cfg& t, source_override src) {
@@ -526,10 +567,11 @@ event enqueue_mma(queue& q, const gemm_problem& p, const mma_tile_cfg& t, source
   if (!mma_layout(p, t.cpa != 0, b_ncontig))
     throw error(errc::internal, "gemm", "opencl.mma called on a layout it does not support");
   const std::string opts = fmt::format(
-      "{} -DBM={} -DBN={} -DBK={} -DWARPS_M={} -DWARPS_N={} -DB_NCONTIG={} -DHAS_BIAS={} -DLDSM={} -DCPASYNC={} "
+      "{} -DBM={} -DBN={} -DBK={} -DWARPS_M={} -DWARPS_N={} -DB_NCONTIG={} -DHAS_BIAS={} -DLDSM={} "
+      "-DCPASYNC={} "
       "-DSTAGES={}",
-      dtype_define(p.c.type()), t.bm, t.bn, t.bk, t.wpm, t.wpn, b_ncontig ? 1 : 0, p.x.defined() ? 1 : 0, t.ldsm,
-      t.cpa, t.cpa ? t.st : 2);
+      dtype_define(p.c.type()), t.bm, t.bn, t.bk, t.wpm, t.wpn, b_ncontig ? 1 : 0, p.x.defined() ? 1 : 0,
+      t.ldsm, t.cpa, t.cpa ? t.st : 2);
   kernel k = build_kernel(q.get_context(), "gemm_mma.cl", src, opts, "gemm_mma");
   const std::int64_t threads = 32 * t.wpm * t.wpn;
   nd_range r(range<3>(ceil_div(p.n, t.bn) * threads, ceil_div(p.m, t.bm), p.batch), range<3>(threads, 1, 1));
@@ -545,15 +587,17 @@ std::optional<std::string> mma_unusable(const device& dev, const op_call& call, 
   if (t.ldsm && !forms.has("ldmatrix")) return forms.why("ldmatrix");
   if (t.cpa && !forms.has("cp.async")) return forms.why("cp.async");
   if (dt == dtype::f32 && !tf32_allowed(call, c))
-    return std::string("f32 inputs use TF32 tensor cores only on request (attribute allow_tf32, config tf32=1 or "
-                       "PRISM_ALLOW_TF32=1)");
+    return std::string(
+        "f32 inputs use TF32 tensor cores only on request (attribute allow_tf32, config tf32=1 or "
+        "PRISM_ALLOW_TF32=1)");
   if ((t.bk * static_cast<std::int64_t>(elem_size(dt)) / 4) % 8 != 0)
     return fmt::format("tk={} gives {} words per k-row for {}; an mma step needs a multiple of 8", t.bk,
                        t.bk * static_cast<std::int64_t>(elem_size(dt)) / 4, dtype_name(dt));
   bool b_ncontig = false;
   if (!mma_layout(p, t.cpa != 0, b_ncontig))
-    return std::string("layout: needs A k-contiguous and B k- or n-contiguous (k only with cp.async), 16-byte "
-                       "aligned rows");
+    return std::string(
+        "layout: needs A k-contiguous and B k- or n-contiguous (k only with cp.async), 16-byte "
+        "aligned rows");
   if (mma_local_bytes(t, dt) > dev.local_mem_size())
     return fmt::format("needs local memory {} B > device {} B", mma_local_bytes(t, dt), dev.local_mem_size());
   return std::nullopt;
@@ -561,8 +605,8 @@ std::optional<std::string> mma_unusable(const device& dev, const op_call& call, 
 
 // gemm_gpu / gemm_gemv parameters the nv family falls back to (the pre-existing NVIDIA defaults).
 const kernel_config& nv_fallback_config() {
-  static const kernel_config c =
-      gemm_schema().complete(kernel_config::parse("variant=1,tm=128,tn=128,tk=16,wm=8,wn=8,gv=4,mb=16,nb=4,wg=128"));
+  static const kernel_config c = gemm_schema().complete(
+      kernel_config::parse("variant=1,tm=128,tn=128,tk=16,wm=8,wn=8,gv=4,mb=16,nb=4,wg=128"));
   return c;
 }
 
@@ -574,7 +618,9 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
   if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
   const device dev = q.get_device();
   const std::int64_t cus = std::max<std::int64_t>(dev.compute_units(), 1);
-  auto groups = [&](std::int64_t bm, std::int64_t bn) { return ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch; };
+  auto groups = [&](std::int64_t bm, std::int64_t bn) {
+    return ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch;
+  };
   // Tensor cores: 16-bit always, f32 only when TF32 is allowed. 128x128 tiles (ldmatrix, two
   // cp.async stages) when they fill the device, else 64x128 with three stages; B n-contiguous
   // (no cp.async) keeps two register-staged buffers.
@@ -587,7 +633,8 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
     if (groups(128, 128) * 10 < cus * 9) t.bm = 64, t.st = cpa ? 3 : 2;
     const auto why = mma_unusable(dev, call, p, c, t);
     if (!why) return enqueue_mma(q, p, t, {});
-    if (!f32) log::get("kernels")->debug("GEMM {}: no tensor-core path ({}); local-memory tiles", call.op, *why);
+    if (!f32)
+      log::get("kernels")->debug("GEMM {}: no tensor-core path ({}); local-memory tiles", call.op, *why);
   }
   if (p.c.type() != dtype::f32) {
     if (p.m <= 16) return enqueue_gemv(q, p, nv_fallback_config(), {});
@@ -601,7 +648,8 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
   }
   bool a_kcontig = true, b_ncontig = true;
   if (!nv_layout(p, a_kcontig, b_ncontig)) {
-    log::get("kernels")->debug("GEMM {}: operands not 16-byte aligned along a contiguous dim; gemm_gpu.cl", call.op);
+    log::get("kernels")->debug("GEMM {}: operands not 16-byte aligned along a contiguous dim; gemm_gpu.cl",
+                               call.op);
     return enqueue_gpu(q, p, nv_fallback_config(), {});
   }
   // The largest tile that still gives ~a work-group per compute unit; when none does (M ~ 128),
@@ -705,7 +753,8 @@ std::vector<op_implementation> gemm_implementations() {
            return fmt::format("work-group (tm/wm)*(tn/wn) = {} > device maximum {}", threads,
                               dev.max_work_group_size());
          if (nv_local_bytes(t) > dev.local_mem_size())
-           return fmt::format("needs local memory {} B > device {} B", nv_local_bytes(t), dev.local_mem_size());
+           return fmt::format("needs local memory {} B > device {} B", nv_local_bytes(t),
+                              dev.local_mem_size());
          return std::nullopt;
        },
        [](queue& q, const op_call& call, const kernel_config& c, source_override src) {
@@ -713,8 +762,8 @@ std::vector<op_implementation> gemm_implementations() {
          bool a_kcontig = true, b_ncontig = true;
          if (c.at("auto") == 1 || p.c.type() != dtype::f32 || !nv_layout(p, a_kcontig, b_ncontig))
            return enqueue_nv_auto(q, call, p, c, src);
-         return enqueue_nv_tiled(q, p, {c.at("tm"), c.at("tn"), c.at("tk"), c.at("wm"), c.at("wn"), c.at("sk")},
-                                 src);
+         return enqueue_nv_tiled(
+             q, p, {c.at("tm"), c.at("tn"), c.at("tk"), c.at("wm"), c.at("wn"), c.at("sk")}, src);
        }});
   impls.push_back(
       {"opencl.nv_skinny", "gemm_nv.cl",
@@ -745,20 +794,21 @@ std::vector<op_implementation> gemm_implementations() {
          if (!forms.has(mma_form(dt))) return forms.why(mma_form(dt));
          if (c.at("ldsm") == 1 && !forms.has("ldmatrix")) return forms.why("ldmatrix");
          if (c.at("cpa") == 1 && !forms.has("cp.async")) return forms.why("cp.async");
-         const mma_tile_cfg t{c.at("tm"), c.at("tn"), c.at("tk"), c.at("wpm"), c.at("wpn"),
-                              c.at("ldsm"), c.at("cpa"), c.at("st")};
+         const mma_tile_cfg t{c.at("tm"),  c.at("tn"),   c.at("tk"),  c.at("wpm"),
+                              c.at("wpn"), c.at("ldsm"), c.at("cpa"), c.at("st")};
          if (static_cast<std::size_t>(32 * t.wpm * t.wpn) > dev.max_work_group_size())
            return fmt::format("work-group 32*wpm*wpn = {} > device maximum {}", 32 * t.wpm * t.wpn,
                               dev.max_work_group_size());
          // f32 without a TF32 request runs the FP32 kernels instead, which need no such room.
          if ((dt != dtype::f32 || tf32_allowed(call, c)) && mma_local_bytes(t, dt) > dev.local_mem_size())
-           return fmt::format("needs local memory {} B > device {} B", mma_local_bytes(t, dt), dev.local_mem_size());
+           return fmt::format("needs local memory {} B > device {} B", mma_local_bytes(t, dt),
+                              dev.local_mem_size());
          return std::nullopt;
        },
        [](queue& q, const op_call& call, const kernel_config& c, source_override src) {
          const gemm_problem p = lower(&q, call);
-         const mma_tile_cfg t{c.at("tm"), c.at("tn"), c.at("tk"), c.at("wpm"), c.at("wpn"),
-                              c.at("ldsm"), c.at("cpa"), c.at("st")};
+         const mma_tile_cfg t{c.at("tm"),  c.at("tn"),   c.at("tk"),  c.at("wpm"),
+                              c.at("wpn"), c.at("ldsm"), c.at("cpa"), c.at("st")};
          if (auto why = mma_unusable(q.get_device(), call, p, c, t)) {
            log::get("kernels")->debug("GEMM {}: mma config not usable here ({}); auto choice", call.op, *why);
            return enqueue_nv_auto(q, call, p, c, {});

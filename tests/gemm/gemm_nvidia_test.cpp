@@ -101,23 +101,30 @@ TEST(NvGemm, Fp32KernelsMatchReference) {
       for (int layout = 0; layout < 4; ++layout) {
         op_call call = mm_call(s[0], s[1], s[2], dtype::f32, layout & 1, layout & 2, 3);
         const comparison r = run_and_compare(call, cfg);
-        EXPECT_TRUE(r.ok) << cfg << " m=" << s[0] << " n=" << s[1] << " k=" << s[2] << " layout=" << layout << ": "
-                          << r.message;
+        EXPECT_TRUE(r.ok) << cfg << " m=" << s[0] << " n=" << s[1] << " k=" << s[2] << " layout=" << layout
+                          << ": " << r.message;
       }
   // linear (B k-contiguous) with bias at decode and small-M sizes, and a batch with bias via addmm.
   for (const char* cfg : configs)
     for (std::int64_t m : {1, 5, 16, 40}) {
-      op_call call{"linear", {rand_tensor({m, 512}, dtype::f32, 4), rand_tensor({72, 512}, dtype::f32, 5),
-                              rand_tensor({72}, dtype::f32, 6)}, {}, {}};
+      op_call call{"linear",
+                   {rand_tensor({m, 512}, dtype::f32, 4), rand_tensor({72, 512}, dtype::f32, 5),
+                    rand_tensor({72}, dtype::f32, 6)},
+                   {},
+                   {}};
       const comparison r = run_and_compare(call, cfg);
       EXPECT_TRUE(r.ok) << cfg << " linear m=" << m << ": " << r.message;
     }
   for (const char* cfg : configs) {
-    op_call call{"bmm", {rand_tensor({3, 40, 64}, dtype::f32, 7), rand_tensor({3, 64, 36}, dtype::f32, 8)}, {}, {}};
+    op_call call{
+        "bmm", {rand_tensor({3, 40, 64}, dtype::f32, 7), rand_tensor({3, 64, 36}, dtype::f32, 8)}, {}, {}};
     const comparison r = run_and_compare(call, cfg);
     EXPECT_TRUE(r.ok) << cfg << " bmm: " << r.message;
-    op_call add{"addmm", {rand_tensor({36}, dtype::f32, 9), rand_tensor({40, 256}, dtype::f32, 10),
-                          rand_tensor({256, 36}, dtype::f32, 11)}, {}, {}};
+    op_call add{"addmm",
+                {rand_tensor({36}, dtype::f32, 9), rand_tensor({40, 256}, dtype::f32, 10),
+                 rand_tensor({256, 36}, dtype::f32, 11)},
+                {},
+                {}};
     add.set("alpha", 2.0).set("beta", 0.5);
     const comparison ra = run_and_compare(add, cfg);
     EXPECT_TRUE(ra.ok) << cfg << " addmm: " << ra.message;
@@ -138,8 +145,11 @@ TEST(NvGemm, TensorCoreFormsMatchReference) {
         op_call call = mm_call(100, 136, 200, t, layout & 1, layout & 2, 12);
         const comparison r = run_and_compare(call, cfg);
         EXPECT_TRUE(r.ok) << dtype_name(t) << " " << cfg << " layout=" << layout << ": " << r.message;
-        op_call lin{"linear", {rand_tensor({2, 40, 264}, t, 13), rand_tensor({72, 264}, t, 14),
-                               rand_tensor({72}, t, 15)}, {}, {}};
+        op_call lin{
+            "linear",
+            {rand_tensor({2, 40, 264}, t, 13), rand_tensor({72, 264}, t, 14), rand_tensor({72}, t, 15)},
+            {},
+            {}};
         const comparison rl = run_and_compare(lin, cfg);
         EXPECT_TRUE(rl.ok) << dtype_name(t) << " " << cfg << " linear: " << rl.message;
       }
