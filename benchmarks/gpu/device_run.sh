@@ -2,7 +2,8 @@
 # On the GPU machine, from the checkout root with the bundle (.gpu) carried: the GEMM harness over
 # a plan, cuBLAS through PyTorch on the same shapes back to back, prism's GEMM benchmark through
 # dispatch, and the GEMM tests / op suite on NVIDIA. Usage: device_run.sh OUTDIR PLAN [STEPS]
-# STEPS: letters h (harness) t (torch) b (bench) g (gemm tests) o (op suite); default htbgo.
+# STEPS: letters h (harness) t (torch) b (bench) g (gemm tests) o (op suite, OPS_FILTER a gtest
+# filter); default htbgo.
 set -u
 out=$1 plan=$2 steps=${3:-htbgo}
 G=$PWD/.gpu
@@ -14,5 +15,5 @@ case $steps in *h*) timeout 330 "$G/h/gemm_harness" "$G/h/kernels" "$plan" > "$o
 case $steps in *t*) PYTHONUNBUFFERED=1 timeout 120 python3 "$G/h/bench/torch_gemm.py" > "$out/torch.txt" 2>&1;; esac
 case $steps in *b*) PRISM_DEVICE=nvidia PRISM_GEMM_NO_BLAS=1 timeout 150 "$G/bin/prism_bench_gemm" > "$out/bench_gemm.txt" 2>&1; echo "exit $?" >> "$out/bench_gemm.txt";; esac
 case $steps in *g*) for t in prism_gemm_nvidia_test prism_gemm_ops_test; do echo "== $t"; PRISM_DEVICE=nvidia timeout 150 "$G/bin/$t" --gtest_brief=1 2>&1 | tail -30; echo "exit ${PIPESTATUS[0]}"; done > "$out/tests.txt" 2>&1;; esac
-case $steps in *o*) PRISM_DEVICE=nvidia timeout ${OPS_TIMEOUT:-240} "$G/bin/prism_op_suite" --gtest_brief=1 > "$out/ops_nvidia.txt" 2>&1; echo "exit $?" >> "$out/ops_nvidia.txt";; esac
+case $steps in *o*) PRISM_DEVICE=nvidia timeout ${OPS_TIMEOUT:-240} "$G/bin/prism_op_suite" --gtest_brief=1 --gtest_filter="${OPS_FILTER:-*}" > "$out/ops_nvidia.txt" 2>&1; echo "exit $?" >> "$out/ops_nvidia.txt";; esac
 true

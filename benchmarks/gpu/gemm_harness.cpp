@@ -4,7 +4,7 @@
 // No prism dispatch involved. Usage:
 //   gemm_harness KERNEL_DIR PLAN            (PLAN: one case per line, '#' comments)
 // A case: KIND DTYPE LAYOUT BATCH M N K [NAME=VALUE ...]
-//   KIND: nv (SPLITK=S runs gemm_nv_reduce after it) | skinny | mma | gpu (prism's gemm_gpu.cl, for
+//   KIND: nv | skinny | mma (SPLITK=S runs gemm_nv_reduce / gemm_mma_reduce after it) | gpu (prism's gemm_gpu.cl, for
 //   comparison); DTYPE: f32 | f16 | bf16; LAYOUT: nt (B is [N, K], as linear) or nn (B is [K, N]); NAME=VALUE
 //   become -D defines.
 // VERBOSE=1 on a case (with HARNESS_VERBOSE set) prints NVIDIA's -cl-nv-verbose build log.
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
       file = "gemm_mma.cl", kname = "gemm_mma";
       local = 32 * c.def("WARPS_M", 2) * c.def("WARPS_N", 2);
       gx = ceil_div(N, c.def("BN", 128)) * local, gy = ceil_div(M, c.def("BM", 128));
-      opts += " -DB_NCONTIG=" + std::string(nt ? "0" : "1");
+      opts += " -DREDUCE -DB_NCONTIG=" + std::string(nt ? "0" : "1");
     } else if (c.kind == "gpu") {
       file = "gemm_gpu.cl", kname = "gemm_gpu";
       const long lx = c.def("TN", 64) / c.def("WN", 4), ly = c.def("TM", 64) / c.def("WM", 4);
@@ -253,7 +253,7 @@ int main(int argc, char** argv) {
       kern.setArg(a++, cl_long(M * K));
       kern.setArg(a++, db), kern.setArg(a++, cl_long(0)), kern.setArg(a++, sbk), kern.setArg(a++, sbn);
       kern.setArg(a++, cl_long(N * K));
-      const long splits = c.kind == "nv" ? c.def("SPLITK", 1) : 1;
+      const long splits = c.kind == "nv" || c.kind == "mma" ? c.def("SPLITK", 1) : 1;
       cl::Buffer dw =
           splits > 1 ? cl::Buffer(ctx, CL_MEM_READ_WRITE, std::size_t(splits * B * M * N) * 4) : dc;
       kern.setArg(a++, dw), kern.setArg(a++, cl_long(0)), kern.setArg(a++, int(N)),
@@ -261,7 +261,7 @@ int main(int argc, char** argv) {
       kern.setArg(a++, dx), kern.setArg(a++, cl_long(0)), kern.setArg(a++, 0), kern.setArg(a++, 1);
       cl::Kernel red;
       if (splits > 1) {
-        red = cl::Kernel(it->second, "gemm_nv_reduce");
+        red = cl::Kernel(it->second, c.kind == "nv" ? "gemm_nv_reduce" : "gemm_mma_reduce");
         int r = 0;
         red.setArg(r++, int(M)), red.setArg(r++, int(N)), red.setArg(r++, int(splits));
         red.setArg(r++, cl_long(B * M * N)), red.setArg(r++, dw), red.setArg(r++, 1.0f),

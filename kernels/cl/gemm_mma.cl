@@ -15,7 +15,8 @@
 // CPASYNC=1 (B k-contiguous only) fills STAGES local buffers with cp.async instead of going
 // through registers.
 // Build defines: PRISM_DTYPE, BM, BN, BK (elements), WARPS_M, WARPS_N, B_NCONTIG (0/1),
-// HAS_BIAS, LDSM, CPASYNC, STAGES. A must be k-contiguous; row strides and offsets multiples of
+// HAS_BIAS, LDSM, CPASYNC, STAGES, SPLITK (> 1: f32 partial sums to a workspace, then
+// gemm_mma_reduce, built with -DREDUCE). A must be k-contiguous; row strides and offsets multiples of
 // 16 bytes; STAGES * (BM + BN) * (BK * size + 16) bytes of local memory.
 
 #include "gemm_common.cl"  // storage type GT, epilogue (resolved by build_kernel)
@@ -28,6 +29,9 @@
 #endif
 #ifndef STAGES
 #define STAGES 2
+#endif
+#ifndef SPLITK
+#define SPLITK 1
 #endif
 
 #if PRISM_DTYPE == 0
@@ -123,10 +127,21 @@ void gemm_mma(int M, int N, int K, float alpha, float beta,
   const int g = lane / 4, t = lane % 4;
   const int wm = warp / WARPS_N, wn = warp % WARPS_N;
   const int n0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;
+#if SPLITK > 1
+  // Split-K: dim 2 is batch * SPLITK; split s sums its BK-aligned K range into its own f32 slab
+  // of the workspace C (slabs batch * scb apart); gemm_mma_reduce adds them up.
+  const int split = get_group_id(2) % SPLITK;
+  const long bt = get_group_id(2) / SPLITK;
+  const int kchunk = ((K + SPLITK - 1) / SPLITK + BK - 1) / BK * BK;
+  const int kbeg = min(K, split * kchunk), kend = min(K, kbeg + kchunk);
+  __global float* W = (__global float*)C + c_off + ((long)split * (get_num_groups(2) / SPLITK) + bt) * scb;
+#else
   const long bt = get_group_id(2);
+  const int kbeg = 0, kend = K;
+  C += c_off + bt * scb;
+#endif
   __global const ST* A = (__global const ST*)A_ + a_off + bt * sab;
   __global const ST* B = (__global const ST*)B_ + b_off + bt * sbb;
-  C += c_off + bt * scb;
 
   uint4 ra[A_PER], rb[B_PER];
 #define MMA_FETCH(k0)                                                                   \
@@ -136,7 +151,7 @@ void gemm_mma(int M, int N, int K, float alpha, float beta,
     if (A_VECS % NT == 0 || v < A_VECS) {                                           \
       const int mm = v / (BK / VE), kk = (v % (BK / VE)) * VE;                      \
       const int m = m0 + mm, k = (k0) + kk;                                         \
-      if (m < M) ra[r] = mma_load16(A + (long)m * sam + k, k, K);                   \
+      if (m < M) ra[r] = mma_load16(A + (long)m * sam + k, k, kend);                   \
     }                                                                               \
   }                                                                                 \
   _Pragma("unroll") for (int r = 0; r < B_PER; ++r) {                               \
@@ -146,11 +161,11 @@ void gemm_mma(int M, int N, int K, float alpha, float beta,
       if (B_NCONTIG) {                                                              \
         const int kk = v / (BN / VE), nn = (v % (BN / VE)) * VE;                    \
         const int n = n0 + nn, k = (k0) + kk;                                       \
-        if (k < K) rb[r] = mma_load16(B + (long)k * sbk + n, n, N);                 \
+        if (k < kend) rb[r] = mma_load16(B + (long)k * sbk + n, n, N);                 \
       } else {                                                                      \
         const int nn = v / (BK / VE), kk = (v % (BK / VE)) * VE;                    \
         const int n = n0 + nn, k = (k0) + kk;                                       \
-        if (n < N) rb[r] = mma_load16(B + (long)n * sbn + k, k, K);                 \
+        if (n < N) rb[r] = mma_load16(B + (long)n * sbn + k, k, kend);                 \
       }                                                                             \
     }                                                                               \
   }
@@ -239,7 +254,7 @@ void gemm_mma(int M, int N, int K, float alpha, float beta,
     if (A_VECS % NT == 0 || v < A_VECS) {                                                      \
       const int mm = v / (BK / VE), kk = (v % (BK / VE)) * VE;                                 \
       const int m = m0 + mm, k = (k0) + kk;                                                    \
-      const int bytes = m < M ? clamp((K - k) * ES, 0, 16) : 0;                                \
+      const int bytes = m < M ? clamp((kend - k) * ES, 0, 16) : 0;                                \
       mma_cp16(MMA_SMEM(&As[buf][mm][kk * ES / 4]), bytes ? A + (long)m * sam + k : A, bytes); \
     }                                                                                          \
   }                                                                                            \
@@ -248,31 +263,31 @@ void gemm_mma(int M, int N, int K, float alpha, float beta,
     if (B_VECS % NT == 0 || v < B_VECS) {                                                      \
       const int nn = v / (BK / VE), kk = (v % (BK / VE)) * VE;                                 \
       const int n = n0 + nn, k = (k0) + kk;                                                    \
-      const int bytes = n < N ? clamp((K - k) * ES, 0, 16) : 0;                                \
+      const int bytes = n < N ? clamp((kend - k) * ES, 0, 16) : 0;                                \
       mma_cp16(MMA_SMEM(&Bs[buf][nn][kk * ES / 4]), bytes ? B + (long)n * sbn + k : B, bytes); \
     }                                                                                          \
   }
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s * BK < K) { MMA_ISSUE(s * BK, s); }
+    if (kbeg + s * BK < kend) { MMA_ISSUE(kbeg + s * BK, s); }
     MMA_CP_COMMIT();
   }
-  for (int kt = 0; kt * BK < K; ++kt) {
+  for (int kt = 0; kbeg + kt * BK < kend; ++kt) {
     MMA_CP_WAIT(STAGES - 2);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int nk = (kt + STAGES - 1) * BK;
-    if (nk < K) { MMA_ISSUE(nk, (kt + STAGES - 1) % STAGES); }
+    const int nk = kbeg + (kt + STAGES - 1) * BK;
+    if (nk < kend) { MMA_ISSUE(nk, (kt + STAGES - 1) % STAGES); }
     MMA_CP_COMMIT();
     const int cur = kt % STAGES;
     MMA_COMPUTE(cur);
   }
 #else
-  MMA_FETCH(0);
+  MMA_FETCH(kbeg);
   MMA_STORE(0);
   barrier(CLK_LOCAL_MEM_FENCE);
   int cur = 0;
-  for (int k0 = 0; k0 < K; k0 += BK) {
-    const bool more = k0 + BK < K;
+  for (int k0 = kbeg; k0 < kend; k0 += BK) {
+    const bool more = k0 + BK < kend;
     if (more) { MMA_FETCH(k0 + BK); }
     MMA_COMPUTE(cur);
     if (more) { MMA_STORE(cur ^ 1); }
@@ -289,7 +304,27 @@ void gemm_mma(int M, int N, int K, float alpha, float beta,
       for (int e = 0; e < 4; ++e) {
         const int m = m0 + wm * WTM + i * 16 + g + (e / 2) * 8;
         const int n = n0 + wn * WTN + j * 8 + 2 * t + (e % 2);
+#if SPLITK > 1
+        if (m < M && n < N) W[(long)m * scm + n] = acc[i][j][e];
+#else
         if (m < M && n < N)
           PRISM_STORE(C + (long)m * scm + n, prism_epilogue(acc[i][j][e], alpha, beta, X, x_off, sxm, sxn, m, n));
+#endif
       }
 }
+
+#ifdef REDUCE
+// Split-K epilogue: C(m, n) = alpha * sum_s W[s](m, n) + beta * bias, stored in the storage dtype;
+// W slabs are [batch, M, N] f32, `slab` floats apart. Global size (N, M, batch).
+__kernel void gemm_mma_reduce(int M, int N, int S, long slab, __global const float* W, float alpha,
+                              float beta, __global GT* C, long c_off, int scm, long scb,
+                              __global const GT* X, long x_off, int sxm, int sxn) {
+  const int n = get_global_id(0), m = get_global_id(1);
+  const long bt = get_global_id(2);
+  if (n >= N || m >= M) return;
+  const long w = (bt * M + m) * N + n;
+  float s = 0.0f;
+  for (int i = 0; i < S; ++i) s += W[i * slab + w];
+  PRISM_STORE(C + c_off + bt * scb + (long)m * scm + n, prism_epilogue(s, alpha, beta, X, x_off, sxm, sxn, m, n));
+}
+#endif  // REDUCE

@@ -211,7 +211,7 @@ config_schema gemm_schema() {
       {"sk",
        1,
        {1, 2, 3, 4, 6, 8, 16},
-       "nv: split-K factor (partial sums in a workspace, then one reduction)"},
+       "nv, mma: split-K factor (partial sums in a workspace, then one reduction)"},
       {"warps", 4, {1, 2, 4, 8}, "nv_skinny: warps per work-group (each owns nb columns)"},
       {"wpm", 2, {1, 2, 4}, "mma: warps along M"},
       {"wpn", 2, {1, 2, 4}, "mma: warps along N"},
@@ -499,6 +499,35 @@ std::uint64_t nv_local_bytes(const nv_tile& t) {
   return static_cast<std::uint64_t>(2 * t.bk * (t.bm + t.bn + 8) * 4);
 }
 
+// Split-K: `k` (built with SPLITK = sk) writes each split's partial sums to its own f32 slab of
+// a workspace; `reduce` adds the slabs in a fixed order (deterministic) and applies alpha, beta,
+// the bias and the output dtype.
+event launch_split_k(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r, const kernel& reduce,
+                     std::int64_t sk) {
+  const std::int64_t slab = p.batch * p.m * p.n;
+  gemm_problem part = p;
+  part.c = tensor::empty(q, dims{sk * slab}, dtype::f32);
+  part.scm = p.n;
+  part.scb = p.m * p.n;
+  launch(q, part, k, r);
+  const char* op = "gemm";
+  const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), S = static_cast<int>(sk);
+  const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
+  const int scm = to_int(p.scm, op, "C row stride");
+  const int sxm = to_int(p.sxm, op, "bias row stride"), sxn = to_int(p.sxn, op, "bias column stride");
+  const std::int64_t c_off = p.c.offset(), x_off = p.x.defined() ? p.x.offset() : 0;
+  auto sw = part.c.storage();
+  auto sc = p.c.storage();
+  auto sx = p.x.defined() ? p.x.storage() : part.c.storage();
+  nd_range rr(range<3>(ceil_div(p.n, 64) * 64, p.m, p.batch), range<3>(64, 1, 1));
+  return q.submit([&](handler& h) {
+    accessor<std::byte> aw(sw, h, read_only);
+    accessor<std::byte> ac(sc, h, write_only);
+    accessor<std::byte> ax(sx, h, read_only);
+    h.parallel_for(rr, reduce, M, N, S, slab, aw, alpha, beta, ac, c_off, scm, p.scb, ax, x_off, sxm, sxn);
+  });
+}
+
 event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source_override src) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
   bool a_kcontig = true, b_ncontig = true;
@@ -513,31 +542,7 @@ event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source
   nd_range r(range<3>(ceil_div(p.n, t.bn) * local, ceil_div(p.m, t.bm), p.batch * t.sk),
              range<3>(local, 1, 1));
   if (t.sk <= 1) return launch(q, p, k, r);
-  // Split-K: each split writes its partial sums to its own f32 slab; gemm_nv_reduce adds the
-  // slabs in a fixed order (deterministic) and applies alpha, beta and the bias.
-  const std::int64_t slab = p.batch * p.m * p.n;
-  gemm_problem part = p;
-  part.c = tensor::empty(q, dims{t.sk * slab}, dtype::f32);
-  part.scm = p.n;
-  part.scb = p.m * p.n;
-  launch(q, part, k, r);
-  kernel red = build_kernel(q.get_context(), "gemm_nv.cl", src, opts, "gemm_nv_reduce");
-  const char* op = "gemm";
-  const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), S = static_cast<int>(t.sk);
-  const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
-  const int scm = to_int(p.scm, op, "C row stride");
-  const int sxm = to_int(p.sxm, op, "bias row stride"), sxn = to_int(p.sxn, op, "bias column stride");
-  const std::int64_t c_off = p.c.offset(), x_off = p.x.defined() ? p.x.offset() : 0;
-  auto sw = part.c.storage();
-  auto sc = p.c.storage();
-  auto sx = p.x.defined() ? p.x.storage() : part.c.storage();
-  nd_range rr(range<3>(ceil_div(p.n, 64) * 64, p.m, p.batch), range<3>(64, 1, 1));
-  return q.submit([&](handler& h) {
-    accessor<std::byte> aw(sw, h, read_only);
-    accessor<std::byte> ac(sc, h, write_only);
-    accessor<std::byte> ax(sx, h, read_only);
-    h.parallel_for(rr, red, M, N, S, slab, aw, alpha, beta, ac, c_off, scm, p.scb, ax, x_off, sxm, sxn);
-  });
+  return launch_split_k(q, p, k, r, build_kernel(q.get_context(), "gemm_nv.cl", src, opts, "gemm_nv_reduce"), t.sk);
 }
 
 event enqueue_nv_skinny(queue& q, const gemm_problem& p, std::int64_t mb, std::int64_t nb, std::int64_t warps,
@@ -552,7 +557,7 @@ event enqueue_nv_skinny(queue& q, const gemm_problem& p, std::int64_t mb, std::i
 }
 
 struct mma_tile_cfg {
-  std::int64_t bm, bn, bk, wpm, wpn, ldsm, cpa, st;
+  std::int64_t bm, bn, bk, wpm, wpn, ldsm, cpa, st, sk = 1;
 };
 
 std::uint64_t mma_local_bytes(const mma_tile_cfg& t, dtype dt) {
@@ -569,13 +574,14 @@ event enqueue_mma(queue& q, const gemm_problem& p, const mma_tile_cfg& t, source
   const std::string opts = fmt::format(
       "{} -DBM={} -DBN={} -DBK={} -DWARPS_M={} -DWARPS_N={} -DB_NCONTIG={} -DHAS_BIAS={} -DLDSM={} "
       "-DCPASYNC={} "
-      "-DSTAGES={}",
+      "-DSTAGES={} -DSPLITK={} -DREDUCE",
       dtype_define(p.c.type()), t.bm, t.bn, t.bk, t.wpm, t.wpn, b_ncontig ? 1 : 0, p.x.defined() ? 1 : 0,
-      t.ldsm, t.cpa, t.cpa ? t.st : 2);
+      t.ldsm, t.cpa, t.cpa ? t.st : 2, t.sk);
   kernel k = build_kernel(q.get_context(), "gemm_mma.cl", src, opts, "gemm_mma");
   const std::int64_t threads = 32 * t.wpm * t.wpn;
-  nd_range r(range<3>(ceil_div(p.n, t.bn) * threads, ceil_div(p.m, t.bm), p.batch), range<3>(threads, 1, 1));
-  return launch(q, p, k, r);
+  nd_range r(range<3>(ceil_div(p.n, t.bn) * threads, ceil_div(p.m, t.bm), p.batch * t.sk), range<3>(threads, 1, 1));
+  if (t.sk <= 1) return launch(q, p, k, r);
+  return launch_split_k(q, p, k, r, build_kernel(q.get_context(), "gemm_mma.cl", src, opts, "gemm_mma_reduce"), t.sk);
 }
 
 // Why the mma kernel cannot serve this call with this tile (nullopt: it can).
@@ -794,8 +800,8 @@ std::vector<op_implementation> gemm_implementations() {
          if (!forms.has(mma_form(dt))) return forms.why(mma_form(dt));
          if (c.at("ldsm") == 1 && !forms.has("ldmatrix")) return forms.why("ldmatrix");
          if (c.at("cpa") == 1 && !forms.has("cp.async")) return forms.why("cp.async");
-         const mma_tile_cfg t{c.at("tm"),  c.at("tn"),   c.at("tk"),  c.at("wpm"),
-                              c.at("wpn"), c.at("ldsm"), c.at("cpa"), c.at("st")};
+         const mma_tile_cfg t{c.at("tm"),  c.at("tn"),   c.at("tk"),  c.at("wpm"), c.at("wpn"),
+                              c.at("ldsm"), c.at("cpa"), c.at("st"), c.at("sk")};
          if (static_cast<std::size_t>(32 * t.wpm * t.wpn) > dev.max_work_group_size())
            return fmt::format("work-group 32*wpm*wpn = {} > device maximum {}", 32 * t.wpm * t.wpn,
                               dev.max_work_group_size());
@@ -807,8 +813,8 @@ std::vector<op_implementation> gemm_implementations() {
        },
        [](queue& q, const op_call& call, const kernel_config& c, source_override src) {
          const gemm_problem p = lower(&q, call);
-         const mma_tile_cfg t{c.at("tm"),  c.at("tn"),   c.at("tk"),  c.at("wpm"),
-                              c.at("wpn"), c.at("ldsm"), c.at("cpa"), c.at("st")};
+         const mma_tile_cfg t{c.at("tm"),  c.at("tn"),   c.at("tk"),  c.at("wpm"), c.at("wpn"),
+                              c.at("ldsm"), c.at("cpa"), c.at("st"), c.at("sk")};
          if (auto why = mma_unusable(q.get_device(), call, p, c, t)) {
            log::get("kernels")->debug("GEMM {}: mma config not usable here ({}); auto choice", call.op, *why);
            return enqueue_nv_auto(q, call, p, c, {});

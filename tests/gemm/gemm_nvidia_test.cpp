@@ -137,6 +137,7 @@ TEST(NvGemm, TensorCoreFormsMatchReference) {
       "variant=5,tm=64,tn=64,tk=32,wpm=2,wpn=2",
       "variant=5,tm=128,tn=64,tk=32,wpm=2,wpn=2,ldsm=1",
       "variant=5,tm=64,tn=128,tk=32,wpm=2,wpn=2,ldsm=1,cpa=1,st=3",
+      "variant=5,tm=64,tn=64,tk=32,wpm=2,wpn=2,ldsm=1,cpa=1,st=2,sk=3",
       "variant=3,auto=1",
   };
   for (dtype t : {dtype::bf16, dtype::f16})
