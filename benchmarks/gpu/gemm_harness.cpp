@@ -4,9 +4,9 @@
 // No prism dispatch involved. Usage:
 //   gemm_harness KERNEL_DIR PLAN            (PLAN: one case per line, '#' comments)
 // A case: KIND DTYPE LAYOUT BATCH M N K [NAME=VALUE ...]
-//   KIND: nv | skinny | mma (SPLITK=S runs gemm_nv_reduce / gemm_mma_reduce after it) | gpu (prism's gemm_gpu.cl, for
-//   comparison); DTYPE: f32 | f16 | bf16; LAYOUT: nt (B is [N, K], as linear) or nn (B is [K, N]); NAME=VALUE
-//   become -D defines.
+//   KIND: nv | skinny | mma (SPLITK=S runs gemm_nv_reduce / gemm_mma_reduce after it) | gpu (prism's
+//   gemm_gpu.cl, for comparison); DTYPE: f32 | f16 | bf16; LAYOUT: nt (B is [N, K], as linear) or nn (B is
+//   [K, N]); NAME=VALUE become -D defines.
 // VERBOSE=1 on a case (with HARNESS_VERBOSE set) prints NVIDIA's -cl-nv-verbose build log.
 // Env: HARNESS_PLATFORM (substring of the platform name, default NVIDIA), HARNESS_MS (time
 // budget per case, default 300).

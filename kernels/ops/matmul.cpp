@@ -502,8 +502,8 @@ std::uint64_t nv_local_bytes(const nv_tile& t) {
 // Split-K: `k` (built with SPLITK = sk) writes each split's partial sums to its own f32 slab of
 // a workspace; `reduce` adds the slabs in a fixed order (deterministic) and applies alpha, beta,
 // the bias and the output dtype.
-event launch_split_k(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r, const kernel& reduce,
-                     std::int64_t sk) {
+event launch_split_k(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r,
+                     const kernel& reduce, std::int64_t sk) {
   const std::int64_t slab = p.batch * p.m * p.n;
   gemm_problem part = p;
   part.c = tensor::empty(q, dims{sk * slab}, dtype::f32);
@@ -542,7 +542,8 @@ event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source
   nd_range r(range<3>(ceil_div(p.n, t.bn) * local, ceil_div(p.m, t.bm), p.batch * t.sk),
              range<3>(local, 1, 1));
   if (t.sk <= 1) return launch(q, p, k, r);
-  return launch_split_k(q, p, k, r, build_kernel(q.get_context(), "gemm_nv.cl", src, opts, "gemm_nv_reduce"), t.sk);
+  return launch_split_k(q, p, k, r, build_kernel(q.get_context(), "gemm_nv.cl", src, opts, "gemm_nv_reduce"),
+                        t.sk);
 }
 
 event enqueue_nv_skinny(queue& q, const gemm_problem& p, std::int64_t mb, std::int64_t nb, std::int64_t warps,
@@ -579,9 +580,11 @@ event enqueue_mma(queue& q, const gemm_problem& p, const mma_tile_cfg& t, source
       t.ldsm, t.cpa, t.cpa ? t.st : 2, t.sk);
   kernel k = build_kernel(q.get_context(), "gemm_mma.cl", src, opts, "gemm_mma");
   const std::int64_t threads = 32 * t.wpm * t.wpn;
-  nd_range r(range<3>(ceil_div(p.n, t.bn) * threads, ceil_div(p.m, t.bm), p.batch * t.sk), range<3>(threads, 1, 1));
+  nd_range r(range<3>(ceil_div(p.n, t.bn) * threads, ceil_div(p.m, t.bm), p.batch * t.sk),
+             range<3>(threads, 1, 1));
   if (t.sk <= 1) return launch(q, p, k, r);
-  return launch_split_k(q, p, k, r, build_kernel(q.get_context(), "gemm_mma.cl", src, opts, "gemm_mma_reduce"), t.sk);
+  return launch_split_k(q, p, k, r,
+                        build_kernel(q.get_context(), "gemm_mma.cl", src, opts, "gemm_mma_reduce"), t.sk);
 }
 
 // Why the mma kernel cannot serve this call with this tile (nullopt: it can).
@@ -628,15 +631,21 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
     return ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch;
   };
   // Tensor cores: 16-bit always, f32 only when TF32 is allowed. 128x128 tiles (ldmatrix, two
-  // cp.async stages) when they fill the device, else 64x128 with three stages; B n-contiguous
-  // (no cp.async) keeps two register-staged buffers.
+  // cp.async stages) when they fill the device, else 64x128 with three stages and split-K; B
+  // n-contiguous (no cp.async) keeps two register-staged buffers.
   if (p.m > 16) {
     const bool f32 = p.c.type() == dtype::f32;
     const std::int64_t bk = f32 ? 16 : 32;
     bool b_ncontig = false;
     const bool cpa = mma_layout(p, true, b_ncontig);
     mma_tile_cfg t{128, 128, bk, 2, 2, 1, cpa ? 1 : 0, 2};
-    if (groups(128, 128) * 10 < cus * 9) t.bm = 64, t.st = cpa ? 3 : 2;
+    if (groups(128, 128) * 10 < cus * 9) {
+      t.bm = 64, t.st = cpa ? 3 : 2;
+      // Split K when even 64x128 tiles leave SMs idle (M ~ 128, N ~ 4096), each split >= 512 deep.
+      const std::int64_t g = groups(64, 128);
+      t.sk = g * 2 < cus ? 4 : g < cus ? 2 : 1;
+      while (t.sk > 1 && p.k / t.sk < 512) t.sk /= 2;
+    }
     const auto why = mma_unusable(dev, call, p, c, t);
     if (!why) return enqueue_mma(q, p, t, {});
     if (!f32)
@@ -800,7 +809,7 @@ std::vector<op_implementation> gemm_implementations() {
          if (!forms.has(mma_form(dt))) return forms.why(mma_form(dt));
          if (c.at("ldsm") == 1 && !forms.has("ldmatrix")) return forms.why("ldmatrix");
          if (c.at("cpa") == 1 && !forms.has("cp.async")) return forms.why("cp.async");
-         const mma_tile_cfg t{c.at("tm"),  c.at("tn"),   c.at("tk"),  c.at("wpm"), c.at("wpn"),
+         const mma_tile_cfg t{c.at("tm"),   c.at("tn"),  c.at("tk"), c.at("wpm"), c.at("wpn"),
                               c.at("ldsm"), c.at("cpa"), c.at("st"), c.at("sk")};
          if (static_cast<std::size_t>(32 * t.wpm * t.wpn) > dev.max_work_group_size())
            return fmt::format("work-group 32*wpm*wpn = {} > device maximum {}", 32 * t.wpm * t.wpn,
@@ -813,7 +822,7 @@ std::vector<op_implementation> gemm_implementations() {
        },
        [](queue& q, const op_call& call, const kernel_config& c, source_override src) {
          const gemm_problem p = lower(&q, call);
-         const mma_tile_cfg t{c.at("tm"),  c.at("tn"),   c.at("tk"),  c.at("wpm"), c.at("wpn"),
+         const mma_tile_cfg t{c.at("tm"),   c.at("tn"),  c.at("tk"), c.at("wpm"), c.at("wpn"),
                               c.at("ldsm"), c.at("cpa"), c.at("st"), c.at("sk")};
          if (auto why = mma_unusable(q.get_device(), call, p, c, t)) {
            log::get("kernels")->debug("GEMM {}: mma config not usable here ({}); auto choice", call.op, *why);
