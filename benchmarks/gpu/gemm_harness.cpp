@@ -133,6 +133,11 @@ int main(int argc, char** argv) {
   std::map<std::string, cl::Program> programs;
 
   std::ifstream plan(argv[2]);
+  if (!plan) {
+    std::fprintf(stderr, "cannot read plan %s\n", argv[2]);
+    return 2;
+  }
+  int cases = 0;
   std::string line;
   std::mt19937_64 rng(42);
   std::printf("%-70s %10s %10s %9s %s\n", "case", "us", "TFLOP/s", "rel_err", "status");
@@ -141,6 +146,7 @@ int main(int argc, char** argv) {
     if (line.empty() || line[0] == '#') continue;
     plan_case c;
     c.line = line;
+    ++cases;
     std::stringstream ls(line);
     ls >> c.kind >> c.dtype >> c.layout >> c.batch >> c.m >> c.n >> c.k;
     std::string kv;
@@ -346,5 +352,6 @@ int main(int argc, char** argv) {
     std::printf("%-70s %10.1f %10.2f %9.2e %s\n", line.c_str(), us, tflops, rel, status);
     std::fflush(stdout);
   }
-  return failures ? 1 : 0;
+  if (cases == 0) std::fprintf(stderr, "plan %s holds no cases\n", argv[2]);
+  return failures || cases == 0 ? 1 : 0;
 }
