@@ -7,7 +7,8 @@
 //   KIND: nv | skinny | mma (SPLITK=S runs gemm_nv_reduce / gemm_mma_reduce after it) | gpu (prism's
 //   gemm_gpu.cl, for comparison); DTYPE: f32 | f16 | bf16; LAYOUT: nt (B is [N, K], as linear) or nn (B is
 //   [K, N]); NAME=VALUE become -D defines.
-// VERBOSE=1 on a case (with HARNESS_VERBOSE set) prints NVIDIA's -cl-nv-verbose build log.
+// VERBOSE=1 on a case (with HARNESS_VERBOSE set) prints NVIDIA's -cl-nv-verbose build log;
+// MAXRREG=N builds with NVIDIA's -cl-nv-maxrregcount=N.
 // Env: HARNESS_PLATFORM (substring of the platform name, default NVIDIA), HARNESS_MS (time
 // budget per case, default 300).
 #define CL_HPP_TARGET_OPENCL_VERSION 120
@@ -189,7 +190,9 @@ int main(int argc, char** argv) {
       continue;
     }
     for (auto& [key, val] : c.defs)
-      if (key != "PRISM_DTYPE" && key != "VERBOSE") opts += " -D" + key + "=" + std::to_string(val);
+      if (key != "PRISM_DTYPE" && key != "VERBOSE" && key != "MAXRREG")
+        opts += " -D" + key + "=" + std::to_string(val);
+    if (c.def("MAXRREG", 0)) opts += " -cl-nv-maxrregcount=" + std::to_string(c.def("MAXRREG", 0));
     if (c.def("VERBOSE", 0) && std::getenv("HARNESS_VERBOSE")) opts += " -cl-nv-verbose";
     if (!c.defs.count("HAS_BIAS")) opts += " -DHAS_BIAS=0";
 
@@ -239,7 +242,8 @@ int main(int argc, char** argv) {
           std::string log = p.getBuildInfo<CL_PROGRAM_BUILD_LOG>(dev);
           for (auto& ch : log)
             if (ch == '\n') ch = ' ';
-          std::printf("# build log: %s\n", log.substr(0, 600).c_str());
+          const auto at = log.find("Compiling entry function '" + kname + "'");  // skip other kernels
+          std::printf("# build log: %s\n", log.substr(at == std::string::npos ? 0 : at, 600).c_str());
         }
         it = programs.emplace(file + opts, p).first;
       }
