@@ -4,6 +4,12 @@
 # dispatch, and the GEMM tests / op suite on NVIDIA. Usage: device_run.sh OUTDIR PLAN [STEPS]
 # STEPS: letters h (harness) t (torch) b (bench) g (gemm tests) o (op suite, OPS_FILTER a gtest
 # filter); default htbgo.
+# The bundle, made on the build machine from the repo root (.gpu git-ignored):
+#   ../shared/gpu/bundle.sh .gpu build/bin/{prism,prism_bench_gemm,prism_op_suite,prism_gemm_ops_test,prism_gemm_nvidia_test}
+#   xz .gpu/lib/libopenblas.so.0          # optional, keeps the bundle near 20 MiB
+#   mkdir -p .gpu/h/kernels .gpu/h/bench .gpu/data && cp build/bin/prism_gemm_harness .gpu/h/gemm_harness
+#   cp kernels/cl/*.cl .gpu/h/kernels/ && cp benchmarks/gpu/{torch_gemm.py,device_run.sh} PLAN .gpu/h/bench/
+#   cp -r vendors .gpu/data/              # the vendor profiles this build expects
 set -u
 out=$1 plan=$2 steps=${3:-htbgo}
 G=$PWD/.gpu
