@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
     const bool bias = c.def("HAS_BIAS", 0) != 0;
 
     std::string file, kname;
-    std::size_t local = 0;
+    std::size_t local = 0, local_y = 1;  // gemm_gpu's work-group is 2-D
     long gx = 0, gy = 0;
     std::string opts = "-DPRISM_CPU=0 -DPRISM_DTYPE=" + std::to_string(dt);
     if (c.kind == "nv") {
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
     } else if (c.kind == "gpu") {
       file = "gemm_gpu.cl", kname = "gemm_gpu";
       const long lx = c.def("TN", 64) / c.def("WN", 4), ly = c.def("TM", 64) / c.def("WM", 4);
-      local = lx * ly;
+      local = lx, local_y = ly;
       gx = ceil_div(N, c.def("TN", 64)) * lx, gy = ceil_div(M, c.def("TM", 64)) * ly;
       opts += " -DA_KCONTIG=1 -DB_NCONTIG=" + std::string(nt ? "0" : "1");
     } else {
@@ -280,7 +280,7 @@ int main(int argc, char** argv) {
             red.setArg(r++, cl_long(M * N));
         red.setArg(r++, dx), red.setArg(r++, cl_long(0)), red.setArg(r++, 0), red.setArg(r++, 1);
       }
-      const cl::NDRange global(gx, gy, B * splits), lsz(local, 1, 1);
+      const cl::NDRange global(gx, gy, B * splits), lsz(local, local_y, 1);
       // Returns the device time in microseconds (both launches for split-K).
       auto run_once = [&]() {
         cl::Event ev, ev2;
