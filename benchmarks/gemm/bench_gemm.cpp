@@ -42,9 +42,6 @@ kernel_config config_for(const op_descriptor& d, std::int64_t m) {
   if (m <= 16)
     if (const char* c = env("PRISM_GEMM_SMALL_M_CONFIG")) return d.config.complete(kernel_config::parse(c));
   if (const char* c = env("PRISM_GEMM_CONFIG")) return d.config.complete(kernel_config::parse(c));
-  // Decode shapes on a GPU: the small-M variant (parallel over N and K).
-  if (m <= 16 && vendor_of(bench_queue().get_device(), "PRISM_GEMM_VENDOR") == "nvidia")
-    return d.config.complete(kernel_config::parse("variant=2,mb=16,nb=4,wg=128"));
   return tune_space_of(d, "PRISM_GEMM_VENDOR").defaults;
 }
 

@@ -10,7 +10,7 @@ b=$bundle/bin
 # PoCL's op suite runs on the CPU cores while the GPU one runs, to save wall time.
 (PRISM_DEVICE=pocl timeout 480 "$b/prism_op_suite" --gtest_brief=1 > "$out/ops_pocl.txt" 2>&1; echo "exit $?" >> "$out/ops_pocl.txt") &
 {
-  for t in prism_runtime_tests test_dispatch test_dispatch_config test_ops_api prism_gemm_ops_test; do
+  for t in prism_runtime_tests test_dispatch test_dispatch_config test_ops_api prism_gemm_ops_test prism_gemm_nvidia_test; do
     echo "== $t"; PRISM_DEVICE=nvidia timeout 120 "$b/$t" --gtest_brief=1 2>&1 | tail -25; echo "exit ${PIPESTATUS[0]}"
   done
 } > "$out/tests_nvidia.txt" 2>&1

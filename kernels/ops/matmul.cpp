@@ -1,10 +1,14 @@
-// The matmul family (mm, bmm, addmm, linear): descriptors over prism's three GEMM kernels,
-// kernels/cl/gemm_cpu.cl (register-blocked, no barriers), gemm_gpu.cl (local-memory tiles) and
-// gemm_gemv.cl (small M, parallel over N and K). Each op owns its lowering to the one strided
-// gemm_problem (kernels/gemm_lowering.hpp): kernels, keys, FLOP counts, tolerances and the BLAS
-// backends all read that, never the op's name.
+// The matmul family (mm, bmm, addmm, linear, matmul): descriptors over prism's GEMM kernels,
+// kernels/cl/gemm_cpu.cl (register-blocked, no barriers), gemm_gpu.cl (local-memory tiles),
+// gemm_gemv.cl (small M, parallel over N and K), and for NVIDIA GPUs gemm_nv.cl (FP32 register
+// tiles, split-K, small-M) and gemm_mma.cl (tensor cores through inline PTX). Each op owns its
+// lowering to the one strided gemm_problem (kernels/gemm_lowering.hpp): kernels, keys, FLOP
+// counts, tolerances and the BLAS backends all read that, never the op's name.
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,15 +19,31 @@
 #include "kernels/op_descriptor.hpp"
 #include "kernels/ops/gemm_shared.hpp"
 #include "prism/error.hpp"
+#include "runtime/log.hpp"
 
 namespace prism {
 namespace {
 
 using namespace gemm_detail;
 
-enum class variant : std::int64_t { cpu = 0, gpu = 1, gemv = 2 };
+enum class variant : std::int64_t { cpu = 0, gpu = 1, gemv = 2, nv = 3, nv_skinny = 4, mma = 5 };
 const char* variant_impl(std::int64_t v) {
-  return v == 0 ? "opencl.cpu" : v == 1 ? "opencl.gpu" : v == 2 ? "opencl.gemv" : "?";
+  switch (v) {
+    case 0:
+      return "opencl.cpu";
+    case 1:
+      return "opencl.gpu";
+    case 2:
+      return "opencl.gemv";
+    case 3:
+      return "opencl.nv";
+    case 4:
+      return "opencl.nv_skinny";
+    case 5:
+      return "opencl.mma";
+    default:
+      return "?";
+  }
 }
 
 std::string op_name(const op_call& call) {
@@ -194,8 +214,9 @@ config_schema gemm_schema() {
   s.params = {
       {"variant",
        0,
-       {0, 1, 2},
-       "0 cpu (register-blocked, no barriers), 1 gpu (local-memory tiles), 2 gemv (small M)"},
+       {0, 1, 2, 3, 4, 5},
+       "0 cpu (register-blocked, no barriers), 1 gpu (local-memory tiles), 2 gemv (small M), 3 nv (FP32 "
+       "register tiles + split-K; GPUs), 4 nv_skinny (small M; GPUs), 5 mma (tensor cores; NVIDIA)"},
       {"vw", 16, {1, 2, 4, 8, 16}, "cpu: vector width of loads and accumulators"},
       {"rm", 6, {1, 2, 3, 4, 5, 6, 7, 8}, "cpu: rows of C per work-item (clamped to M)"},
       {"rn",
@@ -209,15 +230,33 @@ config_schema gemm_schema() {
        "cpu: k-slice per launch for cache blocking (0 = whole K; f32 output only)"},
       {"lx", 4, {1, 2, 4, 8, 16, 32, 64, 128, 256}, "cpu: work-group size along N"},
       {"ly", 16, {1, 2, 4, 8, 16, 32, 64, 128, 256}, "cpu: work-group size along M"},
-      {"tm", 64, {16, 32, 64, 128}, "gpu: tile rows per work-group"},
-      {"tn", 64, {16, 32, 64, 128}, "gpu: tile columns per work-group"},
-      {"tk", 16, {4, 8, 16, 32}, "gpu: k-slice staged in local memory"},
-      {"wm", 4, {1, 2, 4, 8}, "gpu: rows per work-item"},
-      {"wn", 4, {1, 2, 4, 8}, "gpu: columns per work-item"},
+      {"tm", 64, {16, 32, 64, 128, 256}, "gpu, nv, mma: tile rows per work-group"},
+      {"tn", 64, {16, 32, 64, 128, 256}, "gpu, nv, mma: tile columns per work-group"},
+      {"tk", 16, {4, 8, 16, 32, 64}, "gpu, nv, mma: k-slice staged in local memory"},
+      {"wm", 4, {1, 2, 4, 8, 16}, "gpu, nv: rows per work-item"},
+      {"wn", 4, {1, 2, 4, 8, 16}, "gpu, nv: columns per work-item"},
       {"gv", 1, {1, 4}, "gpu: 1 strided register block, 4 contiguous block read as float4 from local memory"},
       {"mb", 16, {1, 2, 4, 8, 16}, "gemv: rows per work-group (M <= mb is the case gemv is for)"},
       {"nb", 4, {1, 2, 4, 8}, "gemv: output columns per work-group"},
       {"wg", 64, {32, 64, 128, 256}, "gemv: work-group size (k split)"},
+      {"auto",
+       0,
+       {0, 1},
+       "nv: 1 = the shape picks kernel, tiles and split-K (the other nv/mma params unused)"},
+      {"sk",
+       1,
+       {1, 2, 3, 4, 6, 8, 16},
+       "nv, mma: split-K factor (partial sums in a workspace, then one reduction)"},
+      {"warps", 4, {1, 2, 4, 8}, "nv_skinny: warps per work-group (each owns nb columns)"},
+      {"wpm", 2, {1, 2, 4}, "mma: warps along M"},
+      {"wpn", 2, {1, 2, 4}, "mma: warps along N"},
+      {"ldsm", 0, {0, 1}, "mma: 1 = fragments through ldmatrix"},
+      {"cpa", 0, {0, 1}, "mma: 1 = local tiles filled by cp.async (B k-contiguous only)"},
+      {"st", 2, {2, 3, 4}, "mma: local-memory stages with cp.async"},
+      {"tf32",
+       0,
+       {0, 1},
+       "nv, mma: 1 = f32 inputs may use TF32 tensor cores (opt-in; never in a tune space)"},
   };
   s.rule = [](const kernel_config& c) -> std::optional<std::string> {
     const auto tm = c.at("tm"), tn = c.at("tn"), wm = c.at("wm"), wn = c.at("wn");
@@ -229,6 +268,11 @@ config_schema gemm_schema() {
       return fmt::format("gpu work-group (tn/wn)*(tm/wm) = {} exceeds 1024", (tm / wm) * (tn / wn));
     if (c.at("lx") * c.at("ly") > 4096)
       return fmt::format("cpu work-group lx*ly = {} exceeds 4096", c.at("lx") * c.at("ly"));
+    if (c.at("variant") == 3 && (wm % 4 != 0 || wn % 4 != 0))
+      return fmt::format("nv needs wm and wn multiples of 4, got wm={} wn={}", wm, wn);
+    if (c.at("variant") == 5 && (tm % (16 * c.at("wpm")) != 0 || tn % (8 * c.at("wpn")) != 0))
+      return fmt::format("mma needs tm % (16*wpm) == 0 and tn % (8*wpn) == 0, got tm={} wpm={} tn={} wpn={}",
+                         tm, c.at("wpm"), tn, c.at("wpn"));
     return std::nullopt;
   };
   return s;
@@ -325,6 +369,366 @@ event enqueue_gemv(queue& q, const gemm_problem& p, const kernel_config& c, sour
   return launch(q, p, k, r);
 }
 
+// ---------------------------------------------------------------------------------------------
+// NVIDIA family: gemm_nv.cl (variant 3 nv: FP32 register tiles and split-K; with auto=1 the shape
+// picks the kernel, tiles and split-K; variant 4 nv_skinny: small M) and gemm_mma.cl (variant 5:
+// tensor cores through inline PTX). Never on CPU devices; inline PTX only on NVIDIA's platform
+// and per form the driver accepts. TF32 for f32 inputs is opt-in (tf32_allowed).
+
+// Which inline-PTX forms the device's driver builds: probed once per device with a tiny kernel
+// each; every rejected form is logged once with the driver's reason.
+struct ptx_forms {
+  std::string not_nvidia;  // why no form is tried (the platform is not NVIDIA's); empty otherwise
+  std::map<std::string, std::string> rejected;  // form -> the build error
+  bool has(const std::string& form) const { return not_nvidia.empty() && !rejected.count(form); }
+  std::string why(const std::string& form) const {
+    if (!not_nvidia.empty()) return not_nvidia;
+    auto it = rejected.find(form);
+    return it == rejected.end() ? std::string()
+                                : fmt::format("driver rejects inline PTX {}: {}", form, it->second);
+  }
+};
+
+const char* const ptx_probe_sources[][2] = {
+    {"mma.m16n8k8.tf32",
+     "__kernel void probe(__global float* o, __global const uint* i) { float c0 = 0, c1 = 0, c2 = 0, c3 = 0;"
+     " asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+     "{%8,%9},"
+     " {%0,%1,%2,%3};\" : \"+f\"(c0), \"+f\"(c1), \"+f\"(c2), \"+f\"(c3) : \"r\"(i[0]), \"r\"(i[1]), "
+     "\"r\"(i[2]),"
+     " \"r\"(i[3]), \"r\"(i[4]), \"r\"(i[5])); o[get_global_id(0)] = c0 + c1 + c2 + c3; }"},
+    {"mma.m16n8k16.f16",
+     "__kernel void probe(__global float* o, __global const uint* i) { float c0 = 0, c1 = 0, c2 = 0, c3 = 0;"
+     " asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+     "{%8,%9},"
+     " {%0,%1,%2,%3};\" : \"+f\"(c0), \"+f\"(c1), \"+f\"(c2), \"+f\"(c3) : \"r\"(i[0]), \"r\"(i[1]), "
+     "\"r\"(i[2]),"
+     " \"r\"(i[3]), \"r\"(i[4]), \"r\"(i[5])); o[get_global_id(0)] = c0 + c1 + c2 + c3; }"},
+    {"mma.m16n8k16.bf16",
+     "__kernel void probe(__global float* o, __global const uint* i) { float c0 = 0, c1 = 0, c2 = 0, c3 = 0;"
+     " asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+     "{%8,%9},"
+     " {%0,%1,%2,%3};\" : \"+f\"(c0), \"+f\"(c1), \"+f\"(c2), \"+f\"(c3) : \"r\"(i[0]), \"r\"(i[1]), "
+     "\"r\"(i[2]),"
+     " \"r\"(i[3]), \"r\"(i[4]), \"r\"(i[5])); o[get_global_id(0)] = c0 + c1 + c2 + c3; }"},
+    {"ldmatrix",
+     "__kernel void probe(__global uint* o) { __local uint s[128]; s[get_local_id(0)] = get_local_id(0);"
+     " barrier(CLK_LOCAL_MEM_FENCE); uint r0, r1, r2, r3; asm "
+     "volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+     " {%0,%1,%2,%3}, [%4];\" : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : "
+     "\"r\"((uint)(size_t)&s[(get_local_id(0)"
+     " % 32) * 4])); o[get_global_id(0)] = r0 + r1 + r2 + r3; }"},
+    {"cp.async",
+     "__kernel void probe(__global const uint* i, __global uint* o) { __local uint s[512];"
+     " asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, 16;\" :: "
+     "\"r\"((uint)(size_t)&s[get_local_id(0) * 4]),"
+     " \"l\"((ulong)(i + get_local_id(0) * 4)) : \"memory\"); asm volatile(\"cp.async.commit_group;\" ::: "
+     "\"memory\");"
+     " asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\"); barrier(CLK_LOCAL_MEM_FENCE);"
+     " o[get_global_id(0)] = s[get_local_id(0)]; }"},
+};
+
+const ptx_forms& probe_ptx(const device& dev) {
+  static std::mutex mu;
+  static auto* cache = new std::map<std::string, ptx_forms>();  // never destroyed: no OpenCL at exit
+  const std::string key =
+      fmt::format("{}|{}|{}|{}", dev.platform_name(), dev.name(), dev.driver_version(), dev.global_index());
+  std::lock_guard lock(mu);
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  ptx_forms f;
+  auto lower_name = dev.platform_name();
+  for (auto& ch : lower_name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (lower_name.find("nvidia") == std::string::npos) {
+    f.not_nvidia = fmt::format("inline PTX needs NVIDIA's OpenCL platform; device '{}' is on '{}'",
+                               dev.name(), dev.platform_name());
+  } else {
+    const context ctx = context::get_default(dev);
+    for (const auto& [form, src] : ptx_probe_sources) {
+      try {
+        program::build(ctx, src, "");
+      } catch (const std::exception& e) {
+        std::string what = e.what();
+        if (what.size() > 300) what = what.substr(0, 300) + "...";
+        f.rejected[form] = what;
+        log::get("kernels")->warn(
+            "GEMM: {} (driver {}) rejects inline PTX {}; the mma GEMM does without it: {}", dev.name(),
+            dev.driver_version(), form, what);
+      }
+    }
+  }
+  return cache->emplace(key, std::move(f)).first->second;
+}
+
+const char* mma_form(dtype t) {
+  return t == dtype::f32 ? "mma.m16n8k8.tf32" : t == dtype::f16 ? "mma.m16n8k16.f16" : "mma.m16n8k16.bf16";
+}
+
+// TF32 only on request: config tf32=1 (e.g. a route config), the call's allow_tf32 attribute, or
+// PRISM_ALLOW_TF32=1.
+bool tf32_requested(const op_call& call) {
+  if (call.has("allow_tf32") && call.get_bool("allow_tf32")) return true;
+  const char* env = std::getenv("PRISM_ALLOW_TF32");
+  return env && std::string_view(env) == "1";
+}
+
+bool tf32_allowed(const op_call& call, const kernel_config& c) {
+  return c.at("tf32") == 1 || tf32_requested(call);
+}
+
+std::size_t elem_size(dtype t) {
+  return t == dtype::f32 ? 4 : 2;
+}
+
+bool whole16(std::int64_t elems, std::size_t es) {
+  return (elems * static_cast<std::int64_t>(es)) % 16 == 0;
+}
+
+// 16-byte loads along an operand's contiguous dim need its offset, its other stride and its batch
+// stride in whole 16-byte units.
+bool vec_ok(std::int64_t off, std::int64_t other_stride, std::int64_t batch_stride, std::int64_t batch,
+            std::size_t es) {
+  return whole16(off, es) && whole16(other_stride, es) && (batch <= 1 || whole16(batch_stride, es));
+}
+
+// gemm_nv's layouts: A and B each contiguous along one dim, 16-byte aligned. Sets the defines.
+bool nv_layout(const gemm_problem& p, bool& a_kcontig, bool& b_ncontig) {
+  const std::size_t es = 4;
+  const std::int64_t ao = p.a.offset(), bo = p.b.offset();
+  if (p.sak == 1 && vec_ok(ao, p.sam, p.sab, p.batch, es))
+    a_kcontig = true;
+  else if (p.sam == 1 && vec_ok(ao, p.sak, p.sab, p.batch, es))
+    a_kcontig = false;
+  else
+    return false;
+  if (p.sbn == 1 && vec_ok(bo, p.sbk, p.sbb, p.batch, es))
+    b_ncontig = true;
+  else if (p.sbk == 1 && vec_ok(bo, p.sbn, p.sbb, p.batch, es))
+    b_ncontig = false;
+  else
+    return false;
+  return true;
+}
+
+bool skinny_layout(const gemm_problem& p) {
+  return p.sak == 1 && p.sbk == 1 && vec_ok(p.a.offset(), p.sam, p.sab, p.batch, 4) &&
+         vec_ok(p.b.offset(), p.sbn, p.sbb, p.batch, 4);
+}
+
+// gemm_mma's layouts: A k-contiguous; B k-contiguous (any) or n-contiguous (not with cp.async).
+bool mma_layout(const gemm_problem& p, bool cp_async, bool& b_ncontig) {
+  const std::size_t es = elem_size(p.c.type());
+  if (!(p.sak == 1 && vec_ok(p.a.offset(), p.sam, p.sab, p.batch, es))) return false;
+  const std::int64_t bo = p.b.offset();
+  if (p.sbk == 1 && vec_ok(bo, p.sbn, p.sbb, p.batch, es))
+    b_ncontig = false;
+  else if (!cp_async && p.sbn == 1 && vec_ok(bo, p.sbk, p.sbb, p.batch, es))
+    b_ncontig = true;
+  else
+    return false;
+  return true;
+}
+
+struct nv_tile {
+  std::int64_t bm, bn, bk, tm, tn, sk;
+};
+
+std::uint64_t nv_local_bytes(const nv_tile& t) {
+  return static_cast<std::uint64_t>(2 * t.bk * (t.bm + t.bn + 8) * 4);
+}
+
+// Split-K: `k` (built with SPLITK = sk) writes each split's partial sums to its own f32 slab of
+// a workspace; `reduce` adds the slabs in a fixed order (deterministic) and applies alpha, beta,
+// the bias and the output dtype.
+event launch_split_k(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r,
+                     const kernel& reduce, std::int64_t sk) {
+  const std::int64_t slab = p.batch * p.m * p.n;
+  gemm_problem part = p;
+  part.c = tensor::empty(q, dims{sk * slab}, dtype::f32);
+  part.scm = p.n;
+  part.scb = p.m * p.n;
+  launch(q, part, k, r);
+  const char* op = "gemm";
+  const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), S = static_cast<int>(sk);
+  const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
+  const int scm = to_int(p.scm, op, "C row stride");
+  const int sxm = to_int(p.sxm, op, "bias row stride"), sxn = to_int(p.sxn, op, "bias column stride");
+  const std::int64_t c_off = p.c.offset(), x_off = p.bias.defined() ? p.bias.offset() : 0;
+  auto sw = part.c.storage();
+  auto sc = p.c.storage();
+  auto sx = p.bias.defined() ? p.bias.storage() : part.c.storage();
+  nd_range rr(range<3>(ceil_div(p.n, 64) * 64, p.m, p.batch), range<3>(64, 1, 1));
+  return q.submit([&](handler& h) {
+    accessor<std::byte> aw(sw, h, read_only);
+    accessor<std::byte> ac(sc, h, write_only);
+    accessor<std::byte> ax(sx, h, read_only);
+    h.parallel_for(rr, reduce, M, N, S, slab, aw, alpha, beta, ac, c_off, scm, p.scb, ax, x_off, sxm, sxn);
+  });
+}
+
+event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source_override src) {
+  if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
+  bool a_kcontig = true, b_ncontig = true;
+  if (!nv_layout(p, a_kcontig, b_ncontig))
+    throw error(errc::internal, "gemm", "opencl.nv called on a layout it does not support");
+  const std::string opts = fmt::format(
+      "-DBM={} -DBN={} -DBK={} -DTM={} -DTN={} -DA_KCONTIG={} -DB_NCONTIG={} -DHAS_BIAS={} -DSPLITK={} "
+      "-DREDUCE",
+      t.bm, t.bn, t.bk, t.tm, t.tn, a_kcontig ? 1 : 0, b_ncontig ? 1 : 0, p.bias.defined() ? 1 : 0, t.sk);
+  kernel k = build_kernel(q.get_context(), "gemm_nv.cl", src, opts, "gemm_nv");
+  const std::int64_t local = (t.bn / t.tn) * (t.bm / t.tm);
+  nd_range r(range<3>(ceil_div(p.n, t.bn) * local, ceil_div(p.m, t.bm), p.batch * t.sk),
+             range<3>(local, 1, 1));
+  if (t.sk <= 1) return launch(q, p, k, r);
+  return launch_split_k(q, p, k, r, build_kernel(q.get_context(), "gemm_nv.cl", src, opts, "gemm_nv_reduce"),
+                        t.sk);
+}
+
+event enqueue_nv_skinny(queue& q, const gemm_problem& p, std::int64_t mb, std::int64_t nb, std::int64_t warps,
+                        source_override src) {
+  if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
+  const std::string opts =
+      fmt::format("-DMB={} -DNB={} -DWARPS={} -DHAS_BIAS={}", mb, nb, warps, p.bias.defined() ? 1 : 0);
+  kernel k = build_kernel(q.get_context(), "gemm_nv.cl", src, opts, "gemm_nv_skinny");
+  nd_range r(range<3>(ceil_div(p.n, nb * warps) * 32 * warps, ceil_div(p.m, mb), p.batch),
+             range<3>(32 * warps, 1, 1));
+  return launch(q, p, k, r);
+}
+
+struct mma_tile_cfg {
+  std::int64_t bm, bn, bk, wpm, wpn, ldsm, cpa, st, sk = 1;
+};
+
+std::uint64_t mma_local_bytes(const mma_tile_cfg& t, dtype dt) {
+  const std::int64_t stages = t.cpa ? t.st : 2;
+  return static_cast<std::uint64_t>(stages * (t.bm + t.bn) *
+                                    (t.bk * static_cast<std::int64_t>(elem_size(dt)) + 16));
+}
+
+event enqueue_mma(queue& q, const gemm_problem& p, const mma_tile_cfg& t, source_override src) {
+  if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
+  bool b_ncontig = false;
+  if (!mma_layout(p, t.cpa != 0, b_ncontig))
+    throw error(errc::internal, "gemm", "opencl.mma called on a layout it does not support");
+  const std::string opts = fmt::format(
+      "{} -DBM={} -DBN={} -DBK={} -DWARPS_M={} -DWARPS_N={} -DB_NCONTIG={} -DHAS_BIAS={} -DLDSM={} "
+      "-DCPASYNC={} "
+      "-DSTAGES={} -DSPLITK={} -DREDUCE",
+      dtype_define(p.c.type()), t.bm, t.bn, t.bk, t.wpm, t.wpn, b_ncontig ? 1 : 0, p.bias.defined() ? 1 : 0,
+      t.ldsm, t.cpa, t.cpa ? t.st : 2, t.sk);
+  kernel k = build_kernel(q.get_context(), "gemm_mma.cl", src, opts, "gemm_mma");
+  const std::int64_t threads = 32 * t.wpm * t.wpn;
+  nd_range r(range<3>(ceil_div(p.n, t.bn) * threads, ceil_div(p.m, t.bm), p.batch * t.sk),
+             range<3>(threads, 1, 1));
+  if (t.sk <= 1) return launch(q, p, k, r);
+  return launch_split_k(q, p, k, r,
+                        build_kernel(q.get_context(), "gemm_mma.cl", src, opts, "gemm_mma_reduce"), t.sk);
+}
+
+// Why the mma kernel cannot serve this call with this tile (nullopt: it can).
+std::optional<std::string> mma_unusable(const device& dev, const op_call& call, const gemm_problem& p,
+                                        const kernel_config& c, const mma_tile_cfg& t) {
+  const dtype dt = p.c.type();
+  const ptx_forms& forms = probe_ptx(dev);
+  if (!forms.has(mma_form(dt))) return forms.why(mma_form(dt));
+  if (t.ldsm && !forms.has("ldmatrix")) return forms.why("ldmatrix");
+  if (t.cpa && !forms.has("cp.async")) return forms.why("cp.async");
+  if (dt == dtype::f32 && !tf32_allowed(call, c))
+    return std::string(
+        "f32 inputs use TF32 tensor cores only on request (attribute allow_tf32, config tf32=1 or "
+        "PRISM_ALLOW_TF32=1)");
+  if ((t.bk * static_cast<std::int64_t>(elem_size(dt)) / 4) % 8 != 0)
+    return fmt::format("tk={} gives {} words per k-row for {}; an mma step needs a multiple of 8", t.bk,
+                       t.bk * static_cast<std::int64_t>(elem_size(dt)) / 4, dtype_name(dt));
+  bool b_ncontig = false;
+  if (!mma_layout(p, t.cpa != 0, b_ncontig))
+    return std::string(
+        "layout: needs A k-contiguous and B k- or n-contiguous (k only with cp.async), 16-byte "
+        "aligned rows");
+  if (mma_local_bytes(t, dt) > dev.local_mem_size())
+    return fmt::format("needs local memory {} B > device {} B", mma_local_bytes(t, dt), dev.local_mem_size());
+  return std::nullopt;
+}
+
+// gemm_gpu / gemm_gemv parameters the nv family falls back to (the pre-existing NVIDIA defaults).
+const kernel_config& nv_fallback_config() {
+  static const kernel_config c = gemm_schema().complete(
+      kernel_config::parse("variant=1,tm=128,tn=128,tk=16,wm=8,wn=8,gv=4,mb=16,nb=4,wg=128"));
+  return c;
+}
+
+// The shape picks: tiles with enough work-groups to fill the device, split-K when even the
+// smallest tiles leave it idle, the small-M kernel for M <= 16. Figures behind the choices:
+// benchmarks/RESULTS.md ("NVIDIA GEMM family").
+event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, const kernel_config& c,
+                      source_override src) {
+  if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
+  const device dev = q.get_device();
+  const std::int64_t cus = std::max<std::int64_t>(dev.compute_units(), 1);
+  auto groups = [&](std::int64_t bm, std::int64_t bn) {
+    return ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch;
+  };
+  // Tensor cores: 16-bit always, f32 only when TF32 is allowed. 128x128 tiles (ldmatrix, two
+  // cp.async stages) when they fill the device, else 64x128 with three stages and split-K; B
+  // n-contiguous (no cp.async) keeps two register-staged buffers.
+  if (p.m > 16) {
+    const bool f32 = p.c.type() == dtype::f32;
+    const std::int64_t bk = f32 ? 16 : 32;
+    bool b_ncontig = false;
+    const bool cpa = mma_layout(p, true, b_ncontig);
+    mma_tile_cfg t{128, 128, bk, 2, 2, 1, cpa ? 1 : 0, 2};
+    if (groups(128, 128) * 10 < cus * 9) {
+      t.bm = 64, t.st = cpa ? 3 : 2;
+      // Split K when even 64x128 tiles leave SMs idle (M ~ 128, N ~ 4096), each split >= 512 deep.
+      const std::int64_t g = groups(64, 128);
+      t.sk = g * 2 < cus ? 4 : g < cus ? 2 : 1;
+      while (t.sk > 1 && p.k / t.sk < 512) t.sk /= 2;
+    }
+    const auto why = mma_unusable(dev, call, p, c, t);
+    if (!why) return enqueue_mma(q, p, t, {});
+    if (!f32)
+      log::get("kernels")->debug("GEMM {}: no tensor-core path ({}); local-memory tiles", call.op, *why);
+  }
+  if (p.c.type() != dtype::f32) {
+    if (p.m <= 16) return enqueue_gemv(q, p, nv_fallback_config(), {});
+    return enqueue_gpu(q, p, nv_fallback_config(), {});
+  }
+  if (p.m <= 16 && skinny_layout(p)) {
+    const std::int64_t mb = p.m == 1 ? 1 : std::min<std::int64_t>(8, next_pow2(p.m));
+    const std::int64_t nb = p.m == 1 ? 1 : 8, warps = p.m == 1 ? 8 : 4;
+    if (static_cast<std::uint64_t>(warps * mb * nb * 33 * 4) <= dev.local_mem_size())
+      return enqueue_nv_skinny(q, p, mb, nb, warps, src);
+  }
+  bool a_kcontig = true, b_ncontig = true;
+  if (!nv_layout(p, a_kcontig, b_ncontig)) {
+    log::get("kernels")->debug("GEMM {}: operands not 16-byte aligned along a contiguous dim; gemm_gpu.cl",
+                               call.op);
+    return enqueue_gpu(q, p, nv_fallback_config(), {});
+  }
+  // The largest tile that still gives ~a work-group per compute unit; when none does (M ~ 128),
+  // 128x256 tiles with K split up to 8 ways, each split at least 512 deep.
+  const nv_tile tiles[] = {{256, 128, 8, 16, 8, 1}, {128, 128, 8, 8, 8, 1}, {64, 128, 16, 8, 8, 1}};
+  nv_tile t{128, 256, 8, 8, 16, 1};
+  bool full = false;
+  for (const auto& cand : tiles)
+    if (groups(cand.bm, cand.bn) * 10 >= cus * 9) {
+      t = cand, full = true;
+      break;
+    }
+  if (!full)
+    for (std::int64_t s : {8, 4, 2})
+      if (p.k / s >= 512) {
+        t.sk = s;
+        break;
+      }
+  return enqueue_nv_tiled(q, p, t, src);
+}
+
+std::optional<std::string> not_on_cpu(const device& dev) {
+  if (dev.is_cpu())
+    return fmt::format("tuned for GPUs; device '{}' is a CPU (use variant 0 there)", dev.name());
+  return std::nullopt;
+}
+
 std::optional<std::string> variant_mismatch(const kernel_config& c, variant v) {
   if (c.at("variant") != static_cast<std::int64_t>(v))
     return fmt::format("config variant={} selects {}", c.at("variant"), variant_impl(c.at("variant")));
@@ -385,6 +789,83 @@ std::vector<op_implementation> gemm_implementations(lowering lower) {
        },
        [lower](queue& q, const op_call& call, const kernel_config& c, source_override src) {
          return enqueue_gemv(q, for_kernels(q, lower(call)), c, src);
+       }});
+  // NVIDIA family. An explicit config that a call's dtype or layout cannot use runs the auto
+  // choice instead (same results, logged at debug); the device itself is checked here.
+  impls.push_back(
+      {"opencl.nv", "gemm_nv.cl",
+       [](const device& dev, const op_call& call, const kernel_config& c) -> std::optional<std::string> {
+         if (auto r = variant_mismatch(c, variant::nv)) return r;
+         if (auto r = dtype_unsupported(call)) return r;
+         if (auto r = not_on_cpu(dev)) return r;
+         if (c.at("auto") == 1) return std::nullopt;
+         const nv_tile t{c.at("tm"), c.at("tn"), c.at("tk"), c.at("wm"), c.at("wn"), c.at("sk")};
+         const auto threads = static_cast<std::size_t>((t.bm / t.tm) * (t.bn / t.tn));
+         if (threads > dev.max_work_group_size())
+           return fmt::format("work-group (tm/wm)*(tn/wn) = {} > device maximum {}", threads,
+                              dev.max_work_group_size());
+         if (nv_local_bytes(t) > dev.local_mem_size())
+           return fmt::format("needs local memory {} B > device {} B", nv_local_bytes(t),
+                              dev.local_mem_size());
+         return std::nullopt;
+       },
+       [lower](queue& q, const op_call& call, const kernel_config& c, source_override src) {
+         const gemm_problem p = for_kernels(q, lower(call));
+         bool a_kcontig = true, b_ncontig = true;
+         if (c.at("auto") == 1 || p.c.type() != dtype::f32 || !nv_layout(p, a_kcontig, b_ncontig))
+           return enqueue_nv_auto(q, call, p, c, src);
+         return enqueue_nv_tiled(
+             q, p, {c.at("tm"), c.at("tn"), c.at("tk"), c.at("wm"), c.at("wn"), c.at("sk")}, src);
+       }});
+  impls.push_back(
+      {"opencl.nv_skinny", "gemm_nv.cl",
+       [](const device& dev, const op_call& call, const kernel_config& c) -> std::optional<std::string> {
+         if (auto r = variant_mismatch(c, variant::nv_skinny)) return r;
+         if (auto r = dtype_unsupported(call)) return r;
+         if (auto r = not_on_cpu(dev)) return r;
+         if (static_cast<std::size_t>(32 * c.at("warps")) > dev.max_work_group_size())
+           return fmt::format("work-group 32*warps = {} > device maximum {}", 32 * c.at("warps"),
+                              dev.max_work_group_size());
+         const auto local = static_cast<std::uint64_t>(c.at("warps") * c.at("mb") * c.at("nb") * 33 * 4);
+         if (local > dev.local_mem_size())
+           return fmt::format("needs local memory {} B > device {} B", local, dev.local_mem_size());
+         return std::nullopt;
+       },
+       [lower](queue& q, const op_call& call, const kernel_config& c, source_override src) {
+         const gemm_problem p = for_kernels(q, lower(call));
+         if (p.c.type() != dtype::f32 || !skinny_layout(p)) return enqueue_nv_auto(q, call, p, c, src);
+         return enqueue_nv_skinny(q, p, c.at("mb"), c.at("nb"), c.at("warps"), src);
+       }});
+  impls.push_back(
+      {"opencl.mma", "gemm_mma.cl",
+       [](const device& dev, const op_call& call, const kernel_config& c) -> std::optional<std::string> {
+         if (auto r = variant_mismatch(c, variant::mma)) return r;
+         if (auto r = dtype_unsupported(call)) return r;
+         const dtype dt = call.outputs.empty() ? call.inputs[0].type() : call.outputs[0].type();
+         const ptx_forms& forms = probe_ptx(dev);
+         if (!forms.has(mma_form(dt))) return forms.why(mma_form(dt));
+         if (c.at("ldsm") == 1 && !forms.has("ldmatrix")) return forms.why("ldmatrix");
+         if (c.at("cpa") == 1 && !forms.has("cp.async")) return forms.why("cp.async");
+         const mma_tile_cfg t{c.at("tm"),   c.at("tn"),  c.at("tk"), c.at("wpm"), c.at("wpn"),
+                              c.at("ldsm"), c.at("cpa"), c.at("st"), c.at("sk")};
+         if (static_cast<std::size_t>(32 * t.wpm * t.wpn) > dev.max_work_group_size())
+           return fmt::format("work-group 32*wpm*wpn = {} > device maximum {}", 32 * t.wpm * t.wpn,
+                              dev.max_work_group_size());
+         // f32 without a TF32 request runs the FP32 kernels instead, which need no such room.
+         if ((dt != dtype::f32 || tf32_allowed(call, c)) && mma_local_bytes(t, dt) > dev.local_mem_size())
+           return fmt::format("needs local memory {} B > device {} B", mma_local_bytes(t, dt),
+                              dev.local_mem_size());
+         return std::nullopt;
+       },
+       [lower](queue& q, const op_call& call, const kernel_config& c, source_override src) {
+         const gemm_problem p = for_kernels(q, lower(call));
+         const mma_tile_cfg t{c.at("tm"),   c.at("tn"),  c.at("tk"), c.at("wpm"), c.at("wpn"),
+                              c.at("ldsm"), c.at("cpa"), c.at("st"), c.at("sk")};
+         if (auto why = mma_unusable(q.get_device(), call, p, c, t)) {
+           log::get("kernels")->debug("GEMM {}: mma config not usable here ({}); auto choice", call.op, *why);
+           return enqueue_nv_auto(q, call, p, c, {});
+         }
+         return enqueue_mma(q, p, t, src);
        }});
   return impls;
 }
@@ -480,11 +961,13 @@ void reference_matmul(host_call& hc) {
 }
 
 // |err| <= 1 ulp of the output dtype (final rounding) + 2^-23 (2 + sqrt(K)) sum_k |a b|: f32
-// accumulation error grows like sqrt(K) for any summation order the kernels use.
+// accumulation error grows like sqrt(K) for any summation order the kernels use. With TF32
+// allowed each product may also lose 2^-9 of itself (two inputs cut to 10 mantissa bits).
 std::function<tolerance(const op_call&, int)> gemm_tolerance(lowering lower) {
   return [lower](const op_call& call, int) {
     const double k = static_cast<double>(lower(call).k);
-    return tolerance{1.0, 0.0, 0.0, std::ldexp(1.0, -23) * (2.0 + std::sqrt(k))};
+    const double f32 = std::ldexp(1.0, -23) * (2.0 + std::sqrt(k));
+    return tolerance{1.0, 0.0, 0.0, tf32_requested(call) ? f32 + std::ldexp(1.0, -9) : f32};
   };
 }
 
@@ -684,6 +1167,9 @@ op_descriptor base(const char* name, const char* summary, lowering lower, void (
   d.exact_on_small_integers = true;
   d.config = gemm_schema();
   d.implementations = gemm_implementations(lower);
+  d.attrs = {{"allow_tf32", false,
+              "f32 inputs may use TF32 tensor cores (NVIDIA; inputs keep 10 mantissa bits, like PyTorch's "
+              "allow_tf32)"}};
   d.flops = [lower](const op_call& c) { return gemm_flops(lower(c)); };
   d.bytes = [](const op_call& c) {
     double b = 0;
@@ -756,7 +1242,8 @@ void register_matmul_ops(op_registry& r) {
                            lower_addmm, reference_addmm);
     d.inputs = {{"input"}, {"mat1"}, {"mat2"}};
     d.outputs = {{"out"}};
-    d.attrs = {{"beta", 1.0, "scale of input (the bias)"}, {"alpha", 1.0, "scale of mat1 @ mat2"}};
+    d.attrs.push_back({"beta", 1.0, "scale of input (the bias)"});
+    d.attrs.push_back({"alpha", 1.0, "scale of mat1 @ mat2"});
     d.check = [](const op_call& c) {
       check_matrix_pair(c, c.inputs[1], "mat1", c.inputs[2], "mat2", 2);
       check_same_dtype(c, {{"mat1", &c.inputs[1]}, {"mat2", &c.inputs[2]}, {"input", &c.inputs[0]}});

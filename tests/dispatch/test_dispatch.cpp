@@ -282,10 +282,10 @@ TEST(Dispatch, ForcedVendorProfile) {
   auto routes = pd::effective_routes(q.get_device());
   auto mm = std::find_if(routes.begin(), routes.end(), [](auto& e) { return e.op == "mm"; });
   ASSERT_NE(mm, routes.end());
-  EXPECT_EQ(mm->backend, "clblast");
+  EXPECT_EQ(mm->backend, "opencl");  // prism's NVIDIA GEMM family (vendors/nvidia/vendor.yaml)
   EXPECT_EQ(mm->tier, pd::source_tier::vendor);
   EXPECT_NE(mm->origin.find("nvidia/vendor.yaml:"), std::string::npos) << mm->origin;
-  EXPECT_EQ(mm->order, (std::vector<std::string>{"clblast", "opencl", "host"}));
+  EXPECT_EQ(mm->order, (std::vector<std::string>{"opencl", "clblast", "host"}));
 }
 
 TEST(Dispatch, FallbackOnInjectedLaunchFailureAndStrictMode) {

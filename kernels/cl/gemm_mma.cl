@@ -1,0 +1,330 @@
+// prism GEMM on NVIDIA tensor cores through inline PTX `mma.sync` (sm_80+): C = alpha * A@B +
+// beta * bias with f32 accumulation. PRISM_DTYPE 0: f32 storage, TF32 m16n8k8 (the hardware
+// reads the top 19 bits of each f32: TF32 rounding by truncation, opt-in only); 1: f16 and
+// 2: bf16 storage (16-bit bit patterns, no cl_khr_fp16 needed), m16n8k16.
+// Tiling: a 1-D work-group of 32 * WARPS_M * WARPS_N work-items computes a BM x BN tile of C;
+// warp (wm, wn) owns a (BM/WARPS_M) x (BN/WARPS_N) sub-tile of 16x8 mma tiles. Per BK-step the
+// A slice is stored as As[m][k] and the B slice as Bs[n][k] (both k-contiguous, rows padded by 4
+// words so a fragment load's 8 rows x 4 words hit 32 distinct banks), in two local buffers: the
+// next slice is fetched (16-byte global loads) into registers while this one is multiplied.
+// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k8 / m16n8k16"), g = lane/4,
+// t = lane%4, in 32-bit words of a k-row: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4);
+// b0 (n=g, t), b1 (n=g, t+4); c0 c1 (g, 2t, 2t+1), c2 c3 (g+8, 2t, 2t+1). One word is one tf32
+// or two 16-bit values, so both shapes read the same words.
+// LDSM=1 reads fragments with ldmatrix (one instruction per 4 words instead of 4 loads);
+// CPASYNC=1 (B k-contiguous only) fills STAGES local buffers with cp.async instead of going
+// through registers.
+// Build defines: PRISM_DTYPE, BM, BN, BK (elements), WARPS_M, WARPS_N, B_NCONTIG (0/1),
+// HAS_BIAS, LDSM, CPASYNC, STAGES, SPLITK (> 1: f32 partial sums to a workspace, then
+// gemm_mma_reduce, built with -DREDUCE). A must be k-contiguous; row strides and offsets multiples of
+// 16 bytes; STAGES * (BM + BN) * (BK * size + 16) bytes of local memory.
+
+#include "gemm_common.cl"  // storage type GT, epilogue (resolved by build_kernel)
+
+#ifndef LDSM
+#define LDSM 0
+#endif
+#ifndef CPASYNC
+#define CPASYNC 0
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+#ifndef SPLITK
+#define SPLITK 1
+#endif
+
+#if PRISM_DTYPE == 0
+typedef float ST;
+#define ES 4
+#else
+typedef ushort ST;
+#define ES 2
+#endif
+#define VE (16 / ES)        // elements per 16-byte vector
+#define BKW (BK * ES / 4)   // 32-bit words per k-row of a slice
+#define SW (BKW + 4)        // padded row stride in words
+#define NT (32 * WARPS_M * WARPS_N)
+#define WTM (BM / WARPS_M)
+#define WTN (BN / WARPS_N)
+#define MT (WTM / 16)
+#define NTL (WTN / 8)
+#define A_VECS (BM * BK / VE)
+#define B_VECS (BN * BK / VE)
+#define A_PER ((A_VECS + NT - 1) / NT)
+#define B_PER ((B_VECS + NT - 1) / NT)
+
+// 16 bytes of a row-contiguous operand starting at element `pos`; elements at or past `lim`
+// read as 0.
+inline uint4 mma_load16(__global const ST* p, int pos, int lim) {
+  if (pos + VE <= lim) return *(__global const uint4*)p;  // 16-byte aligned (supports())
+  ST e[VE];
+#pragma unroll
+  for (int i = 0; i < VE; ++i) e[i] = pos + i < lim ? p[i] : (ST)0;
+#if ES == 4
+  return as_uint4(vload4(0, e));
+#else
+  return as_uint4(vload8(0, e));
+#endif
+}
+
+// Element i of 16 bytes held as 4 words.
+inline ST mma_elem(const uint* w, int i) {
+#if ES == 4
+  return as_float(w[i]);
+#else
+  return (ushort)(w[i / 2] >> (16 * (i % 2)));
+#endif
+}
+
+inline void mma_tile(float* c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
+#if PRISM_DTYPE == 0
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#elif PRISM_DTYPE == 1
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+// The shared-window address of a local pointer (what PTX's .shared state space takes).
+#define MMA_SMEM(p) ((uint)(size_t)(p))
+
+// ldmatrix .x4: lane l names row (l % 8) of 8x8 b16 matrix l / 8; register q of each lane gets
+// word (lane % 4) of row (lane / 4) of matrix q. With 32-bit words that is the tf32 layout too.
+#define MMA_LDSM4(r0, r1, r2, r3, addr)                                                    \
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"           \
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)                                    \
+               : "r"(addr))
+#define MMA_LDSM2(r0, r1, addr)                                                            \
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr))
+
+// cp.async: 16 bytes global -> local without registers; bytes past `src_bytes` are zero-filled.
+inline void mma_cp16(uint dst, __global const ST* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"((ulong)src), "r"(src_bytes)
+               : "memory");
+}
+#define MMA_CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+#define MMA_CP_WAIT_(n) asm volatile("cp.async.wait_group " #n ";" ::: "memory")
+#define MMA_CP_WAIT(n) MMA_CP_WAIT_(n)
+
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
+void gemm_mma(int M, int N, int K, float alpha, float beta,
+              __global const GT* A_, long a_off, int sam, int sak, long sab,
+              __global const GT* B_, long b_off, int sbk, int sbn, long sbb,
+              __global GT* C, long c_off, int scm, long scb,
+              __global const GT* X, long x_off, int sxm, int sxn) {
+  __local uint As[STAGES][BM][SW] __attribute__((aligned(16)));
+  __local uint Bs[STAGES][BN][SW] __attribute__((aligned(16)));
+  const int tid = get_local_id(0);
+  const int lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+  const int n0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;
+#if SPLITK > 1
+  // Split-K: dim 2 is batch * SPLITK; split s sums its BK-aligned K range into its own f32 slab
+  // of the workspace C (slabs batch * scb apart); gemm_mma_reduce adds them up.
+  const int split = get_group_id(2) % SPLITK;
+  const long bt = get_group_id(2) / SPLITK;
+  const int kchunk = ((K + SPLITK - 1) / SPLITK + BK - 1) / BK * BK;
+  const int kbeg = min(K, split * kchunk), kend = min(K, kbeg + kchunk);
+  __global float* W = (__global float*)C + c_off + ((long)split * (get_num_groups(2) / SPLITK) + bt) * scb;
+#else
+  const long bt = get_group_id(2);
+  const int kbeg = 0, kend = K;
+  C += c_off + bt * scb;
+#endif
+  __global const ST* A = (__global const ST*)A_ + a_off + bt * sab;
+  __global const ST* B = (__global const ST*)B_ + b_off + bt * sbb;
+
+  uint4 ra[A_PER], rb[B_PER];
+#define MMA_FETCH(k0)                                                                   \
+  _Pragma("unroll") for (int r = 0; r < A_PER; ++r) {                               \
+    const int v = tid + r * NT;                                                     \
+    ra[r] = (uint4)(0u);                                                            \
+    if (A_VECS % NT == 0 || v < A_VECS) {                                           \
+      const int mm = v / (BK / VE), kk = (v % (BK / VE)) * VE;                      \
+      const int m = m0 + mm, k = (k0) + kk;                                         \
+      if (m < M) ra[r] = mma_load16(A + (long)m * sam + k, k, kend);                   \
+    }                                                                               \
+  }                                                                                 \
+  _Pragma("unroll") for (int r = 0; r < B_PER; ++r) {                               \
+    const int v = tid + r * NT;                                                     \
+    rb[r] = (uint4)(0u);                                                            \
+    if (B_VECS % NT == 0 || v < B_VECS) {                                           \
+      if (B_NCONTIG) {                                                              \
+        const int kk = v / (BN / VE), nn = (v % (BN / VE)) * VE;                    \
+        const int n = n0 + nn, k = (k0) + kk;                                       \
+        if (k < kend) rb[r] = mma_load16(B + (long)k * sbk + n, n, N);                 \
+      } else {                                                                      \
+        const int nn = v / (BK / VE), kk = (v % (BK / VE)) * VE;                    \
+        const int n = n0 + nn, k = (k0) + kk;                                       \
+        if (n < N) rb[r] = mma_load16(B + (long)n * sbn + k, k, kend);                 \
+      }                                                                             \
+    }                                                                               \
+  }
+#define MMA_STORE(buf)                                                                  \
+  _Pragma("unroll") for (int r = 0; r < A_PER; ++r) {                               \
+    const int v = tid + r * NT;                                                     \
+    if (A_VECS % NT == 0 || v < A_VECS) {                                           \
+      const int mm = v / (BK / VE), kw = (v % (BK / VE)) * 4;                       \
+      *(__local uint4*)&As[buf][mm][kw] = ra[r];                                          \
+    }                                                                               \
+  }                                                                                 \
+  _Pragma("unroll") for (int r = 0; r < B_PER; ++r) {                               \
+    const int v = tid + r * NT;                                                     \
+    if (B_VECS % NT == 0 || v < B_VECS) {                                           \
+      if (B_NCONTIG) {                                                              \
+        const int kk = v / (BN / VE), nn = (v % (BN / VE)) * VE;                    \
+        uint w[4];                                                                  \
+        vstore4(rb[r], 0, w);                                                       \
+        _Pragma("unroll") for (int i = 0; i < VE; ++i)                              \
+          ((__local ST*)&Bs[buf][nn + i][0])[kk] = mma_elem(w, i);                  \
+      } else {                                                                      \
+        const int nn = v / (BK / VE), kw = (v % (BK / VE)) * 4;                     \
+        *(__local uint4*)&Bs[buf][nn][kw] = rb[r];                                        \
+      }                                                                             \
+    }                                                                               \
+  }
+
+  float acc[MT][NTL][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NTL; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+  // One BK-slice of products from local buffer `buf`.
+#if LDSM
+#define MMA_COMPUTE(buf)                                                                           \
+  _Pragma("unroll") for (int kw = 0; kw < BKW; kw += 8) {                                      \
+    uint af[MT][4], bf[NTL + 1][2];                                                            \
+    _Pragma("unroll") for (int i = 0; i < MT; ++i) {                                           \
+      const int r = wm * WTM + i * 16 + (lane % 8) + ((lane / 8) & 1) * 8;                     \
+      MMA_LDSM4(af[i][0], af[i][1], af[i][2], af[i][3], MMA_SMEM(&As[buf][r][kw + (lane / 16) * 4])); \
+    }                                                                                          \
+    _Pragma("unroll") for (int j = 0; j + 1 < NTL; j += 2) {                                   \
+      const int c = wn * WTN + j * 8 + (lane % 8) + (lane / 16) * 8;                           \
+      MMA_LDSM4(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1],                                \
+                MMA_SMEM(&Bs[buf][c][kw + ((lane / 8) & 1) * 4]));                             \
+    }                                                                                          \
+    if (NTL % 2) {                                                                             \
+      const int c = wn * WTN + (NTL - 1) * 8 + (lane % 8);                                     \
+      MMA_LDSM2(bf[NTL - 1][0], bf[NTL - 1][1], MMA_SMEM(&Bs[buf][c][kw + ((lane / 8) & 1) * 4])); \
+    }                                                                                          \
+    _Pragma("unroll") for (int i = 0; i < MT; ++i)                                             \
+      _Pragma("unroll") for (int j = 0; j < NTL; ++j)                                          \
+        mma_tile(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);       \
+  }
+#else
+#define MMA_COMPUTE(buf)                                                                           \
+  _Pragma("unroll") for (int kw = 0; kw < BKW; kw += 8) {                                      \
+    uint af[MT][4], bf[NTL][2];                                                                \
+    _Pragma("unroll") for (int i = 0; i < MT; ++i) {                                           \
+      const int r = wm * WTM + i * 16 + g;                                                     \
+      af[i][0] = As[buf][r][kw + t];                                                           \
+      af[i][1] = As[buf][r + 8][kw + t];                                                       \
+      af[i][2] = As[buf][r][kw + t + 4];                                                       \
+      af[i][3] = As[buf][r + 8][kw + t + 4];                                                   \
+    }                                                                                          \
+    _Pragma("unroll") for (int j = 0; j < NTL; ++j) {                                          \
+      const int c = wn * WTN + j * 8 + g;                                                      \
+      bf[j][0] = Bs[buf][c][kw + t];                                                           \
+      bf[j][1] = Bs[buf][c][kw + t + 4];                                                       \
+    }                                                                                          \
+    _Pragma("unroll") for (int i = 0; i < MT; ++i)                                             \
+      _Pragma("unroll") for (int j = 0; j < NTL; ++j)                                          \
+        mma_tile(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);       \
+  }
+#endif
+
+#if CPASYNC
+  // STAGES-deep cp.async pipeline (A and B both k-contiguous): slice kt + STAGES - 1 is in
+  // flight while slice kt is multiplied; one barrier per slice.
+#define MMA_ISSUE(k0, buf)                                                                         \
+  _Pragma("unroll") for (int r = 0; r < A_PER; ++r) {                                          \
+    const int v = tid + r * NT;                                                                \
+    if (A_VECS % NT == 0 || v < A_VECS) {                                                      \
+      const int mm = v / (BK / VE), kk = (v % (BK / VE)) * VE;                                 \
+      const int m = m0 + mm, k = (k0) + kk;                                                    \
+      const int bytes = m < M ? clamp((kend - k) * ES, 0, 16) : 0;                                \
+      mma_cp16(MMA_SMEM(&As[buf][mm][kk * ES / 4]), bytes ? A + (long)m * sam + k : A, bytes); \
+    }                                                                                          \
+  }                                                                                            \
+  _Pragma("unroll") for (int r = 0; r < B_PER; ++r) {                                          \
+    const int v = tid + r * NT;                                                                \
+    if (B_VECS % NT == 0 || v < B_VECS) {                                                      \
+      const int nn = v / (BK / VE), kk = (v % (BK / VE)) * VE;                                 \
+      const int n = n0 + nn, k = (k0) + kk;                                                    \
+      const int bytes = n < N ? clamp((kend - k) * ES, 0, 16) : 0;                                \
+      mma_cp16(MMA_SMEM(&Bs[buf][nn][kk * ES / 4]), bytes ? B + (long)n * sbn + k : B, bytes); \
+    }                                                                                          \
+  }
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (kbeg + s * BK < kend) { MMA_ISSUE(kbeg + s * BK, s); }
+    MMA_CP_COMMIT();
+  }
+  for (int kt = 0; kbeg + kt * BK < kend; ++kt) {
+    MMA_CP_WAIT(STAGES - 2);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int nk = kbeg + (kt + STAGES - 1) * BK;
+    if (nk < kend) { MMA_ISSUE(nk, (kt + STAGES - 1) % STAGES); }
+    MMA_CP_COMMIT();
+    const int cur = kt % STAGES;
+    MMA_COMPUTE(cur);
+  }
+#else
+  MMA_FETCH(kbeg);
+  MMA_STORE(0);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  int cur = 0;
+  for (int k0 = kbeg; k0 < kend; k0 += BK) {
+    const bool more = k0 + BK < kend;
+    if (more) { MMA_FETCH(k0 + BK); }
+    MMA_COMPUTE(cur);
+    if (more) { MMA_STORE(cur ^ 1); }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    cur ^= 1;
+  }
+#endif
+
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NTL; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int m = m0 + wm * WTM + i * 16 + g + (e / 2) * 8;
+        const int n = n0 + wn * WTN + j * 8 + 2 * t + (e % 2);
+#if SPLITK > 1
+        if (m < M && n < N) W[(long)m * scm + n] = acc[i][j][e];
+#else
+        if (m < M && n < N)
+          PRISM_STORE(C + (long)m * scm + n, prism_epilogue(acc[i][j][e], alpha, beta, X, x_off, sxm, sxn, m, n));
+#endif
+      }
+}
+
+#ifdef REDUCE
+// Split-K epilogue: C(m, n) = alpha * sum_s W[s](m, n) + beta * bias, stored in the storage dtype;
+// W slabs are [batch, M, N] f32, `slab` floats apart. Global size (N, M, batch).
+__kernel void gemm_mma_reduce(int M, int N, int S, long slab, __global const float* W, float alpha,
+                              float beta, __global GT* C, long c_off, int scm, long scb,
+                              __global const GT* X, long x_off, int sxm, int sxn) {
+  const int n = get_global_id(0), m = get_global_id(1);
+  const long bt = get_global_id(2);
+  if (n >= N || m >= M) return;
+  const long w = (bt * M + m) * N + n;
+  float s = 0.0f;
+  for (int i = 0; i < S; ++i) s += W[i * slab + w];
+  PRISM_STORE(C + c_off + bt * scb + (long)m * scm + n, prism_epilogue(s, alpha, beta, X, x_off, sxm, sxn, m, n));
+}
+#endif  // REDUCE

@@ -1,0 +1,190 @@
+// The NVIDIA GEMM family (kernels/cl/gemm_nv.cl, gemm_mma.cl; variants 3-5): refused with a reason
+// where it cannot run (CPU devices; inline PTX off NVIDIA's platform), and on NVIDIA GPUs every
+// kernel and form against the double reference on each operand layout, split-K, batches, bias,
+// 16-bit storage, and TF32 only on request. PRISM_DEVICE picks the device.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kernels/op_descriptor.hpp"
+#include "prism/runtime.hpp"
+#include "prism/tensor.hpp"
+
+namespace {
+
+using namespace prism;
+
+queue& test_queue() {
+  static auto* q = new queue();  // never destroyed: no OpenCL from static destructors
+  return *q;
+}
+
+bool on_nvidia() {
+  return test_queue().get_device().platform_name().find("NVIDIA") != std::string::npos;
+}
+
+tensor rand_tensor(const dims& shape, dtype t, unsigned seed) {
+  std::vector<float> v(static_cast<std::size_t>(shape.product()));
+  unsigned x = seed * 2654435761u + 12345u;
+  for (auto& e : v) {
+    x = x * 1664525u + 1013904223u;
+    e = static_cast<float>((x >> 8) & 0xffff) / 32768.0f - 1.0f;
+  }
+  return tensor::from_floats(test_queue(), v, shape, t);
+}
+
+comparison run_and_compare(op_call& call, const std::string& config) {
+  queue& q = test_queue();
+  const op_descriptor& d = op_registry::instance().get(call.op);
+  if (call.outputs.empty()) allocate_outputs(q, d, call);
+  enqueue_opencl(q, d, call, kernel_config::parse(config)).wait();
+  const auto expected = compute_reference(q, d, call);
+  std::vector<host_tensor> got;
+  for (auto& t : call.outputs) got.push_back(read_host(q, t));
+  return compare_outputs(d, call, expected, got, false);
+}
+
+// The refusals of every implementation for `config` (empty when one accepts).
+std::vector<std::string> refusals(const op_call& call, const std::string& config) {
+  const op_descriptor& d = op_registry::instance().get(call.op);
+  std::vector<std::string> why;
+  const auto full = d.config.complete(kernel_config::parse(config));
+  if (select_implementation(d, test_queue().get_device(), call, full, &why)) return {};
+  return why;
+}
+
+bool any_contains(const std::vector<std::string>& v, const std::string& needle) {
+  for (const auto& s : v)
+    if (s.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+op_call mm_call(std::int64_t m, std::int64_t n, std::int64_t k, dtype t, bool ta, bool tb, unsigned seed) {
+  tensor a = ta ? rand_tensor({k, m}, t, seed).transpose(0, 1) : rand_tensor({m, k}, t, seed);
+  tensor b = tb ? rand_tensor({n, k}, t, seed + 1).transpose(0, 1) : rand_tensor({k, n}, t, seed + 1);
+  return op_call{"mm", {a, b}, {}, {}};
+}
+
+TEST(NvGemm, RefusedWithReasonOffNvidia) {
+  const device dev = test_queue().get_device();
+  op_call call = mm_call(32, 32, 32, dtype::f32, false, false, 1);
+  allocate_outputs(test_queue(), op_registry::instance().get("mm"), call);
+  if (!on_nvidia()) {
+    auto why = refusals(call, "variant=5,tm=64,tn=64,tk=16");
+    EXPECT_TRUE(any_contains(why, "opencl.mma: inline PTX needs NVIDIA's OpenCL platform")) << why.size();
+  } else {
+    EXPECT_TRUE(refusals(call, "variant=5,tm=64,tn=64,tk=16,ldsm=1,cpa=1,st=3").empty())
+        << "the H100's driver builds every probed inline-PTX form";
+  }
+  if (dev.is_cpu()) {
+    for (const char* cfg : {"variant=3,auto=1", "variant=4", "variant=3,tm=64,tn=64,tk=16,wm=4,wn=4"}) {
+      auto why = refusals(call, cfg);
+      EXPECT_TRUE(any_contains(why, "is a CPU")) << cfg;
+    }
+  }
+}
+
+TEST(NvGemm, Fp32KernelsMatchReference) {
+  if (test_queue().get_device().is_cpu()) GTEST_SKIP() << "the nv variants are refused on CPU devices";
+  const char* configs[] = {
+      "variant=3,auto=1",
+      "variant=3,auto=0,tm=64,tn=64,tk=16,wm=4,wn=4",
+      "variant=3,auto=0,tm=128,tn=64,tk=8,wm=8,wn=4,sk=3",
+      "variant=4,mb=4,nb=2,warps=2",
+  };
+  // Aligned shapes take the new kernels; odd ones (k = 45) take the fallback inside.
+  const std::int64_t shapes[][3] = {{100, 136, 200}, {7, 68, 260}, {33, 37, 45}};
+  for (const char* cfg : configs)
+    for (const auto& s : shapes)
+      for (int layout = 0; layout < 4; ++layout) {
+        op_call call = mm_call(s[0], s[1], s[2], dtype::f32, layout & 1, layout & 2, 3);
+        const comparison r = run_and_compare(call, cfg);
+        EXPECT_TRUE(r.ok) << cfg << " m=" << s[0] << " n=" << s[1] << " k=" << s[2] << " layout=" << layout
+                          << ": " << r.message;
+      }
+  // linear (B k-contiguous) with bias at decode and small-M sizes, and a batch with bias via addmm.
+  for (const char* cfg : configs)
+    for (std::int64_t m : {1, 5, 16, 40}) {
+      op_call call{"linear",
+                   {rand_tensor({m, 512}, dtype::f32, 4), rand_tensor({72, 512}, dtype::f32, 5),
+                    rand_tensor({72}, dtype::f32, 6)},
+                   {},
+                   {}};
+      const comparison r = run_and_compare(call, cfg);
+      EXPECT_TRUE(r.ok) << cfg << " linear m=" << m << ": " << r.message;
+    }
+  for (const char* cfg : configs) {
+    op_call call{
+        "bmm", {rand_tensor({3, 40, 64}, dtype::f32, 7), rand_tensor({3, 64, 36}, dtype::f32, 8)}, {}, {}};
+    const comparison r = run_and_compare(call, cfg);
+    EXPECT_TRUE(r.ok) << cfg << " bmm: " << r.message;
+    op_call add{"addmm",
+                {rand_tensor({36}, dtype::f32, 9), rand_tensor({40, 256}, dtype::f32, 10),
+                 rand_tensor({256, 36}, dtype::f32, 11)},
+                {},
+                {}};
+    add.set("alpha", 2.0).set("beta", 0.5);
+    const comparison ra = run_and_compare(add, cfg);
+    EXPECT_TRUE(ra.ok) << cfg << " addmm: " << ra.message;
+  }
+}
+
+TEST(NvGemm, TensorCoreFormsMatchReference) {
+  if (!on_nvidia()) GTEST_SKIP() << "inline PTX runs only on NVIDIA's OpenCL";
+  const char* configs[] = {
+      "variant=5,tm=64,tn=64,tk=32,wpm=2,wpn=2",
+      "variant=5,tm=128,tn=64,tk=32,wpm=2,wpn=2,ldsm=1",
+      "variant=5,tm=64,tn=128,tk=32,wpm=2,wpn=2,ldsm=1,cpa=1,st=3",
+      "variant=5,tm=64,tn=64,tk=32,wpm=2,wpn=2,ldsm=1,cpa=1,st=2,sk=3",
+      "variant=3,auto=1",
+  };
+  for (dtype t : {dtype::bf16, dtype::f16})
+    for (const char* cfg : configs)
+      for (int layout = 0; layout < 4; ++layout) {
+        op_call call = mm_call(100, 136, 200, t, layout & 1, layout & 2, 12);
+        const comparison r = run_and_compare(call, cfg);
+        EXPECT_TRUE(r.ok) << dtype_name(t) << " " << cfg << " layout=" << layout << ": " << r.message;
+        op_call lin{
+            "linear",
+            {rand_tensor({2, 40, 264}, t, 13), rand_tensor({72, 264}, t, 14), rand_tensor({72}, t, 15)},
+            {},
+            {}};
+        const comparison rl = run_and_compare(lin, cfg);
+        EXPECT_TRUE(rl.ok) << dtype_name(t) << " " << cfg << " linear: " << rl.message;
+      }
+}
+
+TEST(NvGemm, Tf32OnlyOnRequest) {
+  if (!on_nvidia()) GTEST_SKIP() << "TF32 tensor cores run only on NVIDIA's OpenCL";
+  queue& q = test_queue();
+  const op_descriptor& d = op_registry::instance().get("mm");
+  const std::string cfg = "variant=5,tm=64,tn=64,tk=16,wpm=2,wpn=2,ldsm=1";
+  // Without a request an f32 product stays within the f32 bound, whatever the config says.
+  op_call plain = mm_call(96, 128, 1024, dtype::f32, false, true, 16);
+  const comparison r = run_and_compare(plain, cfg);
+  EXPECT_TRUE(r.ok) << "f32 without allow_tf32 must not use TF32: " << r.message;
+  // Each way of asking: within the TF32 bound (the attribute's tolerance), and outside the f32
+  // one (so TF32 really ran).
+  for (int how = 0; how < 3; ++how) {
+    op_call call = mm_call(96, 128, 1024, dtype::f32, false, true, 16);
+    allocate_outputs(q, d, call);
+    std::string c = cfg;
+    if (how == 0) call.set("allow_tf32", true);
+    if (how == 1) c += ",tf32=1";
+    if (how == 2) setenv("PRISM_ALLOW_TF32", "1", 1);
+    enqueue_opencl(q, d, call, kernel_config::parse(c)).wait();
+    if (how == 2) unsetenv("PRISM_ALLOW_TF32");
+    const std::vector<host_tensor> got = {read_host(q, call.outputs[0])};
+    call.set("allow_tf32", true);
+    const auto expected = compute_reference(q, d, call);
+    const comparison tf32 = compare_outputs(d, call, expected, got, false);
+    EXPECT_TRUE(tf32.ok) << "how=" << how << ": " << tf32.message;
+    call.attrs.erase("allow_tf32");
+    const comparison strict = compare_outputs(d, call, expected, got, false);
+    EXPECT_FALSE(strict.ok) << "how=" << how << ": TF32 result unexpectedly within the f32 bound";
+  }
+}
+
+}  // namespace
