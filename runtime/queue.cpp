@@ -435,6 +435,11 @@ event queue::submit_group(detail::command_group& cg) {
   return event(std::move(ev));
 }
 
+void handler::submit_now() {
+  submitted_ = queue_->submit_group(cg_);
+  done_ = true;
+}
+
 // USM transfers: no buffer tracking; ordering is the lane's (in-order) or `deps`.
 namespace {
 struct usm_target {

@@ -19,6 +19,8 @@
 
 namespace prism {
 
+class queue;
+
 /// A kernel argument for __local memory of `bytes` bytes.
 struct local_memory {
   std::size_t bytes;
@@ -70,6 +72,7 @@ class handler {
   handler& operator=(const handler&) = delete;
 
   void depends_on(const event& e) {
+    check_open("depends_on");
     if (e) cg_.depends.push_back(e);
   }
   void depends_on(const std::vector<event>& events) {
@@ -115,19 +118,32 @@ class handler {
     cg_.host_fn = std::move(fn);
   }
 
-  /// Used by interop::enqueue_native; see prism/interop/opencl.hpp.
+  /// Used by interop::enqueue_native; see prism/interop/opencl.hpp. The group is submitted and
+  /// `fn` runs here, while the command-group function (and everything it holds by reference,
+  /// accessors included) is still alive; nothing may be declared in the group after it.
   void set_native_command(std::function<void*(detail::native_args&)> fn) {
     set_command(detail::command_kind::native);
     cg_.native_fn = std::move(fn);
+    submit_now();
   }
   void require(const std::shared_ptr<detail::buffer_impl>& b, access_mode mode) {
+    check_open("accessor");
     cg_.requirements.push_back({b, mode});
   }
   detail::command_group& group() noexcept { return cg_; }
 
  private:
   friend class queue;
-  handler() = default;
+  explicit handler(queue& q) : queue_(&q) {}
+
+  /// Submits the group now (native commands); queue::submit then returns `submitted_`.
+  void submit_now();
+  void check_open(const char* what) const {
+    if (done_)
+      throw error(errc::invalid_argument, what,
+                  "declared after interop::enqueue_native in the same command group; the native command "
+                  "runs inside enqueue_native, so declare every accessor and depends_on() before it");
+  }
 
   void set_command(detail::command_kind k) {
     if (cg_.kind != detail::command_kind::none)
@@ -169,6 +185,9 @@ class handler {
   }
 
   detail::command_group cg_;
+  queue* queue_ = nullptr;
+  bool done_ = false;
+  event submitted_;
 };
 
 }  // namespace prism
