@@ -86,15 +86,22 @@ struct event::impl {
 
 namespace detail {
 
+/// A command that used bytes [begin, end) of a buffer.
+struct access_segment {
+  std::size_t begin = 0, end = 0;
+  std::shared_ptr<event::impl> ev;
+};
+
 struct buffer_impl {
   context ctx;
   cl_mem mem = nullptr;  ///< nullptr for zero-size buffers
   std::size_t bytes = 0;
   void* write_back = nullptr;
-  // Dependency state; guarded by mutex.
+  // Dependency state; guarded by mutex. Writer segments are disjoint (each byte has at most one
+  // last writer); reader segments may overlap. Whole-buffer use keeps one writer segment.
   std::mutex mutex;
-  std::shared_ptr<event::impl> last_writer;
-  std::vector<std::shared_ptr<event::impl>> readers;
+  std::vector<access_segment> writers;
+  std::vector<access_segment> readers;
   struct mapping {
     void* ptr;
     access_mode mode;
@@ -116,8 +123,17 @@ struct usm_alloc {
 /// errc::out_of_memory naming the size and the limit.
 void check_allocation(const device& dev, std::size_t bytes, const char* operation);
 
-/// Adds `reader` to the buffer's readers (caller holds b.mutex), dropping readers it supersedes.
-void add_reader(buffer_impl& b, std::shared_ptr<event::impl> reader);
+/// Adds `reader` of bytes [begin, end) (caller holds b.mutex), dropping readers it supersedes.
+void add_reader(buffer_impl& b, std::shared_ptr<event::impl> reader, std::size_t begin, std::size_t end);
+/// Makes `writer` the last writer of bytes [begin, end) (caller holds b.mutex): earlier writer
+/// and reader segments are cut back to the bytes outside the range (the writer waited for them).
+void set_writer(buffer_impl& b, std::shared_ptr<event::impl> writer, std::size_t begin, std::size_t end);
+/// Drops every writer and reader (after a blocking operation that waited for all of them).
+void clear_users(buffer_impl& b);
+/// The byte range a whole-buffer use covers ([0, 1) for an empty buffer, so it still orders).
+inline std::size_t whole_end(const buffer_impl& b) {
+  return b.bytes ? b.bytes : 1;
+}
 
 /// Records an asynchronous error on the queue (if it still exists).
 void report_async(const std::weak_ptr<queue::impl>& q, std::exception_ptr e);

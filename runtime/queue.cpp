@@ -80,42 +80,54 @@ cl_mem mem_of_buffer(const detail::buffer_impl* b) {
   return b ? b->mem : nullptr;
 }
 
-/// The buffers of a command group, deduplicated with merged access modes, in address order
-/// (the order their locks are taken in).
+/// The buffers of a command group, deduplicated (modes merged, ranges widened to their hull) in
+/// order of their last declaration; locked in address order.
 struct locked_requirements {
   struct entry {
     detail::buffer_impl* buf;
     access_mode mode;
+    std::size_t begin, end;
   };
-  entry inline_[8]{};
+  static constexpr std::size_t inline_count = 8;
+  entry inline_[inline_count]{};
   std::vector<entry> more_;
   std::size_t n = 0;
+  std::vector<detail::buffer_impl*> lock_order_;  ///< only for groups of more than 8 buffers
+  detail::buffer_impl* locked_inline_[inline_count]{};
   bool locked = false;
-  entry* data() { return n <= 8 ? inline_ : more_.data(); }
+  entry* data() { return n <= inline_count ? inline_ : more_.data(); }
 
-  void add(detail::buffer_impl* b, access_mode m) {
+  void add(detail::buffer_impl* b, access_mode m, std::size_t begin, std::size_t end) {
     entry* e = data();
     for (std::size_t i = 0; i < n; ++i)
       if (e[i].buf == b) {
-        if (e[i].mode != m) e[i].mode = access_mode::read_write;
+        entry merged{b, e[i].mode == m ? m : access_mode::read_write, std::min(e[i].begin, begin),
+                     std::max(e[i].end, end)};
+        // Moved to the end: the last declared accessor's dependency picks the lane.
+        std::copy(e + i + 1, e + n, e + i);
+        e[n - 1] = merged;
         return;
       }
-    if (n < 8) {
-      inline_[n++] = {b, m};
+    if (n < inline_count) {
+      inline_[n++] = {b, m, begin, end};
     } else {
-      if (more_.empty()) more_.assign(inline_, inline_ + 8);
-      more_.push_back({b, m});
+      if (more_.empty()) more_.assign(inline_, inline_ + inline_count);
+      more_.push_back({b, m, begin, end});
       ++n;
     }
   }
+  detail::buffer_impl** order() { return n <= inline_count ? locked_inline_ : lock_order_.data(); }
   void lock() {
-    std::sort(data(), data() + n, [](const entry& a, const entry& b) { return a.buf < b.buf; });
-    for (std::size_t i = 0; i < n; ++i) data()[i].buf->mutex.lock();
+    if (n > inline_count) lock_order_.resize(n);
+    auto** o = order();
+    for (std::size_t i = 0; i < n; ++i) o[i] = data()[i].buf;
+    std::sort(o, o + n);
+    for (std::size_t i = 0; i < n; ++i) o[i]->mutex.lock();
     locked = true;
   }
   ~locked_requirements() {
     if (locked)
-      for (std::size_t i = 0; i < n; ++i) data()[i].buf->mutex.unlock();
+      for (std::size_t i = 0; i < n; ++i) order()[i]->mutex.unlock();
   }
 };
 
@@ -293,7 +305,7 @@ event queue::submit_group(detail::command_group& cg) {
       throw error(errc::invalid_argument, "queue::submit",
                   "a buffer of context " + std::to_string(r.buf->ctx.get_impl().id) +
                       " was used on a queue of context " + std::to_string(ctx_impl.id));
-    reqs.add(r.buf.get(), r.mode);
+    reqs.add(r.buf.get(), r.mode, r.begin, r.end);
   }
 
   std::lock_guard qlock(q.mutex);
@@ -305,6 +317,9 @@ event queue::submit_group(detail::command_group& cg) {
   std::size_t ndeps = 0;
   auto add_dep = [&](const event::impl* e) {
     if (!e || !e->ev) return;
+    const event::impl* const* seen = ndeps <= 16 ? dep_inline : dep_more.data();
+    for (std::size_t i = 0; i < ndeps; ++i)
+      if (seen[i] == e) return;  // one event can own several segments
     if (ndeps < 16) {
       dep_inline[ndeps++] = e;
     } else {
@@ -314,13 +329,17 @@ event queue::submit_group(detail::command_group& cg) {
     }
   };
   for (auto& e : cg.depends) add_dep(e.get_impl());
-  // In declaration order: the last accessor's dependency picks the lane (see choose_lane).
-  for (auto& r : cg.requirements) {
-    add_dep(r.buf->last_writer.get());  // RAW, WAW
-    if (writes(r.mode))
-      for (auto& reader : r.buf->readers) add_dep(reader.get());  // WAR
-  }
+  // In declaration order: the last accessor's dependency picks the lane (see choose_lane). Only
+  // segments overlapping the accessed bytes count.
   auto* entries = reqs.data();
+  for (std::size_t i = 0; i < reqs.n; ++i) {
+    const auto& r = entries[i];
+    for (auto& w : r.buf->writers)
+      if (w.begin < r.end && r.begin < w.end) add_dep(w.ev.get());  // RAW, WAW
+    if (writes(r.mode))
+      for (auto& reader : r.buf->readers)
+        if (reader.begin < r.end && r.begin < reader.end) add_dep(reader.ev.get());  // WAR
+  }
   const event::impl* const* deps = ndeps <= 16 ? dep_inline : dep_more.data();
 
   const bool host = cg.kind == detail::command_kind::host_task;
@@ -416,13 +435,12 @@ event queue::submit_group(detail::command_group& cg) {
 
   // New buffer state: this command is the last writer, or one more reader.
   for (std::size_t i = 0; i < reqs.n; ++i) {
-    auto* b = entries[i].buf;
-    if (writes(entries[i].mode)) {
-      b->last_writer = ev;
-      b->readers.clear();
-    } else {
-      detail::add_reader(*b, ev);
-    }
+    const auto& r = entries[i];
+    if (r.begin == r.end) continue;  // an empty range orders against nothing
+    if (writes(r.mode))
+      detail::set_writer(*r.buf, ev, r.begin, r.end);
+    else
+      detail::add_reader(*r.buf, ev, r.begin, r.end);
   }
   if (host) {
     if (lane) lane->pending_foreign = ev;

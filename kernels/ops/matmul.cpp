@@ -223,7 +223,7 @@ event launch(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r
   return q.submit([&](handler& h) {
     accessor<std::byte> aa(sa, h, read_only);
     accessor<std::byte> ab(sb, h, read_only);
-    accessor<std::byte> ac(sc, h, write_only);
+    accessor<std::byte> ac(sc, h, write_only, p.c.byte_extent());
     accessor<std::byte> ax(sx, h, read_only);
     if (accumulate < 0)
       h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_off, sam, sak, p.sab, ab, b_off, sbk, sbn, p.sbb, ac,

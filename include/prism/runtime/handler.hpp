@@ -40,6 +40,7 @@ struct kernel_arg {
 struct requirement {
   std::shared_ptr<buffer_impl> buf;
   access_mode mode;
+  std::size_t begin = 0, end = 0;  ///< bytes; whole-buffer accesses of an empty buffer use [0, 1)
 };
 
 enum class command_kind : std::uint8_t { none, kernel, copy, fill, host_task, native };
@@ -126,9 +127,10 @@ class handler {
     cg_.native_fn = std::move(fn);
     submit_now();
   }
-  void require(const std::shared_ptr<detail::buffer_impl>& b, access_mode mode) {
+  void require(const std::shared_ptr<detail::buffer_impl>& b, access_mode mode, std::size_t begin,
+               std::size_t end) {
     check_open("accessor");
-    cg_.requirements.push_back({b, mode});
+    cg_.requirements.push_back({b, mode, begin, end});
   }
   detail::command_group& group() noexcept { return cg_; }
 
