@@ -79,6 +79,7 @@ void check_range(const buffer_impl& b, std::size_t offset, std::size_t bytes, co
 
 void buffer_read(buffer_impl& b, std::size_t offset, std::size_t bytes, void* dst) {
   check_range(b, offset, bytes, "buffer::read");
+  check_not_recording("buffer::read", "a blocking read");
   if (bytes == 0) return;
   std::lock_guard lock(b.mutex);
   wait_list wl;
@@ -91,6 +92,7 @@ void buffer_read(buffer_impl& b, std::size_t offset, std::size_t bytes, void* ds
 
 void buffer_write(buffer_impl& b, std::size_t offset, std::size_t bytes, const void* src) {
   check_range(b, offset, bytes, "buffer::write");
+  check_not_recording("buffer::write", "a blocking write");
   if (bytes == 0) return;
   std::lock_guard lock(b.mutex);
   wait_list wl;
@@ -104,6 +106,7 @@ void buffer_write(buffer_impl& b, std::size_t offset, std::size_t bytes, const v
 }
 
 void* buffer_map(buffer_impl& b, access_mode mode) {
+  check_not_recording("host_accessor", "a host accessor (a blocking map)");
   if (b.bytes == 0) return nullptr;
   std::lock_guard lock(b.mutex);
   wait_list wl;

@@ -110,7 +110,7 @@ struct buffer_impl {
   ~buffer_impl();
 };
 
-struct usm_alloc {
+struct usm_alloc : std::enable_shared_from_this<usm_alloc> {
   context ctx;
   usm_kind kind = usm_kind::device;
   cl_mem mem = nullptr;
@@ -192,8 +192,23 @@ struct queue::impl : std::enable_shared_from_this<queue::impl> {
   std::size_t notifications_seen = 0;
   std::mutex async_mutex;
   std::vector<std::exception_ptr> async_errors;
+  /// The graph recording this queue's submissions (guarded by mutex); `recording` mirrors it
+  /// for the submit path's lock-free check.
+  std::shared_ptr<graph::impl> recorder;
+  std::atomic<bool> recording{false};
   ~impl();
 };
+
+namespace detail {
+/// The lane a command with these dependencies goes to (caller holds q.mutex).
+lane& pick_lane(queue::impl& q, const event::impl* const* deps, std::size_t n);
+/// Keeps a submitted command for the next wait's failure check (caller holds q.mutex).
+void track_submitted(queue::impl& q, std::shared_ptr<event::impl> ev);
+/// Hands a command group to the graph recording on `q` (graph.cpp).
+void record_group(queue::impl& q, command_group& cg);
+/// Throws when this thread is recording a graph: `what` (a blocking read, ...) cannot be recorded.
+void check_not_recording(const char* operation, const char* what);
+}  // namespace detail
 
 std::uint64_t next_object_id();
 

@@ -298,6 +298,10 @@ void launch_host_task(std::function<void()> fn, cl_event user, std::vector<cl_ev
 
 event queue::submit_group(detail::command_group& cg) {
   auto& q = get_impl();
+  if (q.recording.load(std::memory_order_acquire)) {
+    detail::record_group(q, cg);
+    return event{};
+  }
   auto& ctx_impl = q.ctx.get_impl();
   locked_requirements reqs;
   for (auto& r : cg.requirements) {
@@ -397,6 +401,20 @@ event queue::submit_group(detail::command_group& cg) {
       }
       break;
     }
+    case detail::command_kind::host_write: {
+      check_buffer_range(cg.dst, cg.dst_offset, cg.bytes, "handler::copy_from_host");
+      if (!cg.host_src && cg.bytes)
+        throw error(errc::invalid_argument, "handler::copy_from_host", "null source pointer");
+      if (cg.bytes == 0) {
+        detail::check_cl(clEnqueueMarkerWithWaitList(cq, wl.size(), wl.data(), &out),
+                         "clEnqueueMarkerWithWaitList");
+      } else {
+        detail::check_cl(clEnqueueWriteBuffer(cq, cg.dst->mem, CL_FALSE, cg.dst_offset, cg.bytes, cg.host_src,
+                                              wl.size(), wl.data(), &out),
+                         "clEnqueueWriteBuffer", std::to_string(cg.bytes) + " bytes");
+      }
+      break;
+    }
     case detail::command_kind::host_task: {
       if (!cg.host_fn) throw error(errc::invalid_argument, "handler::host_task", "empty function");
       cl_int st = CL_SUCCESS;
@@ -452,6 +470,16 @@ event queue::submit_group(detail::command_group& cg) {
   q.since_wait.push_back(ev);
   return event(std::move(ev));
 }
+
+namespace detail {
+lane& pick_lane(queue::impl& q, const event::impl* const* deps, std::size_t n) {
+  return choose_lane(q, deps, n);
+}
+void track_submitted(queue::impl& q, std::shared_ptr<event::impl> ev) {
+  if (q.since_wait.size() >= 4096) prune_finished(q);
+  q.since_wait.push_back(std::move(ev));
+}
+}  // namespace detail
 
 void handler::submit_now() {
   submitted_ = queue_->submit_group(cg_);
@@ -515,6 +543,10 @@ event queue::usm_copy(detail::usm_alloc* dst, std::size_t dst_off, detail::usm_a
                 "the allocation belongs to another context than the queue's");
   if ((!dst && !host_dst) || (!src && !host_src))
     throw error(errc::invalid_argument, "queue::memcpy", "null source or destination pointer");
+  if (q.recording.load(std::memory_order_acquire))
+    throw error(errc::invalid_argument, "queue::memcpy",
+                "a USM transfer cannot be recorded in a graph (queue " + std::to_string(q.id) +
+                    " is recording); do it between replays, or use buffers and handler::copy");
   std::lock_guard lock(q.mutex);
   usm_target t;
   usm_prepare(q, deps, t);
@@ -549,6 +581,10 @@ event queue::usm_fill(detail::usm_alloc* dst, std::size_t off, const void* patte
     throw error(
         errc::invalid_argument, "queue::fill",
         "element size " + std::to_string(pattern_size) + " is not 1, 2, 4, 8, 16, 32, 64 or 128 bytes");
+  if (q.recording.load(std::memory_order_acquire))
+    throw error(errc::invalid_argument, "queue::fill",
+                "a USM fill cannot be recorded in a graph (queue " + std::to_string(q.id) +
+                    " is recording); do it between replays, or use buffers and handler::fill");
   std::lock_guard lock(q.mutex);
   usm_target t;
   usm_prepare(q, deps, t);
@@ -569,6 +605,11 @@ event queue::usm_fill(detail::usm_alloc* dst, std::size_t off, const void* patte
 namespace {
 /// Waits for everything submitted so far; returns the failures found.
 std::vector<std::exception_ptr> finish(queue::impl& q) {
+  if (q.recording.load(std::memory_order_acquire))
+    throw error(errc::invalid_argument, "queue::wait",
+                "queue " + std::to_string(q.id) +
+                    " is recording a graph: nothing recorded has run, so a wait cannot be recorded; end the "
+                    "recording first");
   std::vector<std::shared_ptr<event::impl>> events;
   std::vector<cl_command_queue> lanes;
   {

@@ -43,7 +43,8 @@ struct requirement {
   std::size_t begin = 0, end = 0;  ///< bytes; whole-buffer accesses of an empty buffer use [0, 1)
 };
 
-enum class command_kind : std::uint8_t { none, kernel, copy, fill, host_task, native };
+enum class command_kind : std::uint8_t { none, kernel, copy, fill, host_task, native, host_write };
+const char* command_kind_name(command_kind k) noexcept;
 
 /// Everything a command group recorded. Kept inline in the handler: no heap work for small groups.
 struct command_group {
@@ -61,6 +62,7 @@ struct command_group {
   std::size_t src_offset = 0, dst_offset = 0, bytes = 0;
   alignas(16) unsigned char pattern[64];
   std::size_t pattern_size = 0;
+  const void* host_src = nullptr;  ///< host_write
   std::function<void()> host_fn;
   std::function<void*(native_args&)> native_fn;
 };
@@ -112,6 +114,17 @@ class handler {
     cg_.pattern_size = sizeof(T);
     cg_.dst_offset = offset * sizeof(T);
     cg_.bytes = count * sizeof(T);
+  }
+  /// Copies `bytes` from host memory at `src` into `dst` from byte `dst_offset`, without blocking:
+  /// `src` must stay valid and unchanged until the command completes.
+  template <class T>
+  void copy_from_host(const void* src, const accessor<T>& dst, std::size_t bytes,
+                      std::size_t dst_offset = 0) {
+    set_command(detail::command_kind::host_write);
+    cg_.host_src = src;
+    cg_.dst = dst.get_impl();
+    cg_.bytes = bytes;
+    cg_.dst_offset = dst_offset;
   }
   /// Runs `fn` on a runtime thread once the group's dependencies are done.
   void host_task(std::function<void()> fn) {
