@@ -120,7 +120,7 @@ struct graph::impl {
   graph_mode mode = graph_mode::launch_list;
   context ctx;
   std::weak_ptr<queue::impl> recording_queue;
-  bool recording = false;
+  std::atomic<bool> recording{false};  ///< read by replays and by other threads' recording checks
   std::vector<node> nodes;
   std::vector<use> uses;
   std::unordered_map<detail::buffer_impl*, std::size_t> use_index;
@@ -181,6 +181,7 @@ void graph::impl::record(queue::impl& q, detail::command_group& cg) {
       throw error(errc::invalid_argument, "handler::depends_on",
                   "a recorded command depends on an event from outside the recording; a graph orders its "
                   "commands by recording order and against other work through its buffers");
+  const std::size_t nodes_before = nodes.size();
   node n;
   n.kind = cg.kind;
   auto& ctx_impl = ctx.get_impl();
@@ -285,7 +286,8 @@ void graph::impl::record(queue::impl& q, detail::command_group& cg) {
     default:
       break;  // an empty group: only its buffer uses count
   }
-  std::string user = nodes.empty() ? std::string("a command group") : describe(nodes.size() - 1);
+  std::string user =
+      nodes.size() > nodes_before ? describe(nodes.size() - 1) : std::string("a command group");
   for (auto& r : cg.requirements) {
     if (r.buf->ctx.get_impl().id != ctx_impl.id)
       throw error(errc::invalid_argument, "queue::submit",
