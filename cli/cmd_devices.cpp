@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include "cli/command.hpp"
@@ -53,7 +54,7 @@ nlohmann::json device_json(const prism::device& d, bool is_default) {
 PRISM_CLI_COMMAND(10) {
   auto* cmd =
       app.add_subcommand("devices", "List OpenCL devices with their fingerprints; * marks the default");
-  auto* json = new bool(false);  // lives as long as the CLI::App (the process)
+  auto json = std::make_shared<bool>(false);  // owned by the callback, which the CLI::App keeps
   cmd->add_flag("--json", *json, "Print the devices (with every queried property) as JSON");
   cmd->add_option("--device", global.device,
                   "Mark the device this PRISM_DEVICE-style spec picks instead of the default");

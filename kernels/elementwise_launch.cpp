@@ -46,9 +46,9 @@ event launch_elementwise(queue& q, const ew_launch& l, const kernel_config& cfg,
   tensor a = l.a, b = has_b ? l.b : l.a, out = l.out;
   const float alpha = static_cast<float>(l.alpha), scalar = static_cast<float>(l.scalar.value_or(0.0));
   return q.submit([&](handler& h) {
-    accessor<std::byte> A(a.storage(), h, read_only);
-    accessor<std::byte> B(b.storage(), h, read_only);
-    accessor<std::byte> O(out.storage(), h, access_mode::write);
+    accessor<std::byte> A(a.storage(), h, read_only, a.byte_extent());
+    accessor<std::byte> B(b.storage(), h, read_only, b.byte_extent());
+    accessor<std::byte> O(out.storage(), h, access_mode::write, out.byte_extent());
     const std::int64_t a_off = a.offset(), b_off = b.offset(), o_off = out.offset();
     if (flat) {
       h.parallel_for(nd_range(range<1>(flat_global(n, vec, ept, wg)), range<1>(static_cast<std::size_t>(wg))),
@@ -84,8 +84,8 @@ event launch_cast(queue& q, const tensor& src, const tensor& dst, const kernel_c
   tensor a = src, out = dst;
   const bool vector_path = is_floating(src.type()) && is_floating(dst.type()) && vec > 1;
   return q.submit([&](handler& h) {
-    accessor<std::byte> A(a.storage(), h, read_only);
-    accessor<std::byte> O(out.storage(), h, access_mode::write);
+    accessor<std::byte> A(a.storage(), h, read_only, a.byte_extent());
+    accessor<std::byte> O(out.storage(), h, access_mode::write, out.byte_extent());
     const std::int64_t a_off = a.offset(), o_off = out.offset();
     if (flat) {
       std::size_t g = vector_path ? flat_global(n, vec, ept, wg) : strided_global(n, ept, wg);

@@ -99,6 +99,17 @@ tensor::tensor(buffer<std::byte> storage, const dims& shape, const dims& strides
   }
 }
 
+byte_range tensor::byte_extent() const noexcept {
+  const std::size_t es = dtype_size(dtype_);
+  if (numel() <= 0) return {static_cast<std::size_t>(offset_) * es, 0};
+  std::int64_t lo = offset_, hi = offset_;
+  for (int d = 0; d < shape_.size(); ++d) {
+    std::int64_t ext = (shape_[d] - 1) * strides_[d];
+    (ext < 0 ? lo : hi) += ext;
+  }
+  return {static_cast<std::size_t>(lo) * es, static_cast<std::size_t>(hi - lo + 1) * es};
+}
+
 tensor tensor::empty(const queue& q, const dims& shape, dtype t) {
   check_shape(shape, "tensor::empty");
   // OpenCL has no zero-sized buffers: empty tensors still own one element of storage.

@@ -79,10 +79,12 @@ void check_range(const buffer_impl& b, std::size_t offset, std::size_t bytes, co
 
 void buffer_read(buffer_impl& b, std::size_t offset, std::size_t bytes, void* dst) {
   check_range(b, offset, bytes, "buffer::read");
+  check_not_recording("buffer::read", "a blocking read");
   if (bytes == 0) return;
   std::lock_guard lock(b.mutex);
   wait_list wl;
-  wl.add(b.last_writer.get());
+  for (auto& w : b.writers)
+    if (w.begin < offset + bytes && offset < w.end) wl.add(w.ev.get());
   cl_int st = clEnqueueReadBuffer(b.ctx.get_impl().get_io_queue(), b.mem, CL_TRUE, offset, bytes, dst,
                                   wl.size(), wl.data(), nullptr);
   check_cl(st, "clEnqueueReadBuffer", std::to_string(bytes) + " bytes at offset " + std::to_string(offset));
@@ -90,27 +92,28 @@ void buffer_read(buffer_impl& b, std::size_t offset, std::size_t bytes, void* ds
 
 void buffer_write(buffer_impl& b, std::size_t offset, std::size_t bytes, const void* src) {
   check_range(b, offset, bytes, "buffer::write");
+  check_not_recording("buffer::write", "a blocking write");
   if (bytes == 0) return;
   std::lock_guard lock(b.mutex);
   wait_list wl;
-  wl.add(b.last_writer.get());
-  for (auto& r : b.readers) wl.add(r.get());
+  for (auto& w : b.writers) wl.add(w.ev.get());
+  for (auto& r : b.readers) wl.add(r.ev.get());
   cl_int st = clEnqueueWriteBuffer(b.ctx.get_impl().get_io_queue(), b.mem, CL_TRUE, offset, bytes, src,
                                    wl.size(), wl.data(), nullptr);
   check_cl(st, "clEnqueueWriteBuffer", std::to_string(bytes) + " bytes at offset " + std::to_string(offset));
   // Blocking: every earlier user is done, and this write too.
-  b.last_writer.reset();
-  b.readers.clear();
+  clear_users(b);
 }
 
 void* buffer_map(buffer_impl& b, access_mode mode) {
+  check_not_recording("host_accessor", "a host accessor (a blocking map)");
   if (b.bytes == 0) return nullptr;
   std::lock_guard lock(b.mutex);
   wait_list wl;
-  wl.add(b.last_writer.get());
+  for (auto& w : b.writers) wl.add(w.ev.get());
   cl_map_flags flags = CL_MAP_READ;
   if (mode != access_mode::read) {
-    for (auto& r : b.readers) wl.add(r.get());
+    for (auto& r : b.readers) wl.add(r.ev.get());
     flags = (mode == access_mode::discard_write || mode == access_mode::discard_read_write)
                 ? CL_MAP_WRITE_INVALIDATE_REGION
                 : CL_MAP_READ | CL_MAP_WRITE;
@@ -147,29 +150,84 @@ void buffer_unmap(buffer_impl& b, void* ptr) {
   auto e = std::make_shared<event::impl>();
   e->ev = ev;
   clFlush(b.ctx.get_impl().get_io_queue());
-  if (mode == access_mode::read) {
-    add_reader(b, std::move(e));
-  } else {
-    b.last_writer = std::move(e);
-    b.readers.clear();
-  }
+  if (mode == access_mode::read)
+    add_reader(b, std::move(e), 0, whole_end(b));
+  else
+    set_writer(b, std::move(e), 0, whole_end(b));
 }
 
-void add_reader(buffer_impl& b, std::shared_ptr<event::impl> reader) {
+void add_reader(buffer_impl& b, std::shared_ptr<event::impl> reader, std::size_t begin, std::size_t end) {
   // A later reader on the same in-order lane finishes after the earlier ones, so a writer needs
-  // to wait for it alone; finished readers go too. Keeps the list as short as the lanes in use.
+  // to wait for it alone where it covers their bytes; finished readers go too. Keeps the list
+  // about as short as the lanes (times the disjoint ranges) in use.
   auto& rs = b.readers;
-  std::erase_if(rs, [&](const std::shared_ptr<event::impl>& r) {
-    return (reader->lane_id != 0 && r->lane_id == reader->lane_id) ||
-           (rs.size() > 8 && status_of(r->ev) == event_status::complete);
+  const bool prune = rs.size() > 8;
+  std::erase_if(rs, [&](const access_segment& r) {
+    return (reader->lane_id != 0 && r.ev->lane_id == reader->lane_id && begin <= r.begin && r.end <= end) ||
+           (prune && status_of(r.ev->ev) == event_status::complete);
   });
-  rs.push_back(std::move(reader));
+  rs.push_back({begin, end, std::move(reader)});
 }
 
-void handler_require(handler& h, const std::shared_ptr<buffer_impl>& b, access_mode mode) {
+namespace {
+/// Cuts [begin, end) out of each segment: covered ones go, overlapping ones keep their outside
+/// part (a segment around the range splits in two).
+void cut(std::vector<access_segment>& v, std::size_t begin, std::size_t end) {
+  const std::size_t n = v.size();
+  bool removed = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& s = v[i];
+    if (s.end <= begin || end <= s.begin) continue;
+    if (s.begin < begin && end < s.end) {
+      access_segment right{end, s.end, s.ev};
+      s.end = begin;
+      v.push_back(std::move(right));  // may reallocate: `s` is not used after this
+    } else if (s.begin < begin) {
+      s.end = begin;
+    } else if (end < s.end) {
+      s.begin = end;
+    } else {
+      s.end = s.begin;  // covered: removed below
+      removed = true;
+    }
+  }
+  if (removed) std::erase_if(v, [](const access_segment& s) { return s.begin == s.end; });
+}
+}  // namespace
+
+void set_writer(buffer_impl& b, std::shared_ptr<event::impl> writer, std::size_t begin, std::size_t end) {
+  if (begin == 0 && end >= whole_end(b)) {  // the common whole-buffer case: no search
+    b.readers.clear();
+    b.writers.clear();
+  } else {
+    cut(b.readers, begin, end);
+    cut(b.writers, begin, end);
+    // Many disjoint writers (a KV cache written row by row): drop the finished ones.
+    if (b.writers.size() > 16)
+      std::erase_if(b.writers,
+                    [](const access_segment& s) { return status_of(s.ev->ev) == event_status::complete; });
+  }
+  b.writers.push_back({begin, end, std::move(writer)});
+}
+
+void clear_users(buffer_impl& b) {
+  b.writers.clear();
+  b.readers.clear();
+}
+
+void handler_require(handler& h, const std::shared_ptr<buffer_impl>& b, access_mode mode, std::size_t offset,
+                     std::size_t bytes) {
   if (!b)
     throw error(errc::invalid_argument, "accessor", "accessor of an empty (default-constructed) buffer");
-  h.require(b, mode);
+  if (offset > b->bytes || bytes > b->bytes - offset)
+    throw error(errc::invalid_argument, "accessor",
+                "range [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
+                    ") bytes is outside the buffer of " + std::to_string(b->bytes) + " bytes");
+  // The whole of an empty buffer is [0, 1), so uses of it still order; an empty range elsewhere
+  // conflicts with nothing.
+  std::size_t end = offset + bytes;
+  if (b->bytes == 0) end = 1;
+  h.require(b, mode, offset, end);
 }
 
 buffer_impl::~buffer_impl() {
@@ -177,7 +235,7 @@ buffer_impl::~buffer_impl() {
   if (write_back) {
     try {
       wait_list wl;
-      wl.add(last_writer.get());
+      for (auto& w : writers) wl.add(w.ev.get());
       cl_int st = clEnqueueReadBuffer(ctx.get_impl().get_io_queue(), mem, CL_TRUE, 0, bytes, write_back,
                                       wl.size(), wl.data(), nullptr);
       if (st != CL_SUCCESS)

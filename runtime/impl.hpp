@@ -86,15 +86,22 @@ struct event::impl {
 
 namespace detail {
 
+/// A command that used bytes [begin, end) of a buffer.
+struct access_segment {
+  std::size_t begin = 0, end = 0;
+  std::shared_ptr<event::impl> ev;
+};
+
 struct buffer_impl {
   context ctx;
   cl_mem mem = nullptr;  ///< nullptr for zero-size buffers
   std::size_t bytes = 0;
   void* write_back = nullptr;
-  // Dependency state; guarded by mutex.
+  // Dependency state; guarded by mutex. Writer segments are disjoint (each byte has at most one
+  // last writer); reader segments may overlap. Whole-buffer use keeps one writer segment.
   std::mutex mutex;
-  std::shared_ptr<event::impl> last_writer;
-  std::vector<std::shared_ptr<event::impl>> readers;
+  std::vector<access_segment> writers;
+  std::vector<access_segment> readers;
   struct mapping {
     void* ptr;
     access_mode mode;
@@ -103,7 +110,7 @@ struct buffer_impl {
   ~buffer_impl();
 };
 
-struct usm_alloc {
+struct usm_alloc : std::enable_shared_from_this<usm_alloc> {
   context ctx;
   usm_kind kind = usm_kind::device;
   cl_mem mem = nullptr;
@@ -116,8 +123,17 @@ struct usm_alloc {
 /// errc::out_of_memory naming the size and the limit.
 void check_allocation(const device& dev, std::size_t bytes, const char* operation);
 
-/// Adds `reader` to the buffer's readers (caller holds b.mutex), dropping readers it supersedes.
-void add_reader(buffer_impl& b, std::shared_ptr<event::impl> reader);
+/// Adds `reader` of bytes [begin, end) (caller holds b.mutex), dropping readers it supersedes.
+void add_reader(buffer_impl& b, std::shared_ptr<event::impl> reader, std::size_t begin, std::size_t end);
+/// Makes `writer` the last writer of bytes [begin, end) (caller holds b.mutex): earlier writer
+/// and reader segments are cut back to the bytes outside the range (the writer waited for them).
+void set_writer(buffer_impl& b, std::shared_ptr<event::impl> writer, std::size_t begin, std::size_t end);
+/// Drops every writer and reader (after a blocking operation that waited for all of them).
+void clear_users(buffer_impl& b);
+/// The byte range a whole-buffer use covers ([0, 1) for an empty buffer, so it still orders).
+inline std::size_t whole_end(const buffer_impl& b) {
+  return b.bytes ? b.bytes : 1;
+}
 
 /// Records an asynchronous error on the queue (if it still exists).
 void report_async(const std::weak_ptr<queue::impl>& q, std::exception_ptr e);
@@ -176,8 +192,23 @@ struct queue::impl : std::enable_shared_from_this<queue::impl> {
   std::size_t notifications_seen = 0;
   std::mutex async_mutex;
   std::vector<std::exception_ptr> async_errors;
+  /// The graph recording this queue's submissions (guarded by mutex); `recording` mirrors it
+  /// for the submit path's lock-free check.
+  std::shared_ptr<graph::impl> recorder;
+  std::atomic<bool> recording{false};
   ~impl();
 };
+
+namespace detail {
+/// The lane a command with these dependencies goes to (caller holds q.mutex).
+lane& pick_lane(queue::impl& q, const event::impl* const* deps, std::size_t n);
+/// Keeps a submitted command for the next wait's failure check (caller holds q.mutex).
+void track_submitted(queue::impl& q, std::shared_ptr<event::impl> ev);
+/// Hands a command group to the graph recording on `q` (graph.cpp).
+void record_group(queue::impl& q, command_group& cg);
+/// Throws when this thread is recording a graph: `what` (a blocking read, ...) cannot be recorded.
+void check_not_recording(const char* operation, const char* what);
+}  // namespace detail
 
 std::uint64_t next_object_id();
 

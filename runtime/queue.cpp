@@ -80,42 +80,54 @@ cl_mem mem_of_buffer(const detail::buffer_impl* b) {
   return b ? b->mem : nullptr;
 }
 
-/// The buffers of a command group, deduplicated with merged access modes, in address order
-/// (the order their locks are taken in).
+/// The buffers of a command group, deduplicated (modes merged, ranges widened to their hull) in
+/// order of their last declaration; locked in address order.
 struct locked_requirements {
   struct entry {
     detail::buffer_impl* buf;
     access_mode mode;
+    std::size_t begin, end;
   };
-  entry inline_[8]{};
+  static constexpr std::size_t inline_count = 8;
+  entry inline_[inline_count]{};
   std::vector<entry> more_;
   std::size_t n = 0;
+  std::vector<detail::buffer_impl*> lock_order_;  ///< only for groups of more than 8 buffers
+  detail::buffer_impl* locked_inline_[inline_count]{};
   bool locked = false;
-  entry* data() { return n <= 8 ? inline_ : more_.data(); }
+  entry* data() { return n <= inline_count ? inline_ : more_.data(); }
 
-  void add(detail::buffer_impl* b, access_mode m) {
+  void add(detail::buffer_impl* b, access_mode m, std::size_t begin, std::size_t end) {
     entry* e = data();
     for (std::size_t i = 0; i < n; ++i)
       if (e[i].buf == b) {
-        if (e[i].mode != m) e[i].mode = access_mode::read_write;
+        entry merged{b, e[i].mode == m ? m : access_mode::read_write, std::min(e[i].begin, begin),
+                     std::max(e[i].end, end)};
+        // Moved to the end: the last declared accessor's dependency picks the lane.
+        std::copy(e + i + 1, e + n, e + i);
+        e[n - 1] = merged;
         return;
       }
-    if (n < 8) {
-      inline_[n++] = {b, m};
+    if (n < inline_count) {
+      inline_[n++] = {b, m, begin, end};
     } else {
-      if (more_.empty()) more_.assign(inline_, inline_ + 8);
-      more_.push_back({b, m});
+      if (more_.empty()) more_.assign(inline_, inline_ + inline_count);
+      more_.push_back({b, m, begin, end});
       ++n;
     }
   }
+  detail::buffer_impl** order() { return n <= inline_count ? locked_inline_ : lock_order_.data(); }
   void lock() {
-    std::sort(data(), data() + n, [](const entry& a, const entry& b) { return a.buf < b.buf; });
-    for (std::size_t i = 0; i < n; ++i) data()[i].buf->mutex.lock();
+    if (n > inline_count) lock_order_.resize(n);
+    auto** o = order();
+    for (std::size_t i = 0; i < n; ++i) o[i] = data()[i].buf;
+    std::sort(o, o + n);
+    for (std::size_t i = 0; i < n; ++i) o[i]->mutex.lock();
     locked = true;
   }
   ~locked_requirements() {
     if (locked)
-      for (std::size_t i = 0; i < n; ++i) data()[i].buf->mutex.unlock();
+      for (std::size_t i = 0; i < n; ++i) order()[i]->mutex.unlock();
   }
 };
 
@@ -286,6 +298,10 @@ void launch_host_task(std::function<void()> fn, cl_event user, std::vector<cl_ev
 
 event queue::submit_group(detail::command_group& cg) {
   auto& q = get_impl();
+  if (q.recording.load(std::memory_order_acquire)) {
+    detail::record_group(q, cg);
+    return event{};
+  }
   auto& ctx_impl = q.ctx.get_impl();
   locked_requirements reqs;
   for (auto& r : cg.requirements) {
@@ -293,7 +309,7 @@ event queue::submit_group(detail::command_group& cg) {
       throw error(errc::invalid_argument, "queue::submit",
                   "a buffer of context " + std::to_string(r.buf->ctx.get_impl().id) +
                       " was used on a queue of context " + std::to_string(ctx_impl.id));
-    reqs.add(r.buf.get(), r.mode);
+    reqs.add(r.buf.get(), r.mode, r.begin, r.end);
   }
 
   std::lock_guard qlock(q.mutex);
@@ -305,6 +321,9 @@ event queue::submit_group(detail::command_group& cg) {
   std::size_t ndeps = 0;
   auto add_dep = [&](const event::impl* e) {
     if (!e || !e->ev) return;
+    const event::impl* const* seen = ndeps <= 16 ? dep_inline : dep_more.data();
+    for (std::size_t i = 0; i < ndeps; ++i)
+      if (seen[i] == e) return;  // one event can own several segments
     if (ndeps < 16) {
       dep_inline[ndeps++] = e;
     } else {
@@ -314,13 +333,17 @@ event queue::submit_group(detail::command_group& cg) {
     }
   };
   for (auto& e : cg.depends) add_dep(e.get_impl());
-  // In declaration order: the last accessor's dependency picks the lane (see choose_lane).
-  for (auto& r : cg.requirements) {
-    add_dep(r.buf->last_writer.get());  // RAW, WAW
-    if (writes(r.mode))
-      for (auto& reader : r.buf->readers) add_dep(reader.get());  // WAR
-  }
+  // In declaration order: the last accessor's dependency picks the lane (see choose_lane). Only
+  // segments overlapping the accessed bytes count.
   auto* entries = reqs.data();
+  for (std::size_t i = 0; i < reqs.n; ++i) {
+    const auto& r = entries[i];
+    for (auto& w : r.buf->writers)
+      if (w.begin < r.end && r.begin < w.end) add_dep(w.ev.get());  // RAW, WAW
+    if (writes(r.mode))
+      for (auto& reader : r.buf->readers)
+        if (reader.begin < r.end && r.begin < reader.end) add_dep(reader.ev.get());  // WAR
+  }
   const event::impl* const* deps = ndeps <= 16 ? dep_inline : dep_more.data();
 
   const bool host = cg.kind == detail::command_kind::host_task;
@@ -378,6 +401,20 @@ event queue::submit_group(detail::command_group& cg) {
       }
       break;
     }
+    case detail::command_kind::host_write: {
+      check_buffer_range(cg.dst, cg.dst_offset, cg.bytes, "handler::copy_from_host");
+      if (!cg.host_src && cg.bytes)
+        throw error(errc::invalid_argument, "handler::copy_from_host", "null source pointer");
+      if (cg.bytes == 0) {
+        detail::check_cl(clEnqueueMarkerWithWaitList(cq, wl.size(), wl.data(), &out),
+                         "clEnqueueMarkerWithWaitList");
+      } else {
+        detail::check_cl(clEnqueueWriteBuffer(cq, cg.dst->mem, CL_FALSE, cg.dst_offset, cg.bytes, cg.host_src,
+                                              wl.size(), wl.data(), &out),
+                         "clEnqueueWriteBuffer", std::to_string(cg.bytes) + " bytes");
+      }
+      break;
+    }
     case detail::command_kind::host_task: {
       if (!cg.host_fn) throw error(errc::invalid_argument, "handler::host_task", "empty function");
       cl_int st = CL_SUCCESS;
@@ -416,13 +453,12 @@ event queue::submit_group(detail::command_group& cg) {
 
   // New buffer state: this command is the last writer, or one more reader.
   for (std::size_t i = 0; i < reqs.n; ++i) {
-    auto* b = entries[i].buf;
-    if (writes(entries[i].mode)) {
-      b->last_writer = ev;
-      b->readers.clear();
-    } else {
-      detail::add_reader(*b, ev);
-    }
+    const auto& r = entries[i];
+    if (r.begin == r.end) continue;  // an empty range orders against nothing
+    if (writes(r.mode))
+      detail::set_writer(*r.buf, ev, r.begin, r.end);
+    else
+      detail::add_reader(*r.buf, ev, r.begin, r.end);
   }
   if (host) {
     if (lane) lane->pending_foreign = ev;
@@ -433,6 +469,21 @@ event queue::submit_group(detail::command_group& cg) {
   if (q.since_wait.size() >= 4096) prune_finished(q);
   q.since_wait.push_back(ev);
   return event(std::move(ev));
+}
+
+namespace detail {
+lane& pick_lane(queue::impl& q, const event::impl* const* deps, std::size_t n) {
+  return choose_lane(q, deps, n);
+}
+void track_submitted(queue::impl& q, std::shared_ptr<event::impl> ev) {
+  if (q.since_wait.size() >= 4096) prune_finished(q);
+  q.since_wait.push_back(std::move(ev));
+}
+}  // namespace detail
+
+void handler::submit_now() {
+  submitted_ = queue_->submit_group(cg_);
+  done_ = true;
 }
 
 // USM transfers: no buffer tracking; ordering is the lane's (in-order) or `deps`.
@@ -492,6 +543,10 @@ event queue::usm_copy(detail::usm_alloc* dst, std::size_t dst_off, detail::usm_a
                 "the allocation belongs to another context than the queue's");
   if ((!dst && !host_dst) || (!src && !host_src))
     throw error(errc::invalid_argument, "queue::memcpy", "null source or destination pointer");
+  if (q.recording.load(std::memory_order_acquire))
+    throw error(errc::invalid_argument, "queue::memcpy",
+                "a USM transfer cannot be recorded in a graph (queue " + std::to_string(q.id) +
+                    " is recording); do it between replays, or use buffers and handler::copy");
   std::lock_guard lock(q.mutex);
   usm_target t;
   usm_prepare(q, deps, t);
@@ -526,6 +581,10 @@ event queue::usm_fill(detail::usm_alloc* dst, std::size_t off, const void* patte
     throw error(
         errc::invalid_argument, "queue::fill",
         "element size " + std::to_string(pattern_size) + " is not 1, 2, 4, 8, 16, 32, 64 or 128 bytes");
+  if (q.recording.load(std::memory_order_acquire))
+    throw error(errc::invalid_argument, "queue::fill",
+                "a USM fill cannot be recorded in a graph (queue " + std::to_string(q.id) +
+                    " is recording); do it between replays, or use buffers and handler::fill");
   std::lock_guard lock(q.mutex);
   usm_target t;
   usm_prepare(q, deps, t);
@@ -546,6 +605,11 @@ event queue::usm_fill(detail::usm_alloc* dst, std::size_t off, const void* patte
 namespace {
 /// Waits for everything submitted so far; returns the failures found.
 std::vector<std::exception_ptr> finish(queue::impl& q) {
+  if (q.recording.load(std::memory_order_acquire))
+    throw error(errc::invalid_argument, "queue::wait",
+                "queue " + std::to_string(q.id) +
+                    " is recording a graph: nothing recorded has run, so a wait cannot be recorded; end the "
+                    "recording first");
   std::vector<std::shared_ptr<event::impl>> events;
   std::vector<cl_command_queue> lanes;
   {

@@ -6,6 +6,7 @@
 #include "prism/runtime/context.hpp"
 #include "prism/runtime/device.hpp"
 #include "prism/runtime/event.hpp"
+#include "prism/runtime/graph.hpp"
 #include "prism/runtime/handler.hpp"
 #include "prism/runtime/program.hpp"
 #include "prism/runtime/queue.hpp"

@@ -74,6 +74,9 @@ class tensor {
   const buffer<std::byte>& storage() const noexcept { return storage_; }
   buffer<std::byte>& storage() noexcept { return storage_; }
   const context& get_context() const { return storage_.get_context(); }
+  /// The storage bytes the view can touch: offset .. offset + the extent of its strides (empty
+  /// for an empty view). Accessors built with it order only against overlapping views.
+  byte_range byte_extent() const noexcept;
   /// True when both views share storage.
   bool same_storage(const tensor& o) const noexcept { return storage_ == o.storage_; }
 

@@ -188,11 +188,11 @@ event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_overr
   auto bo_buf = out.storage();
   auto bm_buf = mk ? c.inputs[3].storage() : tq.storage();
   return q.submit([&](handler& h) {
-    accessor<std::byte> aq(bq_buf, h, read_only);
-    accessor<std::byte> ak(bk_buf, h, read_only);
-    accessor<std::byte> av(bv_buf, h, read_only);
-    accessor<std::byte> ao(bo_buf, h, write_only);
-    accessor<std::byte> am(bm_buf, h, read_only);
+    accessor<std::byte> aq(bq_buf, h, read_only, tq.byte_extent());
+    accessor<std::byte> ak(bk_buf, h, read_only, tk.byte_extent());
+    accessor<std::byte> av(bv_buf, h, read_only, tv.byte_extent());
+    accessor<std::byte> ao(bo_buf, h, write_only, out.byte_extent());
+    accessor<std::byte> am(bm_buf, h, read_only, mk ? c.inputs[3].byte_extent() : tq.byte_extent());
     h.parallel_for(r, k, hq, hkv, lq, lk, scale, aq, q_off, sq, ak, k_off, sk, av, v_off, sv, ao, o_off, so,
                    am, m_off, sm);
   });

@@ -92,9 +92,9 @@ op_descriptor make_embedding() {
     const std::int64_t zeros[4] = {0, 0, 0, 0};
     buffer<std::int64_t> err(q.get_context(), zeros, 4);
     event e = q.submit([&](handler& h) {
-      accessor<std::byte> I(idx.storage(), h, read_only);
-      accessor<std::byte> W(w.storage(), h, read_only);
-      accessor<std::byte> O(out.storage(), h, access_mode::write);
+      accessor<std::byte> I(idx.storage(), h, read_only, idx.byte_extent());
+      accessor<std::byte> W(w.storage(), h, read_only, w.byte_extent());
+      accessor<std::byte> O(out.storage(), h, access_mode::write, out.byte_extent());
       accessor<std::int64_t> E(err, h, read_write);
       h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(rows ? n : n * D),
                                                 static_cast<std::size_t>(wg))),

@@ -214,7 +214,7 @@ op_implementation fill_impl(bool arange, bool zeros = false) {
       const float fs = static_cast<float>(start), ft = static_cast<float>(step);
       const std::int64_t is = static_cast<std::int64_t>(start), it = static_cast<std::int64_t>(step);
       return q.submit([&](handler& h) {
-        accessor<std::byte> O(out.storage(), h, access_mode::write);
+        accessor<std::byte> O(out.storage(), h, access_mode::write, out.byte_extent());
         h.parallel_for(r, k, n, O, off, fs, ft, is, it);
       });
     }
@@ -224,7 +224,7 @@ op_implementation fill_impl(bool arange, bool zeros = false) {
     const double stored = round_to(out.type(), v);
     const std::int64_t iv = stored >= 9.2233720368547758e18 ? INT64_MAX : static_cast<std::int64_t>(stored);
     return q.submit([&](handler& h) {
-      accessor<std::byte> O(out.storage(), h, access_mode::write);
+      accessor<std::byte> O(out.storage(), h, access_mode::write, out.byte_extent());
       h.parallel_for(r, k, n, O, off, fv, iv);
     });
   };

@@ -306,7 +306,7 @@ event launch(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r
   return q.submit([&](handler& h) {
     accessor<std::byte> aa(sa, h, read_only);
     accessor<std::byte> ab(sb, h, read_only);
-    accessor<std::byte> ac(sc, h, write_only);
+    accessor<std::byte> ac(sc, h, write_only, p.c.byte_extent());
     accessor<std::byte> ax(sx, h, read_only);
     if (accumulate < 0)
       h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_off, sam, sak, p.sab, ab, b_off, sbk, sbn, p.sbb, ac,
@@ -559,7 +559,7 @@ event launch_split_k(queue& q, const gemm_problem& p, const kernel& k, const nd_
   nd_range rr(range<3>(ceil_div(p.n, 64) * 64, p.m, p.batch), range<3>(64, 1, 1));
   return q.submit([&](handler& h) {
     accessor<std::byte> aw(sw, h, read_only);
-    accessor<std::byte> ac(sc, h, write_only);
+    accessor<std::byte> ac(sc, h, write_only, p.c.byte_extent());
     accessor<std::byte> ax(sx, h, read_only);
     h.parallel_for(rr, reduce, M, N, S, slab, aw, alpha, beta, ac, c_off, scm, p.scb, ax, x_off, sxm, sxn);
   });

@@ -181,11 +181,11 @@ op_descriptor make_norm(norm_kind kind) {
     nd_range r = per_item ? nd_range(range<1>(round_up(static_cast<std::size_t>(rows), uwg)), range<1>(uwg))
                           : nd_range(range<1>(static_cast<std::size_t>(rows) * uwg), range<1>(uwg));
     return q.submit([&](handler& h) {
-      accessor<std::byte> X(x.storage(), h, read_only);
-      accessor<std::byte> W(wb.storage(), h, read_only);
-      accessor<std::byte> O(o.storage(), h, access_mode::write);
+      accessor<std::byte> X(x.storage(), h, read_only, x.byte_extent());
+      accessor<std::byte> W(wb.storage(), h, read_only, wb.byte_extent());
+      accessor<std::byte> O(o.storage(), h, access_mode::write, o.byte_extent());
       if (kind == norm_kind::layer) {
-        accessor<std::byte> B(bb.storage(), h, read_only);
+        accessor<std::byte> B(bb.storage(), h, read_only, bb.byte_extent());
         if (per_item)
           h.parallel_for(r, k, rows, D, X, x.offset(), W, wb.offset(), B, bb.offset(), O, o.offset(), eps);
         else
@@ -197,7 +197,7 @@ op_descriptor make_norm(norm_kind kind) {
           h.parallel_for(r, k, D, X, x.offset(), W, wb.offset(), O, o.offset(), eps);
       } else {
         tensor res = c.inputs[1];
-        accessor<std::byte> R(res.storage(), h, read_write);
+        accessor<std::byte> R(res.storage(), h, read_write, res.byte_extent());
         if (per_item)
           h.parallel_for(r, k, rows, D, X, x.offset(), R, res.offset(), W, wb.offset(), O, o.offset(), eps);
         else

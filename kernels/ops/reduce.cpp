@@ -133,17 +133,18 @@ event launch_over_view(queue& q, const kernel& k, const reduce_view& v, const te
   const std::int64_t x_off = x.offset(), o_off = o.offset();
   const std::size_t local = pow2_ok(wg);
   return q.submit([&](handler& h) {
-    accessor<std::byte> X(x.storage(), h, read_only);
-    accessor<std::byte> O(o.storage(), h, access_mode::write);
+    accessor<std::byte> X(x.storage(), h, read_only, x.byte_extent());
+    accessor<std::byte> O(o.storage(), h, access_mode::write, o.byte_extent());
     switch (layout) {
       case row_layout::per_item: {
-        h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(v.outer), local)), range<1>(local)), k,
-                       v.outer, v.r, X, x_off, O, o_off);
+        h.parallel_for(
+            nd_range(range<1>(round_up(static_cast<std::size_t>(v.outer), local)), range<1>(local)), k,
+            v.outer, v.r, X, x_off, O, o_off);
         break;
       }
       case row_layout::row_block:
-        h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(items), local)), range<1>(local)), k,
-                       v.outer, v.r, X, x_off, O, o_off, *scratch);
+        h.parallel_for(nd_range(range<1>(round_up(static_cast<std::size_t>(items), local)), range<1>(local)),
+                       k, v.outer, v.r, X, x_off, O, o_off, *scratch);
         break;
       case row_layout::rows:
         h.parallel_for(nd_range(range<1>(static_cast<std::size_t>(v.outer) * local), range<1>(local)), k, v.r,

@@ -110,9 +110,10 @@ op_descriptor make_rope() {
   };
   d.tol = [](const op_call& c, int) { return float_tolerance(c.inputs[1].type(), 1.0, 2 * eps_f32); };
   config_schema s;
-  s.params = {{"wg", 128, {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}, "work-group size (along heads for variant 1)"},
-              {"vec", 4, {1, 2, 4, 8, 16}, "variant 1: vector width of the NeoX pair sweep"},
-              {"variant", 0, {0, 1}, "0: one work-item per rotated pair; 1: one work-item per (head, token)"}};
+  s.params = {
+      {"wg", 128, {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}, "work-group size (along heads for variant 1)"},
+      {"vec", 4, {1, 2, 4, 8, 16}, "variant 1: vector width of the NeoX pair sweep"},
+      {"variant", 0, {0, 1}, "0: one work-item per rotated pair; 1: one work-item per (head, token)"}};
   d.config = s;
   op_implementation impl;
   impl.name = "opencl.rope";
@@ -138,22 +139,21 @@ op_descriptor make_rope() {
     kernel k = build_kernel(q.get_context(), "rope.cl", src, opts, per_head ? "rope_per_head" : "rope");
     const std::size_t uwg = static_cast<std::size_t>(wg);
     const nd_range r =
-        per_head ? nd_range(range<2>(round_up(static_cast<std::size_t>(hq + hk), uwg), static_cast<std::size_t>(T)),
+        per_head ? nd_range(range<2>(round_up(static_cast<std::size_t>(hq + hk), uwg),
+                                     static_cast<std::size_t>(T)),
                             range<2>(uwg, std::size_t{1}))
                  : nd_range(range<1>(round_up(static_cast<std::size_t>(items), uwg)), range<1>(uwg));
     return q.submit([&](handler& h) {
-      accessor<std::byte> P(pos.storage(), h, read_only);
-      accessor<std::byte> C(cache.storage(), h, read_only);
-      accessor<std::byte> Q(qt.storage(), h, read_write);
+      accessor<std::byte> P(pos.storage(), h, read_only, pos.byte_extent());
+      accessor<std::byte> C(cache.storage(), h, read_only, cache.byte_extent());
+      accessor<std::byte> Q(qt.storage(), h, read_write, qt.byte_extent());
       if (hk_present && !kt.same_storage(qt)) {
-        accessor<std::byte> K(kt.storage(), h, read_write);
-        h.parallel_for(r,
-            k, T, hq, hk, half, max_pos, P, pos.offset(), Q, qt.offset(), qt.strides()[0], qt.strides()[1], K,
-            kt.offset(), kt.strides()[0], kt.strides()[1], C, cache.offset());
+        accessor<std::byte> K(kt.storage(), h, read_write, kt.byte_extent());
+        h.parallel_for(r, k, T, hq, hk, half, max_pos, P, pos.offset(), Q, qt.offset(), qt.strides()[0],
+                       qt.strides()[1], K, kt.offset(), kt.strides()[0], kt.strides()[1], C, cache.offset());
       } else {
-        h.parallel_for(r,
-            k, T, hq, hk, half, max_pos, P, pos.offset(), Q, qt.offset(), qt.strides()[0], qt.strides()[1], Q,
-            kt.offset(), kt.strides()[0], kt.strides()[1], C, cache.offset());
+        h.parallel_for(r, k, T, hq, hk, half, max_pos, P, pos.offset(), Q, qt.offset(), qt.strides()[0],
+                       qt.strides()[1], Q, kt.offset(), kt.strides()[0], kt.strides()[1], C, cache.offset());
       }
     });
   };

@@ -234,6 +234,60 @@ TEST(Interop, NativeCommandJoinsDependencyTracking) {
   EXPECT_NE(interop::native(a), nullptr);
 }
 
+// Issue 15: a native command capturing the group's accessors by reference ran after the
+// command-group function had returned (stack-use-after-scope under ASan). It now runs inside
+// enqueue_native, while everything the function holds is alive.
+TEST(Interop, NativeCommandRunsWhileTheCommandGroupIsAlive) {
+  auto& q = default_queue();
+  buffer<int> a(q, 16), b(q, 16);
+  q.fill(a, 4);
+  bool ran_inside = false;
+  q.submit([&](handler& h) {
+    accessor<int> s(a, h, read_only);
+    accessor<int> d(b, h, discard_write);
+    int copied = 0;  // a local of the group, captured by reference like the accessors
+    interop::enqueue_native(h, [&](interop::native_handle& nh) {
+      cl_event ev = nullptr;
+      copied = 16;
+      cl_int st = clEnqueueCopyBuffer(nh.queue(), nh.mem(s), nh.mem(d), 0, 0, copied * sizeof(int),
+                                      nh.wait_count(), nh.wait_events(), &ev);
+      if (st != CL_SUCCESS) throw error(errc::opencl_error, "test", "copy failed", st);
+      return ev;
+    });
+    ran_inside = copied == 16;
+  });
+  EXPECT_TRUE(ran_inside) << "the native command must run before the command-group function returns";
+  EXPECT_EQ(b.read(), std::vector<int>(16, 4));
+}
+
+TEST(Interop, DeclarationsAfterANativeCommandAreRefused) {
+  auto& q = default_queue();
+  buffer<int> a(q, 16), b(q, 16);
+  auto native_marker = [](interop::native_handle& nh) {
+    cl_event ev = nullptr;
+    clEnqueueMarkerWithWaitList(nh.queue(), nh.wait_count(), nh.wait_events(), &ev);
+    return ev;
+  };
+  try {
+    q.submit([&](handler& h) {
+      accessor<int> s(a, h, read_only);
+      interop::enqueue_native(h, native_marker);
+      accessor<int> late(b, h, read_write);
+    });
+    FAIL() << "an accessor declared after enqueue_native was accepted";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("enqueue_native"), std::string::npos) << e.what();
+  }
+  event before = q.fill(a, 1);
+  EXPECT_THROW(q.submit([&](handler& h) {
+    interop::enqueue_native(h, native_marker);
+    h.depends_on(before);
+  }),
+               error);
+  q.wait();
+}
+
 TEST(AsyncErrors, AFailedDeviceCommandIsReported) {
   // A native command waiting on a user event that fails: PoCL (and most drivers) fail the
   // command too. Where an implementation leaves it pending instead, there is nothing to check.

@@ -219,3 +219,122 @@ TEST_F(ordering, HostWritesWaitForDeviceReaders) {
   EXPECT_EQ(copy.read(), std::vector<int>(n, 1));
   EXPECT_EQ(a.read(), std::vector<int>(n, 0));
 }
+
+// Range-aware dependencies (issue 11 item 8): accessors limited to byte ranges of one buffer
+// order only against commands whose ranges overlap theirs.
+namespace {
+bool completes_within(const event& e, std::chrono::milliseconds limit) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (e.status() != event_status::complete) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+}  // namespace
+
+TEST_F(ordering, DisjointHalvesOfOneBufferRunConcurrently) {
+  buffer<int> a(q, 2 * n);
+  a.write(std::vector<int>(2 * n, 0));  // a blocking host write: no device user left to pick a lane
+  std::vector<int> ones(n, 1);
+  auto first = q.submit([&](handler& h) {
+    accessor<int> w(a, h, n, 0, discard_write);  // elements [0, n)
+    interop::enqueue_native(
+        h, [&](interop::native_handle& nh) { return gated_write(nh, g.ev, nh.mem(w), ones.data()); });
+  });
+  auto second = q.submit([&](handler& h) {
+    accessor<int> w(a, h, n, n, discard_write);  // elements [n, 2n)
+    h.fill(w, 2, n, n);
+  });
+  ASSERT_NE(queue_of(first), queue_of(second)) << "test setup: the writers must run on different lanes";
+  EXPECT_TRUE(second.dependencies().empty()) << "a write to the other half depends on the gated write";
+  EXPECT_TRUE(completes_within(second, std::chrono::seconds(10)))
+      << "the write to the second half waited for the gated write to the first half";
+  EXPECT_NE(first.status(), event_status::complete) << "test setup: the gate did not hold the first write";
+  g.open();
+  std::vector<int> expect(n, 1);
+  expect.resize(2 * n, 2);
+  EXPECT_EQ(a.read(), expect);
+  q.wait_and_throw();
+}
+
+TEST_F(ordering, OverlappingRangesStillOrder) {
+  buffer<int> a(q, 2 * n), out(q, 2 * n);
+  q.fill(a, 0).wait();
+  std::vector<int> ones(n, 1);
+  auto first = q.submit([&](handler& h) {
+    accessor<int> w(a, h, n, 0, discard_write);  // elements [0, n)
+    interop::enqueue_native(
+        h, [&](interop::native_handle& nh) { return gated_write(nh, g.ev, nh.mem(w), ones.data()); });
+  });
+  // WAW: [n/2, n/2 + n) overlaps the gated write by n/2 elements.
+  auto overlap = q.submit([&](handler& h) {
+    accessor<int> w(a, h, n, n / 2, write_only);
+    h.fill(w, 2, n, n / 2);
+  });
+  // RAW: a copy reading one element inside the first write's range (byte_range form).
+  auto reader = q.submit([&](handler& h) {
+    accessor<int> r(a, h, read_only, byte_range{(n - 1) * sizeof(int), sizeof(int)});
+    accessor<int> o(out, h, discard_write);
+    h.copy(r, o, sizeof(int), (n - 1) * sizeof(int), 0);
+  });
+  // The old whole-buffer accessor still orders against a range writer.
+  auto whole = q.submit([&](handler& h) {
+    accessor<int> r(a, h, read_only);
+    accessor<int> o(out, h, write_only);
+    h.copy(r, o, 2 * n * sizeof(int));
+  });
+  expect_blocked(overlap, "the overlapping writer");
+  EXPECT_NE(reader.status(), event_status::complete) << "the overlapping reader ran before its writer";
+  EXPECT_NE(whole.status(), event_status::complete) << "the whole-buffer reader ran before a range writer";
+  g.open();
+  std::vector<int> expect(n / 2, 1);
+  expect.resize(n / 2 + n, 2);
+  expect.resize(2 * n, 0);
+  EXPECT_EQ(a.read(), expect) << "the overlapping writer did not run after the gated one";
+  EXPECT_EQ(out.read(), expect);
+  q.wait_and_throw();
+}
+
+TEST_F(ordering, WriteAfterReadPerRange) {
+  buffer<int> a(q, 2 * n), copy(q, n);
+  a.write(std::vector<int>(2 * n, 1));
+  // A gated reader of [0, n): a writer of [n, 2n) does not wait for it, a writer of [0, n) does.
+  q.submit([&](handler& h) {
+    accessor<int> r(a, h, n, 0, read_only);
+    accessor<int> c(copy, h, discard_write);
+    interop::enqueue_native(
+        h, [&](interop::native_handle& nh) { return gated_copy(nh, g.ev, nh.mem(r), nh.mem(c)); });
+  });
+  auto disjoint = q.submit([&](handler& h) {
+    accessor<int> w(a, h, n, n, discard_write);
+    h.fill(w, 5, n, n);
+  });
+  auto overlapping = q.submit([&](handler& h) {
+    accessor<int> w(a, h, 1, 0, discard_write);
+    h.fill(w, 9, 1, 0);
+  });
+  EXPECT_TRUE(completes_within(disjoint, std::chrono::seconds(10)))
+      << "a write to bytes the gated reader does not read waited for it";
+  expect_blocked(overlapping, "the writer of bytes a gated reader reads");
+  g.open();
+  EXPECT_EQ(copy.read(), std::vector<int>(n, 1))
+      << "the writer overwrote the input before the reader read it";
+  std::vector<int> expect(n, 1);
+  expect[0] = 9;
+  expect.resize(2 * n, 5);
+  EXPECT_EQ(a.read(), expect);
+  q.wait_and_throw();
+}
+
+TEST(Accessors, RangesOutsideTheBufferAreRefused) {
+  auto& q = default_queue();
+  buffer<int> a(q, 8);
+  try {
+    q.submit([&](handler& h) { accessor<int> w(a, h, 4, 6, write_only); });
+    FAIL() << "an accessor range past the end was accepted";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("outside the buffer of 32 bytes"), std::string::npos) << e.what();
+  }
+}

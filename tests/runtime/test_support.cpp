@@ -38,6 +38,10 @@ kernel void slow_copy(global const int* a, global int* b, int iters) {
   b[i] = (x == -1.0f) ? 0 : a[i];
 }
 kernel void copy_int(global const int* a, global int* b) { b[get_global_id(0)] = a[get_global_id(0)]; }
+kernel void add_param(global const int* in, global int* out, global const int* c) {
+  size_t i = get_global_id(0);
+  out[i] = in[i] + c[0];
+}
 )CLC";
 }  // namespace
 

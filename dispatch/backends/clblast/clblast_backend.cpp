@@ -209,9 +209,10 @@ event run(queue& q, const gemm_problem& p, const kernel_config& params) {
   // function drops CLBlast's own reference afterwards.
   cl_event produced = nullptr;
   event done = q.submit([&](handler& h) {
-    accessor<std::byte> acc_a(a.storage(), h, read_only);
-    accessor<std::byte> acc_b(b.storage(), h, read_only);
-    accessor<std::byte> acc_c(out.storage(), h, has_bias ? access_mode::read_write : access_mode::write);
+    accessor<std::byte> acc_a(a.storage(), h, read_only, a.byte_extent());
+    accessor<std::byte> acc_b(b.storage(), h, read_only, b.byte_extent());
+    accessor<std::byte> acc_c(out.storage(), h, has_bias ? access_mode::read_write : access_mode::write,
+                              out.byte_extent());
     interop::enqueue_native(
         h, [p, l, acc_a, acc_b, acc_c, id, params, &produced](interop::native_handle& nh) -> cl_event {
           std::lock_guard lock(mutex());

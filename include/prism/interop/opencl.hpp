@@ -57,6 +57,9 @@ class native_handle {
 /// Records a native command: `fn(native_handle&)` enqueues OpenCL work on handle.queue(),
 /// waiting on handle.wait_list(), and returns the cl_event of its last command (retained by
 /// prism; the caller keeps its own reference). Its accessors join dependency tracking as usual.
+/// The group is submitted and `fn` runs inside this call, so `fn` may capture the group's
+/// accessors and locals by reference. Declare every accessor and depends_on() before calling it
+/// (a later one is an error). Inside a graph capture a native command is an error.
 template <class F>
 void enqueue_native(handler& h, F&& fn) {
   h.set_native_command([f = std::forward<F>(fn)](detail::native_args& a) mutable -> void* {

@@ -44,6 +44,14 @@ inline constexpr write_only_t write_only{};
 inline constexpr read_write_t read_write{};
 inline constexpr discard_write_t discard_write{};  ///< write_only + no_init
 
+/// Bytes [offset, offset + bytes) of a buffer that a command touches. Accessors limited to one
+/// order only against commands whose ranges overlap theirs (RAW, WAR and WAW per range), so
+/// writes to disjoint slices of one storage (KV-cache rows, views) may run concurrently.
+struct byte_range {
+  std::size_t offset = 0;
+  std::size_t bytes = 0;
+};
+
 namespace detail {
 struct buffer_impl;
 /// Untyped allocation: `host` (may be null) is copied in when `copy_in`; when `write_back` the
@@ -60,7 +68,9 @@ void buffer_write(buffer_impl& b, std::size_t offset, std::size_t bytes, const v
 /// Maps the buffer for host access after its pending users (zero copy on CPU devices).
 void* buffer_map(buffer_impl& b, access_mode mode);
 void buffer_unmap(buffer_impl& b, void* ptr);
-void handler_require(handler& h, const std::shared_ptr<buffer_impl>& b, access_mode mode);
+/// Declares the use of bytes [offset, offset+bytes) of `b` (checked against its size).
+void handler_require(handler& h, const std::shared_ptr<buffer_impl>& b, access_mode mode, std::size_t offset,
+                     std::size_t bytes);
 }  // namespace detail
 
 /// A typed device allocation, bound to host memory or device-only.
@@ -114,27 +124,43 @@ class buffer {
   std::size_t count_ = 0;
 };
 
-/// Declares a use of a buffer inside a command group, and is a kernel argument (the cl_mem).
+/// Declares a use of a buffer inside a command group, and is a kernel argument (the cl_mem of the
+/// whole buffer: kernels index it themselves). By default it covers the whole buffer; an
+/// accessor limited to a range (elements, SYCL order: count then offset; or a byte_range)
+/// depends only on commands whose ranges overlap it.
 /// Thread safety: belongs to the command group function that created it, like its handler.
 template <class T>
 class accessor {
  public:
   template <class Tag>
-  accessor(buffer<T>& buf, handler& h, Tag) : impl_(buf.get_impl()), mode_(Tag::mode), count_(buf.size()) {
-    detail::handler_require(h, impl_, mode_);
-  }
+  accessor(buffer<T>& buf, handler& h, Tag) : accessor(buf, h, Tag::mode) {}
   accessor(buffer<T>& buf, handler& h, access_mode mode)
-      : impl_(buf.get_impl()), mode_(mode), count_(buf.size()) {
-    detail::handler_require(h, impl_, mode_);
+      : impl_(buf.get_impl()), mode_(mode), count_(buf.size()), bytes_{0, buf.byte_size()} {
+    detail::handler_require(h, impl_, mode_, 0, bytes_.bytes);
+  }
+  /// Elements [offset, offset + count) of `buf`.
+  template <class Tag>
+  accessor(buffer<T>& buf, handler& h, std::size_t count, std::size_t offset, Tag)
+      : accessor(buf, h, Tag::mode, byte_range{offset * sizeof(T), count * sizeof(T)}) {}
+  /// Bytes `r` of `buf` (for byte storage shared by views, e.g. tensor::byte_extent()).
+  template <class Tag>
+  accessor(buffer<T>& buf, handler& h, Tag, byte_range r) : accessor(buf, h, Tag::mode, r) {}
+  accessor(buffer<T>& buf, handler& h, access_mode mode, byte_range r)
+      : impl_(buf.get_impl()), mode_(mode), count_(r.bytes / sizeof(T)), bytes_(r) {
+    detail::handler_require(h, impl_, mode_, r.offset, r.bytes);
   }
   access_mode mode() const noexcept { return mode_; }
+  /// Elements in the accessed range.
   std::size_t size() const noexcept { return count_; }
+  /// The accessed bytes of the buffer.
+  byte_range range_bytes() const noexcept { return bytes_; }
   detail::buffer_impl* get_impl() const noexcept { return impl_.get(); }
 
  private:
   std::shared_ptr<detail::buffer_impl> impl_;
   access_mode mode_;
   std::size_t count_;
+  byte_range bytes_;
 };
 
 /// Host view of a buffer: waits for the buffer's pending device users, maps it, unmaps on

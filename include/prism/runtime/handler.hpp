@@ -19,6 +19,8 @@
 
 namespace prism {
 
+class queue;
+
 /// A kernel argument for __local memory of `bytes` bytes.
 struct local_memory {
   std::size_t bytes;
@@ -38,9 +40,11 @@ struct kernel_arg {
 struct requirement {
   std::shared_ptr<buffer_impl> buf;
   access_mode mode;
+  std::size_t begin = 0, end = 0;  ///< bytes; whole-buffer accesses of an empty buffer use [0, 1)
 };
 
-enum class command_kind : std::uint8_t { none, kernel, copy, fill, host_task, native };
+enum class command_kind : std::uint8_t { none, kernel, copy, fill, host_task, native, host_write };
+const char* command_kind_name(command_kind k) noexcept;
 
 /// Everything a command group recorded. Kept inline in the handler: no heap work for small groups.
 struct command_group {
@@ -58,6 +62,7 @@ struct command_group {
   std::size_t src_offset = 0, dst_offset = 0, bytes = 0;
   alignas(16) unsigned char pattern[64];
   std::size_t pattern_size = 0;
+  const void* host_src = nullptr;  ///< host_write
   std::function<void()> host_fn;
   std::function<void*(native_args&)> native_fn;
 };
@@ -70,6 +75,7 @@ class handler {
   handler& operator=(const handler&) = delete;
 
   void depends_on(const event& e) {
+    check_open("depends_on");
     if (e) cg_.depends.push_back(e);
   }
   void depends_on(const std::vector<event>& events) {
@@ -109,25 +115,50 @@ class handler {
     cg_.dst_offset = offset * sizeof(T);
     cg_.bytes = count * sizeof(T);
   }
+  /// Copies `bytes` from host memory at `src` into `dst` from byte `dst_offset`, without blocking:
+  /// `src` must stay valid and unchanged until the command completes.
+  template <class T>
+  void copy_from_host(const void* src, const accessor<T>& dst, std::size_t bytes,
+                      std::size_t dst_offset = 0) {
+    set_command(detail::command_kind::host_write);
+    cg_.host_src = src;
+    cg_.dst = dst.get_impl();
+    cg_.bytes = bytes;
+    cg_.dst_offset = dst_offset;
+  }
   /// Runs `fn` on a runtime thread once the group's dependencies are done.
   void host_task(std::function<void()> fn) {
     set_command(detail::command_kind::host_task);
     cg_.host_fn = std::move(fn);
   }
 
-  /// Used by interop::enqueue_native; see prism/interop/opencl.hpp.
+  /// Used by interop::enqueue_native; see prism/interop/opencl.hpp. The group is submitted and
+  /// `fn` runs here, while the command-group function (and everything it holds by reference,
+  /// accessors included) is still alive; nothing may be declared in the group after it.
   void set_native_command(std::function<void*(detail::native_args&)> fn) {
     set_command(detail::command_kind::native);
     cg_.native_fn = std::move(fn);
+    submit_now();
   }
-  void require(const std::shared_ptr<detail::buffer_impl>& b, access_mode mode) {
-    cg_.requirements.push_back({b, mode});
+  void require(const std::shared_ptr<detail::buffer_impl>& b, access_mode mode, std::size_t begin,
+               std::size_t end) {
+    check_open("accessor");
+    cg_.requirements.push_back({b, mode, begin, end});
   }
   detail::command_group& group() noexcept { return cg_; }
 
  private:
   friend class queue;
-  handler() = default;
+  explicit handler(queue& q) : queue_(&q) {}
+
+  /// Submits the group now (native commands); queue::submit then returns `submitted_`.
+  void submit_now();
+  void check_open(const char* what) const {
+    if (done_)
+      throw error(errc::invalid_argument, what,
+                  "declared after interop::enqueue_native in the same command group; the native command "
+                  "runs inside enqueue_native, so declare every accessor and depends_on() before it");
+  }
 
   void set_command(detail::command_kind k) {
     if (cg_.kind != detail::command_kind::none)
@@ -169,6 +200,9 @@ class handler {
   }
 
   detail::command_group cg_;
+  queue* queue_ = nullptr;
+  bool done_ = false;
+  event submitted_;
 };
 
 }  // namespace prism

@@ -50,8 +50,9 @@ class queue {
   /// Records a command group with `cgf(handler&)` and enqueues it.
   template <class CommandGroup>
   event submit(CommandGroup&& cgf) {
-    handler h;
+    handler h(*this);
     cgf(h);
+    if (h.done_) return std::move(h.submitted_);  // a native command submitted it already
     return submit_group(h.group());
   }
 
@@ -114,6 +115,7 @@ class queue {
   impl& get_impl() const;
 
  private:
+  friend class handler;
   event submit_group(detail::command_group& cg);
   event usm_copy(detail::usm_alloc* dst, std::size_t dst_off, detail::usm_alloc* src, std::size_t src_off,
                  void* host_dst, const void* host_src, std::size_t bytes, const std::vector<event>& deps);
