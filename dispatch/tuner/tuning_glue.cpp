@@ -154,6 +154,7 @@ std::optional<tuned_choice> lookup(const tuning_query& q) {
   c.backend = m->row.backend;
   c.config = m->row.config;
   c.tier = m->tier == tuning::match_tier::exact ? source_tier::db_exact : source_tier::db_nearest;
+  if (c.tier == source_tier::db_nearest) c.borrowed_shape = m->row.shape;
   return c;
 }
 
