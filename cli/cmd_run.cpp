@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.hpp"
+#include "cli/term.hpp"
 #include "dispatch/dispatcher.hpp"
 #include "dispatch/log/dispatch_log.hpp"
 #include "kernels/op_descriptor.hpp"
@@ -27,12 +28,7 @@ struct run_options {
 
 int run(run_options o, const std::string& device_spec) {
   if (!o.replay.empty()) {
-    std::stringstream text(prism::dispatch::log_header() + "\n" + o.replay + "\n");
-    auto recs = prism::dispatch::parse_log(text);
-    if (recs.empty())
-      throw prism::error(prism::errc::invalid_argument, "prism run --replay",
-                         "not a dispatch log line (expected 'prism_dispatch,v1,exec,...')");
-    const auto& r = recs.front();
+    const auto r = prism::dispatch::parse_log_line(o.replay);  // v1 or v2
     o.op = r.op;
     o.shape = r.shape;
     o.dtype = r.dtypes.substr(0, r.dtypes.find('|'));
@@ -134,10 +130,18 @@ int run(run_options o, const std::string& device_spec) {
     if (bytes > 0) std::printf(", %.2f GB/s", bytes / (med * 1e3));
     std::printf("\n");
   }
-  return cmp.ok ? 0 : 1;
+  return cmp.ok ? prism::cli::exit_ok : prism::cli::exit_check_failed;
 }
 
 }  // namespace
+
+// `prism log replay` runs each line through here, the same path as `prism run --replay`.
+int prism::cli::replay_log_line(const std::string& line, const std::string& device_spec, int repeat) {
+  run_options o;
+  o.replay = line;
+  o.repeat = repeat;
+  return run(o, device_spec);
+}
 
 PRISM_CLI_COMMAND(30) {
   auto* cmd = app.add_subcommand("run",
@@ -157,7 +161,7 @@ PRISM_CLI_COMMAND(30) {
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed of the inputs")->capture_default_str();
   cmd->add_flag("--dry-run", o->dry_run, "Print the routed decision (backend, config, tier) without running");
-  cmd->add_option("--replay", o->replay, "A dispatch log line (prism_dispatch,v1,exec,...) to replay");
+  cmd->add_option("--replay", o->replay, "A dispatch log line (prism_dispatch,v2,... or v1) to replay");
   cmd->add_option("--device", global.device,
                   std::string("Device (PRISM_DEVICE syntax: ") + prism::device_spec_syntax() + ")");
   cmd->callback([o, &global, &exit_code] { exit_code = run(*o, global.device); });

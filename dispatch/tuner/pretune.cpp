@@ -124,7 +124,13 @@ struct progress {
     if (tuned == 0) return "?";
     return human_s(tuned_seconds / static_cast<double>(tuned) * static_cast<double>(total - done));
   }
+  decltype(pretune_options::on_progress) sink;
   void update(const std::string& what, std::size_t cand, std::size_t cands) const {
+    if (sink) {
+      sink("", done, total, what,
+           fmt::format("cand {}/{}  elapsed {}  ETA {}", cand, cands, human_s(seconds_since(start)), eta()));
+      return;
+    }
     if (!bar) return;
     const int width = 24;
     int filled = total ? static_cast<int>(width * done / total) : width;
@@ -134,6 +140,10 @@ struct progress {
     std::fflush(stderr);
   }
   void line(const std::string& text) const {
+    if (sink) {
+      sink(text, done, total, "", "");
+      return;
+    }
     if (bar) std::fprintf(stderr, "\r\033[K");
     std::fprintf(stderr, "%s\n", text.c_str());
     std::fflush(stderr);
@@ -193,6 +203,7 @@ pretune_report pretune(const device& dev, tuning::database& db, const pretune_op
 
   progress prog;
   prog.bar = o.progress_bar;
+  prog.sink = o.on_progress;
   prog.total = entries.size();
 
   // The default route is measured with tier 3 off; it is restored however we leave.
