@@ -44,16 +44,16 @@ PRISM_CLI_COMMAND(41) {
                           "vendor profiles (PRISM_VENDOR_PATH adds more; PRISM_VENDOR forces one):", width, 2)
                           .c_str());
     for (const auto& p : profiles) {
-      std::printf("%s\n", prism::cli::fit("  " + p.name +
-                                              std::string(p.name.size() < 10 ? 10 - p.name.size() : 0, ' ') +
-                                              " priority " + std::to_string(p.priority) + "  " + p.directory,
-                                          width)
-                              .c_str());
-      std::printf("%s\n", prism::cli::fit("             match: " + p.match_summary, width).c_str());
+      std::printf("%s", prism::cli::wrap("  " + p.name + " (priority " + std::to_string(p.priority) +
+                                             "), match: " + p.match_summary,
+                                         width, 6)
+                            .c_str());
+      // A path is printed whole, on a line of its own: cut, it would name nothing.
+      std::printf("    %s\n", p.directory.c_str());
       if (!p.kernel_overrides.empty()) {
         std::string files;
         for (const auto& k : p.kernel_overrides) files += (files.empty() ? "" : ", ") + k;
-        std::printf("%s\n", prism::cli::fit("             kernel overrides: " + files, width).c_str());
+        std::printf("%s", prism::cli::wrap("    kernel overrides: " + files, width, 6).c_str());
       }
     }
     std::printf("devices:\n");

@@ -42,17 +42,20 @@ table& table::droppable() {
 }
 
 std::string wrap(std::string_view text, std::size_t width, std::size_t indent) {
-  std::string out, line;
-  std::size_t pos = 0;
+  // The text's own leading spaces start the first line.
+  std::size_t pos = std::min(text.find_first_not_of(' '), text.size());
+  std::string out, line(pos, ' ');
   while (pos < text.size()) {
     std::size_t end = text.find(' ', pos);
     if (end == std::string_view::npos) end = text.size();
     std::string_view word = text.substr(pos, end - pos);
     pos = end + 1;
-    if (!line.empty() && line.size() + 1 + word.size() > width) {
+    if (word.empty()) continue;
+    const bool has_word = line.find_first_not_of(' ') != std::string::npos;
+    if (has_word && line.size() + 1 + word.size() > width) {
       out += line + "\n";
       line = std::string(indent, ' ');
-    } else if (!line.empty() && line.find_first_not_of(' ') != std::string::npos) {
+    } else if (has_word) {
       line += ' ';
     }
     line += word;
