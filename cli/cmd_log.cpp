@@ -98,7 +98,7 @@ PRISM_CLI_COMMAND(50) {
       std::cout << summary_json(s).dump(2) << "\n";
     } else {
       std::printf("%s", pd::format_summary(s.stats, s.with_time).c_str());
-      std::printf("%llu lines: %llu exec, %llu reject, %llu error; %llu processes",
+      std::printf("%llu lines: %llu exec, %llu reject, %llu error; processes: %llu",
                   static_cast<unsigned long long>(s.lines), static_cast<unsigned long long>(s.exec),
                   static_cast<unsigned long long>(s.rejects), static_cast<unsigned long long>(s.errors),
                   static_cast<unsigned long long>(s.processes));

@@ -155,7 +155,7 @@ log)
   grep -q 'prism dispatch summary' "$work/p1.err" || { cat "$work/p1.err"; fail "no exit summary on stderr"; }
   "$prism" log summarize "$log" > "$work/sum.txt"
   grep -Eq '^add +opencl +[a-z-]+ +24 ' "$work/sum.txt" || { cat "$work/sum.txt"; fail "4 x 6 calls of add"; }
-  grep -q '4 processes' "$work/sum.txt" || { cat "$work/sum.txt"; fail "not 4 processes"; }
+  grep -q 'processes: 4' "$work/sum.txt" || { cat "$work/sum.txt"; fail "not 4 processes"; }
   # A filter that matches nothing still writes the header.
   PRISM_LOG_DISPATCH=1 PRISM_LOG_DISPATCH_FILTER=',no_such_op,' PRISM_LOG_DISPATCH_FILE=$work/empty.csv \
     "$prism" run add --shape n=64 --repeat 0 > /dev/null 2>&1
