@@ -146,8 +146,10 @@ PRISM_CLI_COMMAND(70) {
     print_header(db);
     using align = prism::cli::table::align;
     prism::cli::table t;
+    // The date, the device and the default's time go first when the terminal is narrow; the
+    // widest of config and shape is cut first.
     t.column("device", align::left, true, 6)
-        .droppable()
+        .droppable(1, true)
         .column("op")
         .column("dtype")
         .column("shape", align::left, true, 10)
@@ -155,10 +157,10 @@ PRISM_CLI_COMMAND(70) {
         .column("config", align::left, true, 9)
         .column("p50", align::right)
         .column("default", align::right)
-        .droppable()
+        .droppable(2, true)
         .column("speedup", align::right)
-        .column("tuned (UTC)", align::left, true, 10)
-        .droppable();
+        .column("tuned (UTC)")
+        .droppable(0, true);
     for (auto& r : rows)
       t.row({r.device, r.op, r.dtype, r.shape, r.backend, r.config.empty() ? "(default)" : r.config,
              human_ns(r.p50_ns), human_ns(r.default_ns), speedup_text(r.speedup()), human_time(r.tuned_at)});

@@ -74,18 +74,19 @@ PRISM_CLI_COMMAND(10) {
     } else {
       using align = prism::cli::table::align;
       prism::cli::table t;
+      // The fingerprint and the OpenCL C version are never cut; the vendor, memory and compute
+      // units go first when the terminal is narrow.
       t.column("#")
           .column("type")
           .column("name", align::left, true, 12)
           .column("vendor", align::left, true, 6)
-          .droppable()
+          .droppable(0, true)
           .column("CUs", align::right)
-          .droppable()
+          .droppable(2)
           .column("global mem", align::right)
-          .droppable()
+          .droppable(1)
           .column("fingerprint")
-          .column("OpenCL C", align::left, true, 8)
-          .droppable();
+          .column("OpenCL C");
       for (auto& d : devices) {
         bool is_default = chosen && d == chosen;
         t.row({std::to_string(d.global_index()) + (is_default ? "*" : ""), prism::device_type_name(d.type()),

@@ -36,8 +36,12 @@ table& table::column(std::string header, align a, bool elastic, std::size_t min_
   return *this;
 }
 
-table& table::droppable() {
-  if (!cols_.empty()) cols_.back().droppable = true;
+table& table::droppable(int rank, bool eager) {
+  if (!cols_.empty()) {
+    cols_.back().droppable = true;
+    cols_.back().drop_rank = rank;
+    cols_.back().drop_eagerly = eager;
+  }
   return *this;
 }
 
@@ -70,28 +74,35 @@ table& table::row(std::vector<std::string> cells) {
 }
 
 std::string table::render(std::size_t width) const {
-  // Leave out droppable columns, rightmost first, while the rest cannot fit even at their
-  // least widths.
-  std::size_t least = 0;
-  for (const auto& c : cols_)
-    least += (c.elastic ? std::max(c.min_width, c.header.size()) : [&] {
-      std::size_t w = c.header.size();
-      for (const auto& r : rows_) w = std::max(w, r[&c - cols_.data()].size());
-      return w;
-    }()) + 2;
-  if (least > width + 2)
-    for (std::size_t i = cols_.size(); i-- > 0;)
-      if (cols_[i].droppable) {
-        table fewer;
-        for (std::size_t c = 0; c < cols_.size(); ++c)
-          if (c != i) fewer.cols_.push_back(cols_[c]);
-        for (const auto& r : rows_) {
-          auto cells = r;
-          cells.erase(cells.begin() + static_cast<std::ptrdiff_t>(i));
-          fewer.rows_.push_back(std::move(cells));
-        }
-        return fewer.render(width);
-      }
+  // Leave out a droppable column (lowest rank first, then rightmost): an eager one while the
+  // table is wider than `width` at its natural widths, any while it cannot fit at its least.
+  std::size_t natural = 0, least = 0;
+  for (std::size_t c = 0; c < cols_.size(); ++c) {
+    std::size_t w = cols_[c].header.size();
+    for (const auto& r : rows_) w = std::max(w, r[c].size());
+    natural += w + 2;
+    least += (cols_[c].elastic ? std::min(w, std::max(cols_[c].min_width, cols_[c].header.size())) : w) + 2;
+  }
+  auto pick = [&](bool eager_only) {
+    std::size_t drop = cols_.size();
+    for (std::size_t c = cols_.size(); c-- > 0;)
+      if (cols_[c].droppable && (!eager_only || cols_[c].drop_eagerly) &&
+          (drop == cols_.size() || cols_[c].drop_rank < cols_[drop].drop_rank))
+        drop = c;
+    return drop;
+  };
+  std::size_t drop = natural > width + 2 ? pick(true) : cols_.size();
+  if (drop == cols_.size() && least > width + 2) drop = pick(false);
+  if (drop < cols_.size()) {
+    table fewer;
+    fewer.cols_ = cols_;
+    fewer.cols_.erase(fewer.cols_.begin() + static_cast<std::ptrdiff_t>(drop));
+    for (auto cells : rows_) {
+      cells.erase(cells.begin() + static_cast<std::ptrdiff_t>(drop));
+      fewer.rows_.push_back(std::move(cells));
+    }
+    return fewer.render(width);
+  }
   const std::size_t n = cols_.size();
   if (n == 0) return {};
   std::vector<std::size_t> w(n);

@@ -24,15 +24,18 @@ enum exit_code : int {
 std::size_t terminal_width(std::FILE* stream = stdout);
 
 /// A text table whose lines fit a width: columns keep their natural width while they fit; past
-/// that the columns marked elastic are shortened (their cells end in "...") until they do.
+/// that, columns marked droppable are left out (see droppable()) and the columns marked elastic
+/// are shortened (their cells end in "...") until they do.
 class table {
  public:
   enum class align { left, right };
   /// Adds a column; `elastic` columns give up width first, `min_width` is the least they keep.
   table& column(std::string header, align a = align::left, bool elastic = false, std::size_t min_width = 8);
-  /// Marks the last column added as one to leave out (rightmost first) when the table cannot fit
-  /// otherwise.
-  table& droppable();
+  /// Marks the last column added as one to leave out, lowest `rank` first (among equal ranks the
+  /// rightmost). `eager` columns go as soon as the table is wider than the width at its natural
+  /// widths (a missing column reads better than cut values); the others only when the table
+  /// cannot fit even with its elastic columns at their least widths.
+  table& droppable(int rank = 0, bool eager = false);
   /// Adds a row (one cell per column; missing cells are empty).
   table& row(std::vector<std::string> cells);
   std::size_t rows() const noexcept { return rows_.size(); }
@@ -47,6 +50,8 @@ class table {
     bool elastic;
     std::size_t min_width;
     bool droppable = false;
+    int drop_rank = 0;
+    bool drop_eagerly = false;
   };
   std::vector<col> cols_;
   std::vector<std::vector<std::string>> rows_;
