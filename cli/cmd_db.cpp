@@ -10,7 +10,10 @@
 #include <memory>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.hpp"
+#include "cli/term.hpp"
 #include "dispatch/dispatcher.hpp"
 #include "dispatch/tuner/pretune.hpp"
 #include "prism/error.hpp"
@@ -58,6 +61,23 @@ std::string fingerprint_filter(const prism::cli::global_options& global, const d
   if (!a.fingerprint.empty()) return a.fingerprint;
   if (global.device.empty()) return {};
   return prism::cli::pick_device(global.device).fingerprint().hash;
+}
+
+nlohmann::json row_json(const result_row& r) {
+  return {{"device", r.device},
+          {"op", r.op},
+          {"dtype", r.dtype},
+          {"shape", r.shape},
+          {"backend", r.backend},
+          {"config", r.config},
+          {"p20_ns", r.p20_ns},
+          {"p50_ns", r.p50_ns},
+          {"p80_ns", r.p80_ns},
+          {"default_ns", r.default_ns},
+          {"speedup", r.speedup()},
+          {"kernel_hash", r.kernel_hash},
+          {"driver_version", r.driver_version},
+          {"tuned_at", r.tuned_at}};
 }
 
 void print_header(database& db) {
@@ -113,26 +133,39 @@ PRISM_CLI_COMMAND(70) {
       db_cmd->add_subcommand("list", "List tuned rows: shape, backend, config, time, speedup vs default");
   add_db_option(list, global);
   add_filters(list, global, a);
+  list->add_flag("--json", a.json, "Print the rows as JSON");
   list->callback([&global, &exit_code, args] {
     auto& db = open_db(global);
-    print_header(db);
     auto rows = db.results(row_filter{fingerprint_filter(global, *args), args->op, args->dtype, ""});
-    std::size_t shape_w = 5, config_w = 6;
-    for (auto& r : rows) {
-      shape_w = std::max(shape_w, r.shape.size());
-      config_w = std::max(config_w, r.config.size());
+    if (args->json) {
+      nlohmann::json out = {{"database", db.path()}, {"rows", nlohmann::json::array()}};
+      for (const auto& r : rows) out["rows"].push_back(row_json(r));
+      std::printf("%s\n", out.dump(2).c_str());
+      exit_code = 0;
+      return;
     }
-    std::printf("%s\n", fmt::format("{:<16}  {:<10}  {:<5}  {:<{}}  {:<8}  {:<{}}  {:>10}  {:>10}  {:>7}  {}",
-                                    "device", "op", "dtype", "shape", shape_w, "backend", "config", config_w,
-                                    "p50", "default", "speedup", "tuned (UTC)")
-                            .c_str());
+    print_header(db);
+    using align = prism::cli::table::align;
+    prism::cli::table t;
+    // The date, the device and the default's time go first when the terminal is narrow; the
+    // widest of config and shape is cut first.
+    t.column("device", align::left, true, 6)
+        .droppable(1, true)
+        .column("op")
+        .column("dtype")
+        .column("shape", align::left, true, 10)
+        .column("backend")
+        .column("config", align::left, true, 9)
+        .column("p50", align::right)
+        .column("default", align::right)
+        .droppable(2, true)
+        .column("speedup", align::right)
+        .column("tuned (UTC)")
+        .droppable(0, true);
     for (auto& r : rows)
-      std::printf("%s\n",
-                  fmt::format("{:<16}  {:<10}  {:<5}  {:<{}}  {:<8}  {:<{}}  {:>10}  {:>10}  {:>7}  {}",
-                              r.device, r.op, r.dtype, r.shape, shape_w, r.backend,
-                              r.config.empty() ? "(default)" : r.config, config_w, human_ns(r.p50_ns),
-                              human_ns(r.default_ns), speedup_text(r.speedup()), human_time(r.tuned_at))
-                      .c_str());
+      t.row({r.device, r.op, r.dtype, r.shape, r.backend, r.config.empty() ? "(default)" : r.config,
+             human_ns(r.p50_ns), human_ns(r.default_ns), speedup_text(r.speedup()), human_time(r.tuned_at)});
+    std::printf("%s", t.render(prism::cli::terminal_width()).c_str());
     std::printf("%zu rows\n", rows.size());
     exit_code = 0;
   });
@@ -194,19 +227,39 @@ PRISM_CLI_COMMAND(70) {
       db_cmd->add_subcommand("stats", "Rows per device and op, with the speedups over the default they give");
   add_db_option(stats, global);
   add_filters(stats, global, a);
+  stats->add_flag("--json", a.json, "Print JSON instead of a table");
   stats->callback([&global, &exit_code, args] {
     auto& db = open_db(global);
-    print_header(db);
     auto st = db.stats(row_filter{fingerprint_filter(global, *args), args->op, args->dtype, ""});
-    std::printf("%s\n", fmt::format("{:<16}  {:<28}  {:<12}  {:>6}  {:>8}  {:>8}  {:>8}", "device", "name",
-                                    "op", "rows", "geomean", "min", "max")
-                            .c_str());
+    if (args->json) {
+      nlohmann::json out = {{"database", db.path()}, {"groups", nlohmann::json::array()}};
+      for (auto& s : st)
+        out["groups"].push_back({{"device", s.device},
+                                 {"device_name", s.device_name},
+                                 {"op", s.op},
+                                 {"rows", s.rows},
+                                 {"geomean_speedup", s.geomean_speedup},
+                                 {"min_speedup", s.min_speedup},
+                                 {"max_speedup", s.max_speedup}});
+      std::printf("%s\n", out.dump(2).c_str());
+      exit_code = 0;
+      return;
+    }
+    print_header(db);
+    using align = prism::cli::table::align;
+    prism::cli::table t;
+    t.column("device")
+        .column("name", align::left, true, 6)
+        .droppable()
+        .column("op")
+        .column("rows", align::right)
+        .column("geomean", align::right)
+        .column("min", align::right)
+        .column("max", align::right);
     for (auto& s : st)
-      std::printf("%s\n",
-                  fmt::format("{:<16}  {:<28}  {:<12}  {:>6}  {:>8}  {:>8}  {:>8}", s.device,
-                              s.device_name.substr(0, 28), s.op, s.rows, speedup_text(s.geomean_speedup),
-                              speedup_text(s.min_speedup), speedup_text(s.max_speedup))
-                      .c_str());
+      t.row({s.device, s.device_name, s.op, std::to_string(s.rows), speedup_text(s.geomean_speedup),
+             speedup_text(s.min_speedup), speedup_text(s.max_speedup)});
+    std::printf("%s", t.render(prism::cli::terminal_width()).c_str());
     auto devs = db.devices();
     std::printf("%zu devices, %zu (device, op) groups\n", devs.size(), st.size());
     exit_code = 0;
@@ -217,8 +270,22 @@ PRISM_CLI_COMMAND(70) {
       "check",
       "Integrity check, and the rows lookups skip (driver or kernel changed since tuning); exit 1 on damage");
   add_db_option(check, global);
-  check->callback([&global, &exit_code] {
+  check->add_flag("--json", a.json, "Print JSON instead of text");
+  check->callback([&global, &exit_code, args] {
     auto& db = open_db(global);
+    if (args->json) {
+      std::string integrity = db.integrity_check();
+      nlohmann::json out = {
+          {"database", db.path()}, {"integrity", integrity}, {"stale", nlohmann::json::array()}};
+      for (auto& s : db.check(present_devices())) {
+        auto j = row_json(s.row);
+        j["reason"] = s.reason;
+        out["stale"].push_back(j);
+      }
+      std::printf("%s\n", out.dump(2).c_str());
+      exit_code = integrity == "ok" ? 0 : 1;
+      return;
+    }
     print_header(db);
     std::string integrity = db.integrity_check();
     std::printf("integrity: %s\n", integrity.c_str());

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/command.hpp"
+#include "cli/term.hpp"
 #include "prism/runtime.hpp"
 
 namespace {
@@ -72,16 +73,28 @@ PRISM_CLI_COMMAND(10) {
       for (auto& d : devices) out.push_back(device_json(d, chosen && d == chosen));
       std::cout << out.dump(2) << "\n";
     } else {
-      std::printf("%-3s %-5s %-36s %-22s %4s %10s %-16s %s\n", "#", "type", "name", "vendor", "CUs",
-                  "global mem", "fingerprint", "OpenCL C");
+      using align = prism::cli::table::align;
+      prism::cli::table t;
+      // The fingerprint and the OpenCL C version are never cut; the vendor, memory and compute
+      // units go first when the terminal is narrow.
+      t.column("#")
+          .column("type")
+          .column("name", align::left, true, 12)
+          .column("vendor", align::left, true, 6)
+          .droppable(0, true)
+          .column("CUs", align::right)
+          .droppable(2)
+          .column("global mem", align::right)
+          .droppable(1)
+          .column("fingerprint")
+          .column("OpenCL C");
       for (auto& d : devices) {
         bool is_default = chosen && d == chosen;
-        std::string index = std::to_string(d.global_index()) + (is_default ? "*" : "");
-        std::printf("%-3s %-5s %-36.36s %-22.22s %4u %10s %-16s %s\n", index.c_str(),
-                    prism::device_type_name(d.type()), d.name().c_str(), d.vendor().c_str(),
-                    d.compute_units(), mib(d.global_mem_size()).c_str(), d.fingerprint().hash.c_str(),
-                    d.opencl_c_version().c_str());
+        t.row({std::to_string(d.global_index()) + (is_default ? "*" : ""), prism::device_type_name(d.type()),
+               d.name(), d.vendor(), std::to_string(d.compute_units()), mib(d.global_mem_size()),
+               d.fingerprint().hash, d.opencl_c_version()});
       }
+      std::printf("%s", t.render(prism::cli::terminal_width()).c_str());
       if (devices.empty())
         std::printf("(no OpenCL devices; is an ICD such as pocl-opencl-icd installed?)\n");
       else if (chosen)

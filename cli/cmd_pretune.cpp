@@ -2,10 +2,17 @@
 // the fastest correct one per shape in the tuning database (docs/tuning.md).
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <iostream>
+#include <map>
 #include <memory>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "cli/command.hpp"
+#include "cli/term.hpp"
 #include "dispatch/tuner/pretune.hpp"
 #include "prism/dispatch.hpp"
 #include "prism/error.hpp"
@@ -27,7 +34,109 @@ struct pretune_args {
   bool list_models = false;
   std::string progress = "auto";
   std::uint64_t seed = 1;
+  bool json = false;
 };
+
+namespace tuner = prism::dispatch::tuner;
+using state = tuner::shape_outcome::state;
+
+std::string route_text(const prism::tuning::result_row& r) {
+  return r.backend + " " + (r.config.empty() ? "(default)" : r.config);
+}
+
+// The end-of-run summary, compact: a row per shape tuned or failed in this run, fitted to the
+// terminal; shapes tuned earlier and shapes the budget did not reach as one line each.
+std::string compact_summary(const tuner::pretune_report& report, std::size_t width) {
+  using align = prism::cli::table::align;
+  prism::cli::table t;
+  t.column("shape", align::left, true, 20)
+      .column("winner", align::left, true, 12)
+      .column("time", align::right)
+      .column("default", align::right)
+      .column("speedup", align::right);
+  std::size_t tuned = 0, earlier = 0, failed = 0, left = 0, n = 0;
+  double log_sum = 0;
+  std::map<std::string, std::size_t> left_per_op;
+  std::string left_reason;
+  for (const auto& s : report.shapes) {
+    const std::string shape = s.entry.op + " " + s.entry.dtype + " [" + s.shape + "]";
+    switch (s.status) {
+      case state::tuned:
+        ++tuned;
+        t.row({shape, route_text(s.row), tuner::human_ns(s.row.p50_ns), tuner::human_ns(s.row.default_ns),
+               s.row.speedup() > 0 ? fmt::format("{:.2f}x", s.row.speedup()) : "-"});
+        break;
+      case state::already_tuned:
+        ++earlier;
+        break;
+      case state::failed:
+        ++failed;
+        t.row({shape, "FAILED: " + s.detail, "", "", ""});
+        break;
+      case state::not_reached:
+        ++left;
+        ++left_per_op[s.entry.op];
+        if (left_reason.empty()) left_reason = s.detail.empty() ? "budget spent" : s.detail;
+        break;
+    }
+    if ((s.status == state::tuned || s.status == state::already_tuned) && s.row.speedup() > 0) {
+      log_sum += std::log(s.row.speedup());
+      ++n;
+    }
+  }
+  std::string out = t.rows() ? t.render(width) : std::string();
+  if (earlier)
+    out +=
+        prism::cli::fit(
+            fmt::format("{} shapes tuned by an earlier run (`prism db list` shows them)", earlier), width) +
+        "\n";
+  if (left) {
+    std::string ops;
+    for (const auto& [op, count] : left_per_op)
+      ops += (ops.empty() ? "" : ", ") + fmt::format("{} {}", op, count);
+    out += prism::cli::wrap(fmt::format("{} shapes not tuned ({}): {}", left, left_reason, ops), width, 2);
+  }
+  out += fmt::format("{} tuned, {} already tuned, {} failed, {} left", tuned, earlier, failed, left);
+  if (n)
+    out += fmt::format("; geomean speedup vs default {:.2f}x", std::exp(log_sum / static_cast<double>(n)));
+  out += fmt::format("; {:.1f} s elapsed\n", report.seconds);
+  if (report.budget_exhausted) out += "budget spent: run the same command again to resume where it stopped\n";
+  return out;
+}
+
+nlohmann::json report_json(const tuner::pretune_report& report) {
+  nlohmann::json shapes = nlohmann::json::array();
+  std::map<std::string, std::size_t> counts;
+  for (const auto& s : report.shapes) {
+    const char* status = s.status == state::tuned           ? "tuned"
+                         : s.status == state::already_tuned ? "already_tuned"
+                         : s.status == state::failed        ? "failed"
+                                                            : "not_reached";
+    ++counts[status];
+    nlohmann::json j = {{"op", s.entry.op},
+                        {"dtype", s.entry.dtype},
+                        {"shape", s.shape},
+                        {"status", status},
+                        {"detail", s.detail},
+                        {"candidates", s.candidates},
+                        {"failed_candidates", s.failed_candidates}};
+    if (s.status == state::tuned || s.status == state::already_tuned) {
+      j["backend"] = s.row.backend;
+      j["config"] = s.row.config;
+      j["p50_ns"] = s.row.p50_ns;
+      j["default_ns"] = s.row.default_ns;
+      j["speedup"] = s.row.speedup();
+    }
+    shapes.push_back(j);
+  }
+  return {{"seconds", report.seconds},
+          {"budget_exhausted", report.budget_exhausted},
+          {"tuned", counts["tuned"]},
+          {"already_tuned", counts["already_tuned"]},
+          {"failed", counts["failed"]},
+          {"not_reached", counts["not_reached"]},
+          {"shapes", shapes}};
+}
 
 }  // namespace
 
@@ -63,6 +172,7 @@ PRISM_CLI_COMMAND(60) {
   cmd->add_option("--max-runs", a->max_runs, "Timed runs per candidate, at most (default 25)");
   cmd->add_option("--seed", a->seed, "Seed of the random strategy and of the sampled inputs (default 1)");
   cmd->add_flag("--force", a->force, "Re-tune shapes that already have a valid row");
+  cmd->add_flag("--json", a->json, "Print the report as JSON on stdout (progress stays on stderr)");
   cmd->add_option("--progress", a->progress, "auto (bar on a terminal), bar, or lines")
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
   cmd->add_option("--db", global.db,
@@ -74,7 +184,11 @@ PRISM_CLI_COMMAND(60) {
   cmd->callback([&global, &exit_code, a] {
     using namespace prism;
     if (a->list_models) {
-      for (auto& m : tuning::shipped_models()) std::printf("%s\n", m.c_str());
+      if (a->json) {
+        std::cout << nlohmann::json(tuning::shipped_models()).dump(2) << "\n";
+      } else {
+        for (auto& m : tuning::shipped_models()) std::printf("%s\n", m.c_str());
+      }
       exit_code = 0;
       return;
     }
@@ -96,7 +210,19 @@ PRISM_CLI_COMMAND(60) {
     o.max_runs = a->max_runs;
     o.force = a->force;
     o.seed = a->seed;
-    o.progress_bar = a->progress == "bar" || (a->progress == "auto" && ::isatty(2));
+    // The bar is drawn by the CLI, fitted to the terminal; finished shapes print as lines above it.
+    const bool bar = a->progress == "bar" || (a->progress == "auto" && ::isatty(2));
+    auto progress = std::make_shared<prism::cli::progress_line>(stderr);
+    o.on_progress = [bar, progress](std::string_view line, std::size_t done, std::size_t total,
+                                    std::string_view label, std::string_view detail) {
+      if (!line.empty()) {
+        progress->clear();
+        std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+        std::fflush(stderr);
+      } else if (bar) {
+        progress->draw(done, total, label, detail);
+      }
+    };
 
     device dev = prism::cli::pick_device(global.device);
     tuning::database::set_default_path(global.db.empty() ? tuning::database::default_path() : global.db);
@@ -105,10 +231,19 @@ PRISM_CLI_COMMAND(60) {
     std::fprintf(stderr, "pretune: %s on %s [%s], database %s\n", o.shapes.name.c_str(), dev.name().c_str(),
                  dev.fingerprint().hash.c_str(), db.path().c_str());
     auto report = dispatch::tuner::pretune(dev, db, o);
-    std::printf("%s", dispatch::tuner::summary_table(report).c_str());
+    progress->clear();
+    if (a->json) {
+      auto j = report_json(report);
+      j["device"] = dev.name();
+      j["fingerprint"] = dev.fingerprint().hash;
+      j["database"] = db.path();
+      j["shape_set"] = o.shapes.name;
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::printf("%s", compact_summary(report, prism::cli::terminal_width()).c_str());
+    }
     bool any_failed = false;
-    for (auto& s : report.shapes)
-      any_failed = any_failed || s.status == dispatch::tuner::shape_outcome::state::failed;
-    exit_code = any_failed ? 1 : 0;
+    for (auto& s : report.shapes) any_failed = any_failed || s.status == state::failed;
+    exit_code = any_failed ? prism::cli::exit_runtime_error : prism::cli::exit_ok;
   });
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.hpp"
+#include "cli/term.hpp"
 #include "prism/dispatch.hpp"
 #include "prism/runtime.hpp"
 
@@ -39,22 +40,31 @@ PRISM_CLI_COMMAND(40) {
       exit_code = 0;
       return;
     }
-    std::printf("device: %s [%s], vendor profile: %s\n", dev.name().c_str(), dev.fingerprint().hash.c_str(),
-                vendor.name.empty() ? "(none)" : vendor.name.c_str());
-    std::printf("precedence: env > routes file > tuning db (per shape) > vendor > default\n");
-    std::size_t w = 2;
-    for (const auto& r : routes) w = std::max(w, r.op.size());
-    std::printf("%s\n",
-                fmt::format("{:<{}}  {:<8}  {:<8}  {:<24}  {}", "op", w, "backend", "tier", "order", "origin")
+    const std::size_t width = prism::cli::terminal_width();
+    std::printf("%s",
+                prism::cli::wrap("device: " + dev.name() + " [" + dev.fingerprint().hash +
+                                     "], vendor profile: " + (vendor.name.empty() ? "(none)" : vendor.name),
+                                 width, 2)
                     .c_str());
+    std::printf(
+        "%s",
+        prism::cli::wrap("precedence: env > routes file > tuning db (per shape) > vendor > default", width, 2)
+            .c_str());
+    using align = prism::cli::table::align;
+    prism::cli::table t;
+    t.column("op")
+        .column("backend")
+        .column("tier")
+        .column("order", align::left, true, 12)
+        .droppable()
+        .column("origin", align::left, true, 10);
     for (const auto& r : routes) {
       std::string order;
       for (const auto& b : r.order) order += (order.empty() ? "" : ">") + b;
-      std::printf("%s\n", fmt::format("{:<{}}  {:<8}  {:<8}  {:<24}  {}{}", r.op, w, r.backend,
-                                      prism::dispatch::source_tier_name(r.tier), order, r.origin,
-                                      r.unused ? " [unused]" : "")
-                              .c_str());
+      t.row({r.op, r.backend, prism::dispatch::source_tier_name(r.tier), order,
+             r.origin + (r.unused ? " [unused]" : "")});
     }
+    std::printf("%s", t.render(width).c_str());
     exit_code = 0;
   });
 }

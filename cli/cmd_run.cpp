@@ -2,9 +2,9 @@
 // result against the host reference and prints the time and the dispatch decision. Replays a
 // dispatch log line with --replay. All of it goes through dispatch/op_run.hpp.
 #include <cstdio>
-#include <sstream>
 
 #include "cli/command.hpp"
+#include "cli/term.hpp"
 #include "dispatch/log/dispatch_log.hpp"
 #include "dispatch/op_run.hpp"
 #include "prism/dispatch.hpp"
@@ -29,12 +29,7 @@ void print_decision(const char* label, const prism::dispatch::run_decision& d) {
 int run(const run_options& o, const std::string& device_spec) {
   prism::dispatch::run_request r;
   if (!o.replay.empty()) {
-    std::stringstream text(prism::dispatch::log_header() + "\n" + o.replay + "\n");
-    auto recs = prism::dispatch::parse_log(text);
-    if (recs.empty())
-      throw prism::error(prism::errc::invalid_argument, "prism run --replay",
-                         "not a dispatch log line (expected 'prism_dispatch,v1,exec,...')");
-    r = prism::dispatch::request_from_log(recs.front());
+    r = prism::dispatch::request_from_log(prism::dispatch::parse_log_line(o.replay));  // v1 or v2
     // Flags given beside --replay win over the line's fields; --dry-run shows how the line's
     // call routes now, so it drops the line's backend and config.
     if (o.dry_run) {
@@ -81,10 +76,18 @@ int run(const run_options& o, const std::string& device_spec) {
     if (rep.bytes > 0) std::printf(", %.2f GB/s", rep.bytes / (med * 1e3));
     std::printf("\n");
   }
-  return rep.ok ? 0 : 1;
+  return rep.ok ? prism::cli::exit_ok : prism::cli::exit_check_failed;
 }
 
 }  // namespace
+
+// `prism log replay` runs each line through here, the same path as `prism run --replay`.
+int prism::cli::replay_log_line(const std::string& line, const std::string& device_spec, int repeat) {
+  run_options o;
+  o.replay = line;
+  o.repeat = repeat;
+  return run(o, device_spec);
+}
 
 PRISM_CLI_COMMAND(30) {
   auto* cmd = app.add_subcommand("run",
@@ -104,7 +107,7 @@ PRISM_CLI_COMMAND(30) {
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed of the inputs")->capture_default_str();
   cmd->add_flag("--dry-run", o->dry_run, "Print the routed decision (backend, config, tier) without running");
-  cmd->add_option("--replay", o->replay, "A dispatch log line (prism_dispatch,v1,exec,...) to replay");
+  cmd->add_option("--replay", o->replay, "A dispatch log line (prism_dispatch,v2,... or v1) to replay");
   cmd->add_option("--device", global.device,
                   std::string("Device (PRISM_DEVICE syntax: ") + prism::device_spec_syntax() + ")");
   cmd->callback([o, &global, &exit_code] { exit_code = run(*o, global.device); });

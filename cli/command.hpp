@@ -31,6 +31,10 @@ using command_factory = std::function<void(CLI::App& app, global_options& global
 /// Registers a subcommand factory; `order` sorts the help listing.
 bool register_command(int order, command_factory factory);
 
+/// Runs one dispatch log line (v1 or v2) as `prism run --replay LINE --repeat N` does (cli/cmd_run.cpp)
+/// and returns its exit code; throws what that command throws.
+int replay_log_line(const std::string& line, const std::string& device_spec, int repeat);
+
 }  // namespace prism::cli
 
 #define PRISM_CLI_CONCAT2(a, b) a##b

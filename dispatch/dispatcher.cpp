@@ -3,6 +3,8 @@
 // fallback loop; counters and the dispatch log.
 #include "dispatch/dispatcher.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -102,6 +104,7 @@ struct decision {
   source_tier tier = source_tier::default_order;
   std::string origin;
   std::string dtypes, shape;
+  std::string borrowed_shape;  // db-nearest: the tuned row's shape key
   device_state* dev = nullptr;
 };
 
@@ -181,7 +184,7 @@ void print_summary_at_exit() {
   auto* s = current_state().load();
   if (!s || !s->log || !s->log->enabled()) return;
   try {
-    s->log->write_text(format_summary(statistics(), s->log->profile()));
+    s->log->write_summary(format_summary(statistics(), s->log->profile()));
   } catch (...) {
     // at exit nothing can be reported any more; the log lines themselves were written
   }
@@ -420,6 +423,10 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
           first_config = choice->config;
           d->tier = choice->tier == source_tier::db_nearest ? source_tier::db_nearest : source_tier::db_exact;
           d->origin = std::string("tuning db ") + source_tier_name(d->tier);
+          if (d->tier == source_tier::db_nearest && !choice->borrowed_shape.empty()) {
+            d->borrowed_shape = choice->borrowed_shape;
+            d->origin += " (row " + choice->borrowed_shape + ")";
+          }
         }
       }
     }
@@ -468,13 +475,17 @@ log_record step_record(const decision& d, const op_call& call, const step& st, c
                        source_tier tier, std::string reason) {
   log_record r;
   r.event = event;
+  r.timestamp = log_timestamp();
+  r.pid = static_cast<std::int64_t>(::getpid());
   r.op = call.op;
   r.dtypes = d.dtypes;
   r.shape = d.shape;
   r.device = d.dev->fingerprint;
   r.backend = st.impl->owner->name();
+  r.implementation = st.impl->impl.name;
   r.config = st.config_text;
   r.tier = source_tier_name(tier);
+  if (tier == source_tier::db_nearest) r.borrowed_shape = d.borrowed_shape;
   r.reason = std::move(reason);
   r.attrs = format_attrs(call.attrs);
   return r;
@@ -494,6 +505,7 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
     if (st.impl->impl.supports) why = st.impl->impl.supports(d.dev->dev, call, st.config);
     event ev;
     std::chrono::steady_clock::time_point t0;
+    std::uint64_t build_ns0 = 0;  // kernel builds inside the call are reported apart (compile_us)
     const bool timing = logging && s.log->profile();
     if (!why && dry_run) {
       dispatch_result res;
@@ -510,6 +522,7 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
         // Profile mode times the whole routine on an idle queue (every kernel it enqueues: the
         // event an implementation returns covers only its last command), as pretune does.
         q.wait();
+        build_ns0 = program_build_ns_on_this_thread();
         t0 = std::chrono::steady_clock::now();
       }
       try {
@@ -551,11 +564,14 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
       log_record r = step_record(d, call, st, "exec", res.tier, std::move(reason));
       if (timing) {
         q.wait();
-        const auto ns = static_cast<std::uint64_t>(
+        const auto all_ns = static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
                 .count());
+        const auto build_ns = std::min(all_ns, program_build_ns_on_this_thread() - build_ns0);
+        const auto ns = all_ns - build_ns;
         st.count->time_ns.fetch_add(ns, std::memory_order_relaxed);
         r.time_us = static_cast<double>(ns) / 1e3;
+        r.compile_us = static_cast<double>(build_ns) / 1e3;
       }
       s.log->write(r);
       res.reason = r.reason;

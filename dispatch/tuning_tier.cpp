@@ -96,6 +96,7 @@ std::optional<tuned_choice> tuning_tier::lookup(const op_descriptor& d, const st
   c.backend = m->row.backend;
   c.config = m->row.config;
   c.tier = m->tier == tuning::match_tier::exact ? source_tier::db_exact : source_tier::db_nearest;
+  if (c.tier == source_tier::db_nearest) c.borrowed_shape = m->row.shape;
   return c;
 }
 

@@ -1,5 +1,6 @@
 // Program builds through a process-wide cache of shared futures keyed by (context, device,
 // source hash, options): concurrent requests for one key compile once; failures are cached too.
+#include <chrono>
 #include <future>
 #include <unordered_map>
 
@@ -14,6 +15,7 @@ struct program_cache {
   std::unordered_map<std::string, std::shared_future<std::shared_ptr<program::impl>>> entries;
   std::atomic<std::uint64_t> hits{0}, builds{0}, failures{0};
 };
+thread_local std::uint64_t build_ns_on_this_thread = 0;
 program_cache& cache() {
   static auto* c = new program_cache;  // never destroyed: holds cl_programs
   return *c;
@@ -85,6 +87,18 @@ program program::build(const context& ctx, std::string_view source, std::string_
       builder = true;
     }
   }
+  const bool waits = builder || future.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+  const auto t0 = waits ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  struct count_wait {
+    bool on;
+    std::chrono::steady_clock::time_point t0;
+    ~count_wait() {
+      if (on)
+        build_ns_on_this_thread += static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+                .count());
+    }
+  } counted{waits, t0};
   if (builder) {
     ++pc.builds;
     try {
@@ -95,6 +109,10 @@ program program::build(const context& ctx, std::string_view source, std::string_
     }
   }
   return program(future.get());  // rethrows a (cached) build failure
+}
+
+std::uint64_t program_build_ns_on_this_thread() noexcept {
+  return build_ns_on_this_thread;
 }
 
 program_cache_stats program_cache_statistics() {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds prism: Release, Ninja, ccache when present. Extra arguments go to the
-# CMake configure step. PRISM_BUILD_DIR (default build/) and PRISM_JOBS (default nproc) apply.
+# CMake configure step. PRISM_BUILD_DIR (default build/), PRISM_JOBS (default nproc) and
+# PRISM_BUILD_TARGETS (space separated; default: all) apply.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${PRISM_BUILD_DIR:-$root/build}
@@ -14,4 +15,6 @@ fi
 echo "build.sh: configuring $build"
 cmake -S "$root" -B "$build" "${args[@]}" "$@"
 echo "build.sh: building with ${PRISM_JOBS:-$(nproc)} jobs"
-cmake --build "$build" -j "${PRISM_JOBS:-$(nproc)}"
+targets=()
+for t in ${PRISM_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build" -j "${PRISM_JOBS:-$(nproc)}" "${targets[@]}"

@@ -16,3 +16,5 @@ echo "test.sh: running ctest in $build"
 # exit after a test has passed (see tests/dispatch). A test that really fails fails twice.
 ctest --test-dir "$build" --output-on-failure -j "${PRISM_TEST_JOBS:-2}" --timeout "${PRISM_TEST_TIMEOUT:-900}" \
   --repeat until-pass:2 "$@"
+# The Debian package: cpack, dpkg -i, an outside app built against it (scripts/test-package.sh).
+bash "$root/scripts/test-package.sh"

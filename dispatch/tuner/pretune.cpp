@@ -107,7 +107,13 @@ struct progress {
     if (tuned == 0) return "?";
     return human_s(tuned_seconds / static_cast<double>(tuned) * static_cast<double>(total - done));
   }
+  decltype(pretune_options::on_progress) sink;
   void update(const std::string& what, std::size_t cand, std::size_t cands) const {
+    if (sink) {
+      sink("", done, total, what,
+           fmt::format("cand {}/{}  elapsed {}  ETA {}", cand, cands, human_s(seconds_since(start)), eta()));
+      return;
+    }
     if (!bar) return;
     const int width = 24;
     int filled = total ? static_cast<int>(width * done / total) : width;
@@ -117,6 +123,10 @@ struct progress {
     std::fflush(stderr);
   }
   void line(const std::string& text) const {
+    if (sink) {
+      sink(text, done, total, "", "");
+      return;
+    }
     if (bar) std::fprintf(stderr, "\r\033[K");
     std::fprintf(stderr, "%s\n", text.c_str());
     std::fflush(stderr);
@@ -163,6 +173,7 @@ class pretune_run {
     const auto entries = plan();
     db_.put_device(tuning::describe(dev_));
     prog_.bar = o_.progress_bar;
+    prog_.sink = o_.on_progress;
     prog_.total = entries.size();
     for (const auto& entry : entries) {
       if (o_.budget_s > 0 && seconds_since(start_) >= o_.budget_s) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dispatch/tuner/candidates.hpp"
@@ -29,6 +30,12 @@ struct pretune_options {
   double target_s_per_candidate = 0.3;  ///< timed runs stop once they sum to this
   bool force = false;                   ///< re-tune shapes that already have a valid row
   bool progress_bar = false;            ///< redraw one line (terminal) instead of printing lines
+  /// When set, progress goes here instead of stderr (the CLI draws it to fit the terminal): a
+  /// finished shape's `line`, or (empty `line`) the bar's state: shapes done of total, the shape
+  /// being measured and "cand i/n  elapsed  ETA".
+  std::function<void(std::string_view line, std::size_t done, std::size_t total, std::string_view label,
+                     std::string_view detail)>
+      on_progress;
   std::uint64_t seed = 1;
 };
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 
+#include "cli/version/build_info.hpp"
 #include "examples/llm/decoder.hpp"
 #include "examples/llm/reference.hpp"
 #include "examples/llm/run.hpp"
@@ -24,6 +25,10 @@ int main(int argc, char** argv) {
                "prism-llm"};
   // A later occurrence of an option wins, so scripts can append to a user's arguments.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.set_version_flag("--version", [] {
+    auto text = prism::cli::version_text("prism-llm");
+    return text.substr(0, text.size() - 1);  // CLI11 ends the line itself
+  });
   std::string preset_help = "model size; one of:";
   for (const auto& p : presets()) preset_help += "\n  " + p.name + ": " + p.description;
   app.add_option("--preset", opt.preset, preset_help)->capture_default_str();

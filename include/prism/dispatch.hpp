@@ -78,6 +78,7 @@ struct tuned_choice {
   std::string backend;                       ///< "opencl", "clblast", "host"
   std::string config;                        ///< canonical config string of that backend ("" = its default)
   source_tier tier = source_tier::db_exact;  ///< db_exact or db_nearest
+  std::string borrowed_shape;                ///< db_nearest: the tuned row's shape key it came from
 };
 /// The key of a lookup. Strings are views valid during the call only.
 struct tuning_query {

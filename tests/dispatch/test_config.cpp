@@ -3,8 +3,12 @@
 // name validation. No OpenCL device needed.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -363,6 +367,11 @@ TEST(DispatchLog, LinesParseBack) {
   a.reason = "clblast: bf16 not supported, says \"x\"";
   a.time_us = 12.5;
   a.attrs = "alpha=1.0;dims=[0,2]";
+  a.timestamp = log_timestamp();
+  a.pid = 4242;
+  a.implementation = "opencl.gemm.tiled";
+  a.borrowed_shape = "m=128,n=64,k=64";
+  a.compile_us = 900.25;
   log_record b;
   b.event = "reject";
   b.op = "add";
@@ -379,11 +388,189 @@ TEST(DispatchLog, LinesParseBack) {
   EXPECT_DOUBLE_EQ(*recs[0].time_us, 12.5);
   EXPECT_EQ(recs[1].event, "reject");
   EXPECT_FALSE(recs[1].time_us);
+  EXPECT_EQ(recs[0].timestamp, a.timestamp);
+  EXPECT_TRUE(std::regex_match(a.timestamp, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z)")))
+      << a.timestamp;
+  EXPECT_EQ(recs[0].pid, 4242);
+  EXPECT_EQ(recs[0].implementation, a.implementation);
+  EXPECT_EQ(recs[0].borrowed_shape, a.borrowed_shape);
+  ASSERT_TRUE(recs[0].compile_us);
+  EXPECT_DOUBLE_EQ(*recs[0].compile_us, 900.25);
+  EXPECT_FALSE(recs[1].compile_us);
+  // One line without its header, as `prism run --replay` and `prism log replay` take it.
+  auto one = parse_log_line(format_log_line(a));
+  EXPECT_EQ(one.shape, a.shape);
+  EXPECT_EQ(one.borrowed_shape, a.borrowed_shape);
+  EXPECT_EQ(one.version, "v2");
+  EXPECT_EQ(code_of([] { parse_log_line("prism_dispatch,v2,exec,add"); }), errc::invalid_argument);
+  EXPECT_EQ(code_of([] { parse_log_line("add,n=4"); }), errc::invalid_argument);
   EXPECT_EQ(log_header(),
-            "prism_dispatch_header,v1,event,op,dtypes,shape,device,backend,config,tier,reason,time_us,attrs");
+            "prism_dispatch_header,v2,event,time,pid,op,dtypes,shape,device,backend,impl,config,tier,"
+            "borrowed_shape,reason,time_us,compile_us,attrs");
 
   std::stringstream wrong("prism_dispatch_header,v9,event\n");
   EXPECT_EQ(code_of([&] { parse_log(wrong); }), errc::config_error);
+}
+
+// prism 0.1 wrote v1 logs; they still parse (with a header or line by line) and replay.
+TEST(DispatchLog, VersionOneLinesStillParse) {
+  const std::string v1_line =
+      "prism_dispatch,v1,exec,addmm,f32|f32|f32,\"m=9,n=10,k=11\",0123,host,,default,built-in,3.500,"
+      "alpha=0.5;beta=2.0";
+  std::stringstream s(log_header("v1") + "\n" + v1_line + "\n");
+  auto recs = parse_log(s);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].version, "v1");
+  EXPECT_EQ(recs[0].op, "addmm");
+  EXPECT_EQ(recs[0].shape, "m=9,n=10,k=11");
+  EXPECT_EQ(recs[0].backend, "host");
+  EXPECT_EQ(recs[0].attrs, "alpha=0.5;beta=2.0");
+  EXPECT_EQ(recs[0].pid, 0);
+  ASSERT_TRUE(recs[0].time_us);
+  EXPECT_DOUBLE_EQ(*recs[0].time_us, 3.5);
+  auto one = parse_log_line(v1_line);
+  EXPECT_EQ(one.shape, recs[0].shape);
+  EXPECT_EQ(one.attrs, recs[0].attrs);
+  // A v2 line under a v1 header is refused, naming the line.
+  std::stringstream mixed(log_header("v1") + "\n" + format_log_line(recs[0]) + "\n");
+  std::string what;
+  EXPECT_EQ(code_of([&] { parse_log(mixed); }, &what), errc::config_error);
+  EXPECT_NE(what.find("line 2"), std::string::npos) << what;
+}
+
+static std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(DispatchLog, HeaderEvenWhenTheFilterMatchesNothing) {
+  temp_dir d;
+  log_settings s;
+  s.enabled = true;
+  s.file = (d.path / "log.csv").string();
+  s.filter = ",no_such_op,";
+  {
+    log_sink sink(s);
+    log_record r;
+    r.op = "add";
+    sink.write(r);
+  }
+  EXPECT_EQ(read_file(s.file), log_header() + "\n");
+}
+
+TEST(DispatchLog, AppendsToAnExistingLogAndRefusesAnotherFormat) {
+  temp_dir d;
+  log_settings s;
+  s.enabled = true;
+  s.file = (d.path / "log.csv").string();
+  for (int run = 0; run < 2; ++run) {
+    log_sink sink(s);
+    log_record r;
+    r.op = run ? "mm" : "add";
+    sink.write(r);
+  }
+  auto text = read_file(s.file);
+  std::stringstream in(text);
+  auto recs = parse_log(in);
+  ASSERT_EQ(recs.size(), 2u) << text;
+  EXPECT_EQ(recs[0].op, "add");
+  EXPECT_EQ(recs[1].op, "mm");
+  EXPECT_EQ(text.find(log_header(), 1), std::string::npos) << "one header only:\n" << text;
+
+  std::ofstream(d.path / "old.csv") << log_header("v1") << "\n";
+  s.file = (d.path / "old.csv").string();
+  std::string what;
+  EXPECT_EQ(code_of([&] { log_sink sink(s); }, &what), errc::config_error);
+  EXPECT_NE(what.find("remove it or choose another file"), std::string::npos) << what;
+  EXPECT_EQ(read_file(s.file), log_header("v1") + "\n");  // left as it was
+}
+
+// Eight processes append to one file at once: one header, every line whole and parseable.
+TEST(DispatchLog, ManyProcessesAppendToOneFile) {
+  temp_dir d;
+  log_settings s;
+  s.enabled = true;
+  s.file = (d.path / "log.csv").string();
+  constexpr int processes = 8, lines = 400;
+  std::vector<pid_t> children;
+  for (int p = 0; p < processes; ++p) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int status = 0;
+      try {
+        log_sink sink(s);
+        log_record r;
+        r.op = "op" + std::to_string(p);
+        r.pid = ::getpid();
+        r.timestamp = log_timestamp();
+        r.reason = std::string(300, 'x');  // long lines: more chance to tear, were writes split
+        for (int i = 0; i < lines; ++i) {
+          r.shape = "n=" + std::to_string(i);
+          sink.write(r);
+        }
+      } catch (...) {
+        status = 1;
+      }
+      ::_exit(status);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t c : children) {
+    int status = 0;
+    ::waitpid(c, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  auto text = read_file(s.file);
+  EXPECT_EQ(text.rfind(log_header() + "\n", 0), 0u);
+  EXPECT_EQ(text.find(log_header(), 1), std::string::npos) << "more than one header";
+  std::stringstream in(text);
+  auto recs = parse_log(in);
+  ASSERT_EQ(recs.size(), static_cast<std::size_t>(processes * lines));
+  std::map<std::string, int> next;  // each process's lines arrive whole and in its order
+  for (const auto& r : recs) {
+    ASSERT_EQ(r.reason.size(), 300u);
+    EXPECT_EQ(r.shape, "n=" + std::to_string(next[r.op]++));
+  }
+  EXPECT_EQ(next.size(), static_cast<std::size_t>(processes));
+}
+
+TEST(DispatchLog, SummarizeCountsExecLinesPerOpBackendAndTier) {
+  std::vector<log_record> recs(5);
+  recs[0].op = recs[1].op = recs[2].op = "mm";
+  recs[0].backend = recs[1].backend = "opencl";
+  recs[0].tier = recs[1].tier = "db-nearest";
+  recs[0].time_us = 10;
+  recs[1].time_us = 30;
+  recs[1].compile_us = 1000;
+  recs[0].pid = 1;
+  recs[1].pid = 2;
+  recs[2].event = "reject";
+  recs[2].backend = "clblast";
+  recs[3].op = "add";
+  recs[3].backend = "host";
+  recs[3].tier = "fallback";
+  recs[4].event = "error";
+  auto sum = summarize_log(recs);
+  EXPECT_EQ(sum.lines, 5u);
+  EXPECT_EQ(sum.exec, 2u + 1u);
+  EXPECT_EQ(sum.rejects, 1u);
+  EXPECT_EQ(sum.errors, 1u);
+  EXPECT_EQ(sum.processes, 2u);
+  EXPECT_TRUE(sum.with_time);
+  EXPECT_DOUBLE_EQ(sum.compile_ms, 1.0);
+  ASSERT_EQ(sum.stats.size(), 2u);
+  EXPECT_EQ(sum.stats[0].op, "add");
+  EXPECT_EQ(sum.stats[0].fallbacks, 1u);
+  EXPECT_EQ(sum.stats[1].op, "mm");
+  EXPECT_EQ(sum.stats[1].calls, 2u);
+  EXPECT_EQ(sum.stats[1].time_ns, 40000u);  // compile time is not in it
+  auto table = format_summary(sum.stats, sum.with_time);
+  EXPECT_NE(table.find("tuning database hits: 2 of 3 calls"), std::string::npos) << table;
+  recs[0].tier = "sideways";
+  EXPECT_EQ(code_of([&] { summarize_log(recs); }), errc::config_error);
 }
 
 TEST(DispatchLog, SinkFiltersAndWritesHeaderOnce) {
@@ -401,10 +588,7 @@ TEST(DispatchLog, SinkFiltersAndWritesHeaderOnce) {
     sink.write(r);
     sink.write(r);
   }
-  std::ifstream in(s.file);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto content = text.str();
+  auto content = read_file(s.file);
   EXPECT_EQ(content.find(log_header()), 0u);
   std::stringstream again(content);
   auto recs = parse_log(again);

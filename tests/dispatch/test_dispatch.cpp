@@ -2,6 +2,7 @@
 // precedence, fallback, strict mode, unused ops, vendor kernel overrides, name/YAML errors, the
 // dispatch log parsed back, the exit summary, threads, and the GEMM family on every backend.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <algorithm>
 
 #include <cstdlib>
@@ -445,6 +446,11 @@ TEST(Dispatch, LogLinesParseBackWithRejectsAndProfile) {
   EXPECT_EQ(parse_attrs(add.attrs), (attr_map{{"alpha", 1.0}}));
   ASSERT_TRUE(add.time_us);
   EXPECT_GE(*add.time_us, 0.0);
+  EXPECT_EQ(add.pid, static_cast<std::int64_t>(::getpid()));
+  EXPECT_EQ(add.timestamp.size(), std::string("2026-11-23T05:10:00.123456Z").size()) << add.timestamp;
+  EXPECT_EQ(add.implementation.rfind("opencl.", 0), 0u) << add.implementation;
+  EXPECT_TRUE(add.compile_us);  // profile mode: kernel builds are reported apart
+  EXPECT_TRUE(add.borrowed_shape.empty());
   EXPECT_EQ(recs[1].event, "reject");
   EXPECT_EQ(recs[1].backend, "clblast");
   EXPECT_NE(recs[1].reason.find("bf16 not supported"), std::string::npos);
@@ -456,6 +462,34 @@ TEST(Dispatch, LogLinesParseBackWithRejectsAndProfile) {
   EXPECT_EQ(served->tier, "fallback");
   EXPECT_EQ(served->dtypes, "bf16|bf16");
   for (auto r = recs.begin() + 1; r != served; ++r) EXPECT_EQ(r->event, "reject") << text;
+}
+
+// A db-nearest line names the tuned row it borrowed; in profile mode the first call's kernel
+// build goes to compile_us, not time_us, and the second call builds nothing.
+TEST(Dispatch, LogNamesTheBorrowedRowAndKeepsKernelBuildsApart) {
+  auto& q = test_queue();
+  temp_dir d;
+  env_scope env(env_vars{{"PRISM_LOG_DISPATCH", "profile"},
+                         {"PRISM_LOG_DISPATCH_FILE", (d.path / "log.csv").string()}});
+  pd::testing::reload_config();
+  pd::set_tuning_lookup([](const pd::tuning_query&) -> std::optional<pd::tuned_choice> {
+    // A config no other test builds, so this process compiles it on the first call.
+    return pd::tuned_choice{"opencl", "wg=64,vec=2,ept=8", pd::source_tier::db_nearest, "n=8"};
+  });
+  auto r = dispatch_add(q);
+  EXPECT_NE(r.reason.find("(row n=8)"), std::string::npos) << r.reason;
+  dispatch_add(q);
+  pd::set_tuning_lookup({});
+  auto text = d.read("log.csv");
+  std::stringstream s(text);
+  auto recs = pd::parse_log(s);
+  ASSERT_EQ(recs.size(), 2u) << text;
+  EXPECT_EQ(recs[0].tier, "db-nearest");
+  EXPECT_EQ(recs[0].borrowed_shape, "n=8");
+  ASSERT_TRUE(recs[0].compile_us && recs[0].time_us) << text;
+  EXPECT_GT(*recs[0].compile_us, 0.0) << text;
+  ASSERT_TRUE(recs[1].compile_us) << text;
+  EXPECT_EQ(*recs[1].compile_us, 0.0) << text;
 }
 
 TEST(Dispatch, LogFilterKeepsMatchingLines) {

@@ -78,6 +78,7 @@ TEST(TuningDispatch, ExactAndNearestRowsRouteDispatch) {
   q.wait();
   EXPECT_EQ(r.tier, dispatch::source_tier::db_nearest) << r.reason;
   EXPECT_EQ(r.backend, "host");
+  EXPECT_NE(r.reason.find("(row rows=16,d=256)"), std::string::npos) << r.reason;  // the row it borrowed
 
   // Far away (distance > 8): vendor default, not the database.
   auto far = sample(q, "rms_norm", "rows=16,d=131072");

@@ -44,6 +44,10 @@ struct program_cache_stats {
   std::uint64_t failures = 0;
 };
 program_cache_stats program_cache_statistics();
+/// Nanoseconds the calling thread has spent in program::build compiling or waiting for another
+/// thread's build of the same key (cache hits cost nothing). The dispatch log's profile mode
+/// subtracts it, so a first call's kernel build is reported apart from its run time.
+std::uint64_t program_build_ns_on_this_thread() noexcept;
 
 /// One kernel of a program. Arguments are set at enqueue time under the kernel's own lock, so a
 /// kernel may be launched from several threads at once. Thread safety: safe.

@@ -1,0 +1,163 @@
+// `prism ops [NAME]`: every op from its descriptor: shape-key components (what the dispatch log,
+// `prism run --shape` and shape sets name), attributes with defaults, dtypes, backends and
+// tunable parameters; --json too.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.hpp"
+#include "cli/term.hpp"
+#include "dispatch/dispatcher.hpp"
+#include "kernels/op_descriptor.hpp"
+#include "prism/runtime.hpp"
+
+namespace {
+
+struct ops_args {
+  std::string name;
+  bool json = false;
+};
+
+// Shape-key component names, from the descriptor's config test shapes; ops without them are
+// asked for the key of their first suite case (which needs a device: made once, when needed).
+std::vector<std::string> key_names(const prism::op_descriptor& d, std::optional<prism::queue>& q) {
+  std::vector<std::string> out;
+  prism::shape_key key;
+  if (!d.config_test_shapes.empty()) {
+    key = prism::shape_key::parse(d.config_test_shapes.front());
+  } else if (d.key && d.test_cases && !d.dtypes.empty()) {
+    try {
+      if (!q) q.emplace();
+      auto cases = d.test_cases(d.dtypes.front());
+      if (!cases.empty()) key = d.key(cases.front().make(*q, prism::sample_options{}));
+    } catch (const std::exception&) {
+      return out;  // no device: the names stay unknown
+    }
+  }
+  for (const auto& [name, value] : key.items()) out.push_back(name);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep = ",") {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+nlohmann::json op_json(const prism::op_descriptor& d, const std::vector<std::string>& key) {
+  nlohmann::json attrs = nlohmann::json::array();
+  for (const auto& a : d.attrs)
+    attrs.push_back({{"name", a.name}, {"default", prism::format_attr(a.default_value)}, {"help", a.help}});
+  nlohmann::json dtypes = nlohmann::json::array();
+  for (auto t : d.dtypes) dtypes.push_back(prism::dtype_name(t));
+  nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array();
+  for (const auto& i : d.inputs) inputs.push_back({{"name", i.name}, {"optional", i.optional}});
+  for (const auto& o : d.outputs) outputs.push_back({{"name", o.name}, {"in_place_of", o.in_place_of}});
+  nlohmann::json params = nlohmann::json::array();
+  for (const auto& p : d.config.params)
+    params.push_back(
+        {{"name", p.name}, {"default", p.default_value}, {"allowed", p.allowed}, {"help", p.help}});
+  nlohmann::json impls = nlohmann::json::array();
+  for (const auto& i : d.implementations) impls.push_back(i.name);
+  return {{"name", d.name},
+          {"family", d.family},
+          {"summary", d.summary},
+          {"shape_key", key},
+          {"attrs", attrs},
+          {"dtypes", dtypes},
+          {"inputs", inputs},
+          {"outputs", outputs},
+          {"variadic_inputs", d.variadic_inputs},
+          {"backends", prism::dispatch::op_backends(d)},
+          {"implementations", impls},
+          {"config", params}};
+}
+
+std::string attr_list(const prism::op_descriptor& d) {
+  std::string out;
+  for (const auto& a : d.attrs)
+    out += (out.empty() ? "" : ";") + a.name + "=" + prism::format_attr(a.default_value);
+  return out.empty() ? "-" : out;
+}
+
+void print_one(const prism::op_descriptor& d, const std::vector<std::string>& key) {
+  const std::size_t width = prism::cli::terminal_width();
+  std::printf("%s", prism::cli::wrap(d.name + " (" + d.family + "): " + d.summary, width, 2).c_str());
+  std::printf("shape key:  %s\n", key.empty() ? "?" : join(key).c_str());
+  std::string dt;
+  for (auto t : d.dtypes) dt += (dt.empty() ? "" : ", ") + std::string(prism::dtype_name(t));
+  std::printf("dtypes:     %s\n", dt.c_str());
+  std::string ins, outs;
+  for (const auto& i : d.inputs)
+    ins += (ins.empty() ? "" : ", ") + i.name + (i.optional ? " (optional)" : "");
+  for (const auto& o : d.outputs) outs += (outs.empty() ? "" : ", ") + o.name;
+  std::printf("inputs:     %s%s\noutputs:    %s\n", ins.c_str(), d.variadic_inputs ? " (last repeats)" : "",
+              outs.c_str());
+  std::printf("backends:   %s\n", join(prism::dispatch::op_backends(d), ", ").c_str());
+  if (!d.attrs.empty()) {
+    prism::cli::table t;
+    t.column("attribute").column("default").column("meaning", prism::cli::table::align::left, true, 20);
+    for (const auto& a : d.attrs) t.row({a.name, prism::format_attr(a.default_value), a.help});
+    std::printf("\n%s", t.render(width).c_str());
+  }
+  if (!d.config.params.empty()) {
+    prism::cli::table t;
+    t.column("config")
+        .column("default", prism::cli::table::align::right)
+        .column("allowed", prism::cli::table::align::left, true, 12)
+        .column("meaning", prism::cli::table::align::left, true, 20);
+    for (const auto& p : d.config.params) {
+      std::string allowed;
+      for (auto v : p.allowed) allowed += (allowed.empty() ? "" : ",") + std::to_string(v);
+      t.row({p.name, std::to_string(p.default_value), allowed.empty() ? ">=1" : allowed, p.help});
+    }
+    std::printf("\n%s", t.render(width).c_str());
+  }
+}
+
+}  // namespace
+
+PRISM_CLI_COMMAND(20) {
+  auto* cmd = app.add_subcommand(
+      "ops", "List the ops: shape-key components, attributes with their defaults, dtypes and backends");
+  auto a = std::make_shared<ops_args>();
+  cmd->add_option("name", a->name, "Show one op in full (attribute help, tunable parameters)");
+  cmd->add_flag("--json", a->json, "Print JSON instead of a table");
+  cmd->callback([a, &exit_code] {
+    const auto& reg = prism::op_registry::instance();
+    std::vector<const prism::op_descriptor*> ops;
+    if (a->name.empty())
+      ops = reg.all();
+    else
+      ops = {&reg.get(a->name)};  // unknown: not_found listing the names (exit 2)
+    std::optional<prism::queue> q;
+    if (a->json) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto* d : ops) out.push_back(op_json(*d, key_names(*d, q)));
+      std::cout << (a->name.empty() ? out : out[0]).dump(2) << "\n";
+    } else if (!a->name.empty()) {
+      print_one(*ops[0], key_names(*ops[0], q));
+    } else {
+      prism::cli::table t;
+      // Backends, dtypes and help are in `prism ops NAME` and --json: the list keeps to what a
+      // `prism run --shape ... --attrs ...` line needs.
+      t.column("op")
+          .column("shape key", prism::cli::table::align::left, true, 10)
+          .column("attributes", prism::cli::table::align::left, true, 10);
+      for (const auto* d : ops) {
+        auto key = key_names(*d, q);
+        t.row({d->name, key.empty() ? "?" : join(key), attr_list(*d)});
+      }
+      std::printf("%s", t.render(prism::cli::terminal_width()).c_str());
+      std::printf("%s", prism::cli::wrap(
+                            std::to_string(ops.size()) +
+                                " ops; attributes show their defaults; `prism ops NAME` shows one in full",
+                            prism::cli::terminal_width())
+                            .c_str());
+    }
+    exit_code = prism::cli::exit_ok;
+  });
+}
