@@ -12,6 +12,7 @@
 #include "dispatch/dispatcher.hpp"
 #include "dispatch/log/dispatch_log.hpp"
 #include "kernels/op_descriptor.hpp"
+#include "kernels/shape_limits.hpp"
 #include "prism/dispatch.hpp"
 #include "prism/runtime.hpp"
 
@@ -55,6 +56,8 @@ int run(run_options o, const std::string& device_spec) {
   so.seed = o.seed;
   if (!desc.sample)
     throw prism::error(prism::errc::unsupported, "prism run", o.op + " has no sample builder");
+  // Components are checked against the device before the sample allocates anything.
+  prism::check_shape_limits("prism run --shape", o.op, prism::shape_key::parse(o.shape), so.type, dev);
   prism::op_call call;
   try {
     call = desc.sample(q, prism::shape_key::parse(o.shape), so);

@@ -17,6 +17,7 @@
 #include "dispatch/dispatcher.hpp"
 #include "dispatch/tuner/tuning_glue.hpp"
 #include "kernels/op_descriptor.hpp"
+#include "kernels/shape_limits.hpp"
 #include "prism/dispatch.hpp"
 #include "prism/error.hpp"
 #include "prism/runtime/queue.hpp"
@@ -229,6 +230,7 @@ pretune_report pretune(const device& dev, tuning::database& db, const pretune_op
       sample_options so;
       so.type = type;
       so.seed = o.seed;
+      check_shape_limits("prism pretune", entry.op, prism::shape_key::parse(entry.shape.str()), type, dev);
       op_call call = desc->sample(q, prism::shape_key::parse(entry.shape.str()), so);
       q.wait_and_throw();
       // The descriptor's own key and dtypes are what the dispatcher will look up.
