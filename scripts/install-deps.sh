@@ -8,6 +8,7 @@ packages=(
   libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang-16 libclang-rt-16-dev
 )
 missing=()
 for p in "${packages[@]}"; do
