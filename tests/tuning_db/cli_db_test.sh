@@ -62,7 +62,16 @@ for f in oops.json other.db; do
   if "$prism" db merge "$dir/user/$f" --db "$dir/a.db" > "$dir/msg" 2>&1; then fail "merged $f"; fi
   if "$prism" db repair --db "$dir/user/$f" > "$dir/msg" 2>&1; then fail "repair moved $f"; fi
 done
+# Lookups from `prism run` (as from an app) leave them alone too, and still run on defaults.
+for f in oops.json other.db; do
+  PRISM_TUNING_DB="$dir/user/$f" "$prism" run add --shape n=16 > "$dir/msg" 2>&1 || { cat "$dir/msg"; fail "run with $f"; }
+done
+"$prism" run add --shape n=16 --db "$dir/user/none.db" > "$dir/msg" 2>&1 || { cat "$dir/msg"; fail "run with a new path"; }
 [ "$(state "$dir/user")" = "$before" ] || fail "a foreign file was changed, renamed or joined by another"
+# Merging a database without rows says so.
+echo '{"format":"prism-tuning","version":1,"results":[]}' > "$dir/empty.json"
+"$prism" db import "$dir/empty.json" --db "$dir/empty.db" > /dev/null
+"$prism" db merge "$dir/empty.db" --db "$dir/a.db" 2>&1 | grep -q "warning: .*empty.db holds no tuned rows" || fail "merge of an empty database"
 # --fingerprint is a prefix of hex digits, never a LIKE pattern.
 "$prism" db import "$dir/in.json" --db "$dir/f.db" >/dev/null
 if "$prism" db clear --fingerprint % --yes --db "$dir/f.db" 2>/dev/null; then fail "clear --fingerprint %"; fi
