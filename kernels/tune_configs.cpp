@@ -230,8 +230,27 @@ tune_space build_space(const YAML::Node& entry, const op_descriptor& d, std::str
 
 }  // namespace
 
+namespace {
+std::map<std::string, tune_space> parse_tune_configs_unchecked(std::string_view yaml_text,
+                                                               std::string_view vendor,
+                                                               std::string_view file_name);
+}  // namespace
+
 std::map<std::string, tune_space> parse_tune_configs(std::string_view yaml_text, std::string_view vendor,
                                                      std::string_view file_name) {
+  try {
+    return parse_tune_configs_unchecked(yaml_text, vendor, file_name);
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp's own errors ("bad conversion", "operator[] call on a scalar"), with their place.
+    cfg_error(file_name, e.mark.is_null() ? std::string("yaml") : "line " + std::to_string(e.mark.line + 1),
+              e.msg);
+  }
+}
+
+namespace {
+std::map<std::string, tune_space> parse_tune_configs_unchecked(std::string_view yaml_text,
+                                                               std::string_view vendor,
+                                                               std::string_view file_name) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml_text));
@@ -268,6 +287,7 @@ std::map<std::string, tune_space> parse_tune_configs(std::string_view yaml_text,
   for (auto& [n, s] : by_family) direct.emplace(n, std::move(s));  // op entries win over family ones
   return direct;
 }
+}  // namespace
 
 tune_space load_tune_space(const op_descriptor& d, std::string_view vendor) {
   static std::mutex mu;

@@ -18,6 +18,9 @@ CC=clang-16 CXX=clang++-16 PRISM_BUILD_DIR=$build bash "$root/scripts/build.sh" 
   -DCMAKE_EXE_LINKER_FLAGS="$san" -DCMAKE_SHARED_LINKER_FLAGS="$san" \
   -DPRISM_BUILD_BENCHMARKS=OFF -DPRISM_BUILD_FUZZERS=ON
 built=$(date +%s)
+# Readable stacks when an llvm-symbolizer is installed.
+sym=$(command -v llvm-symbolizer-16 || command -v llvm-symbolizer || true)
+[ -z "$sym" ] || export ASAN_SYMBOLIZER_PATH=${ASAN_SYMBOLIZER_PATH:-$sym}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_odr_violation=0:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/scripts/sanitizer/lsan.supp:print_suppressions=0}

@@ -2,6 +2,9 @@
 #include "dispatch/log/dispatch_log.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include <fmt/format.h>
@@ -107,7 +110,9 @@ std::vector<log_record> parse_log(std::istream& in) {
   std::vector<std::string> columns;
   const std::string header_tag = std::string(log_prefix) + "_header";
   std::string line;
+  std::size_t line_no = 0;
   while (std::getline(in, line)) {
+    ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     auto cells = split_csv(line);
     if (cells.size() < 2) continue;
@@ -146,9 +151,17 @@ std::vector<log_record> parse_log(std::istream& in) {
         r.tier = v;
       else if (c == "reason")
         r.reason = v;
-      else if (c == "time_us" && !v.empty())
-        r.time_us = std::stod(v);
-      else if (c == "attrs")
+      else if (c == "time_us" && !v.empty()) {
+        // A number, or the line is refused naming it (std::stod said only "stod").
+        char* end = nullptr;
+        errno = 0;
+        double t = std::strtod(v.c_str(), &end);
+        if (end != v.c_str() + v.size() || errno == ERANGE || !std::isfinite(t) || t < 0)
+          throw error(errc::config_error, "dispatch log",
+                      "line " + std::to_string(line_no) +
+                          ": field 'time_us' must be a number of microseconds >= 0, got '" + v + "'");
+        r.time_us = t;
+      } else if (c == "attrs")
         r.attrs = v;
     }
     out.push_back(std::move(r));

@@ -461,6 +461,28 @@ TEST(DispatchLog, LinesParseBack) {
   EXPECT_EQ(code_of([&] { parse_log(wrong); }), errc::config_error);
 }
 
+// Found by fuzz/dispatch_log: a bad time_us ended `prism run --replay` with "stod".
+TEST(DispatchLog, BadTimeIsNamed) {
+  for (const char* t : {"", "x", "1e999", "nan", "-3"}) {
+    std::stringstream s;
+    s << log_header() << "\nprism_dispatch,v1,exec,add,f32,n=4,0123456789abcdef,opencl,,default,,1" << t
+      << ",\n";
+    std::string what;
+    if (std::string(t).empty()) {
+      EXPECT_EQ(parse_log(s).size(), 1u);
+      continue;
+    }
+    std::stringstream bad;
+    bad << log_header() << "\nprism_dispatch,v1,exec,add,f32,n=4,0123456789abcdef,opencl,,default,," << t
+        << ",\n";
+    EXPECT_EQ(code_of([&] { parse_log(bad); }, &what), errc::config_error) << t;
+    EXPECT_NE(what.find("line 2: field 'time_us' must be a number of microseconds >= 0, got '" +
+                        std::string(t) + "'"),
+              std::string::npos)
+        << what;
+  }
+}
+
 TEST(DispatchLog, SinkFiltersAndWritesHeaderOnce) {
   temp_dir d;
   log_settings s;

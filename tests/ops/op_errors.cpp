@@ -137,6 +137,21 @@ TEST(framework, tune_configs_constraint_arithmetic_is_checked) {
   EXPECT_EQ(message_of("7 / (0 - vec) == 0 - 7"), "accepted");
 }
 
+// Found by fuzz/tune_configs: yaml-cpp's own exceptions escaped parse_tune_configs.
+TEST(framework, tune_configs_yaml_errors_name_the_file) {
+  for (const char* text : {"just a scalar\n", "ops:\n  - op: [exp]\n", "ops:\n  - family: {a: 1}\n"}) {
+    try {
+      parse_tune_configs(text, "t", "x.yaml");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::config_error) << e.what();
+      EXPECT_NE(std::string(e.what()).find("x.yaml"), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not a prism::error: " << e.what();
+    }
+  }
+}
+
 TEST(framework, vendor_tune_configs_parse) {
   for (const char* v : {"generic", "pocl", "nvidia"}) {
     for (const auto* d : op_registry::instance().all()) {
