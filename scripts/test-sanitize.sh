@@ -24,6 +24,8 @@ sym=$(command -v llvm-symbolizer-16 || command -v llvm-symbolizer || true)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_odr_violation=0:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/scripts/sanitizer/lsan.supp:print_suppressions=0}
+# Programs the tests build themselves (the installed-consumer example) get the same sanitizers.
+export CC=clang-16 CXX=clang++-16 CFLAGS="$san" CXXFLAGS="$san" LDFLAGS="$san"
 export PRISM_TUNING_DB=$build/ctest-tuning.db
 rm -f "$PRISM_TUNING_DB" "$PRISM_TUNING_DB-wal" "$PRISM_TUNING_DB-shm"
 echo "test-sanitize: running ctest in $build"
