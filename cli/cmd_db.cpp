@@ -1,5 +1,5 @@
-// `prism db list|show|stats|check|export|import|merge|vacuum|clear`: inspect and manage the
-// tuning database (docs/tuning.md).
+// `prism db list|show|stats|check|export|import|merge|vacuum|clear|repair`: inspect and manage
+// the tuning database (docs/tuning.md). list/show/stats/check/export never write any file.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -34,6 +34,7 @@ struct db_args {
   std::string file;
   bool replace = false;
   bool yes = false;
+  bool force = false;
   bool json = false;
 };
 
@@ -51,14 +52,41 @@ std::string speedup_text(double s) {
   return s > 0 ? fmt::format("{:.2f}x", s) : "-";
 }
 
-database& open_db(const prism::cli::global_options& global) {
-  database::set_default_path(global.db.empty() ? database::default_path() : global.db);
-  return database::process_default();
+std::string db_path(const prism::cli::global_options& global) {
+  return global.db.empty() ? database::default_path() : global.db;
+}
+
+// For the commands that write (import, merge, vacuum, clear): refuses a file that is not a
+// usable prism database before anything else is done.
+database& open_db(const prism::cli::global_options& global, const char* command) {
+  database::set_default_path(db_path(global));
+  auto& db = database::process_default();
+  if (!db.refusal().empty())
+    throw prism::error(prism::errc::database_error, command, db.path() + ": " + db.refusal());
+  return db;
+}
+
+// For the commands that only read: opened read-only, so that nothing is created or changed.
+std::unique_ptr<database> open_db_read_only(const prism::cli::global_options& global, const char* command) {
+  auto db = std::make_unique<database>(db_path(global), database::access::read_only);
+  if (!db->refusal().empty())
+    throw prism::error(prism::errc::database_error, command, db->path() + ": " + db->refusal());
+  return db;
 }
 
 // The fingerprint filter: --fingerprint, else the device chosen with --device (if any).
 std::string fingerprint_filter(const prism::cli::global_options& global, const db_args& a) {
-  if (!a.fingerprint.empty()) return a.fingerprint;
+  if (!a.fingerprint.empty()) {
+    bool hex = a.fingerprint.size() <= 16 &&
+               a.fingerprint.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+    if (!hex)
+      throw prism::error(
+          prism::errc::invalid_argument, "prism db",
+          "--fingerprint '" + a.fingerprint +
+              "' is not a device fingerprint or a prefix of one: 1 to 16 hex digits (see `prism "
+              "db stats`)");
+    return a.fingerprint;
+  }
   if (global.device.empty()) return {};
   return prism::cli::pick_device(global.device).fingerprint().hash;
 }
@@ -82,17 +110,15 @@ nlohmann::json row_json(const result_row& r) {
 
 void print_header(database& db) {
   std::printf("database: %s", db.path().c_str());
-  if (!db.is_open())
-    std::printf(" (not open: %s)", db.read_only_reason().c_str());
-  else if (!db.writable())
-    std::printf(" (read-only: %s)", db.read_only_reason().c_str());
+  if (!db.is_open()) std::printf(" (%s)", db.read_only_reason().c_str());
   std::printf("\n");
 }
 
 void add_db_option(CLI::App* cmd, prism::cli::global_options& global) {
   cmd->add_option("--db", global.db,
                   "Tuning database file (default: PRISM_TUNING_DB, else "
-                  "${XDG_CACHE_HOME:-~/.cache}/prism/tuning.db)");
+                  "${XDG_CACHE_HOME:-~/.cache}/prism/tuning.db)")
+      ->check(prism::cli::non_empty_path("--db"));
 }
 void add_device_option(CLI::App* cmd, prism::cli::global_options& global) {
   cmd->add_option(
@@ -122,7 +148,7 @@ PRISM_CLI_COMMAND(70) {
   auto* db_cmd =
       app.add_subcommand("db",
                          "Inspect and manage the tuning database (list, show, stats, check, export, "
-                         "import, merge, vacuum, clear)");
+                         "import, merge, vacuum, clear, repair)");
   db_cmd->require_subcommand(1);
   add_db_option(db_cmd, global);
   auto args = std::make_shared<db_args>();
@@ -135,7 +161,8 @@ PRISM_CLI_COMMAND(70) {
   add_filters(list, global, a);
   list->add_flag("--json", a.json, "Print the rows as JSON");
   list->callback([&global, &exit_code, args] {
-    auto& db = open_db(global);
+    auto db_owner = open_db_read_only(global, "prism db list");
+    auto& db = *db_owner;
     auto rows = db.results(row_filter{fingerprint_filter(global, *args), args->op, args->dtype, ""});
     if (args->json) {
       nlohmann::json out = {{"database", db.path()}, {"rows", nlohmann::json::array()}};
@@ -179,7 +206,8 @@ PRISM_CLI_COMMAND(70) {
   show->add_option("dtype", a.dtype, "Dtype, e.g. f32")->required();
   show->add_option("shape", a.shape, "Shape key, e.g. m=16,n=4096,k=4096")->required();
   show->callback([&global, &exit_code, args] {
-    auto& db = open_db(global);
+    auto db_owner = open_db_read_only(global, "prism db show");
+    auto& db = *db_owner;
     print_header(db);
     auto key = shape_key::parse(args->shape);
     auto rows = db.results(row_filter{fingerprint_filter(global, *args), args->op, args->dtype, ""});
@@ -229,7 +257,8 @@ PRISM_CLI_COMMAND(70) {
   add_filters(stats, global, a);
   stats->add_flag("--json", a.json, "Print JSON instead of a table");
   stats->callback([&global, &exit_code, args] {
-    auto& db = open_db(global);
+    auto db_owner = open_db_read_only(global, "prism db stats");
+    auto& db = *db_owner;
     auto st = db.stats(row_filter{fingerprint_filter(global, *args), args->op, args->dtype, ""});
     if (args->json) {
       nlohmann::json out = {{"database", db.path()}, {"groups", nlohmann::json::array()}};
@@ -272,7 +301,10 @@ PRISM_CLI_COMMAND(70) {
   add_db_option(check, global);
   check->add_flag("--json", a.json, "Print JSON instead of text");
   check->callback([&global, &exit_code, args] {
-    auto& db = open_db(global);
+    // A damaged or foreign file is reported (exit 1), not refused.
+    database db(db_path(global), database::access::read_only);
+    // Kernel-hash staleness for the devices present here (rows of other devices: driver only).
+    db.set_validator(prism::dispatch::stale_row_validator(prism::device::get_devices()));
     if (args->json) {
       std::string integrity = db.integrity_check();
       nlohmann::json out = {
@@ -289,8 +321,6 @@ PRISM_CLI_COMMAND(70) {
     print_header(db);
     std::string integrity = db.integrity_check();
     std::printf("integrity: %s\n", integrity.c_str());
-    // Kernel-hash staleness for the devices present here (rows of other devices: driver only).
-    db.set_validator(prism::dispatch::stale_row_validator(prism::device::get_devices()));
     auto stale = db.check(present_devices());
     for (auto& s : stale)
       std::printf("stale: %s %s %s [%s] %s '%s': %s\n", s.row.device.c_str(), s.row.op.c_str(),
@@ -308,7 +338,8 @@ PRISM_CLI_COMMAND(70) {
   add_filters(exp, global, a);
   exp->add_option("file", a.file, "Output file (default: stdout)");
   exp->callback([&global, &exit_code, args] {
-    auto& db = open_db(global);
+    auto db_owner = open_db_read_only(global, "prism db export");
+    auto& db = *db_owner;
     auto text = db.export_json(row_filter{fingerprint_filter(global, *args), args->op, args->dtype, ""});
     if (args->file.empty() || args->file == "-") {
       std::fwrite(text.data(), 1, text.size(), stdout);
@@ -328,7 +359,7 @@ PRISM_CLI_COMMAND(70) {
   imp->add_option("file", a.file, "JSON file ('-' for stdin)")->required();
   imp->add_flag("--replace", a.replace, "Replace existing rows even when they are faster");
   imp->callback([&global, &exit_code, args] {
-    auto& db = open_db(global);
+    auto& db = open_db(global, "prism db import");
     std::stringstream buf;
     if (args->file == "-") {
       buf << std::cin.rdbuf();
@@ -351,10 +382,12 @@ PRISM_CLI_COMMAND(70) {
   add_db_option(merge, global);
   merge->add_option("other", a.file, "The other database file")->required();
   merge->callback([&global, &exit_code, args] {
-    auto& db = open_db(global);
+    auto& db = open_db(global, "prism db merge");
     auto rep = db.merge_from(args->file);
     std::printf("merged %s into %s: %zu new, %zu replaced (faster), %zu kept, %zu devices\n",
                 args->file.c_str(), db.path().c_str(), rep.inserted, rep.replaced, rep.kept, rep.devices);
+    if (rep.inserted + rep.replaced + rep.kept == 0)
+      std::fprintf(stderr, "prism db merge: warning: %s holds no tuned rows\n", args->file.c_str());
     exit_code = 0;
   });
 
@@ -362,7 +395,7 @@ PRISM_CLI_COMMAND(70) {
   auto* vac = db_cmd->add_subcommand("vacuum", "Compact the database file");
   add_db_option(vac, global);
   vac->callback([&global, &exit_code] {
-    auto& db = open_db(global);
+    auto& db = open_db(global, "prism db vacuum");
     db.vacuum();
     std::printf("vacuumed %s\n", db.path().c_str());
     exit_code = 0;
@@ -379,9 +412,28 @@ PRISM_CLI_COMMAND(70) {
       throw prism::error(
           prism::errc::invalid_argument, "prism db clear",
           "refusing to delete without --yes (narrow it with --device/--fingerprint/--op/--dtype)");
-    auto& db = open_db(global);
+    auto& db = open_db(global, "prism db clear");
     auto n = db.clear(row_filter{fingerprint_filter(global, *args), args->op, args->dtype, ""});
     std::printf("removed %zu rows from %s\n", n, db.path().c_str());
+    exit_code = 0;
+  });
+
+  // ---- repair ----
+  auto* rep = db_cmd->add_subcommand(
+      "repair",
+      "Move a damaged database aside (to FILE.corrupt-<time>-<pid>) so that the next write starts a new one");
+  add_db_option(rep, global);
+  rep->add_flag(
+      "--force", a.force,
+      "Also move a file whose header does not say it is a prism database (never a sound database of "
+      "another program)");
+  rep->callback([&global, &exit_code, args] {
+    std::string path = db_path(global);
+    std::string aside = database::repair(path, args->force);
+    if (aside.empty())
+      std::printf("%s is a sound prism tuning database: nothing to repair\n", path.c_str());
+    else
+      std::printf("moved %s to %s; the next write starts a new database\n", path.c_str(), aside.c_str());
     exit_code = 0;
   });
 }

@@ -2,11 +2,15 @@
 // the fastest correct one per shape in the tuning database (docs/tuning.md).
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -138,6 +142,60 @@ nlohmann::json report_json(const tuner::pretune_report& report) {
           {"shapes", shapes}};
 }
 
+// A CLI11 check for a whole number in [lo, hi] (checked on the text, so "-1" is not wrapped
+// into a huge unsigned value).
+CLI::Validator whole_in(const char* option, long long lo, unsigned long long hi) {
+  return CLI::Validator(
+      [option, lo, hi](std::string& text) -> std::string {
+        std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+        bool negative = !text.empty() && text[0] == '-';
+        std::size_t used = 0;
+        try {
+          if (negative) {
+            long long v = std::stoll(text, &used);
+            if (used == text.size() && v >= lo) return {};
+          } else if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) {
+            unsigned long long v = std::stoull(text, &used);
+            if (used == text.size() && v <= hi && (lo <= 0 || v >= static_cast<unsigned long long>(lo)))
+              return {};
+          }
+        } catch (const std::exception&) {
+        }
+        return std::string(option) + " must be a whole number in " + range + ", got '" + text + "'";
+      },
+      "INT");
+}
+
+// --budget-s: a finite number of seconds >= 0 (0 = no limit).
+CLI::Validator seconds_check(const char* option) {
+  return CLI::Validator(
+      [option](std::string& text) -> std::string {
+        std::size_t used = 0;
+        try {
+          double v = std::stod(text, &used);
+          if (used == text.size() && std::isfinite(v) && v >= 0 && v <= 1e9) return {};
+        } catch (const std::exception&) {
+        }
+        return std::string(option) + " must be a number of seconds in [0, 1e9] (0 = no limit), got '" + text +
+               "'";
+      },
+      "SECONDS");
+}
+
+// The names in `chosen` that no entry has, as "a, b".
+std::string missing_from(const std::vector<std::string>& chosen, const std::set<std::string>& present) {
+  std::string out;
+  for (auto& c : chosen)
+    if (!present.count(c)) out += (out.empty() ? "" : ", ") + c;
+  return out;
+}
+
+std::string joined(const std::set<std::string>& names) {
+  std::string out;
+  for (auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 }  // namespace
 
 PRISM_CLI_COMMAND(60) {
@@ -161,23 +219,29 @@ PRISM_CLI_COMMAND(60) {
       ->delimiter(',');
   cmd->add_option("--budget-s", a->budget_s,
                   "Stop cleanly after this many seconds (finished shapes are kept; run "
-                  "again to resume)");
+                  "again to resume)")
+      ->check(seconds_check("--budget-s"));
   cmd->add_option("--strategy", a->strategy,
                   "exhaustive: every candidate; random: at most --max-candidates per "
                   "backend and shape (default)")
       ->check(CLI::IsMember({"exhaustive", "random"}));
   cmd->add_option("--max-candidates", a->max_candidates,
-                  "random strategy: generated candidates per backend and shape (default 12)");
-  cmd->add_option("--min-runs", a->min_runs, "Timed runs per candidate, at least (default 3)");
-  cmd->add_option("--max-runs", a->max_runs, "Timed runs per candidate, at most (default 25)");
-  cmd->add_option("--seed", a->seed, "Seed of the random strategy and of the sampled inputs (default 1)");
+                  "random strategy: generated candidates per backend and shape (default 12)")
+      ->check(whole_in("--max-candidates", 1, 100000));
+  cmd->add_option("--min-runs", a->min_runs, "Timed runs per candidate, at least (default 3)")
+      ->check(whole_in("--min-runs", 1, 100000));
+  cmd->add_option("--max-runs", a->max_runs, "Timed runs per candidate, at most (default 25)")
+      ->check(whole_in("--max-runs", 1, 100000));
+  cmd->add_option("--seed", a->seed, "Seed of the random strategy and of the sampled inputs (default 1)")
+      ->check(whole_in("--seed", 0, UINT64_MAX));
   cmd->add_flag("--force", a->force, "Re-tune shapes that already have a valid row");
   cmd->add_flag("--json", a->json, "Print the report as JSON on stdout (progress stays on stderr)");
   cmd->add_option("--progress", a->progress, "auto (bar on a terminal), bar, or lines")
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
   cmd->add_option("--db", global.db,
                   "Tuning database file (default: PRISM_TUNING_DB, else "
-                  "${XDG_CACHE_HOME:-~/.cache}/prism/tuning.db)");
+                  "${XDG_CACHE_HOME:-~/.cache}/prism/tuning.db)")
+      ->check(prism::cli::non_empty_path("--db"));
   cmd->add_option("--device", global.device,
                   std::string("Device to tune (PRISM_DEVICE syntax: ") + prism::device_spec_syntax() + ")");
 
@@ -200,6 +264,30 @@ PRISM_CLI_COMMAND(60) {
     dispatch::tuner::pretune_options o;
     o.shapes =
         a->model.empty() ? tuning::load_shape_set(a->shapes_file) : tuning::load_model_shape_set(a->model);
+    {
+      // An --ops/--dtypes choice that selects nothing is a mistake, not a successful no-op.
+      std::set<std::string> ops, dtypes;
+      std::size_t selected = 0;
+      for (auto& e : o.shapes.entries) {
+        ops.insert(e.op);
+        dtypes.insert(e.dtype);
+        bool op_ok = a->ops.empty() || std::find(a->ops.begin(), a->ops.end(), e.op) != a->ops.end();
+        bool dt_ok =
+            a->dtypes.empty() || std::find(a->dtypes.begin(), a->dtypes.end(), e.dtype) != a->dtypes.end();
+        selected += op_ok && dt_ok;
+      }
+      if (selected == 0) {
+        std::string what;
+        if (auto m = missing_from(a->ops, ops); !m.empty())
+          what += "--ops " + m + " (its ops: " + joined(ops) + ")";
+        if (auto m = missing_from(a->dtypes, dtypes); !m.empty())
+          what += (what.empty() ? "" : "; ") + std::string("--dtypes ") + m +
+                  " (its dtypes: " + joined(dtypes) + ")";
+        if (what.empty()) what = "no entry has both the chosen ops and dtypes";
+        throw error(errc::invalid_argument, "prism pretune",
+                    "nothing to tune: shape set '" + o.shapes.name + "' has no entry for " + what);
+      }
+    }
     o.ops = a->ops;
     o.dtypes = a->dtypes;
     o.backends = a->backends;
@@ -231,6 +319,8 @@ PRISM_CLI_COMMAND(60) {
     std::fprintf(stderr, "pretune: %s on %s [%s], database %s\n", o.shapes.name.c_str(), dev.name().c_str(),
                  dev.fingerprint().hash.c_str(), db.path().c_str());
     auto report = dispatch::tuner::pretune(dev, db, o);
+    // The .db file alone holds every row once pretune is done (a copy of it is complete).
+    db.checkpoint();
     progress->clear();
     if (a->json) {
       auto j = report_json(report);

@@ -24,6 +24,15 @@ inline device pick_device(const std::string& spec) {
   return spec.empty() ? select_device() : devices_matching(spec, "--device").front();
 }
 
+/// A CLI11 check that refuses an empty value ("--db ''"), naming the option.
+inline CLI::Validator non_empty_path(const std::string& option) {
+  return CLI::Validator(
+      [option](std::string& value) {
+        return value.empty() ? option + " needs a file name, got an empty string" : std::string();
+      },
+      "PATH");
+}
+
 /// Adds one subcommand to `app`; its callback runs when the subcommand is chosen and returns
 /// the process exit code through `exit_code`.
 using command_factory = std::function<void(CLI::App& app, global_options& global, int& exit_code)>;

@@ -94,8 +94,9 @@ int main(int argc, char** argv) {
   // --db on every command (also after the subcommand name, through fallthrough): the tuning
   // database that dispatch looks up and pretune writes, set before any command runs.
   app.add_option(
-      "--db", global.db,
-      "Tuning database file (default: PRISM_TUNING_DB, else ${XDG_CACHE_HOME:-~/.cache}/prism/tuning.db)");
+         "--db", global.db,
+         "Tuning database file (default: PRISM_TUNING_DB, else ${XDG_CACHE_HOME:-~/.cache}/prism/tuning.db)")
+      ->check(prism::cli::non_empty_path("--db"));
   app.fallthrough();
   app.parse_complete_callback([&global] {
     if (!global.db.empty()) prism::tuning::database::set_default_path(global.db);

@@ -9,6 +9,7 @@
 
 #include "dispatch/dispatcher.hpp"
 #include "kernels/op_descriptor.hpp"
+#include "kernels/shape_limits.hpp"
 #include "prism/error.hpp"
 
 namespace prism::dispatch {
@@ -20,6 +21,8 @@ op_call build_call(queue& q, const op_descriptor& desc, const run_request& r) {
   sample_options so;
   so.type = parse_dtype(r.dtype);
   so.seed = r.seed;
+  // Components are checked against the device before the sample allocates anything.
+  check_shape_limits("prism run --shape", r.op, shape_key::parse(r.shape), so.type, q.get_device());
   op_call call;
   try {
     call = desc.sample(q, shape_key::parse(r.shape), so);

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <climits>
 #include <set>
 
 #include "kernels/op_descriptor.hpp"
@@ -51,7 +53,8 @@ class expr_parser {
       if (pos_ < s_.size() && (s_[pos_] == '+' || s_[pos_] == '-')) {
         char op = s_[pos_++];
         std::int64_t r = product();
-        v = op == '+' ? v + r : v - r;
+        bool overflow = op == '+' ? __builtin_add_overflow(v, r, &v) : __builtin_sub_overflow(v, r, &v);
+        if (overflow) throw bad(std::string("the value overflows 64-bit integers at '") + op + "'");
       } else {
         return v;
       }
@@ -65,7 +68,15 @@ class expr_parser {
         char op = s_[pos_++];
         std::int64_t r = atom();
         if (op != '*' && r == 0) throw bad("division by zero");
-        v = op == '*' ? v * r : op == '/' ? v / r : v % r;
+        if (op == '*') {
+          if (__builtin_mul_overflow(v, r, &v)) throw bad("the value overflows 64-bit integers at '*'");
+        } else if (r == -1) {
+          // INT64_MIN / -1 traps; x % -1 is 0 but computes the same division.
+          if (op == '/' && v == INT64_MIN) throw bad("the value overflows 64-bit integers at '/'");
+          v = op == '/' ? -v : 0;
+        } else {
+          v = op == '/' ? v / r : v % r;
+        }
       } else {
         return v;
       }
@@ -75,8 +86,10 @@ class expr_parser {
     skip();
     if (pos_ >= s_.size()) throw bad("expected a number or parameter name");
     if (s_[pos_] == '(') {
+      if (++depth_ > 32) throw bad("parentheses nested more than 32 deep");
       ++pos_;
       std::int64_t v = sum();
+      --depth_;
       skip();
       if (pos_ >= s_.size() || s_[pos_] != ')') throw bad("expected ')'");
       ++pos_;
@@ -85,7 +98,12 @@ class expr_parser {
     std::size_t start = pos_;
     if (std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
       while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-      return std::stoll(std::string(s_.substr(start, pos_ - start)));
+      std::int64_t v = 0;
+      auto [end, ec] = std::from_chars(s_.data() + start, s_.data() + pos_, v);
+      if (ec != std::errc() || end != s_.data() + pos_)
+        throw bad("the number '" + std::string(s_.substr(start, pos_ - start)) +
+                  "' is out of the 64-bit integer range");
+      return v;
     }
     while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_'))
       ++pos_;
@@ -99,6 +117,7 @@ class expr_parser {
   std::string_view s_;
   const kernel_config& c_;
   std::size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 [[noreturn]] void cfg_error(std::string_view file, const std::string& where, const std::string& why) {
@@ -206,8 +225,27 @@ tune_space build_space(const YAML::Node& entry, const op_descriptor& d, std::str
 
 }  // namespace
 
+namespace {
+std::map<std::string, tune_space> parse_tune_configs_unchecked(std::string_view yaml_text,
+                                                               std::string_view vendor,
+                                                               std::string_view file_name);
+}  // namespace
+
 std::map<std::string, tune_space> parse_tune_configs(std::string_view yaml_text, std::string_view vendor,
                                                      std::string_view file_name) {
+  try {
+    return parse_tune_configs_unchecked(yaml_text, vendor, file_name);
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp's own errors ("bad conversion", "operator[] call on a scalar"), with their place.
+    cfg_error(file_name, e.mark.is_null() ? std::string("yaml") : "line " + std::to_string(e.mark.line + 1),
+              e.msg);
+  }
+}
+
+namespace {
+std::map<std::string, tune_space> parse_tune_configs_unchecked(std::string_view yaml_text,
+                                                               std::string_view vendor,
+                                                               std::string_view file_name) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml_text));
@@ -244,6 +282,7 @@ std::map<std::string, tune_space> parse_tune_configs(std::string_view yaml_text,
   for (auto& [n, s] : by_family) direct.emplace(n, std::move(s));  // op entries win over family ones
   return direct;
 }
+}  // namespace
 
 tune_space schema_tune_space(const op_descriptor& d) {
   tune_space s;

@@ -1,6 +1,7 @@
 // Selectors and PRISM_DEVICE specs: which device a default queue gets, and why none matched.
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <optional>
 
 #include "runtime/env.hpp"
@@ -88,8 +89,19 @@ std::vector<device> devices_matching(const std::string& spec, std::string_view s
         lower(trim(rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
     start = comma == std::string::npos ? rest.size() + 1 : comma + 1;
     if (term.empty()) continue;
+    // A device index or :N; a number too large for any device list is an error, not "stoull".
+    auto index_of = [&](const std::string& digits) -> std::size_t {
+      std::size_t v = 0;
+      auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || v > 1'000'000)
+        throw error(errc::invalid_argument, std::string(source),
+                    "term '" + term + "' of '" + spec + "': the index '" + digits +
+                        "' must be a whole number in [0, 1000000]; " + std::to_string(all.size()) +
+                        " devices are present.\n" + device_spec_syntax());
+      return v;
+    };
     if (all_digits(term)) {
-      auto index = std::stoull(term);
+      auto index = index_of(term);
       if (index < all.size()) add(all[index]);
       continue;
     }
@@ -100,7 +112,7 @@ std::vector<device> devices_matching(const std::string& spec, std::string_view s
         throw error(errc::invalid_argument, std::string(source),
                     "term '" + term + "' of '" + spec + "' has a non-numeric index after ':'.\n" +
                         device_spec_syntax());
-      nth = std::stoull(n);
+      nth = index_of(n);
       term = term.substr(0, colon);
     }
     std::size_t seen = 0;

@@ -9,6 +9,7 @@ packages=(
   libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-jsonschema
+  clang-16 libclang-rt-16-dev
 )
 missing=()
 for p in "${packages[@]}"; do

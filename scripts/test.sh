@@ -2,7 +2,7 @@
 # Everything CI runs: installs the Debian dependencies, builds, and runs every CTest test
 # (GoogleTest suites, op suite, install/consumer example) with a per-test timeout.
 # PRISM_TEST_JOBS (default 2) and PRISM_TEST_TIMEOUT (seconds, default 900) apply; extra
-# arguments go to ctest (e.g. -L runtime).
+# arguments go to ctest (e.g. -L runtime). PRISM_SANITIZE=0 skips the sanitizer and fuzz runs.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${PRISM_BUILD_DIR:-$root/build}
@@ -12,9 +12,9 @@ bash "$root/scripts/build.sh"
 export PRISM_TUNING_DB=${PRISM_TEST_TUNING_DB:-$build/ctest-tuning.db}
 rm -f "$PRISM_TUNING_DB" "$PRISM_TUNING_DB-wal" "$PRISM_TUNING_DB-shm"
 echo "test.sh: running ctest in $build"
-# A failed test is run once more: PoCL 3.1 can crash inside its own LLVM teardown at process
-# exit after a test has passed (see tests/dispatch). A test that really fails fails twice.
-ctest --test-dir "$build" --output-on-failure -j "${PRISM_TEST_JOBS:-2}" --timeout "${PRISM_TEST_TIMEOUT:-900}" \
-  --repeat until-pass:2 "$@"
+# Every test runs once: a test that fails is a failure (no retries).
+ctest --test-dir "$build" --output-on-failure -j "${PRISM_TEST_JOBS:-2}" --timeout "${PRISM_TEST_TIMEOUT:-900}" "$@"
 # The Debian package: cpack, dpkg -i, an outside app built against it (scripts/test-package.sh).
 bash "$root/scripts/test-package.sh"
+# The whole suite again under ASan+UBSan (build/asan), then every fuzz harness for a bounded time.
+[ "${PRISM_SANITIZE:-1}" = 0 ] || { bash "$root/scripts/test-sanitize.sh" && bash "$root/scripts/test-fuzz.sh"; }

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -53,8 +55,17 @@ std::string timestamp_utc() {
   return buf;
 }
 
-bool same_file(const struct stat& a, const struct stat& b) {
-  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+// True when the first 100 bytes are an SQLite header carrying prism's application_id.
+bool has_prism_header(const std::string& path) {
+  unsigned char h[100] = {};
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = ::pread(fd, h, sizeof h, 0);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof h) || std::memcmp(h, "SQLite format 3", 16) != 0) return false;
+  std::uint32_t app =
+      (std::uint32_t(h[68]) << 24) | (std::uint32_t(h[69]) << 16) | (std::uint32_t(h[70]) << 8) | h[71];
+  return app == static_cast<std::uint32_t>(schema::application_id);
 }
 
 }  // namespace
@@ -94,73 +105,229 @@ const char* match_tier_name(match_tier t) noexcept {
 
 // ---------------------------------------------------------------------------------------------
 // Opening
+//
+// Opening only reads: it identifies the file and keeps a connection for lookups. Nothing is
+// created, migrated or renamed until the first write (ensure_writer). A file that is not a
+// usable prism database (not SQLite, damaged, another program's) is refused and left as it is;
+// only `prism db repair` (database::repair) moves a damaged one aside.
 
 database::impl::impl(std::string p, database::access m) : path(std::move(p)), mode(m) {}
 
+namespace {
+
+// The nearest existing ancestor of `dir` (the directory a first write would create things in).
+fs::path existing_ancestor(fs::path dir) {
+  std::error_code ec;
+  while (!dir.empty() && !fs::exists(dir, ec)) {
+    auto parent = dir.parent_path();
+    if (parent == dir) break;
+    dir = parent;
+  }
+  return dir.empty() ? fs::path(".") : dir;
+}
+
+bool file_exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+void database::impl::refuse(refusal_kind kind, std::string why) {
+  refused_as = kind;
+  conn.reset();
+  conn_rw = false;
+  prepared = false;
+  writable = false;
+  reason = why;
+  refusal = std::move(why);
+  // Read-only opens are the `prism db` commands and repair, which report the refusal themselves.
+  if (mode == database::access::read_write)
+    log().warn("tuning database {}: {}; dispatch uses vendor defaults and tuning results cannot be saved",
+               path, refusal);
+}
+
 void database::impl::open() {
-  if (mode == database::access::read_only) {
-    open_read_only("opened read-only");
+  conn.reset();
+  conn_rw = false;
+  prepared = false;
+  writable = false;
+  reason.clear();
+  refusal.clear();
+  refused_as = refusal_kind::none;
+  if (path.empty()) {
+    refused_as = refusal_kind::other;
+    refusal = reason = "the database path is empty";
     return;
   }
   fs::path file(path);
   fs::path dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) {
-    open_read_only("cannot create directory " + dir.string() + ": " + ec.message());
-    return;
-  }
-  if (::access(dir.c_str(), W_OK) != 0) {
-    open_read_only("directory " + dir.string() + " is not writable");
-    return;
-  }
-  if (fs::exists(file, ec) && ::access(path.c_str(), W_OK) != 0) {
-    open_read_only("file " + path + " is not writable");
-    return;
-  }
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    try {
-      open_read_write();
-      return;
-    } catch (const sql::failure& f) {
-      conn.reset();
-      if (f.is_corruption()) {
-        move_aside(f.text);
-        continue;
-      }
-      if (f.is_read_only()) {
-        open_read_only(f.text);
-        return;
-      }
-      reason = "cannot open: " + f.text;
-      log().warn("tuning database {}: {}; using defaults, tuning results cannot be saved", path, f.text);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    // No file yet: lookups find nothing; the first write creates it (and its directory).
+    if (mode == database::access::read_only) {
+      reason = "no database file at " + path;
       return;
     }
+    fs::path base = existing_ancestor(dir);
+    std::error_code ec;
+    if (!fs::is_directory(base, ec))
+      reason = "cannot create directory " + dir.string() + ": " + base.string() + " is not a directory";
+    else if (::access(base.c_str(), W_OK) != 0)
+      reason = base == dir
+                   ? "directory " + dir.string() + " is not writable"
+                   : "cannot create directory " + dir.string() + ": " + base.string() + " is not writable";
+    if (!reason.empty()) {
+      log().warn(
+          "tuning database {} cannot be created ({}): dispatch uses vendor defaults and tuning results "
+          "cannot be saved",
+          path, reason);
+      return;
+    }
+    writable = true;
+    return;
   }
-  reason = "the file kept failing its integrity check after being moved aside";
-  log().warn("tuning database {}: {}; using defaults, tuning results cannot be saved", path, reason);
-}
-
-void database::impl::open_read_write() {
-  conn = std::make_unique<sql::connection>(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  opened_stat_valid = ::stat(path.c_str(), &opened_stat) == 0;
-  if (conn->read_only()) throw sql::failure(SQLITE_READONLY, SQLITE_READONLY, path + " opened read-only");
-  // A non-SQLite file fails here with SQLITE_NOTADB; a damaged one reports its first problem.
-  std::string check = conn->query_text("PRAGMA quick_check(1)");
-  if (check != "ok") throw sql::failure(SQLITE_CORRUPT, SQLITE_CORRUPT, "quick_check: " + check);
-  set_wal();
-  // NORMAL is durable against process crashes (kill -9) in WAL mode; only power loss can drop
-  // the last commits, and never corrupts the file.
-  conn->exec("PRAGMA synchronous=NORMAL");
-  int found = schema::migrate(*conn);
-  if (found > schema::current_version) {
-    reason = "it was written by a newer prism (schema v" + std::to_string(found) + ", this prism writes v" +
-             std::to_string(schema::current_version) + ")";
+  if (!S_ISREG(st.st_mode)) {
+    refuse(refusal_kind::other, "it is not a regular file");
+    return;
+  }
+  bool dir_writable = ::access(dir.c_str(), W_OK) == 0;
+  bool file_writable = ::access(path.c_str(), W_OK) == 0;
+  std::string ro_why = !dir_writable    ? "directory " + dir.string() + " is not writable"
+                       : !file_writable ? "file " + path + " is not writable"
+                                        : "";
+  if (!open_reader(ro_why.empty())) return;
+  if (mode == database::access::read_only) return;
+  if (!ro_why.empty()) {
+    reason = ro_why;
+    log().warn(
+        "tuning database {} is read-only ({}): lookups use the rows there, tuning results cannot be saved",
+        path, reason);
+    return;
+  }
+  if (found_version > schema::current_version) {
+    reason = "it was written by a newer prism (schema v" + std::to_string(found_version) +
+             ", this prism writes v" + std::to_string(schema::current_version) + ")";
     log().warn("tuning database {}: {}; lookups only, tuning results cannot be saved", path, reason);
     return;
   }
   writable = true;
-  reason.clear();
+}
+
+// Opens an existing file for reading and identifies it. A read-write connection (no create) is
+// used where possible: it removes the transient -wal/-shm it makes when it closes, where a
+// read-only one would leave them behind. When a -wal is already there (a writer is running,
+// or one was killed) a read-only open leaves the files as they are.
+bool database::impl::open_reader(bool may_open_rw) {
+  bool rw = may_open_rw && (mode == database::access::read_write || !file_exists(path + "-wal"));
+  std::vector<std::pair<std::string, int>> attempts;
+  if (rw) attempts.emplace_back(path, SQLITE_OPEN_READWRITE);
+  attempts.emplace_back(file_uri(path, "mode=ro"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+  // mode=ro fails on a WAL file whose -shm cannot be created; immutable=1 still reads it.
+  if (!file_exists(path + "-wal"))
+    attempts.emplace_back(file_uri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+  std::string last_error;
+  for (auto& [uri, flags] : attempts) {
+    try {
+      conn = std::make_unique<sql::connection>(uri, flags);
+      conn_rw = (flags & SQLITE_OPEN_READWRITE) != 0;
+      // A non-SQLite file fails here with SQLITE_NOTADB; a damaged one reports its first problem.
+      std::string check = conn->query_text("PRAGMA quick_check(1)");
+      if (check != "ok") throw sql::failure(SQLITE_CORRUPT, SQLITE_CORRUPT, "quick_check: " + check);
+      std::string foreign = schema::foreign_reason(*conn);
+      if (!foreign.empty()) {
+        refuse(refusal_kind::foreign,
+               "it is not a prism tuning database: " + foreign +
+                   "; prism leaves it untouched (choose another file with --db or PRISM_TUNING_DB)");
+        return false;
+      }
+      found_version = static_cast<int>(conn->query_int("PRAGMA user_version"));
+      return true;
+    } catch (const sql::failure& f) {
+      conn.reset();
+      conn_rw = false;
+      if (f.code == SQLITE_NOTADB) {
+        refuse(refusal_kind::not_sqlite,
+               "it is not an SQLite database (" + f.text +
+                   "); prism leaves it untouched (choose another file with --db or PRISM_TUNING_DB)");
+        return false;
+      }
+      if (f.code == SQLITE_CORRUPT) {
+        refuse(refusal_kind::damaged, "the database is damaged (" + f.text + "); `prism db repair --db " +
+                                          path + "` moves it aside so that a new one can be started");
+        return false;
+      }
+      last_error = f.text;
+    }
+  }
+  refuse(refusal_kind::other, "cannot be opened: " + last_error);
+  return false;
+}
+
+// The first write: creates the file (and its directory) if needed, switches it to WAL and
+// brings its schema up to date. Throws database_error when the file cannot be written.
+void database::impl::ensure_writer(const char* operation) {
+  require_writable(operation);
+  if (conn && conn_rw && prepared) return;
+  try {
+    if (!conn || !conn_rw) {
+      conn.reset();
+      fs::path file(path);
+      std::error_code ec;
+      if (!file.parent_path().empty()) fs::create_directories(file.parent_path(), ec);
+      if (ec)
+        throw db_error(operation, "cannot save tuning results to " + path + ": cannot create directory " +
+                                      file.parent_path().string() + ": " + ec.message());
+      conn = std::make_unique<sql::connection>(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+      conn_rw = true;
+      if (conn->read_only()) throw sql::failure(SQLITE_READONLY, SQLITE_READONLY, path + " opened read-only");
+      std::string check = conn->query_text("PRAGMA quick_check(1)");
+      if (check != "ok") throw sql::failure(SQLITE_CORRUPT, SQLITE_CORRUPT, "quick_check: " + check);
+    }
+    // Another process may have put something else at this path since we looked.
+    std::string foreign = schema::foreign_reason(*conn);
+    if (!foreign.empty()) {
+      refuse(refusal_kind::foreign,
+             "it is not a prism tuning database: " + foreign + "; prism leaves it untouched");
+      throw db_error(operation, "cannot save tuning results to " + path + ": " + reason);
+    }
+    set_wal();
+    // NORMAL is durable against process crashes (kill -9) in WAL mode; only power loss can drop
+    // the last commits, and never corrupts the file.
+    conn->exec("PRAGMA synchronous=NORMAL");
+    int before = schema::migrate(*conn);
+    found_version = std::max(before, schema::current_version);
+    if (found_version > schema::current_version) {
+      writable = false;
+      reason = "it was written by a newer prism (schema v" + std::to_string(found_version) +
+               ", this prism writes v" + std::to_string(schema::current_version) + ")";
+      require_writable(operation);
+    }
+    prepared = true;
+  } catch (const sql::failure& f) {
+    conn.reset();
+    conn_rw = false;
+    throw db_error(operation, "cannot save tuning results to " + path + ": " + f.text);
+  }
+}
+
+// True once the file has prism's tables: a file another process has just created may have none
+// yet, and reads then find nothing.
+bool database::impl::schema_ready() {
+  if (!conn) return false;
+  if (found_version >= 1) return true;
+  found_version = static_cast<int>(conn->query_int("PRAGMA user_version"));
+  return found_version >= 1;
+}
+
+// Reads after opening found no file: another process may have created it since.
+void database::impl::ensure_reader() {
+  if (conn || !refusal.empty() || !file_exists(path)) return;
+  bool dir_ok =
+      ::access((fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path()).c_str(),
+               W_OK) == 0;
+  bool rw = dir_ok && ::access(path.c_str(), W_OK) == 0;
+  open_reader(rw);
 }
 
 // Several processes may create the same new file at once; switching it to WAL needs an
@@ -184,79 +351,81 @@ void database::impl::set_wal() {
   }
 }
 
-void database::impl::open_read_only(std::string why) {
-  reason = std::move(why);
-  writable = false;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    log().warn(
-        "tuning database {} cannot be created ({}): dispatch uses vendor defaults and tuning results "
-        "cannot be saved",
-        path, reason);
-    return;
+// Copies the WAL into the main file and truncates it, so that the .db file alone is complete
+// (a copy of it holds every row). Best effort: a busy reader only delays it.
+void database::impl::checkpoint() {
+  if (!conn || !conn_rw || !prepared) return;
+  try {
+    conn->query_text("PRAGMA wal_checkpoint(TRUNCATE)");
+  } catch (const sql::failure& f) {
+    log().debug("tuning database {}: checkpoint: {}", path, f.text);
   }
-  for (const char* query : {"mode=ro", "immutable=1"}) {
-    try {
-      conn = std::make_unique<sql::connection>(file_uri(path, query), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
-      std::string check = conn->query_text("PRAGMA quick_check(1)");
-      if (check != "ok") throw sql::failure(SQLITE_CORRUPT, SQLITE_CORRUPT, "quick_check: " + check);
-      int version = static_cast<int>(conn->query_int("PRAGMA user_version"));
-      if (version < 1) {
-        conn.reset();
-        log().warn(
-            "tuning database {} is read-only ({}) and holds no prism tables: dispatch uses vendor "
-            "defaults and tuning results cannot be saved",
-            path, reason);
-        return;
-      }
-      if (mode == database::access::read_only)
-        log().debug("tuning database {} opened read-only", path);
-      else
-        log().warn(
-            "tuning database {} is read-only ({}): lookups use the rows there, tuning results cannot be "
-            "saved",
-            path, reason);
-      return;
-    } catch (const sql::failure& f) {
-      conn.reset();
-      if (f.is_corruption()) {
-        log().warn(
-            "tuning database {} is damaged ({}) and read-only ({}): cannot move it aside; dispatch uses "
-            "vendor defaults",
-            path, f.text, reason);
-        return;
-      }
-      // mode=ro can fail on a WAL file whose -shm cannot be created; immutable=1 still reads it.
-    }
-  }
-  log().warn("tuning database {} cannot be opened read-only ({}): dispatch uses vendor defaults", path,
-             reason);
 }
 
-// Moves a file SQLite rejected out of the way, with its -wal/-shm (a stale WAL must never be
-// replayed into the fresh database). A lock file serializes processes that found the same
-// damaged file, and the inode check stops one from moving aside the fresh file another made.
-void database::impl::move_aside(const std::string& why) {
+std::string database::repair(const std::string& path, bool force) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw prism::error(errc::not_found, "tuning_db::repair", "no database file at " + path);
+  if (!S_ISREG(st.st_mode))
+    throw prism::error(errc::invalid_argument, "tuning_db::repair", path + " is not a regular file");
+  {
+    database probe(path, access::read_only);
+    auto kind = probe.impl_->refused_as;
+    if (kind == impl::refusal_kind::none) return {};
+    if (kind == impl::refusal_kind::foreign)
+      throw prism::error(errc::invalid_argument, "tuning_db::repair",
+                         path + " is a sound SQLite database of another program, not a damaged prism one: " +
+                             probe.impl_->refusal);
+  }
+  if (!force && !has_prism_header(path))
+    throw prism::error(errc::invalid_argument, "tuning_db::repair",
+                       path +
+                           " does not start with an SQLite header carrying prism's application_id, so it "
+                           "may not be a prism database; `prism db repair --force` moves it aside anyway");
+  // A lock file serializes processes repairing the same file.
   std::string lock_path = path + ".lock";
   int lock_fd = ::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
   if (lock_fd >= 0) ::flock(lock_fd, LOCK_EX);
-  struct stat now {};
-  bool same = ::stat(path.c_str(), &now) == 0 && (!opened_stat_valid || same_file(now, opened_stat));
-  if (same) {
-    std::string aside = path + ".corrupt-" + timestamp_utc() + "-" + std::to_string(::getpid());
-    if (::rename(path.c_str(), aside.c_str()) == 0) {
-      ::rename((path + "-wal").c_str(), (aside + "-wal").c_str());
-      ::unlink((path + "-shm").c_str());
-      moved_aside_to = aside;
-      log().warn("tuning database {} is not a usable SQLite file ({}): moved it to {} and started a new one",
-                 path, why, aside);
-    }
+  std::string aside = path + ".corrupt-" + timestamp_utc() + "-" + std::to_string(::getpid());
+  int rc = ::rename(path.c_str(), aside.c_str());
+  int err = errno;
+  if (rc == 0) {
+    // A stale WAL must never be replayed into the new database: it goes with the file.
+    ::rename((path + "-wal").c_str(), (aside + "-wal").c_str());
+    ::unlink((path + "-shm").c_str());
   }
   if (lock_fd >= 0) {
     ::flock(lock_fd, LOCK_UN);
     ::close(lock_fd);
+    ::unlink(lock_path.c_str());
   }
-  opened_stat_valid = false;
+  if (rc != 0)
+    throw prism::error(errc::io_error, "tuning_db::repair",
+                       "cannot move " + path + " to " + aside + ": " + std::strerror(err));
+  log().warn("tuning database {} was damaged: moved it to {}; the next write starts a new one", path, aside);
+  return aside;
+}
+
+void database::close() {
+  std::lock_guard lock(impl_->mu);
+  impl_->close();
+}
+
+void database::checkpoint() {
+  std::lock_guard lock(impl_->mu);
+  impl_->checkpoint();
+}
+
+const std::string& database::refusal() const noexcept {
+  return impl_->refusal;
+}
+
+void database::impl::close() {
+  checkpoint();
+  // The last connection to close also removes the -wal and -shm files.
+  conn.reset();
+  conn_rw = false;
+  prepared = false;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -334,7 +503,8 @@ filter_sql where_of(const row_filter& f) {
     out.where += clause;
     out.binds.push_back(value);
   };
-  if (!f.device.empty()) add("device LIKE ? || '%'", f.device);
+  // A prefix match without LIKE: '%' and '_' in the filter are plain characters.
+  if (!f.device.empty()) add("instr(device, ?) = 1", f.device);
   if (!f.op.empty()) add("op = ?", f.op);
   if (!f.dtype.empty()) add("dtype = ?", f.dtype);
   if (!f.shape.empty()) add("shape = ?", shape_key::parse(f.shape).str());
@@ -366,18 +536,36 @@ struct default_state {
   std::mutex mu;
   std::string path;
   database* db = nullptr;
+  std::vector<database*> all;  // every database process_default() ever returned
+  bool exit_hook = false;
 };
 // Never destroyed: the database may be used until the very end of the process.
 default_state& defaults() {
   static auto* s = new default_state;
   return *s;
 }
+// At exit the default databases are closed, which folds their WAL into the .db file. One
+// used afterwards (by another exit handler) reopens itself.
+void close_defaults() {
+  auto& s = defaults();
+  std::lock_guard lock(s.mu);
+  for (auto* db : s.all) db->close();
+}
+database* make_default(default_state& s, const std::string& path) {
+  auto* db = new database(path);
+  s.all.push_back(db);
+  if (!s.exit_hook) {
+    s.exit_hook = true;
+    std::atexit(close_defaults);
+  }
+  return db;
+}
 }  // namespace
 
 database& database::process_default() {
   auto& s = defaults();
   std::lock_guard lock(s.mu);
-  if (!s.db) s.db = new database(s.path.empty() ? default_path() : s.path);
+  if (!s.db) s.db = make_default(s, s.path.empty() ? default_path() : s.path);
   return *s.db;
 }
 
@@ -386,14 +574,14 @@ void database::set_default_path(std::string path) {
   std::lock_guard lock(s.mu);
   s.path = std::move(path);
   // The old object stays alive (deliberately leaked): callers may still hold a reference.
-  if (s.db && !s.path.empty() && s.db->path() != s.path) s.db = new database(s.path);
+  if (s.db && !s.path.empty() && s.db->path() != s.path) s.db = make_default(s, s.path);
 }
 
 const std::string& database::path() const noexcept {
   return impl_->path;
 }
 bool database::is_open() const noexcept {
-  return impl_->conn != nullptr;
+  return impl_->conn != nullptr || (impl_->refusal.empty() && impl_->writable);
 }
 bool database::writable() const noexcept {
   return impl_->writable;
@@ -401,15 +589,13 @@ bool database::writable() const noexcept {
 const std::string& database::read_only_reason() const noexcept {
   return impl_->reason;
 }
-const std::string& database::moved_aside_to() const noexcept {
-  return impl_->moved_aside_to;
-}
 int database::current_schema_version() noexcept {
   return schema::current_version;
 }
 
 int database::schema_version() const {
   std::lock_guard lock(impl_->mu);
+  impl_->ensure_reader();
   if (!impl_->conn) return 0;
   return static_cast<int>(impl_->conn->query_int("PRAGMA user_version"));
 }
@@ -439,7 +625,7 @@ void database::impl::store_device(const device_record& dev) {
 
 void database::put_device(const device_record& dev) {
   std::lock_guard lock(impl_->mu);
-  impl_->require_writable("tuning_db::put_device");
+  impl_->ensure_writer("tuning_db::put_device");
   impl_->guarded("tuning_db::put_device", [&] {
     impl_->conn->write_transaction([&] { upsert_device(*impl_->conn, dev); });
     ++impl_->writes;
@@ -448,7 +634,7 @@ void database::put_device(const device_record& dev) {
 
 void database::put_result(const result_row& row) {
   std::lock_guard lock(impl_->mu);
-  impl_->require_writable("tuning_db::put_result");
+  impl_->ensure_writer("tuning_db::put_result");
   impl_->guarded("tuning_db::put_result", [&] {
     impl_->conn->write_transaction([&] { insert_result(*impl_->conn, row); });
     ++impl_->writes;
@@ -472,7 +658,7 @@ bool database::impl::store_if_faster(const result_row& row, bool replace, merge_
 
 bool database::put_result_if_faster(const result_row& row) {
   std::lock_guard lock(impl_->mu);
-  impl_->require_writable("tuning_db::put_result_if_faster");
+  impl_->ensure_writer("tuning_db::put_result_if_faster");
   bool stored = false;
   impl_->guarded("tuning_db::put_result_if_faster", [&] {
     impl_->conn->write_transaction([&] { stored = impl_->store_if_faster(row, false, nullptr); });
@@ -484,7 +670,7 @@ bool database::put_result_if_faster(const result_row& row) {
 
 void database::put_candidate(const candidate_row& row) {
   std::lock_guard lock(impl_->mu);
-  impl_->require_writable("tuning_db::put_candidate");
+  impl_->ensure_writer("tuning_db::put_candidate");
   impl_->guarded("tuning_db::put_candidate", [&] {
     impl_->conn->write_transaction([&] { insert_candidate(*impl_->conn, row); });
     ++impl_->writes;
@@ -493,7 +679,7 @@ void database::put_candidate(const candidate_row& row) {
 
 void database::put_shape(const result_row& winner, const std::vector<candidate_row>& cands) {
   std::lock_guard lock(impl_->mu);
-  impl_->require_writable("tuning_db::put_shape");
+  impl_->ensure_writer("tuning_db::put_shape");
   impl_->guarded("tuning_db::put_shape", [&] {
     impl_->conn->write_transaction([&] {
       for (auto& c : cands) insert_candidate(*impl_->conn, c);
@@ -506,7 +692,7 @@ void database::put_shape(const result_row& winner, const std::vector<candidate_r
 
 std::size_t database::clear(const row_filter& filter) {
   std::lock_guard lock(impl_->mu);
-  impl_->require_writable("tuning_db::clear");
+  impl_->ensure_writer("tuning_db::clear");
   std::size_t removed = 0;
   impl_->guarded("tuning_db::clear", [&] {
     auto f = where_of(filter);
@@ -528,7 +714,7 @@ std::size_t database::clear(const row_filter& filter) {
 
 void database::vacuum() {
   std::lock_guard lock(impl_->mu);
-  impl_->require_writable("tuning_db::vacuum");
+  impl_->ensure_writer("tuning_db::vacuum");
   impl_->guarded("tuning_db::vacuum", [&] {
     impl_->conn->exec("VACUUM");
     impl_->conn->query_text("PRAGMA wal_checkpoint(TRUNCATE)");
@@ -545,7 +731,8 @@ std::string database::impl::group_id(const std::string& device, const std::strin
 std::vector<result_row> database::impl::load_group(const std::string& device, const std::string& op,
                                                    const std::string& dtype) {
   std::vector<result_row> rows;
-  if (!conn) return rows;
+  ensure_reader();
+  if (!schema_ready()) return rows;
   sql::statement st(*conn, std::string("SELECT ") + result_columns +
                                " FROM results WHERE device=?1 AND op=?2 AND dtype=?3 ORDER BY shape");
   st.bind(1, device).bind(2, op).bind(3, dtype);
@@ -651,7 +838,8 @@ std::vector<candidate_row> database::candidates(const std::string& device, const
                                                 const std::string& dtype, const shape_key& shape) {
   std::lock_guard lock(impl_->mu);
   std::vector<candidate_row> out;
-  if (!impl_->conn) return out;
+  impl_->ensure_reader();
+  if (!impl_->schema_ready()) return out;
   impl_->guarded("tuning_db::candidates", [&] {
     sql::statement st(
         *impl_->conn,
@@ -682,7 +870,8 @@ std::vector<candidate_row> database::candidates(const std::string& device, const
 
 std::vector<result_row> database::impl::select_results(const row_filter& filter) {
   std::vector<result_row> out;
-  if (!conn) return out;
+  ensure_reader();
+  if (!schema_ready()) return out;
   auto f = where_of(filter);
   sql::statement st(*conn, std::string("SELECT ") + result_columns + " FROM results" + f.where +
                                " ORDER BY device, op, dtype, shape");
@@ -693,7 +882,8 @@ std::vector<result_row> database::impl::select_results(const row_filter& filter)
 
 std::vector<device_record> database::impl::select_devices() {
   std::vector<device_record> out;
-  if (!conn) return out;
+  ensure_reader();
+  if (!schema_ready()) return out;
   sql::statement st(*conn,
                     "SELECT fingerprint, name, driver_version, info FROM devices ORDER BY fingerprint");
   while (st.step()) out.push_back(device_record{st.text(0), st.text(1), st.text(2), st.text(3)});
@@ -777,6 +967,7 @@ std::vector<op_stats> database::stats(const row_filter& filter) {
 
 std::string database::integrity_check() {
   std::lock_guard lock(impl_->mu);
+  impl_->ensure_reader();
   if (!impl_->conn) return "not open: " + impl_->reason;
   return impl_->guarded("tuning_db::integrity_check", [&] {
     sql::statement st(*impl_->conn, "PRAGMA integrity_check");

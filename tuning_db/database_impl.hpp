@@ -22,12 +22,15 @@ struct database::impl {
 
   std::string path;
   database::access mode;
-  std::unique_ptr<sql::connection> conn;  // null when nothing could be opened
-  bool writable = false;
-  std::string reason;          // why not writable
-  std::string moved_aside_to;  // where a corrupt file went
-  struct stat opened_stat {};  // identity of the file we opened (for move_aside)
-  bool opened_stat_valid = false;
+  std::unique_ptr<sql::connection> conn;  // null before the file exists or when it is refused
+  bool conn_rw = false;                   // conn was opened read-write
+  bool prepared = false;                  // conn is in WAL mode with the current schema
+  bool writable = false;                  // a write would be attempted (see ensure_writer)
+  int found_version = 0;                  // user_version when the file was opened
+  std::string reason;                     // why not writable
+  enum class refusal_kind { none, foreign, not_sqlite, damaged, other };
+  refusal_kind refused_as = refusal_kind::none;
+  std::string refusal;  // why the existing file is not used at all ("" when it is)
 
   std::mutex mu;
   row_validator validator;
@@ -44,10 +47,14 @@ struct database::impl {
   std::uint64_t sql_queries = 0, lookups = 0, memo_hits = 0, writes = 0;
 
   void open();
-  void open_read_write();
-  void open_read_only(std::string why);
+  bool open_reader(bool may_open_rw);
+  void ensure_reader();
+  bool schema_ready();
+  void ensure_writer(const char* operation);
+  void refuse(refusal_kind kind, std::string why);
   void set_wal();
-  void move_aside(const std::string& why);
+  void checkpoint();
+  void close();
 
   void require_writable(const char* operation) const;
   void forget(const std::string& device, const std::string& op, const std::string& dtype);

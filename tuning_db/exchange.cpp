@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "prism/runtime/device.hpp"
@@ -37,31 +38,47 @@ json to_json(const result_row& r) {
               {"tuned_at", r.tuned_at}};
 }
 
-// Reads one result; `where` names it in errors ("results[3]").
+[[noreturn]] void import_error(const std::string& message) {
+  throw prism::error(errc::config_error, "tuning_db::import_json", message);
+}
+
+// The latest tuned_at accepted: 9999-12-31T23:59:59Z.
+constexpr std::int64_t max_unix_seconds = 253402300799;
+
+// The JSON type of `v` for messages.
+std::string type_of(const json& v) {
+  return v.type_name();
+}
+
+// Reads a string field of `j`; `where` names it in errors ("results[3]").
+std::string string_field(const json& j, const std::string& where, const char* key, bool required) {
+  if (!j.contains(key)) {
+    if (required) import_error(where + ": missing required field '" + key + "'");
+    return {};
+  }
+  if (!j[key].is_string())
+    import_error(where + ": field '" + key + "' must be a string, got " + type_of(j[key]) + " " +
+                 j[key].dump());
+  return j[key].get<std::string>();
+}
+
+// Reads one result.
 result_row result_from_json(const json& j, const std::string& where) {
-  auto str = [&](const char* key, bool required) -> std::string {
+  auto str = [&](const char* key, bool required) { return string_field(j, where, key, required); };
+  // A time in nanoseconds: a finite number >= 0.
+  auto ns = [&](const char* key, bool required) -> double {
     if (!j.contains(key)) {
-      if (required)
-        throw prism::error(errc::config_error, "tuning_db::import_json",
-                           where + ": missing required field '" + key + "'");
-      return {};
-    }
-    if (!j[key].is_string())
-      throw prism::error(errc::config_error, "tuning_db::import_json",
-                         where + ": field '" + key + "' must be a string");
-    return j[key].get<std::string>();
-  };
-  auto num = [&](const char* key, bool required) -> double {
-    if (!j.contains(key)) {
-      if (required)
-        throw prism::error(errc::config_error, "tuning_db::import_json",
-                           where + ": missing required field '" + key + "'");
+      if (required) import_error(where + ": missing required field '" + key + "'");
       return 0;
     }
-    if (!j[key].is_number())
-      throw prism::error(errc::config_error, "tuning_db::import_json",
-                         where + ": field '" + key + "' must be a number");
-    return j[key].get<double>();
+    const json& v = j[key];
+    if (!v.is_number())
+      import_error(where + ": field '" + key + "' must be a number of nanoseconds, got " + type_of(v) + " " +
+                   v.dump());
+    double d = v.get<double>();
+    if (!std::isfinite(d) || d < 0 || d > 1e18)
+      import_error(where + ": field '" + key + "' must be in [0, 1e18] nanoseconds, got " + v.dump());
+    return d;
   };
   result_row r;
   r.device = str("device", true);
@@ -70,20 +87,30 @@ result_row result_from_json(const json& j, const std::string& where) {
   try {
     r.shape = shape_key::parse(str("shape", true)).str();
   } catch (const prism::error& e) {
-    throw prism::error(errc::config_error, "tuning_db::import_json", where + ": " + e.message());
+    import_error(where + ": " + e.message());
   }
   r.backend = str("backend", true);
   r.config = str("config", false);
-  r.p50_ns = num("p50_ns", true);
-  if (!(r.p50_ns > 0))
-    throw prism::error(errc::config_error, "tuning_db::import_json", where + ": p50_ns must be > 0");
-  r.p20_ns = j.contains("p20_ns") ? num("p20_ns", false) : r.p50_ns;
-  r.p80_ns = j.contains("p80_ns") ? num("p80_ns", false) : r.p50_ns;
-  r.default_ns = num("default_ns", false);
+  r.p50_ns = ns("p50_ns", true);
+  if (!(r.p50_ns > 0)) import_error(where + ": p50_ns must be > 0");
+  r.p20_ns = j.contains("p20_ns") ? ns("p20_ns", false) : r.p50_ns;
+  r.p80_ns = j.contains("p80_ns") ? ns("p80_ns", false) : r.p50_ns;
+  r.default_ns = ns("default_ns", false);
   r.kernel_hash = str("kernel_hash", false);
   r.driver_version = str("driver_version", false);
   r.prism_version = str("prism_version", false);
-  r.tuned_at = static_cast<std::int64_t>(num("tuned_at", false));
+  if (j.contains("tuned_at")) {
+    const json& v = j["tuned_at"];
+    bool ok = false;
+    if (v.is_number_unsigned())
+      ok = v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max_unix_seconds);
+    else if (v.is_number_integer())
+      ok = v.get<std::int64_t>() >= 0 && v.get<std::int64_t>() <= max_unix_seconds;
+    if (!ok)
+      import_error(where + ": field 'tuned_at' must be an integer number of unix seconds in [0, " +
+                   std::to_string(max_unix_seconds) + "], got " + v.dump());
+    r.tuned_at = v.get<std::int64_t>();
+  }
   return r;
 }
 
@@ -135,48 +162,55 @@ std::string database::export_json(const row_filter& filter) {
 merge_report database::import_json(std::string_view text, bool replace) {
   json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object())
-    throw prism::error(errc::config_error, "tuning_db::import_json",
-                       "input is not a JSON object (expected a `prism db export` document)");
-  if (doc.value("format", std::string()) != format_name)
-    throw prism::error(
-        errc::config_error, "tuning_db::import_json",
-        std::string("field 'format' must be \"") + format_name + "\" (a `prism db export` document)");
-  if (!doc.contains("version") || !doc["version"].is_number_integer() ||
-      doc["version"].get<int>() > format_version)
-    throw prism::error(
-        errc::config_error, "tuning_db::import_json",
-        "unsupported 'version' (this prism reads version <= " + std::to_string(format_version) + ")");
+    import_error("input is not a JSON object (expected a `prism db export` document)");
+  if (!doc.contains("format") || !doc["format"].is_string() ||
+      doc["format"].get<std::string>() != format_name)
+    import_error(std::string("field 'format' must be \"") + format_name +
+                 "\" (a `prism db export` document), got " +
+                 (doc.contains("format") ? doc["format"].dump() : std::string("nothing")));
+  {
+    const json* v = doc.contains("version") ? &doc["version"] : nullptr;
+    bool ok =
+        v &&
+        ((v->is_number_unsigned() && v->get<std::uint64_t>() >= 1 &&
+          v->get<std::uint64_t>() <= static_cast<std::uint64_t>(format_version)) ||
+         (v->is_number_integer() && v->get<std::int64_t>() >= 1 && v->get<std::int64_t>() <= format_version));
+    if (!ok)
+      import_error("field 'version' must be an integer in [1, " + std::to_string(format_version) +
+                   "] (this prism reads versions up to " + std::to_string(format_version) + "), got " +
+                   (v ? v->dump() : std::string("nothing")));
+  }
   std::vector<device_record> devs;
   if (doc.contains("devices")) {
     if (!doc["devices"].is_array())
-      throw prism::error(errc::config_error, "tuning_db::import_json", "'devices' must be an array");
+      import_error("'devices' must be an array, got " + type_of(doc["devices"]));
     std::size_t i = 0;
     for (auto& d : doc["devices"]) {
       std::string where = "devices[" + std::to_string(i++) + "]";
-      if (!d.is_object() || !d.contains("fingerprint") || !d["fingerprint"].is_string())
-        throw prism::error(errc::config_error, "tuning_db::import_json",
-                           where + ": needs a string 'fingerprint'");
+      if (!d.is_object()) import_error(where + " must be an object, got " + type_of(d));
       device_record rec;
-      rec.fingerprint = d["fingerprint"].get<std::string>();
-      rec.name = d.value("name", std::string());
-      rec.driver_version = d.value("driver_version", std::string());
+      rec.fingerprint = string_field(d, where, "fingerprint", true);
+      rec.name = string_field(d, where, "name", false);
+      rec.driver_version = string_field(d, where, "driver_version", false);
+      if (d.contains("info") && !d["info"].is_object())
+        import_error(where + ": field 'info' must be an object, got " + type_of(d["info"]));
       rec.info_json = d.contains("info") ? d["info"].dump() : "{}";
       devs.push_back(std::move(rec));
     }
   }
   std::vector<result_row> rows;
   if (!doc.contains("results") || !doc["results"].is_array())
-    throw prism::error(errc::config_error, "tuning_db::import_json", "'results' must be an array");
+    import_error("'results' must be an array, got " +
+                 (doc.contains("results") ? type_of(doc["results"]) : std::string("nothing")));
   std::size_t i = 0;
   for (auto& j : doc["results"]) {
     std::string where = "results[" + std::to_string(i++) + "]";
-    if (!j.is_object())
-      throw prism::error(errc::config_error, "tuning_db::import_json", where + " must be an object");
+    if (!j.is_object()) import_error(where + " must be an object, got " + type_of(j));
     rows.push_back(result_from_json(j, where));
   }
 
   std::lock_guard lock(impl_->mu);
-  impl_->require_writable("tuning_db::import_json");
+  impl_->ensure_writer("tuning_db::import_json");
   merge_report report;
   impl_->guarded("tuning_db::import_json", [&] {
     impl_->conn->write_transaction([&] {
@@ -189,6 +223,7 @@ merge_report database::import_json(std::string_view text, bool replace) {
     });
     ++impl_->writes;
   });
+  impl_->checkpoint();
   impl_->groups.clear();
   impl_->memo.clear();
   return report;

@@ -3,7 +3,10 @@
 #include "tuning_db/schema.hpp"
 
 #include <array>
+#include <cstdio>
+#include <set>
 #include <string_view>
+#include <vector>
 
 namespace prism::tuning::schema {
 namespace {
@@ -76,14 +79,42 @@ void exec_script(sql::connection& conn, std::string_view script) {
 int migrate(sql::connection& conn) {
   // Cheap check first so that opening an up-to-date file takes no write lock.
   int found = static_cast<int>(conn.query_int("PRAGMA user_version"));
-  if (found >= current_version) return found;
+  if (found >= current_version && conn.query_int("PRAGMA application_id") == application_id) return found;
   conn.write_transaction([&] {
     // Re-read under the write lock: another process may have migrated meanwhile.
     found = static_cast<int>(conn.query_int("PRAGMA user_version"));
     for (int v = found; v < current_version; ++v) exec_script(conn, migrations[v]);
     if (found < current_version) conn.exec("PRAGMA user_version = " + std::to_string(current_version));
+    if (conn.query_int("PRAGMA application_id") != application_id)
+      conn.exec("PRAGMA application_id = " + std::to_string(application_id));
   });
   return found;
+}
+
+std::string foreign_reason(sql::connection& conn) {
+  std::int64_t app = conn.query_int("PRAGMA application_id");
+  if (app == application_id) return {};
+  if (app != 0) {
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "0x%08llx", static_cast<unsigned long long>(app) & 0xffffffffULL);
+    return std::string("it belongs to another program (application_id ") + hex + ", prism's is 0x50525a4d)";
+  }
+  std::vector<std::string> tables;
+  {
+    sql::statement st(conn, "SELECT name FROM sqlite_master WHERE type IN ('table','view') ORDER BY name");
+    while (st.step()) tables.push_back(st.text(0));
+  }
+  if (tables.empty()) return {};
+  std::int64_t version = conn.query_int("PRAGMA user_version");
+  static const std::set<std::string> ours{"devices", "results", "candidates"};
+  std::string others;
+  for (auto& t : tables)
+    if (!ours.count(t)) others += (others.empty() ? "" : ", ") + t;
+  if (version >= 1 && others.empty()) return {};
+  std::string listed;
+  for (auto& t : tables) listed += (listed.empty() ? "" : ", ") + t;
+  return "it holds tables of another program (" + listed + "; user_version " + std::to_string(version) +
+         ") and no prism application_id";
 }
 
 }  // namespace prism::tuning::schema

@@ -30,6 +30,22 @@ namespace {
   throw prism::error(errc::config_error, "tuning::load_shape_set", origin + ": " + where + ": " + what);
 }
 
+// Limits that keep a hostile shape set bounded in time and memory.
+constexpr std::size_t max_file_bytes = 4u << 20;   // 4 MiB of YAML
+constexpr std::size_t max_yaml_nodes = 1'000'000;  // nodes visited, aliases expanded
+constexpr std::size_t max_entries = 100'000;       // (op, dtype, shape) entries after expansion
+
+// Counts the YAML nodes a parse visits (an alias is visited again each time it is used).
+struct node_budget {
+  std::size_t used = 0;
+  void take(const std::string& origin, const std::string& where) {
+    if (++used > max_yaml_nodes)
+      bad(origin, where,
+          "the file expands to more than " + std::to_string(max_yaml_nodes) +
+              " YAML nodes (aliases are counted each time they are used)");
+  }
+};
+
 std::string lower(std::string_view s) {
   std::string out(s);
   for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -38,7 +54,9 @@ std::string lower(std::string_view s) {
 
 // A component value: an integer, a list of integers, or "$name" naming a var holding either.
 std::vector<std::int64_t> values_of(const YAML::Node& node, const std::map<std::string, YAML::Node>& vars,
-                                    const std::string& origin, const std::string& where, int depth = 0) {
+                                    const std::string& origin, const std::string& where, node_budget& budget,
+                                    int depth = 0) {
+  budget.take(origin, where);
   auto as_int = [&](const YAML::Node& n) -> std::int64_t {
     try {
       return n.as<std::int64_t>();
@@ -57,14 +75,15 @@ std::vector<std::int64_t> values_of(const YAML::Node& node, const std::map<std::
             "unknown variable '" + text + "' (defined in 'vars': " + (known.empty() ? "none" : known) + ")");
       }
       if (depth > 4) bad(origin, where, "variable '" + text + "' refers to itself");
-      return values_of(it->second, vars, origin, where, depth + 1);
+      return values_of(it->second, vars, origin, where, budget, depth + 1);
     }
     return {as_int(node)};
   }
   if (node.IsSequence()) {
     std::vector<std::int64_t> out;
+    if (depth > 16) bad(origin, where, "lists nested more than 16 deep");
     for (const auto& item : node) {
-      auto sub = values_of(item, vars, origin, where, depth + 1);
+      auto sub = values_of(item, vars, origin, where, budget, depth + 1);
       out.insert(out.end(), sub.begin(), sub.end());
     }
     if (out.empty()) bad(origin, where, "an empty list");
@@ -74,12 +93,14 @@ std::vector<std::int64_t> values_of(const YAML::Node& node, const std::map<std::
 }
 
 std::vector<std::string> strings_of(const YAML::Node& node, const std::string& origin,
-                                    const std::string& where) {
+                                    const std::string& where, node_budget& budget) {
   std::vector<std::string> out;
+  budget.take(origin, where);
   if (node.IsScalar()) {
     out.push_back(node.Scalar());
   } else if (node.IsSequence()) {
     for (const auto& item : node) {
+      budget.take(origin, where);
       if (!item.IsScalar()) bad(origin, where, "expected a list of names");
       out.push_back(item.Scalar());
     }
@@ -93,6 +114,11 @@ std::vector<std::string> strings_of(const YAML::Node& node, const std::string& o
 }  // namespace
 
 shape_set parse_shape_set(std::string_view yaml_text, const std::string& origin) {
+  if (yaml_text.size() > max_file_bytes)
+    bad(origin, "top level",
+        "the file is " + std::to_string(yaml_text.size()) + " bytes; shape sets may be at most " +
+            std::to_string(max_file_bytes) + " bytes");
+  node_budget budget;
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml_text));
@@ -102,15 +128,26 @@ shape_set parse_shape_set(std::string_view yaml_text, const std::string& origin)
   }
   if (!root.IsMap()) bad(origin, "top level", "expected a mapping with a 'shapes' list (see docs/tuning.md)");
   shape_set set;
-  set.name = root["model"] ? root["model"].as<std::string>("") : fs::path(origin).stem().string();
-  set.source = root["source"] ? root["source"].as<std::string>("") : "";
+  // A scalar's text, or an error naming where it is and what was expected.
+  auto scalar = [&](const YAML::Node& n, const std::string& where, const char* what) -> std::string {
+    if (!n.IsScalar())
+      bad(origin, where + " (line " + std::to_string(n.Mark().line + 1) + ")",
+          std::string("expected ") + what);
+    return n.Scalar();
+  };
+  set.name =
+      root["model"] ? scalar(root["model"], "model", "a model name") : fs::path(origin).stem().string();
+  set.source = root["source"] ? scalar(root["source"], "source", "a text") : "";
   std::map<std::string, YAML::Node> vars;
   if (auto v = root["vars"]) {
     if (!v.IsMap()) bad(origin, "vars", "expected a mapping of name: integer or list");
-    for (auto it = v.begin(); it != v.end(); ++it) vars[it->first.as<std::string>()] = it->second;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      budget.take(origin, "vars");
+      vars[scalar(it->first, "vars", "a variable name")] = it->second;
+    }
   }
   std::vector<std::string> default_dtypes{"f32"};
-  if (auto d = root["dtypes"]) default_dtypes = strings_of(d, origin, "dtypes");
+  if (auto d = root["dtypes"]) default_dtypes = strings_of(d, origin, "dtypes", budget);
   auto shapes = root["shapes"];
   if (!shapes || !(shapes.IsSequence() || shapes.IsNull()))
     bad(origin, "top level", "missing 'shapes:' list (see docs/tuning.md)");
@@ -118,6 +155,7 @@ shape_set parse_shape_set(std::string_view yaml_text, const std::string& origin)
   std::unordered_set<std::string> seen;
   std::size_t index = 0;
   for (const auto& entry : shapes) {
+    budget.take(origin, "shapes");
     std::string where = "shapes[" + std::to_string(index++) + "]";
     if (!entry.IsMap()) bad(origin, where, "expected a mapping like {op: matmul, m: 1, n: 4096, k: 4096}");
     if (!entry["op"] || !entry["op"].IsScalar()) bad(origin, where, "missing 'op'");
@@ -125,17 +163,31 @@ shape_set parse_shape_set(std::string_view yaml_text, const std::string& origin)
     where += " (" + op + ")";
     std::vector<std::string> dtypes = default_dtypes;
     if (entry["dtype"] && entry["dtypes"]) bad(origin, where, "give 'dtype' or 'dtypes', not both");
-    if (entry["dtype"]) dtypes = strings_of(entry["dtype"], origin, where + ".dtype");
-    if (entry["dtypes"]) dtypes = strings_of(entry["dtypes"], origin, where + ".dtypes");
-    std::string note = entry["note"] ? entry["note"].as<std::string>("") : "";
+    if (entry["dtype"]) dtypes = strings_of(entry["dtype"], origin, where + ".dtype", budget);
+    if (entry["dtypes"]) dtypes = strings_of(entry["dtypes"], origin, where + ".dtypes", budget);
+    std::string note = entry["note"] ? scalar(entry["note"], where + ".note", "a text") : "";
 
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> dims;
     for (auto it = entry.begin(); it != entry.end(); ++it) {
-      std::string name = it->first.as<std::string>();
+      std::string name = scalar(it->first, where, "a component name");
       if (name == "op" || name == "dtype" || name == "dtypes" || name == "note") continue;
-      dims.emplace_back(name, values_of(it->second, vars, origin, where + "." + name));
+      dims.emplace_back(name, values_of(it->second, vars, origin, where + "." + name, budget));
     }
     if (dims.empty()) bad(origin, where, "no shape components (e.g. m: 1, n: 4096, k: 4096)");
+    // The product is bounded before it is expanded.
+    std::size_t product = dtypes.size();
+    std::string factors = std::to_string(dtypes.size()) + " dtypes";
+    for (auto& [name, values] : dims) {
+      factors += " x " + std::to_string(values.size()) + " " + name;
+      product =
+          values.size() > max_entries ? max_entries + 1 : std::min(product * values.size(), max_entries + 1);
+    }
+    if (set.entries.size() + product > max_entries)
+      bad(origin, where,
+          "expands to " +
+              (product > max_entries ? "more than " + std::to_string(max_entries) : std::to_string(product)) +
+              " shapes (" + factors + "), and a shape set may hold at most " + std::to_string(max_entries) +
+              " entries in all");
 
     // Cartesian product over list-valued components, in the order written.
     std::vector<std::size_t> pos(dims.size(), 0);
@@ -167,11 +219,23 @@ shape_set parse_shape_set(std::string_view yaml_text, const std::string& origin)
 }
 
 shape_set load_shape_set(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw prism::error(errc::io_error, "tuning::load_shape_set",
+                       "cannot read shape set file " + path + ": no such file");
+  if (!S_ISREG(st.st_mode))
+    throw prism::error(errc::io_error, "tuning::load_shape_set",
+                       "shape set " + path + " is not a regular file (a YAML file is expected)");
+  if (static_cast<std::uint64_t>(st.st_size) > max_file_bytes)
+    throw prism::error(errc::config_error, "tuning::load_shape_set",
+                       path + ": the file is " + std::to_string(st.st_size) +
+                           " bytes; shape sets may be at most " + std::to_string(max_file_bytes) + " bytes");
   std::ifstream in(path);
   if (!in) throw prism::error(errc::io_error, "tuning::load_shape_set", "cannot read shape set file " + path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return parse_shape_set(buf.str(), path);
+  std::string text(max_file_bytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return parse_shape_set(text, path);
 }
 
 namespace {

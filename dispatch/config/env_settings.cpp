@@ -146,6 +146,28 @@ env_settings parse_env(const env_snapshot& env) {
       s.log.file = trim(value);
     } else if (name == "PRISM_LOG_DISPATCH_FILTER") {
       s.log.filter = value;
+      // std::regex compiles and matches recursively: a long or deeply nested pattern can
+      // overflow the stack (20,000 '(' did), so both are bounded before it is compiled.
+      constexpr std::size_t max_filter_chars = 256;
+      constexpr int max_filter_nesting = 16;
+      if (value.size() > max_filter_chars)
+        throw error(errc::config_error, name,
+                    "the pattern is " + std::to_string(value.size()) + " characters long; at most " +
+                        std::to_string(max_filter_chars) + " are allowed");
+      int depth = 0, deepest = 0;
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        if (value[i] == '\\') {
+          ++i;
+        } else if (value[i] == '(') {
+          deepest = std::max(deepest, ++depth);
+        } else if (value[i] == ')') {
+          --depth;
+        }
+      }
+      if (deepest > max_filter_nesting)
+        throw error(errc::config_error, name,
+                    "the pattern nests groups " + std::to_string(deepest) + " deep; at most " +
+                        std::to_string(max_filter_nesting) + " levels are allowed");
       try {
         std::regex check(value);
       } catch (const std::regex_error& e) {

@@ -2,6 +2,7 @@
 #include "dispatch/config/routes_file.hpp"
 
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include "dispatch/config/yaml_file.hpp"
@@ -12,24 +13,44 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void load_into(const fs::path& path, routes_config& out, std::vector<fs::path>& stack) {
+// Includes are bounded: a file is read and applied once (at its first include, like #pragma
+// once), so that a tree of includes costs one parse per file, not one per path through it.
+constexpr std::size_t max_include_depth = 16;
+constexpr std::size_t max_files = 64;
+
+struct load_state {
+  std::vector<fs::path> stack;  // the include chain, for cycles and depth
+  std::set<fs::path> done;      // files already applied
+};
+
+void load_into(const fs::path& path, routes_config& out, load_state& st) {
   auto canonical = fs::weakly_canonical(path);
-  for (const auto& p : stack)
+  for (const auto& p : st.stack)
     if (p == canonical)
       throw error(errc::config_error, "PRISM_ROUTES",
                   "include cycle: '" + path.string() + "' includes itself");
-  stack.push_back(canonical);
+  if (st.done.count(canonical)) return;
+  if (st.stack.size() >= max_include_depth)
+    throw error(errc::config_error, "PRISM_ROUTES",
+                "'" + path.string() + "': includes nested more than " + std::to_string(max_include_depth) +
+                    " levels deep (from '" + st.stack.front().string() + "')");
+  if (st.done.size() >= max_files)
+    throw error(errc::config_error, "PRISM_ROUTES",
+                "'" + path.string() + "': more than " + std::to_string(max_files) +
+                    " files included (from '" + st.stack.front().string() + "')");
+  st.done.insert(canonical);
+  st.stack.push_back(canonical);
   const std::string file = path.string();
   auto root = load_yaml_file(file);
   if (root.IsNull()) {
-    stack.pop_back();
+    st.stack.pop_back();
     return;
   }
   if (!root.IsMap())
     throw error(errc::config_error, "PRISM_ROUTES",
                 yaml_where(file, root) + ": expected a map with keys routes, unused, include");
   for (auto it = root.begin(); it != root.end(); ++it) {
-    auto key = it->first.as<std::string>();
+    auto key = yaml_scalar(file, it->first, "a key (routes, unused or include)");
     if (key != "routes" && key != "unused" && key != "include")
       throw error(
           errc::config_error, "PRISM_ROUTES",
@@ -44,7 +65,13 @@ void load_into(const fs::path& path, routes_config& out, std::vector<fs::path>& 
     for (auto& n : items) {
       fs::path target = yaml_scalar(file, n, "an include file name");
       if (target.is_relative()) target = path.parent_path() / target;
-      load_into(target, out, stack);
+      try {
+        load_into(target, out, st);
+      } catch (const error& e) {
+        // Name the include line when the included file cannot be read at all.
+        if (e.code() != errc::io_error) throw;
+        throw error(errc::io_error, "PRISM_ROUTES", yaml_where(file, n) + ": include: " + e.message());
+      }
     }
   }
   if (auto unused = root["unused"]) {
@@ -67,15 +94,15 @@ void load_into(const fs::path& path, routes_config& out, std::vector<fs::path>& 
       out.routes[op] = yaml_route(file, it->first, it->second, op);
     }
   }
-  stack.pop_back();
+  st.stack.pop_back();
 }
 
 }  // namespace
 
 routes_config load_routes_file(const std::string& path) {
   routes_config out;
-  std::vector<fs::path> stack;
-  load_into(path, out, stack);
+  load_state st;
+  load_into(path, out, st);
   return out;
 }
 

@@ -1,29 +1,93 @@
 // YAML loading with file:line errors (see yaml_file.hpp).
 #include "dispatch/config/yaml_file.hpp"
 
+#include <sys/stat.h>
+
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "prism/error.hpp"
 
 namespace prism::dispatch {
 
+std::string read_config_file(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw error(errc::io_error, "dispatch config", "cannot read " + what + " '" + path + "': no such file");
+  if (!S_ISREG(st.st_mode))
+    throw error(errc::io_error, "dispatch config",
+                "cannot read " + what + " '" + path + "': it is " +
+                    (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") +
+                    ", a YAML file is expected");
+  if (static_cast<std::uint64_t>(st.st_size) > max_config_bytes)
+    throw error(errc::config_error, "dispatch config",
+                path + ": the file is " + std::to_string(st.st_size) +
+                    " bytes; configuration files may be at most " + std::to_string(max_config_bytes) +
+                    " bytes");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw error(errc::io_error, "dispatch config", "cannot read " + what + " '" + path + "'");
+  // Read at most one byte past the limit, whatever the size said.
+  std::string text(max_config_bytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > max_config_bytes)
+    throw error(errc::config_error, "dispatch config",
+                path + ": configuration files may be at most " + std::to_string(max_config_bytes) + " bytes");
+  return text;
+}
+
+void check_yaml_size(const std::string& path, const YAML::Node& root) {
+  std::size_t visited = 0;
+  // Iterative walk: aliases are visited each time they are used, so an alias bomb stops here.
+  std::vector<std::pair<YAML::Node, int>> todo{{root, 0}};
+  while (!todo.empty()) {
+    auto [node, depth] = todo.back();
+    todo.pop_back();
+    if (++visited > max_yaml_nodes)
+      throw error(errc::config_error, "dispatch config",
+                  path + ": the file expands to more than " + std::to_string(max_yaml_nodes) +
+                      " YAML nodes (aliases are counted each time they are used)");
+    if (depth > max_yaml_depth)
+      throw error(
+          errc::config_error, "dispatch config",
+          yaml_where(path, node) + ": nested more than " + std::to_string(max_yaml_depth) + " levels deep");
+    if (node.IsSequence()) {
+      for (auto child : node) todo.emplace_back(child, depth + 1);
+    } else if (node.IsMap()) {
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        todo.emplace_back(it->first, depth + 1);
+        todo.emplace_back(it->second, depth + 1);
+      }
+    }
+  }
+}
+
 YAML::Node load_yaml_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw error(errc::io_error, "dispatch config", "cannot read '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
+  std::string text = read_config_file(path, "configuration file");
+  YAML::Node root;
   try {
-    return YAML::Load(text.str());
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw error(errc::config_error, "dispatch config",
                 path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
                     ": malformed YAML: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    throw error(errc::config_error, "dispatch config", path + ": malformed YAML: " + e.what());
   }
+  check_yaml_size(path, root);
+  return root;
 }
 
 std::string yaml_where(const std::string& path, const YAML::Node& node) {
-  auto m = node.Mark();
+  // An undefined node (a missing key) has no position.
+  if (!node.IsDefined()) return path;
+  YAML::Mark m;
+  try {
+    m = node.Mark();
+  } catch (const YAML::Exception&) {
+    return path;
+  }
   if (m.line < 0) return path;
   return path + ":" + std::to_string(m.line + 1);
 }
@@ -39,6 +103,10 @@ file_route yaml_route(const std::string& path, const YAML::Node& key, const YAML
   file_route r;
   r.origin = yaml_where(path, key);
   if (value.IsMap()) {
+    if (!value["backend"])
+      throw error(
+          errc::config_error, "dispatch config",
+          yaml_where(path, key) + ": route '" + op + "' has no 'backend: <name>' (e.g. {backend: opencl})");
     r.backend = yaml_scalar(path, value["backend"], "'backend: <name>' under '" + op + "'");
     if (auto c = value["config"]) r.config = yaml_scalar(path, c, "a config string");
   } else {

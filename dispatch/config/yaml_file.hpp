@@ -3,14 +3,28 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstddef>
 #include <string>
 
 #include "dispatch/config/routes_file.hpp"
 
 namespace prism::dispatch {
 
-/// Parses `path`. Throws errc::io_error when it cannot be read and errc::config_error
-/// "<path>:<line>:<column>: <problem>" when it is not valid YAML.
+/// Limits that keep a hostile configuration file bounded in time and memory.
+inline constexpr std::size_t max_config_bytes = 1u << 20;  // 1 MiB
+inline constexpr std::size_t max_yaml_nodes = 100'000;     // aliases counted each time used
+inline constexpr int max_yaml_depth = 64;
+
+/// The text of a configuration file: only a regular file of at most max_config_bytes is read
+/// (a directory or /dev/zero is an error naming `what` and the path).
+std::string read_config_file(const std::string& path, const std::string& what);
+
+/// Throws errc::config_error when the parsed tree has more than max_yaml_nodes nodes (aliases
+/// expanded) or is nested deeper than max_yaml_depth.
+void check_yaml_size(const std::string& path, const YAML::Node& root);
+
+/// Parses `path` (read_config_file, then check_yaml_size). Throws errc::io_error when it cannot
+/// be read and errc::config_error "<path>:<line>:<column>: <problem>" when it is not valid YAML.
 YAML::Node load_yaml_file(const std::string& path);
 
 /// "<path>:<line>" of a node (line 1-based), for messages about its content.

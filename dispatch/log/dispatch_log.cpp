@@ -13,6 +13,9 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <tuple>
@@ -73,15 +76,15 @@ void append_field(std::string& out, const std::string& v) {
   out += '"';
 }
 
+// A finite number >= 0 (times, process ids), or the line is refused naming the field.
 std::optional<double> number_field(const std::string& column, const std::string& v) {
   if (v.empty()) return std::nullopt;
-  try {
-    std::size_t used = 0;
-    double x = std::stod(v, &used);
-    if (used == v.size()) return x;
-  } catch (const std::exception&) {
-  }
-  throw error(errc::config_error, "dispatch log", "field " + column + " is '" + v + "'; expected a number");
+  char* end = nullptr;
+  errno = 0;
+  const double x = std::strtod(v.c_str(), &end);
+  if (end == v.c_str() + v.size() && errno != ERANGE && std::isfinite(x) && x >= 0) return x;
+  throw error(errc::config_error, "dispatch log",
+              "field " + column + " is '" + v + "'; expected a finite number >= 0");
 }
 
 void set_field(log_record& r, const std::string& c, const std::string& v) {

@@ -18,6 +18,8 @@
 #include "dispatch/dispatcher.hpp"
 #include "dispatch/tuning_tier.hpp"
 #include "kernels/op_descriptor.hpp"
+#include "kernels/shape_limits.hpp"
+#include "kernels/shape_limits.hpp"
 #include "prism/dispatch.hpp"
 #include "prism/error.hpp"
 #include "prism/runtime/queue.hpp"
@@ -252,6 +254,8 @@ class pretune_run {
       throw prism::error(errc::unsupported, "prism pretune", "op '" + entry.op + "' cannot be sampled");
     w.so.type = parse_dtype(entry.dtype);
     w.so.seed = o_.seed;
+    // Components are checked against the device before the sample allocates anything.
+    check_shape_limits("prism pretune", entry.op, entry.shape, w.so.type, dev_);
     w.call = w.desc->sample(q_, entry.shape, w.so);
     q_.wait_and_throw();
     // The descriptor's own key and dtypes are what the dispatcher will look up.

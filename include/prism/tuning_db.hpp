@@ -150,12 +150,17 @@ struct database_counters {
 
 /// One SQLite tuning database file.
 ///
-/// - Opening never throws for a bad file: a corrupt or non-SQLite file is moved aside (warning
-///   naming where it went) and a fresh one is created; an unwritable location is opened
-///   read-only (or not at all) and writable() says why results cannot be saved. Lookups then
-///   answer from what is there, or with nothing.
+/// - Opening only reads and never throws for a bad file. A missing file is created (with its
+///   directory) by the first write, never by a lookup. A file that is not a usable prism
+///   database (not SQLite, damaged, or another program's database: prism databases carry
+///   `PRAGMA application_id` 0x50525a4d) is refused and left byte-identical: refusal() says
+///   why, lookups find nothing and writes throw. Only repair() moves a damaged file aside.
+///   An unwritable location is opened read-only and writable() says why results cannot be
+///   saved.
 /// - WAL mode, a busy timeout and short BEGIN IMMEDIATE transactions make many processes safe
-///   on one file; each put_* call is one committed transaction.
+///   on one file; each put_* call is one committed transaction. checkpoint() (run after
+///   imports and merges) and close() (run at exit for process_default()) fold the WAL into
+///   the .db file, so that the file alone is complete.
 /// - Lookups are memoized in-process: the first lookup for (device, op, dtype) loads its rows
 ///   once; any later lookup for them runs no SQL. Writes through this object refresh the memo.
 ///
@@ -164,7 +169,8 @@ class database {
  public:
   enum class access { read_write, read_only };
 
-  /// Opens (creating if needed) the database at `path`.
+  /// Opens the database at `path` for lookups; with read_write the first write creates it.
+  /// read_only never writes, creates or renames anything.
   explicit database(std::string path, access mode = access::read_write);
   ~database();
   database(const database&) = delete;
@@ -173,20 +179,31 @@ class database {
   /// PRISM_TUNING_DB, else ${XDG_CACHE_HOME:-$HOME/.cache}/prism/tuning.db.
   static std::string default_path();
   /// The process-wide database at the path given to set_default_path(), else default_path().
-  /// Opened on first use, never destroyed.
+  /// Opened on first use, never destroyed; closed (WAL folded in) at process exit, reopened
+  /// if used after that.
   static database& process_default();
   /// Sets the path process_default() opens (the CLI's --db). Calling it after process_default()
   /// was opened with another path reopens it there.
   static void set_default_path(std::string path);
 
   const std::string& path() const noexcept;
-  /// False when no database could be opened at all (lookups then find nothing).
+  /// False when the file is refused or cannot be read or created (lookups then find nothing).
   bool is_open() const noexcept;
   bool writable() const noexcept;
   /// Why results cannot be saved ("" when writable()).
   const std::string& read_only_reason() const noexcept;
-  /// Where a corrupt file found at open was moved ("" when none was).
-  const std::string& moved_aside_to() const noexcept;
+  /// Why the existing file is not used at all ("" when it is, or when there is no file yet):
+  /// it is not SQLite, it is damaged, or it belongs to another program.
+  const std::string& refusal() const noexcept;
+  /// Moves a damaged database at `path` (with its -wal; its -shm is removed) to
+  /// `path.corrupt-<UTC time>-<pid>` and returns that name; returns "" when the file is a sound
+  /// prism database. Refuses (prism::error invalid_argument) a sound database of another
+  /// program, and, unless `force`, a file whose header does not carry prism's application_id.
+  static std::string repair(const std::string& path, bool force = false);
+  /// Folds the WAL into the .db file (PRAGMA wal_checkpoint(TRUNCATE)); no-op before writes.
+  void checkpoint();
+  /// Checkpoints and closes the connection; a later call reopens it.
+  void close();
   /// PRAGMA user_version of the open file.
   int schema_version() const;
   static int current_schema_version() noexcept;
@@ -232,6 +249,7 @@ class database {
   /// JSON {"format":"prism-tuning","version":1,"devices":[...],"results":[...]}.
   std::string export_json(const row_filter& filter = {});
   /// Imports an export_json() document; per key the faster row wins unless `replace`.
+  /// Validates every field (types, ranges) first and names the bad one; checkpoints after.
   merge_report import_json(std::string_view json_text, bool replace = false);
   /// Merges another database file: devices and results, the faster row per key.
   merge_report merge_from(const std::string& other_path);

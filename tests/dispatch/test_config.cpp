@@ -178,6 +178,82 @@ TEST(DispatchRoutesFile, ErrorsNameFileAndLine) {
   EXPECT_EQ(code_of([&] { load_routes_file((d.path / "missing.yaml").string()); }), errc::io_error);
 }
 
+// Hostile routes files are bounded and located (issue 15).
+TEST(DispatchRoutesFile, IncludeTreeIsParsedOncePerFile) {
+  temp_dir d;
+  // 22 levels, each including the next level twice: 2^22 paths through 23 files.
+  for (int level = 0; level < 22; ++level)
+    d.write("l" + std::to_string(level) + ".yaml",
+            "include: [l" + std::to_string(level + 1) + ".yaml, l" + std::to_string(level + 1) + ".yaml]\n");
+  d.write("l22.yaml", "routes: {add: host}\n");
+  std::string what;
+  // Deeper than the include depth limit: a clear error, at once.
+  EXPECT_EQ(code_of([&] { load_routes_file((d.path / "l0.yaml").string()); }, &what), errc::config_error);
+  EXPECT_NE(what.find("nested more than 16 levels"), std::string::npos) << what;
+  // Within it, a diamond-shaped tree is read once per file.
+  auto r = load_routes_file((d.path / "l8.yaml").string());
+  EXPECT_EQ(r.routes.at("add").backend, "host");
+}
+
+TEST(DispatchRoutesFile, OnlyBoundedRegularFilesAreRead) {
+  temp_dir d;
+  std::string what;
+  EXPECT_EQ(code_of([&] { load_routes_file("/dev/zero"); }, &what), errc::io_error);
+  EXPECT_NE(what.find("not a regular file"), std::string::npos) << what;
+  EXPECT_EQ(code_of([&] { load_routes_file(d.path.string()); }, &what), errc::io_error);
+  EXPECT_NE(what.find("a directory"), std::string::npos) << what;
+  fs::create_directories(d.path / "inc.yaml");
+  auto top = d.write("top.yaml", "routes: {add: host}\ninclude: inc.yaml\n");
+  EXPECT_EQ(code_of([&] { load_routes_file(top); }, &what), errc::io_error);
+  EXPECT_NE(what.find(top + ":2: include"), std::string::npos) << what;
+  EXPECT_NE(what.find("a directory"), std::string::npos) << what;
+  auto big = d.write("big.yaml", "# " + std::string(2u << 20, 'x') + "\n");
+  EXPECT_EQ(code_of([&] { load_routes_file(big); }, &what), errc::config_error);
+  EXPECT_NE(what.find("at most 1048576 bytes"), std::string::npos) << what;
+  // An alias bomb: 9 levels of 10 aliases each would be 10^9 nodes.
+  std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i) {
+    bomb += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) bomb += (j ? ", *a" : "*a") + std::to_string(i - 1);
+    bomb += "]\n";
+  }
+  auto aliases = d.write("bomb.yaml", bomb + "routes: {add: host}\n");
+  EXPECT_EQ(code_of([&] { load_routes_file(aliases); }, &what), errc::config_error);
+  EXPECT_NE(what.find("more than 100000 YAML nodes"), std::string::npos) << what;
+}
+
+TEST(DispatchRoutesFile, RouteWithoutBackendNamesFileLineAndOp) {
+  temp_dir d;
+  std::string what;
+  auto f = d.write("r.yaml", "routes:\n  add: host\n  mm: {config: \"bm=4\"}\n");
+  EXPECT_EQ(code_of([&] { load_routes_file(f); }, &what), errc::config_error);
+  EXPECT_NE(what.find(f + ":3: route 'mm' has no 'backend: <name>'"), std::string::npos) << what;
+  auto k = d.write("k.yaml", "routes: {add: host}\n[a, b]: x\n");
+  EXPECT_EQ(code_of([&] { load_routes_file(k); }, &what), errc::config_error);
+  EXPECT_NE(what.find(k + ":2"), std::string::npos) << what;
+}
+
+TEST(DispatchEnv, DispatchFilterPatternIsBounded) {
+  std::string what;
+  EXPECT_EQ(
+      code_of(
+          [] {
+            parse_env({{"PRISM_LOG_DISPATCH_FILTER", std::string(20000, '(') + std::string(20000, ')')}});
+          },
+          &what),
+      errc::config_error);
+  EXPECT_NE(what.find("at most 256 are allowed"), std::string::npos) << what;
+  EXPECT_EQ(
+      code_of(
+          [] {
+            parse_env({{"PRISM_LOG_DISPATCH_FILTER", std::string(40, '(') + "a" + std::string(40, ')')}});
+          },
+          &what),
+      errc::config_error);
+  EXPECT_NE(what.find("nests groups 40 deep"), std::string::npos) << what;
+  EXPECT_EQ(parse_env({{"PRISM_LOG_DISPATCH_FILTER", "op=(mm|add)\\("}}).log.filter, "op=(mm|add)\\(");
+}
+
 TEST(DispatchVendor, MatchPriorityAndOverrideByPath) {
   temp_dir shipped, extra;
   shipped.write("generic/vendor.yaml", "name: generic\npriority: 0\n");
@@ -571,6 +647,20 @@ TEST(DispatchLog, SummarizeCountsExecLinesPerOpBackendAndTier) {
   EXPECT_NE(table.find("tuning database hits: 2 of 3 calls"), std::string::npos) << table;
   recs[0].tier = "sideways";
   EXPECT_EQ(code_of([&] { summarize_log(recs); }), errc::config_error);
+
+// Found by fuzz/dispatch_log: a bad time_us ended `prism run --replay` with "stod".
+TEST(DispatchLog, BadTimeIsNamed) {
+  for (const char* t : {"x", "1e999", "nan", "-3"}) {
+    std::stringstream bad;
+    bad << log_header("v1") << "\nprism_dispatch,v1,exec,add,f32,n=4,0123456789abcdef,opencl,,default,," << t
+        << ",\n";
+    std::string what;
+    EXPECT_EQ(code_of([&] { parse_log(bad); }, &what), errc::config_error) << t;
+    EXPECT_NE(what.find("field time_us is '" + std::string(t) + "'; expected a finite number >= 0"),
+              std::string::npos)
+        << what;
+  }
+}
 }
 
 TEST(DispatchLog, SinkFiltersAndWritesHeaderOnce) {

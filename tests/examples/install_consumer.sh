@@ -27,9 +27,10 @@ echo "== build + run with pkg-config"
 pcdir=$(dirname "$(find "$prefix" -name prism.pc | head -1)")
 export PKG_CONFIG_PATH="$pcdir"
 libdir=$(pkg-config --variable=libdir prism)
-# shellcheck disable=SC2046
-c++ -O1 -o "$work/consumer_pc" "$source/examples/consumer/main.cpp" $(pkg-config --cflags --libs prism) \
-  -Wl,-rpath,"$libdir"
+# CXX/CXXFLAGS/LDFLAGS as CMake reads them above (scripts/test-sanitize.sh sets them for ASan).
+# shellcheck disable=SC2046,SC2086
+"${CXX:-c++}" ${CXXFLAGS:-} -O1 -o "$work/consumer_pc" "$source/examples/consumer/main.cpp" $(pkg-config --cflags --libs prism) \
+  -Wl,-rpath,"$libdir" ${LDFLAGS:-}
 "$work/consumer_pc" | tee "$work/run_pc.txt"
 grep -q "results verified" "$work/run_pc.txt"
 

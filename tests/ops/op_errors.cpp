@@ -110,6 +110,49 @@ ops:
                error);
 }
 
+// Constraint arithmetic is checked: overflow, INT64_MIN / -1 (SIGFPE before) and literals out
+// of range are errors naming the constraint, never undefined behaviour or a bare "stoll".
+TEST(framework, tune_configs_constraint_arithmetic_is_checked) {
+  auto message_of = [](const std::string& constraint) -> std::string {
+    std::string text = "ops:\n  - op: exp\n    space:\n      - product: {vec: [1]}\n        where: [\"" +
+                       constraint + "\"]\n";
+    try {
+      parse_tune_configs(text, "t", "x.yaml");
+    } catch (const error& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  for (const char* c : {"(0 - 9223372036854775807 - 1) / (0 - vec) == 1", "9223372036854775807 + vec > 0",
+                        "(0 - 9223372036854775807) - 2 * vec < 0", "4294967296 * 4294967296 * vec > 0"}) {
+    auto m = message_of(c);
+    EXPECT_NE(m.find("overflows 64-bit integers"), std::string::npos) << c << ": " << m;
+    EXPECT_NE(m.find("x.yaml"), std::string::npos) << m;
+  }
+  auto m = message_of("99999999999999999999 > vec");
+  EXPECT_NE(m.find("'99999999999999999999' is out of the 64-bit integer range"), std::string::npos) << m;
+  m = message_of(std::string(100, '(') + "vec" + std::string(100, ')') + " > 0");
+  EXPECT_NE(m.find("nested more than 32 deep"), std::string::npos) << m;
+  // x % -1 and ordinary division still work.
+  EXPECT_EQ(message_of("(0 - 9223372036854775807 - 1) % (0 - vec) == 0"), "accepted");
+  EXPECT_EQ(message_of("7 / (0 - vec) == 0 - 7"), "accepted");
+}
+
+// Found by fuzz/tune_configs: yaml-cpp's own exceptions escaped parse_tune_configs.
+TEST(framework, tune_configs_yaml_errors_name_the_file) {
+  for (const char* text : {"just a scalar\n", "ops:\n  - op: [exp]\n", "ops:\n  - family: {a: 1}\n"}) {
+    try {
+      parse_tune_configs(text, "t", "x.yaml");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::config_error) << e.what();
+      EXPECT_NE(std::string(e.what()).find("x.yaml"), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not a prism::error: " << e.what();
+    }
+  }
+}
+
 TEST(framework, vendor_tune_configs_parse) {
   for (const char* v : {"generic", "pocl", "nvidia"}) {
     for (const auto* d : op_registry::instance().all()) {

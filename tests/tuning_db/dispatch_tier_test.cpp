@@ -340,7 +340,7 @@ TEST(TuningDispatch, KillDashNineDuringPretuneKeepsFinishedShapes) {
   const std::string fp = queue().get_device().fingerprint().hash;
   {
     database db(db_path);
-    EXPECT_TRUE(db.moved_aside_to().empty());
+    EXPECT_TRUE(db.refusal().empty()) << db.refusal();
     EXPECT_EQ(db.integrity_check(), "ok");
     for (const auto& k : done)
       EXPECT_TRUE(db.find_result(fp, "add", "f32", tuning::shape_key::parse(k))) << k << " lost";

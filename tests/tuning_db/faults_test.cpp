@@ -1,5 +1,5 @@
-// Faults: a non-SQLite or damaged file is moved aside, a read-only location still serves
-// lookups and refuses saves with a reason, kill -9 mid-write leaves a sound file.
+// Faults: a read-only location still serves lookups and refuses saves with a reason, kill -9
+// mid-write leaves a sound file. (Foreign, damaged and non-SQLite files: file_safety_test.cpp.)
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -20,51 +20,16 @@ using namespace prism::tuning;
 using namespace prism::tuning::test;
 namespace fs = std::filesystem;
 
-TEST(TuningFaults, NonSqliteFileIsMovedAside) {
-  auto dir = make_temp_dir("notadb");
-  auto path = dir + "/tuning.db";
-  { std::ofstream(path) << "this is a text file, not a database\n" << std::string(5000, 'x'); }
-  database db(path);
-  ASSERT_TRUE(db.writable()) << db.read_only_reason();
-  ASSERT_FALSE(db.moved_aside_to().empty());
-  EXPECT_TRUE(fs::exists(db.moved_aside_to()));
-  EXPECT_NE(read_file(db.moved_aside_to()).find("this is a text file"), std::string::npos);
-  db.put_result(make_row(dev_a, "m=1,n=64,k=64", 10));
-  EXPECT_TRUE(db.lookup(query(dev_a, "m=1,n=64,k=64")));
-  EXPECT_EQ(db.integrity_check(), "ok");
-}
-
-TEST(TuningFaults, DamagedDatabaseIsMovedAside) {
-  auto dir = make_temp_dir("damaged");
-  auto path = dir + "/tuning.db";
-  {
-    database db(path);
-    for (int i = 1; i <= 400; ++i)
-      db.put_result(make_row(dev_a, "m=" + std::to_string(i) + ",n=64,k=64", 10));
-    db.vacuum();  // everything in the main file, WAL truncated
-  }
-  ASSERT_GT(fs::file_size(path), 3u * 4096u);
-  {
-    // Scribble over the second page (a b-tree page of the results table).
-    int fd = ::open(path.c_str(), O_WRONLY);
-    std::string junk(4096, '\x5a');
-    ASSERT_EQ(::pwrite(fd, junk.data(), junk.size(), 4096), 4096);
-    ::close(fd);
-  }
-  database db(path);
-  EXPECT_TRUE(db.writable()) << db.read_only_reason();
-  EXPECT_FALSE(db.moved_aside_to().empty());
-  EXPECT_TRUE(db.results().empty());
-  EXPECT_FALSE(db.lookup(query(dev_a, "m=1,n=64,k=64")));  // prism keeps working on defaults
-  EXPECT_EQ(db.integrity_check(), "ok");
-}
-
 TEST(TuningFaults, UncreatableLocationServesDefaults) {
   database db("/proc/prism-no-such-dir/tuning.db");
-  EXPECT_FALSE(db.is_open());
-  EXPECT_FALSE(db.writable());
-  EXPECT_NE(db.read_only_reason().find("cannot create directory"), std::string::npos)
-      << db.read_only_reason();
+  // Opening creates nothing, so only a permission check can tell early; root passes it and
+  // learns at the first write.
+  if (::geteuid() != 0) {
+    EXPECT_FALSE(db.is_open());
+    EXPECT_FALSE(db.writable());
+    EXPECT_NE(db.read_only_reason().find("cannot create directory"), std::string::npos)
+        << db.read_only_reason();
+  }
   EXPECT_FALSE(db.lookup(query(dev_a, "m=1,n=64,k=64")));
   try {
     db.put_result(make_row(dev_a, "m=1,n=64,k=64", 10));
@@ -72,7 +37,9 @@ TEST(TuningFaults, UncreatableLocationServesDefaults) {
   } catch (const prism::error& e) {
     EXPECT_EQ(e.code(), prism::errc::database_error);
     EXPECT_NE(std::string(e.what()).find("cannot save tuning results"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot create directory"), std::string::npos) << e.what();
   }
+  EXPECT_FALSE(fs::exists("/proc/prism-no-such-dir"));
 }
 
 TEST(TuningFaults, ReadOnlyLocationServesLookupsAndRefusesSaves) {
@@ -123,7 +90,7 @@ TEST(TuningFaults, KillDashNineMidWriteKeepsFinishedRows) {
   ASSERT_GE(last, 10) << out;
 
   database db(path);
-  EXPECT_TRUE(db.moved_aside_to().empty());
+  EXPECT_TRUE(db.refusal().empty()) << db.refusal();
   EXPECT_EQ(db.integrity_check(), "ok");
   auto rows = db.results();
   EXPECT_GE(rows.size(), static_cast<std::size_t>(last + 1));
