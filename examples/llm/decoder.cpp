@@ -1,6 +1,7 @@
 // The prism decoder's forward pass, one prism::ops call per step (see decoder.hpp).
 #include "examples/llm/decoder.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -93,15 +94,16 @@ decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.con
     L.kv_cache = ops::zeros(q_, {2, c_.num_kv_heads, c_.max_seq_len, c_.head_dim}, t);
     layers_.push_back(std::move(L));
   }
-  // RoPE table in double, stored f32: [max_seq, head_dim] = cos | sin of pos * theta^(-2i/d), i < d/2.
+  // RoPE table in double, stored f32: [max_seq, head_dim] = cos | sin of pos * inv_freq[i], i < d/2
+  // (theta^(-2i/d), with the checkpoint's rope_scaling applied).
   const std::int64_t half = c_.head_dim / 2;
+  const auto inv_freq = c_.rope_inv_freq();
   std::vector<float> table(static_cast<std::size_t>(c_.max_seq_len * c_.head_dim));
   for (std::int64_t p = 0; p < c_.max_seq_len; ++p)
     for (std::int64_t i = 0; i < half; ++i) {
-      const double inv_freq =
-          std::pow(c_.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c_.head_dim));
-      table[p * c_.head_dim + i] = static_cast<float>(std::cos(static_cast<double>(p) * inv_freq));
-      table[p * c_.head_dim + half + i] = static_cast<float>(std::sin(static_cast<double>(p) * inv_freq));
+      const double angle = static_cast<double>(p) * inv_freq[i];
+      table[p * c_.head_dim + i] = static_cast<float>(std::cos(angle));
+      table[p * c_.head_dim + half + i] = static_cast<float>(std::sin(angle));
     }
   cos_sin_ = tensor::from_floats(q_, table, {c_.max_seq_len, c_.head_dim}, dtype::f32);
   positions_ = ops::arange(q_, static_cast<double>(c_.max_seq_len), dtype::i64);
@@ -204,7 +206,8 @@ tensor decoder::forward(const tensor& token_ids) {
   return logits;
 }
 
-decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens) {
+decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens,
+                                      const controls* options) {
   generation g;
   if (new_tokens <= 0) return g;
   auto read_id = [&](const tensor& ids) {
@@ -213,21 +216,39 @@ decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std:
     std::memcpy(&v, bytes.data(), sizeof v);
     return static_cast<std::int32_t>(v);
   };
+  sampler* chooser =
+      options && options->chooser && !options->chooser->options().greedy() ? options->chooser : nullptr;
+  // Greedy: argmax on the device, its i64 id fed to the next forward as is. Sampling: the
+  // logits come to the host and the chosen id goes back up.
+  auto next = [&](const tensor& logits, tensor& ids) {
+    std::int32_t id;
+    if (chooser) {
+      const auto host = logits.to_floats(q_);
+      id = chooser->sample(host);
+      const std::int64_t id64 = id;
+      ids = tensor::from_host(q_, &id64, {1}, dtype::i64);
+    } else {
+      ids = ops::argmax(q_, logits, 1);
+      step("argmax");
+      id = read_id(ids);
+    }
+    g.tokens.push_back(id);
+    if (options && options->on_token) options->on_token(id);
+    return options &&
+           std::find(options->stop_ids.begin(), options->stop_ids.end(), id) != options->stop_ids.end();
+  };
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
   tensor logits = forward(prompt);
-  tensor ids = ops::argmax(q_, logits, 1);  // i64 [1]: feeds the next forward as is
-  step("argmax");
-  g.tokens.push_back(read_id(ids));
+  tensor ids;
+  bool stop = next(logits, ids);
   auto t1 = clock::now();
   g.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
   g.first_logits = logits.to_floats(q_);
   t1 = clock::now();
-  for (std::int64_t i = 1; i < new_tokens; ++i) {
+  for (std::int64_t i = 1; i < new_tokens && !stop; ++i) {
     logits = forward(ids);
-    ids = ops::argmax(q_, logits, 1);
-    step("argmax");
-    g.tokens.push_back(read_id(ids));
+    stop = next(logits, ids);
   }
   g.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
   return g;

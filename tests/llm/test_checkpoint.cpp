@@ -1,0 +1,166 @@
+// config.json reading, RoPE scaling, sampling and the tokenizer on inputs written here; the
+// checks against Hugging Face itself are in hf/hf_check.py.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+#include <set>
+
+#include "examples/llm/checkpoint.hpp"
+#include "examples/llm/sampling.hpp"
+#include "examples/llm/tokenizer.hpp"
+#include "prism/error.hpp"
+
+namespace prism::llm {
+namespace {
+
+template <class F>
+std::string error_text(F&& f) {
+  try {
+    f();
+  } catch (const prism::error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+constexpr const char* qwen3_config = R"({
+  "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64,
+  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+  "intermediate_size": 128, "vocab_size": 300, "max_position_embeddings": 512,
+  "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": true,
+  "bos_token_id": 1, "eos_token_id": [2, 3]})";
+
+TEST(HfConfig, ReadsEveryField) {
+  const auto c = config_from_hf_json(qwen3_config, "config.json");
+  EXPECT_EQ(c.architecture, "qwen3");
+  EXPECT_EQ(c.hidden_size, 64);
+  EXPECT_EQ(c.num_layers, 2);
+  EXPECT_EQ(c.num_heads, 4);
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.intermediate_size, 128);
+  EXPECT_EQ(c.vocab_size, 300);
+  EXPECT_EQ(c.max_position_embeddings, 512);
+  EXPECT_DOUBLE_EQ(c.rms_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_TRUE(c.tie_embeddings);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_NO_THROW(c.validate());
+}
+
+TEST(HfConfig, UnknownArchitectureAndMissingFieldsAreNamed) {
+  std::string text = qwen3_config;
+  text.replace(text.find("Qwen3ForCausalLM"), 16, "GPTNeoXForCausalLM");
+  text.replace(text.find("\"qwen3\""), 7, "\"gpt_neox\"");
+  const auto arch = error_text([&] { config_from_hf_json(text, "x/config.json"); });
+  EXPECT_NE(arch.find("architecture 'GPTNeoXForCausalLM'"), std::string::npos) << arch;
+  EXPECT_NE(arch.find("LlamaForCausalLM"), std::string::npos) << arch;
+  std::string missing = qwen3_config;
+  missing.replace(missing.find("\"intermediate_size\": 128,"), 25, "");
+  const auto field = error_text([&] { config_from_hf_json(missing, "x/config.json"); });
+  EXPECT_NE(field.find("'x/config.json': the field \"intermediate_size\" is missing"), std::string::npos)
+      << field;
+  std::string rope = qwen3_config;
+  rope.insert(rope.find("\"bos_token_id\""), R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0}, )");
+  EXPECT_NE(error_text([&] { config_from_hf_json(rope, "c"); }).find("rope scaling 'yarn' is not supported"),
+            std::string::npos);
+}
+
+TEST(HfConfig, RopeScalingMatchesHuggingFaceFormulas) {
+  std::string text = qwen3_config;
+  text.insert(text.find("\"bos_token_id\""),
+              R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                  "high_freq_factor": 4.0, "original_max_position_embeddings": 64}, )");
+  const auto c = config_from_hf_json(text, "c");
+  ASSERT_EQ(c.rope_scaling, model_config::rope_scaling_kind::llama3);
+  const auto f = c.rope_inv_freq();
+  ASSERT_EQ(f.size(), 16u);
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    const double base = std::pow(1e6, -2.0 * static_cast<double>(i) / 32.0);
+    const double wavelen = 2 * std::numbers::pi / base;
+    double want = base;
+    if (wavelen > 64.0)
+      want = base / 8.0;         // low frequencies: slowed by the factor
+    else if (wavelen >= 16.0) {  // in between: blended
+      const double s = (64.0 / wavelen - 1.0) / 3.0;
+      want = (1 - s) * base / 8.0 + s * base;
+    }
+    EXPECT_DOUBLE_EQ(f[i], want) << i;
+  }
+  EXPECT_DOUBLE_EQ(f[0], 1.0);  // the fastest frequency is kept
+  EXPECT_LT(f[15], std::pow(1e6, -30.0 / 32.0));
+}
+
+TEST(Sampling, SameSeedSameTokensAndGreedyIsArgmax) {
+  std::vector<float> logits(50);
+  for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(std::sin(i * 1.7) * 3);
+  sampling_options o;
+  o.temperature = 0.9;
+  o.top_k = 20;
+  o.top_p = 0.9;
+  o.seed = 42;
+  sampler a(o), b(o);
+  std::vector<std::int32_t> da, db;
+  for (int i = 0; i < 64; ++i) da.push_back(a.sample(logits)), db.push_back(b.sample(logits));
+  EXPECT_EQ(da, db);
+  EXPECT_GT(std::set<std::int32_t>(da.begin(), da.end()).size(), 1u) << "sampling never varies";
+  o.seed = 43;
+  sampler c(o);
+  std::vector<std::int32_t> dc;
+  for (int i = 0; i < 64; ++i) dc.push_back(c.sample(logits));
+  EXPECT_NE(da, dc);
+  o.top_k = 1;  // top-1 is greedy whatever the seed
+  sampler one(o);
+  const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(one.sample(logits), best);
+  sampler greedy(sampling_options{});
+  EXPECT_EQ(greedy.sample(logits), best);
+  sampling_options bad;
+  bad.top_p = 0;
+  EXPECT_NE(error_text([&] { bad.validate(); }).find("0 < top-p <= 1"), std::string::npos);
+}
+
+// A byte-level BPE vocabulary small enough to write by hand: "Ġ" is the byte-level space.
+constexpr const char* tiny_tokenizer = R"({
+  "added_tokens": [{"id": 9, "content": "<|end|>", "special": true}],
+  "normalizer": null,
+  "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+  "post_processor": null,
+  "model": {"type": "BPE", "vocab": {"h": 0, "i": 1, "Ġ": 2, "hi": 3, "Ġhi": 4, "!": 5, "1": 6, "2": 7, "12": 8},
+            "merges": ["h i", "Ġ hi", "1 2"]}})";
+
+TEST(Tokenizer, EncodesDecodesAndMatchesSpecialTokens) {
+  const auto tok = tokenizer::from_json(tiny_tokenizer, "tiny.json");
+  EXPECT_EQ(tok.encode("hi hi!12"), (std::vector<std::int32_t>{3, 4, 5, 8}));
+  EXPECT_EQ(tok.encode("hi<|end|>hi"), (std::vector<std::int32_t>{3, 9, 3}));
+  const std::vector<std::int32_t> ids = {3, 4, 9, 5};
+  EXPECT_EQ(tok.decode(ids), "hi hi<|end|>!");
+  EXPECT_EQ(tok.decode(ids, true), "hi hi!");
+  EXPECT_TRUE(tok.is_special(9));
+  EXPECT_EQ(tok.pre_tokenizer_name(), "gpt2");
+  const auto unknown = error_text([] { tokenizer::from_json(tiny_tokenizer, "t").encode("x"); });
+  EXPECT_NE(unknown.find("'x' is not in the vocabulary"), std::string::npos) << unknown;
+  std::string regex = tiny_tokenizer;
+  regex.replace(
+      regex.find(R"({"type": "ByteLevel")"), 0,
+      R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\w+"}}]}, "x": )");
+  const auto text = error_text([&] { tokenizer::from_json(regex, "t.json"); });
+  EXPECT_NE(text.find("regex \"\\\\w+\" is not supported"), std::string::npos) << text;
+}
+
+TEST(Tokenizer, ChatFormatsFollowTheTemplate) {
+  const auto tok = tokenizer::from_json(tiny_tokenizer, "tiny.json");
+  EXPECT_EQ(detect_chat_format("{% for m in messages %}<|im_start|>{{ m.role }}", tok), chat_format::chatml);
+  EXPECT_EQ(detect_chat_format("<|start_header_id|>", tok), chat_format::llama3);
+  EXPECT_EQ(detect_chat_format("[INST] {{ m }} [/INST]", tok), chat_format::llama2);
+  EXPECT_NE(error_text([&] { detect_chat_format("{{ messages }}", tok); }).find("ChatML"), std::string::npos);
+  EXPECT_EQ(apply_chat_format(chat_format::chatml, "", "Hi"),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+}  // namespace
+}  // namespace prism::llm
