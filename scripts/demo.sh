@@ -70,3 +70,7 @@ echo
 echo "== per-step device time: a short run with PRISM_LOG_DISPATCH=profile (each op timed on a drained queue)"
 PRISM_LOG_DISPATCH=profile PRISM_LOG_DISPATCH_FILE=$work/profile.log "$build/bin/prism-llm" --preset "$preset" \
   "${extra[@]}" --new-tokens 2 --breakdown-steps 8 | sed -n '/^per-step/,/^  total/p'
+
+# A real-format checkpoint (examples/llm, helper checkpoints): PRISM_DEMO_MODEL=DIR|FILE.gguf, or a
+# small random Llama written as a Hugging Face folder; text in, streamed text out.
+bash "$root/scripts/demo-model.sh"
