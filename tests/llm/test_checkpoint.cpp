@@ -6,9 +6,12 @@
 #include <numbers>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "examples/llm/checkpoint.hpp"
 #include "examples/llm/sampling.hpp"
 #include "examples/llm/tokenizer.hpp"
+#include "examples/llm/unicode.hpp"
 #include "prism/error.hpp"
 
 namespace prism::llm {
@@ -160,6 +163,86 @@ TEST(Tokenizer, ChatFormatsFollowTheTemplate) {
   EXPECT_NE(error_text([&] { detect_chat_format("{{ messages }}", tok); }).find("ChatML"), std::string::npos);
   EXPECT_EQ(apply_chat_format(chat_format::chatml, "", "Hi"),
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+// A GGUF holding only a SentencePiece-style vocabulary (tokenizer.ggml.model "llama"): merges go
+// by the merged token's score, unknown bytes fall back to <0xXX>, a space prefix is added.
+std::vector<std::byte> spm_gguf() {
+  std::vector<std::byte> out;
+  auto put = [&](auto v) {
+    const auto* p = reinterpret_cast<const std::byte*>(&v);
+    out.insert(out.end(), p, p + sizeof v);
+  };
+  auto put_string = [&](const std::string& s) {
+    put(static_cast<std::uint64_t>(s.size()));
+    for (char c : s) out.push_back(static_cast<std::byte>(c));
+  };
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  for (int b = 0; b < 256; ++b) tokens.push_back(fmt::format("<0x{:02X}>", b));
+  const std::string sp = "\xE2\x96\x81";  // '▁'
+  for (const auto& t : {sp, std::string("h"), std::string("i"), sp + "h", sp + "hi", std::string("hi")})
+    tokens.push_back(t);
+  std::vector<float> scores(tokens.size(), 0.0f);
+  scores[tokens.size() - 3] = -1;     // ▁h
+  scores[tokens.size() - 2] = -2;     // ▁hi
+  scores[tokens.size() - 1] = -0.5f;  // hi: merged before ▁h
+  std::vector<std::int32_t> types(tokens.size(), 1);
+  types[0] = 2;
+  types[1] = types[2] = 3;
+  for (int b = 0; b < 256; ++b) types[3 + b] = 6;
+  for (char c : std::string("GGUF")) out.push_back(static_cast<std::byte>(c));
+  put(std::uint32_t{3});
+  put(std::uint64_t{0});  // tensors
+  put(std::uint64_t{5});  // keys
+  put_string("tokenizer.ggml.model");
+  put(std::uint32_t{8});
+  put_string("llama");
+  put_string("tokenizer.ggml.tokens");
+  put(std::uint32_t{9});
+  put(std::uint32_t{8});
+  put(static_cast<std::uint64_t>(tokens.size()));
+  for (const auto& t : tokens) put_string(t);
+  put_string("tokenizer.ggml.scores");
+  put(std::uint32_t{9});
+  put(std::uint32_t{6});
+  put(static_cast<std::uint64_t>(scores.size()));
+  for (float v : scores) put(v);
+  put_string("tokenizer.ggml.token_type");
+  put(std::uint32_t{9});
+  put(std::uint32_t{5});
+  put(static_cast<std::uint64_t>(types.size()));
+  for (auto v : types) put(v);
+  put_string("tokenizer.ggml.bos_token_id");
+  put(std::uint32_t{4});
+  put(std::uint32_t{1});
+  return out;
+}
+
+TEST(Tokenizer, GgufSentencePieceVocabularyMergesByScoreWithByteFallback) {
+  const auto bytes = spm_gguf();
+  const auto file = io::gguf_file::parse(bytes, "spm.gguf");
+  const auto tok = tokenizer::from_gguf(file);
+  const std::int32_t sp = 259, hi = 264, sp_hi = 263;
+  // "hi hi" -> "▁hi▁hi": both "hi" (score -0.5) merge first, then "▁" + "hi" (-2), leftmost first.
+  EXPECT_EQ(tok.encode("hi hi"), (std::vector<std::int32_t>{sp_hi, sp_hi}));
+  EXPECT_EQ(tok.encode("hi", true), (std::vector<std::int32_t>{1, sp_hi}));  // add_bos by default
+  // '!' is not in the vocabulary: its byte token.
+  EXPECT_EQ(tok.encode("!"), (std::vector<std::int32_t>{sp, 3 + '!'}));
+  const std::vector<std::int32_t> ids = {1, sp_hi, sp, hi, 3 + '!', 2};
+  EXPECT_EQ(tok.decode(ids, true), "hi hi!");
+  EXPECT_EQ(tok.pre_tokenizer_name(), "metaspace");
+}
+
+TEST(Unicode, InvalidBytesBecomeOneReplacementPerMaximalPrefix) {
+  EXPECT_EQ(unicode::to_valid_utf8("a\xE4\xBD"
+                                   "b"),
+            "a\xEF\xBF\xBD"
+            "b");  // one U+FFFD for a cut 3-byte sequence
+  EXPECT_EQ(unicode::to_valid_utf8("\x80\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(unicode::to_valid_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+  EXPECT_EQ(unicode::to_valid_utf8("ok \xEF\xBF\xBD \xF0\x9F\xA6\x8A"), "ok \xEF\xBF\xBD \xF0\x9F\xA6\x8A");
+  EXPECT_EQ(unicode::complete_utf8_prefix("ab\xF0\x9F\xA6"), 2u);  // holds back a cut emoji
+  EXPECT_EQ(unicode::complete_utf8_prefix("ab\xF0\x9F\xA6\x8A"), 6u);
 }
 
 }  // namespace
