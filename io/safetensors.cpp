@@ -52,10 +52,18 @@ std::optional<prism::dtype> safetensor_view::prism_dtype() const {
 
 std::vector<float> safetensor_view::to_floats() const {
   const auto n = static_cast<std::size_t>(numel());
-  std::vector<float> out(n);
+  std::vector<float> out;
   if (dtype == "F32") {
-    if (n) std::memcpy(out.data(), data.data(), n * 4);
+    // One pass over fresh memory (no zero-fill first) when the data is float-aligned.
+    const auto* first = reinterpret_cast<const float*>(data.data());
+    if (reinterpret_cast<std::uintptr_t>(first) % alignof(float) == 0) {
+      out.assign(first, first + n);
+    } else {
+      out.resize(n);
+      if (n) std::memcpy(out.data(), data.data(), n * 4);
+    }
   } else if (dtype == "F16" || dtype == "BF16") {
+    out.resize(n);
     const bool half = dtype == "F16";
     for (std::size_t i = 0; i < n; ++i) {
       std::uint16_t bits;

@@ -46,20 +46,33 @@ double step_timer::total_seconds() const {
 
 namespace {
 
+// Host f32 values to a device tensor of `type` without tensor::from_floats' double-precision
+// staging: f32 goes up as is, f16/bf16 as their bits (the values are already rounded to them).
+tensor upload_values(queue& q, std::span<const float> values, const dims& shape, dtype type) {
+  if (type == dtype::f32) return tensor::from_host(q, values.data(), shape, type);
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i)
+    bits[i] = type == dtype::f16 ? float_to_half(values[i]) : float_to_bf16(values[i]);
+  return tensor::from_host(q, bits.data(), shape, type);
+}
+
 tensor upload(queue& q, const host_tensor& t, dtype type) {
-  return tensor::from_floats(q, t.values, dims(std::span<const std::int64_t>(t.shape)), type);
+  return upload_values(q, t.values, dims(std::span<const std::int64_t>(t.shape)), type);
 }
 
 // Row-wise concatenation of [rows_i, cols] matrices (or 1-D vectors) into one device tensor.
 tensor upload_cat(queue& q, const std::vector<const host_tensor*>& parts, dtype type) {
-  std::vector<float> values;
+  std::size_t total = 0;
   std::int64_t rows = 0;
   for (const auto* p : parts) {
-    values.insert(values.end(), p->values.begin(), p->values.end());
+    total += p->values.size();
     rows += p->shape[0];
   }
+  std::vector<float> values;
+  values.reserve(total);
+  for (const auto* p : parts) values.insert(values.end(), p->values.begin(), p->values.end());
   dims shape = parts[0]->shape.size() == 2 ? dims{rows, parts[0]->shape[1]} : dims{rows};
-  return tensor::from_floats(q, values, shape, type);
+  return upload_values(q, values, shape, type);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // run_model: weights, device, warm-up, timed generation, breakdown pass, optional host check.
 #include "examples/llm/run.hpp"
 
+#include <sys/resource.h>
 #include <algorithm>
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -24,6 +26,13 @@
 namespace prism::llm {
 
 namespace {
+
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -117,6 +126,7 @@ run_result run_model(const run_options& opt) {
   r.platform_name = q.get_device().platform_name();
 
   auto t0 = clock::now();
+  double cpu0 = cpu_seconds();
   std::optional<checkpoint> ck;
   model_config config;
   if (!opt.model.empty()) {
@@ -132,6 +142,7 @@ run_result run_model(const run_options& opt) {
                                 : opt.weights.empty() ? model_weights::random(config, opt.seed)
                                                       : model_weights::load(config, opt.weights);
   r.weights_seconds = seconds_since(t0);
+  r.weights_cpu_seconds = cpu_seconds() - cpu0;
   r.model_summary = weights.config().summary();
   if (!opt.save_weights.empty()) weights.save(opt.save_weights, dtype::f32);
   if (!opt.save_model.empty()) save_hf_checkpoint(weights, opt.save_model);
@@ -207,8 +218,10 @@ run_result run_model(const run_options& opt) {
   };
 
   t0 = clock::now();
+  cpu0 = cpu_seconds();
   decoder dec(q, weights);
   r.upload_seconds = seconds_since(t0);
+  r.upload_cpu_seconds = cpu_seconds() - cpu0;
 
   // Warm-up: builds every kernel variant the timed run needs (prefill and decode shapes).
   t0 = clock::now();
@@ -350,8 +363,11 @@ void print_report(const run_result& r, std::FILE* out) {
   };
   fmt::print(out, "model   {}\n", r.model_summary);
   fmt::print(out, "device  {} ({})\n", r.device_name, r.platform_name);
-  fmt::print(out, "setup   weights {:.2f} s, upload {:.2f} s, warm-up (kernel builds) {:.2f} s\n",
-             r.weights_seconds, r.upload_seconds, r.warmup_seconds);
+  fmt::print(
+      out,
+      "setup   weights {:.2f} s (cpu {:.2f} s), upload {:.2f} s (cpu {:.2f} s), warm-up (kernel builds) "
+      "{:.2f} s\n",
+      r.weights_seconds, r.weights_cpu_seconds, r.upload_seconds, r.upload_cpu_seconds, r.warmup_seconds);
   fmt::print(out, "prompt  {} tokens: {}\n", r.prompt.size(), ids(r.prompt));
   fmt::print(out, "output  {} tokens{}: {}\n", r.tokens.size(), r.stopped_at_eos ? " (stopped at EOS)" : "",
              ids(r.tokens));

@@ -55,6 +55,9 @@ struct run_result {
   std::string text;  ///< the generated tokens decoded, when the checkpoint has a tokenizer
   bool stopped_at_eos = false;
   double weights_seconds = 0, upload_seconds = 0, warmup_seconds = 0;
+  /// CPU time (user + system, all threads) of the weight load and the upload: on a busy machine
+  /// the wall times above also hold the time spent waiting for a core.
+  double weights_cpu_seconds = 0, upload_cpu_seconds = 0;
   double prefill_seconds = 0, decode_seconds = 0;
   double prefill_tokens_per_s() const { return prefill_seconds > 0 ? prompt.size() / prefill_seconds : 0; }
   double decode_tokens_per_s() const {

@@ -227,7 +227,8 @@ model_weights model_weights::load(const model_config& config, const std::string&
     host_tensor t;
     t.shape = shape;
     t.values = view.to_floats();
-    for (auto& v : t.values) v = round_to(v, config.weight_dtype);
+    if (config.weight_dtype != dtype::f32)
+      for (auto& v : t.values) v = round_to(v, config.weight_dtype);
     w.tensors_.emplace(name, std::move(t));
   }
   if (!problems.empty()) throw_problems(problems, path, config);
@@ -269,7 +270,8 @@ model_weights model_weights::load_gguf(const model_config& config, const io::ggu
       unpermute_rows(t, config.num_heads);
     if (permuted && (name.ends_with("k_proj.weight") || name.ends_with("k_proj.bias")))
       unpermute_rows(t, config.num_kv_heads);
-    for (auto& v : t.values) v = round_to(v, config.weight_dtype);
+    if (config.weight_dtype != dtype::f32)
+      for (auto& v : t.values) v = round_to(v, config.weight_dtype);
     w.tensors_.emplace(name, std::move(t));
   }
   if (!problems.empty()) throw_problems(problems, file.path(), config);
