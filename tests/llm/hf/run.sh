@@ -4,8 +4,9 @@
 # scripts/test.sh creates the environment before ctest.
 set -euo pipefail
 python=${PRISM_PYTHON:-${PRISM_VENV:-$HOME/.cache/prism/venv}/bin/python}
-if [ ! -x "$python" ]; then
-  echo "no Python environment at $python: run scripts/python-env.sh (scripts/test.sh does)" >&2
+# python-env.sh writes prism-requirements.txt into the venv once every package is in.
+if [ ! -x "$python" ] || [ ! -f "$(dirname "$python")/../prism-requirements.txt" ]; then
+  echo "no complete Python environment at $python: run scripts/python-env.sh (scripts/test.sh does)" >&2
   exit 77
 fi
 exec "$python" "$(dirname "${BASH_SOURCE[0]}")/hf_check.py" "$@"
