@@ -140,6 +140,8 @@ model_config config_from_hf_json(std::string_view text, const std::string& sourc
     throw error(errc::unsupported, "llm::config",
                 fmt::format("'{}': \"mlp_bias\": true is not supported", source));
   read_rope(j, c, source);
+  if (get_bool_or(j, "use_sliding_window", true, source))
+    c.sliding_window = get_int_or(j, "sliding_window", 0, source);
   const auto bos = token_ids(j, "bos_token_id", source);
   if (!bos.empty()) c.bos_token_id = bos[0];
   c.eos_token_ids = token_ids(j, "eos_token_id", source);
@@ -227,6 +229,8 @@ checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max
     ck.config = config_from_hf_json(read_text(config_path), config_path);
     ck.config.weight_dtype = type;
     ck.config.max_seq_len = std::min(ck.config.max_position_embeddings, max_context);
+    if (ck.config.sliding_window > 0)
+      ck.config.max_seq_len = std::min(ck.config.max_seq_len, ck.config.sliding_window);
     ck.weights = model_weights::load(ck.config, path);
     const auto tok_path = (fs::path(path) / "tokenizer.json").string();
     if (fs::exists(tok_path))

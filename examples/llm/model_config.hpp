@@ -39,8 +39,12 @@ struct model_config {
   /// empty: none.
   std::vector<double> rope_freq_factors;
   std::int64_t max_position_embeddings = 0;  ///< the checkpoint's; max_seq_len may be smaller
-  std::string architecture = "llama";        ///< llama, qwen2, qwen3, mistral
-  std::int64_t bos_token_id = -1;            ///< -1: none
+  /// Mistral-style sliding-window attention span (0: none). prism attends to every cached
+  /// position, so a checkpoint with a window runs with max_seq_len <= sliding_window, where the
+  /// two agree.
+  std::int64_t sliding_window = 0;
+  std::string architecture = "llama";  ///< llama, qwen2, qwen3, mistral
+  std::int64_t bos_token_id = -1;      ///< -1: none
   std::vector<std::int64_t> eos_token_ids;
 
   /// RoPE inverse frequencies, head_dim / 2 of them, with the scaling applied as Hugging Face's

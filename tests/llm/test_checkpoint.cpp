@@ -52,7 +52,14 @@ TEST(HfConfig, ReadsEveryField) {
   EXPECT_FALSE(c.attention_bias);
   EXPECT_EQ(c.bos_token_id, 1);
   EXPECT_EQ(c.eos_token_ids, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(c.sliding_window, 0);
   EXPECT_NO_THROW(c.validate());
+  std::string mistral = qwen3_config;
+  mistral.replace(mistral.find("Qwen3ForCausalLM"), 16, "MistralForCausalLM");
+  mistral.insert(mistral.find("\"bos_token_id\""), R"("sliding_window": 128, )");
+  EXPECT_EQ(config_from_hf_json(mistral, "c").sliding_window, 128);
+  mistral.insert(mistral.find("\"bos_token_id\""), R"("use_sliding_window": false, )");
+  EXPECT_EQ(config_from_hf_json(mistral, "c").sliding_window, 0);
 }
 
 TEST(HfConfig, UnknownArchitectureAndMissingFieldsAreNamed) {
