@@ -2,7 +2,7 @@
 # an exported CMake package (find_package(prism) -> prism::prism) and a pkg-config file.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS prism prism_opencl prism_runtime prism_kernels prism_tuning_db prism_dispatch
+install(TARGETS prism prism_opencl prism_runtime prism_kernels prism_tuning_db prism_dispatch prism_io
   EXPORT prismTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -125,6 +125,12 @@ step_profile() {
     --new-tokens 2 --breakdown-steps 8 2> /dev/null | sed -n '/^per-step/,/^  total/p'
 }
 
+# A real-format checkpoint (scripts/demo-model.sh): PRISM_DEMO_MODEL=DIR|FILE.gguf, or a small
+# random Llama written as a Hugging Face folder; text in, streamed text out.
+step_model() {
+  bash "$root/scripts/demo-model.sh"
+}
+
 # --- demo steps of other parts go into this list ---
-steps=(step_build step_devices step_pretune step_compare step_log step_profile)
+steps=(step_build step_devices step_pretune step_compare step_log step_profile step_model)
 for s in "${steps[@]}"; do "$s"; done

@@ -1,6 +1,7 @@
 // The prism decoder's forward pass, one prism::ops call per step (see decoder.hpp).
 #include "examples/llm/decoder.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -45,20 +46,33 @@ double step_timer::total_seconds() const {
 
 namespace {
 
+// Host f32 values to a device tensor of `type` without tensor::from_floats' double-precision
+// staging: f32 goes up as is, f16/bf16 as their bits (the values are already rounded to them).
+tensor upload_values(queue& q, std::span<const float> values, const dims& shape, dtype type) {
+  if (type == dtype::f32) return tensor::from_host(q, values.data(), shape, type);
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i)
+    bits[i] = type == dtype::f16 ? float_to_half(values[i]) : float_to_bf16(values[i]);
+  return tensor::from_host(q, bits.data(), shape, type);
+}
+
 tensor upload(queue& q, const host_tensor& t, dtype type) {
-  return tensor::from_floats(q, t.values, dims(std::span<const std::int64_t>(t.shape)), type);
+  return upload_values(q, t.values, dims(std::span<const std::int64_t>(t.shape)), type);
 }
 
 // Row-wise concatenation of [rows_i, cols] matrices (or 1-D vectors) into one device tensor.
 tensor upload_cat(queue& q, const std::vector<const host_tensor*>& parts, dtype type) {
-  std::vector<float> values;
+  std::size_t total = 0;
   std::int64_t rows = 0;
   for (const auto* p : parts) {
-    values.insert(values.end(), p->values.begin(), p->values.end());
+    total += p->values.size();
     rows += p->shape[0];
   }
+  std::vector<float> values;
+  values.reserve(total);
+  for (const auto* p : parts) values.insert(values.end(), p->values.begin(), p->values.end());
   dims shape = parts[0]->shape.size() == 2 ? dims{rows, parts[0]->shape[1]} : dims{rows};
-  return tensor::from_floats(q, values, shape, type);
+  return upload_values(q, values, shape, type);
 }
 
 }  // namespace
@@ -93,15 +107,16 @@ decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.con
     L.kv_cache = ops::zeros(q_, {2, c_.num_kv_heads, c_.max_seq_len, c_.head_dim}, t);
     layers_.push_back(std::move(L));
   }
-  // RoPE table in double, stored f32: [max_seq, head_dim] = cos | sin of pos * theta^(-2i/d), i < d/2.
+  // RoPE table in double, stored f32: [max_seq, head_dim] = cos | sin of pos * inv_freq[i], i < d/2
+  // (theta^(-2i/d), with the checkpoint's rope_scaling applied).
   const std::int64_t half = c_.head_dim / 2;
+  const auto inv_freq = c_.rope_inv_freq();
   std::vector<float> table(static_cast<std::size_t>(c_.max_seq_len * c_.head_dim));
   for (std::int64_t p = 0; p < c_.max_seq_len; ++p)
     for (std::int64_t i = 0; i < half; ++i) {
-      const double inv_freq =
-          std::pow(c_.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c_.head_dim));
-      table[p * c_.head_dim + i] = static_cast<float>(std::cos(static_cast<double>(p) * inv_freq));
-      table[p * c_.head_dim + half + i] = static_cast<float>(std::sin(static_cast<double>(p) * inv_freq));
+      const double angle = static_cast<double>(p) * inv_freq[i];
+      table[p * c_.head_dim + i] = static_cast<float>(std::cos(angle));
+      table[p * c_.head_dim + half + i] = static_cast<float>(std::sin(angle));
     }
   cos_sin_ = tensor::from_floats(q_, table, {c_.max_seq_len, c_.head_dim}, dtype::f32);
   positions_ = ops::arange(q_, static_cast<double>(c_.max_seq_len), dtype::i64);
@@ -204,7 +219,8 @@ tensor decoder::forward(const tensor& token_ids) {
   return logits;
 }
 
-decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens) {
+decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens,
+                                      const controls* options) {
   generation g;
   if (new_tokens <= 0) return g;
   auto read_id = [&](const tensor& ids) {
@@ -213,21 +229,39 @@ decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std:
     std::memcpy(&v, bytes.data(), sizeof v);
     return static_cast<std::int32_t>(v);
   };
+  sampler* chooser =
+      options && options->chooser && !options->chooser->options().greedy() ? options->chooser : nullptr;
+  // Greedy: argmax on the device, its i64 id fed to the next forward as is. Sampling: the
+  // logits come to the host and the chosen id goes back up.
+  auto next = [&](const tensor& logits, tensor& ids) {
+    std::int32_t id;
+    if (chooser) {
+      const auto host = logits.to_floats(q_);
+      id = chooser->sample(host);
+      const std::int64_t id64 = id;
+      ids = tensor::from_host(q_, &id64, {1}, dtype::i64);
+    } else {
+      ids = ops::argmax(q_, logits, 1);
+      step("argmax");
+      id = read_id(ids);
+    }
+    g.tokens.push_back(id);
+    if (options && options->on_token) options->on_token(id);
+    return options &&
+           std::find(options->stop_ids.begin(), options->stop_ids.end(), id) != options->stop_ids.end();
+  };
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
   tensor logits = forward(prompt);
-  tensor ids = ops::argmax(q_, logits, 1);  // i64 [1]: feeds the next forward as is
-  step("argmax");
-  g.tokens.push_back(read_id(ids));
+  tensor ids;
+  bool stop = next(logits, ids);
   auto t1 = clock::now();
   g.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
   g.first_logits = logits.to_floats(q_);
   t1 = clock::now();
-  for (std::int64_t i = 1; i < new_tokens; ++i) {
+  for (std::int64_t i = 1; i < new_tokens && !stop; ++i) {
     logits = forward(ids);
-    ids = ops::argmax(q_, logits, 1);
-    step("argmax");
-    g.tokens.push_back(read_id(ids));
+    stop = next(logits, ids);
   }
   g.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
   return g;

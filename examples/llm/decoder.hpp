@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "examples/llm/sampling.hpp"
 #include "examples/llm/weights.hpp"
 #include "prism/ops.hpp"
 
@@ -62,7 +64,15 @@ class decoder {
     double decode_seconds = 0;        ///< the remaining new_tokens - 1 steps
     std::vector<float> first_logits;  ///< the prefill's next-token logits (for dumps and checks)
   };
-  generation generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens);
+  /// What generate() does beyond greedy decoding: sample on the host, stop at an end token,
+  /// hand each new token to a callback (streaming).
+  struct controls {
+    sampler* chooser = nullptr;          ///< null: greedy on the device (argmax)
+    std::vector<std::int32_t> stop_ids;  ///< generation ends after emitting one of these
+    std::function<void(std::int32_t)> on_token;
+  };
+  generation generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens,
+                      const controls* options = nullptr);
 
   std::int64_t position() const { return pos_; }
   void reset() { pos_ = 0; }

@@ -7,16 +7,60 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "cli/version/build_info.hpp"
 #include "examples/llm/decoder.hpp"
 #include "examples/llm/reference.hpp"
 #include "examples/llm/run.hpp"
+#include "examples/llm/tokenizer.hpp"
 #include "prism/dispatch.hpp"
 #include "prism/error.hpp"
+#include "prism/io/gguf.hpp"
 #include "prism/runtime.hpp"
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw prism::error(prism::errc::io_error, "prism-llm", fmt::format("cannot read '{}'", path));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// --tokenize: the tokenizer alone, for checks against Hugging Face's.
+int tokenize_file(const std::string& tokenizer_path, const std::string& text_path) {
+  using prism::llm::tokenizer;
+  namespace fs = std::filesystem;
+  std::string path = tokenizer_path;
+  if (fs::is_directory(path)) path = (fs::path(path) / "tokenizer.json").string();
+  const tokenizer tok = path.ends_with(".gguf") ? tokenizer::from_gguf(prism::io::gguf_file(path))
+                                                : tokenizer::from_json(read_file(path), path);
+  const std::string text = read_file(text_path);
+  auto entry = [&](std::string_view t) {
+    const auto ids = tok.encode(t, false);
+    return nlohmann::json{{"ids", ids}, {"ids_special", tok.encode(t, true)}, {"decoded", tok.decode(ids)}};
+  };
+  nlohmann::json lines = nlohmann::json::array();
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) lines.push_back(entry(std::string_view(text).substr(start, end - start)));
+    start = end + 1;
+  }
+  const nlohmann::json out = {
+      {"pre_tokenizer", tok.pre_tokenizer_name()}, {"lines", lines}, {"whole", entry(text)}};
+  std::fputs(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(), stdout);
+  std::fputs("\n", stdout);
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace prism::llm;
@@ -40,13 +84,37 @@ int main(int argc, char** argv) {
   app.add_option(
       "--backend", opt.backend,
       "route every op to this backend (opencl, clblast, host), e.g. host for the all-host baseline");
+  app.add_option("--model", opt.model,
+                 "a Hugging Face model folder (config.json, safetensors, tokenizer.json) or a .gguf file: "
+                 "Llama, Qwen2, Qwen3, Mistral");
+  app.add_option("--max-context", opt.max_context,
+                 "KV cache positions of a --model: min(this, the model's max_position_embeddings)")
+      ->capture_default_str();
   app.add_option("--weights", opt.weights,
                  "safetensors checkpoint with Hugging Face Llama names (default: seeded random weights)");
+  app.add_option("--save-model", opt.save_model,
+                 "write the weights used as a Hugging Face model folder (config.json, model.safetensors, a "
+                 "byte-level tokenizer.json) that --model and transformers read");
   app.add_option("--save-weights", opt.save_weights, "write the weights used to this safetensors file (f32)");
-  app.add_option("--seed", opt.seed, "seed of the random weights and the random prompt")
+  app.add_option("--seed", opt.seed, "seed of the random weights, the random prompt and the sampler")
       ->capture_default_str();
   app.add_option("--prompt-len", opt.prompt_len, "random prompt length in tokens")->capture_default_str();
-  app.add_option("--prompt", opt.prompt, "prompt token ids, comma separated (overrides --prompt-len)");
+  app.add_option(
+      "--prompt", opt.prompt,
+      "prompt text (needs a --model with a tokenizer): the generated text is streamed and stops at EOS");
+  app.add_option("--prompt-ids", opt.prompt_ids,
+                 "prompt token ids, comma separated (overrides --prompt-len)");
+  app.add_flag("--chat", opt.chat, "wrap --prompt in the model's chat format (ChatML, Llama-2 or Llama-3)");
+  app.add_option("--system", opt.system, "the system message of --chat");
+  app.add_flag("--ignore-eos", opt.ignore_eos, "generate --new-tokens tokens even past an end token");
+  app.add_flag("!--no-stream", opt.stream, "print the text once at the end instead of as it is generated");
+  app.add_option("--temperature", opt.sampling.temperature, "sampling temperature; 0: greedy")
+      ->capture_default_str();
+  app.add_option("--top-k", opt.sampling.top_k, "sample among the k most likely tokens; 0: all")
+      ->capture_default_str();
+  app.add_option("--top-p", opt.sampling.top_p,
+                 "sample among the most likely tokens that reach this probability")
+      ->capture_default_str();
   app.add_option("--new-tokens", opt.new_tokens, "tokens to generate")->capture_default_str();
   app.add_option("--warmup", opt.warmup_runs, "untimed warm-up generations (build kernels first)")
       ->capture_default_str();
@@ -60,15 +128,24 @@ int main(int argc, char** argv) {
   app.add_option("--dump-logits", opt.dump_path,
                  "write prompt, generated ids and the prefill's next-token logits as JSON");
   app.add_option("--json", opt.json_path, "write the measured figures as JSON");
+  std::string tokenizer_path, tokenize_path;
+  app.add_option("--tokenizer", tokenizer_path,
+                 "with --tokenize: a tokenizer.json, model folder or .gguf file");
+  app.add_option(
+      "--tokenize", tokenize_path,
+      "encode each line of this text file and the whole file, print ids and decoded text as JSON, exit");
   bool list = false;
   app.add_flag("--list-presets", list, "list the presets and exit");
   CLI11_PARSE(app, argc, argv);
+  opt.sampling.seed = opt.seed;
   if (list) {
     for (const auto& p : presets())
       fmt::print("{:16} {}\n  {}\n", p.name, p.description, preset(p.name).summary());
     return 0;
   }
   try {
+    if (!tokenize_path.empty())
+      return tokenize_file(tokenizer_path.empty() ? opt.model : tokenizer_path, tokenize_path);
     const auto result = run_model(opt);
     print_report(result, stdout);
     if (opt.check && !result.check_passed) return 2;

@@ -1,6 +1,9 @@
 // Model presets: small ones sized for the 2-core PoCL machine, real shapes for GPU runs.
 #include "examples/llm/model_config.hpp"
 
+#include <cmath>
+#include <numbers>
+
 #include <fmt/format.h>
 
 #include "prism/error.hpp"
@@ -28,6 +31,43 @@ void model_config::validate() const {
   if (!is_floating(weight_dtype))
     fail(fmt::format("dtype {} is not a float type; valid: f32, f16, bf16", dtype_name(weight_dtype)));
   if (rms_eps <= 0 || rope_theta <= 0) fail("rms_eps and rope_theta must be positive");
+  if (!rope_freq_factors.empty() && static_cast<std::int64_t>(rope_freq_factors.size()) != head_dim / 2)
+    fail(fmt::format("{} RoPE frequency factors for head_dim {}; expected head_dim / 2",
+                     rope_freq_factors.size(), head_dim));
+  if (rope_scaling != rope_scaling_kind::none && rope_factor <= 0)
+    fail("rope_scaling factor must be positive");
+  if (rope_scaling == rope_scaling_kind::llama3 &&
+      (rope_low_freq_factor <= 0 || rope_high_freq_factor <= rope_low_freq_factor ||
+       rope_original_max_positions <= 0))
+    fail(
+        "llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor and "
+        "original_max_position_embeddings > 0");
+}
+
+std::vector<double> model_config::rope_inv_freq() const {
+  const std::int64_t half = head_dim / 2;
+  std::vector<double> out(static_cast<std::size_t>(half));
+  for (std::int64_t i = 0; i < half; ++i) {
+    double f = std::pow(rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    if (rope_scaling == rope_scaling_kind::linear) {
+      f /= rope_factor;
+    } else if (rope_scaling == rope_scaling_kind::llama3) {
+      // Long wavelengths slowed by `factor`, short ones kept, a smooth blend in between.
+      const double low_wavelen = rope_original_max_positions / rope_low_freq_factor;
+      const double high_wavelen = rope_original_max_positions / rope_high_freq_factor;
+      const double wavelen = 2.0 * std::numbers::pi / f;
+      if (wavelen > low_wavelen) {
+        f /= rope_factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (rope_original_max_positions / wavelen - rope_low_freq_factor) /
+                              (rope_high_freq_factor - rope_low_freq_factor);
+        f = (1.0 - smooth) * f / rope_factor + smooth * f;
+      }
+    }
+    if (!rope_freq_factors.empty()) f /= rope_freq_factors[static_cast<std::size_t>(i)];
+    out[static_cast<std::size_t>(i)] = f;
+  }
+  return out;
 }
 
 std::string model_config::summary() const {

@@ -28,6 +28,28 @@ struct model_config {
   bool attention_bias = false;  ///< Qwen2: q/k/v projections carry a bias
   bool qk_norm = false;         ///< Qwen3: per-head RMSNorm of q and k before RoPE
   dtype weight_dtype = dtype::f32;
+  /// RoPE frequency scaling (config.json's rope_scaling / rope_parameters).
+  enum class rope_scaling_kind { none, linear, llama3 };
+  rope_scaling_kind rope_scaling = rope_scaling_kind::none;
+  double rope_factor = 1.0;                   ///< linear and llama3
+  double rope_low_freq_factor = 1.0;          ///< llama3
+  double rope_high_freq_factor = 4.0;         ///< llama3
+  double rope_original_max_positions = 8192;  ///< llama3
+  /// Per-frequency divisors (GGUF's rope_freqs.weight, where llama.cpp stores llama3 scaling);
+  /// empty: none.
+  std::vector<double> rope_freq_factors;
+  std::int64_t max_position_embeddings = 0;  ///< the checkpoint's; max_seq_len may be smaller
+  /// Mistral-style sliding-window attention span (0: none). prism attends to every cached
+  /// position, so a checkpoint with a window runs with max_seq_len <= sliding_window, where the
+  /// two agree.
+  std::int64_t sliding_window = 0;
+  std::string architecture = "llama";  ///< llama, qwen2, qwen3, mistral
+  std::int64_t bos_token_id = -1;      ///< -1: none
+  std::vector<std::int64_t> eos_token_ids;
+
+  /// RoPE inverse frequencies, head_dim / 2 of them, with the scaling applied as Hugging Face's
+  /// _compute_linear_scaling_rope_parameters / _compute_llama3_parameters do.
+  std::vector<double> rope_inv_freq() const;
 
   std::int64_t q_size() const { return num_heads * head_dim; }
   std::int64_t kv_size() const { return num_kv_heads * head_dim; }

@@ -44,11 +44,11 @@ std::vector<double> rms_norm(const std::vector<double>& x, std::int64_t width, c
 
 // NeoX RoPE (Hugging Face rotate_half) in place on [n, heads, head_dim] at positions pos0 + t.
 void rope(std::vector<double>& x, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
-          std::int64_t pos0, double theta) {
+          std::int64_t pos0, const std::vector<double>& inv_freqs) {
   const std::int64_t half = head_dim / 2;
   for (std::int64_t t = 0; t < n; ++t)
     for (std::int64_t i = 0; i < half; ++i) {
-      const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      const double inv_freq = inv_freqs[i];
       const double angle = static_cast<double>(pos0 + t) * inv_freq;
       const double c = std::cos(angle), s = std::sin(angle);
       for (std::int64_t h = 0; h < heads; ++h) {
@@ -105,8 +105,8 @@ std::vector<double> reference_decoder::forward(std::span<const std::int32_t> tok
       q = rms_norm(q, d, W("self_attn.q_norm.weight"), c_.rms_eps);
       k = rms_norm(k, d, W("self_attn.k_norm.weight"), c_.rms_eps);
     }
-    rope(q, n, heads, d, pos_, c_.rope_theta);
-    rope(k, n, kvh, d, pos_, c_.rope_theta);
+    rope(q, n, heads, d, pos_, c_.rope_inv_freq());
+    rope(k, n, kvh, d, pos_, c_.rope_inv_freq());
     auto& kc = k_cache_[l];
     auto& vc = v_cache_[l];
     for (std::int64_t t = 0; t < n; ++t)

@@ -1,25 +1,38 @@
 // run_model: weights, device, warm-up, timed generation, breakdown pass, optional host check.
 #include "examples/llm/run.hpp"
 
+#include <sys/resource.h>
 #include <algorithm>
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "examples/llm/checkpoint.hpp"
 #include "examples/llm/reference.hpp"
+#include "examples/llm/unicode.hpp"
 #include "prism/error.hpp"
 #include "prism/runtime.hpp"
 
 namespace prism::llm {
 
 namespace {
+
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -54,14 +67,15 @@ std::vector<std::int32_t> parse_prompt(const std::string& text, std::int64_t voc
     char* rest = nullptr;
     const long v = std::strtol(item.c_str(), &rest, 10);
     if (item.empty() || *rest != '\0' || v < 0 || v >= vocab)
-      throw error(errc::invalid_argument, "prism-llm --prompt",
+      throw error(errc::invalid_argument, "prism-llm --prompt-ids",
                   fmt::format("'{}' is not a token id in [0, {}); expected comma-separated ids like 1,2,3",
                               item, vocab));
     out.push_back(static_cast<std::int32_t>(v));
     i = end + 1;
   }
   if (out.empty())
-    throw error(errc::invalid_argument, "prism-llm --prompt", "the prompt is empty; expected ids like 1,2,3");
+    throw error(errc::invalid_argument, "prism-llm --prompt-ids",
+                "the prompt is empty; expected ids like 1,2,3");
   return out;
 }
 
@@ -99,10 +113,10 @@ run_result run_model(const run_options& opt) {
   if (opt.new_tokens < 1)
     throw error(errc::invalid_argument, "prism-llm --new-tokens",
                 fmt::format("got {}; at least 1 token must be generated", opt.new_tokens));
-  model_config config = preset(opt.preset);
-  config.weight_dtype = parse_dtype(opt.dtype);
-  config.validate();
-  r.dtype = dtype_name(config.weight_dtype);
+  opt.sampling.validate();
+  if (!opt.model.empty() && !opt.weights.empty())
+    throw error(errc::invalid_argument, "prism-llm --weights",
+                "--weights goes with --preset; --model reads the weights of its checkpoint");
 
   // Under PRISM_LOG_DISPATCH=profile (or all) the dispatcher times each op's whole routine on a
   // drained queue and sums it per op; the breakdown then shows that time per step.
@@ -112,29 +126,110 @@ run_result run_model(const run_options& opt) {
   r.platform_name = q.get_device().platform_name();
 
   auto t0 = clock::now();
-  const model_weights weights = opt.weights.empty() ? model_weights::random(config, opt.seed)
-                                                    : model_weights::load(config, opt.weights);
+  double cpu0 = cpu_seconds();
+  std::optional<checkpoint> ck;
+  model_config config;
+  if (!opt.model.empty()) {
+    ck = open_checkpoint(opt.model, parse_dtype(opt.dtype), opt.max_context);
+    config = ck->config;
+  } else {
+    config = preset(opt.preset);
+    config.weight_dtype = parse_dtype(opt.dtype);
+    config.validate();
+  }
+  r.dtype = dtype_name(config.weight_dtype);
+  const model_weights weights = ck                    ? std::move(ck->weights)
+                                : opt.weights.empty() ? model_weights::random(config, opt.seed)
+                                                      : model_weights::load(config, opt.weights);
   r.weights_seconds = seconds_since(t0);
+  r.weights_cpu_seconds = cpu_seconds() - cpu0;
   r.model_summary = weights.config().summary();
   if (!opt.save_weights.empty()) weights.save(opt.save_weights, dtype::f32);
+  if (!opt.save_model.empty()) save_hf_checkpoint(weights, opt.save_model);
 
-  r.prompt = opt.prompt.empty() ? random_prompt(opt.prompt_len, config.vocab_size, opt.seed)
-                                : parse_prompt(opt.prompt, config.vocab_size);
+  const tokenizer* tok = ck && ck->tok ? ck->tok.get() : nullptr;
+  decoder::controls controls;
+  if (!opt.prompt.empty()) {
+    if (!tok)
+      throw error(errc::invalid_argument, "prism-llm --prompt",
+                  opt.model.empty()
+                      ? "a text prompt needs a checkpoint with a tokenizer (--model DIR|FILE.gguf); "
+                        "--prompt-ids takes token ids"
+                      : fmt::format("'{}' has no tokenizer (tokenizer.json or GGUF tokenizer.ggml.*); "
+                                    "--prompt-ids takes token ids",
+                                    opt.model));
+    if (opt.chat) {
+      const auto format = detect_chat_format(ck->chat_template, *tok);
+      r.prompt = tok->encode(apply_chat_format(format, opt.system, opt.prompt), false);
+      for (const char* end : {"<|im_end|>", "<|eot_id|>"})
+        if (tok->token_id(end) >= 0) controls.stop_ids.push_back(tok->token_id(end));
+    } else {
+      r.prompt = tok->encode(opt.prompt, true);
+    }
+    if (r.prompt.empty())
+      throw error(errc::invalid_argument, "prism-llm --prompt", "the prompt encodes to no tokens");
+  } else if (opt.chat) {
+    throw error(errc::invalid_argument, "prism-llm --chat", "--chat needs --prompt \"text\"");
+  } else if (!opt.prompt_ids.empty()) {
+    r.prompt = parse_prompt(opt.prompt_ids, config.vocab_size);
+  } else {
+    r.prompt = random_prompt(opt.prompt_len, config.vocab_size, opt.seed);
+  }
+  if (!opt.ignore_eos)
+    for (auto id : config.eos_token_ids) controls.stop_ids.push_back(static_cast<std::int32_t>(id));
   const auto total = static_cast<std::int64_t>(r.prompt.size()) + opt.new_tokens;
   if (total > config.max_seq_len)
     throw error(errc::invalid_argument, "prism-llm",
-                fmt::format("prompt {} + new tokens {} = {} exceeds max_seq_len {} of preset '{}'",
-                            r.prompt.size(), opt.new_tokens, total, config.max_seq_len, config.name));
+                fmt::format("prompt {} + new tokens {} = {} exceeds max_seq_len {} of model '{}'{}",
+                            r.prompt.size(), opt.new_tokens, total, config.max_seq_len, config.name,
+                            opt.model.empty() ? "" : " (raise --max-context)"));
+  // Streaming: the text of the tokens so far, printed up to the last whole UTF-8 sequence (invalid
+  // bytes become U+FFFD, as in Hugging Face's decode); finish() prints what is left.
+  struct text_stream {
+    const tokenizer* tok;
+    std::vector<std::int32_t> generated;
+    std::size_t printed = 0;  // raw bytes of the decoded text already printed
+    void print_up_to(const std::string& raw, std::size_t end) {
+      if (end <= printed) return;
+      const auto text = unicode::to_valid_utf8(std::string_view(raw).substr(printed, end - printed));
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+      printed = end;
+    }
+    void push(std::int32_t id) {
+      generated.push_back(id);
+      const auto raw = tok->decode(generated, true);
+      print_up_to(raw, unicode::complete_utf8_prefix(raw));
+    }
+    void finish() {
+      const auto raw = tok->decode(generated, true);
+      print_up_to(raw, raw.size());
+      std::fputs("\n", stdout);
+    }
+  };
+  auto stream = std::make_shared<text_stream>(text_stream{tok, {}, 0});
+  // A fresh sampler per generation: every generation with one seed draws the same tokens.
+  auto controls_for = [&](sampler& s, bool streaming) {
+    decoder::controls c = controls;
+    c.chooser = &s;
+    if (streaming && tok && opt.stream && !opt.prompt.empty())
+      c.on_token = [stream](std::int32_t id) { stream->push(id); };
+    return c;
+  };
 
   t0 = clock::now();
+  cpu0 = cpu_seconds();
   decoder dec(q, weights);
   r.upload_seconds = seconds_since(t0);
+  r.upload_cpu_seconds = cpu_seconds() - cpu0;
 
   // Warm-up: builds every kernel variant the timed run needs (prefill and decode shapes).
   t0 = clock::now();
   for (int i = 0; i < opt.warmup_runs; ++i) {
     dec.reset();
-    dec.generate(r.prompt, std::min<std::int64_t>(opt.new_tokens, 3));
+    sampler s(opt.sampling);
+    const auto c = controls_for(s, false);
+    dec.generate(r.prompt, std::min<std::int64_t>(opt.new_tokens, 3), &c);
   }
   r.warmup_seconds = seconds_since(t0);
 
@@ -146,10 +241,15 @@ run_result run_model(const run_options& opt) {
                 fmt::format("got {}; expected >= 1", opt.repeat));
   r.repeat = opt.repeat;
   dec.reset();
-  auto gen = dec.generate(r.prompt, opt.new_tokens);
+  sampler first_sampler(opt.sampling);
+  const auto first_controls = controls_for(first_sampler, true);
+  auto gen = dec.generate(r.prompt, opt.new_tokens, &first_controls);
+  if (first_controls.on_token) stream->finish();
   for (int i = 1; i < opt.repeat; ++i) {  // best of N: the machine may be busy
     dec.reset();
-    const auto again = dec.generate(r.prompt, opt.new_tokens);
+    sampler s(opt.sampling);
+    const auto c = controls_for(s, false);
+    const auto again = dec.generate(r.prompt, opt.new_tokens, &c);
     gen.prefill_seconds = std::min(gen.prefill_seconds, again.prefill_seconds);
     gen.decode_seconds = std::min(gen.decode_seconds, again.decode_seconds);
   }
@@ -163,6 +263,9 @@ run_result run_model(const run_options& opt) {
     if (s.calls > 0) r.dispatch_stats.push_back(s);
   }
   r.tokens = gen.tokens;
+  r.stopped_at_eos = !gen.tokens.empty() && std::find(controls.stop_ids.begin(), controls.stop_ids.end(),
+                                                      gen.tokens.back()) != controls.stop_ids.end();
+  if (tok) r.text = unicode::to_valid_utf8(tok->decode(r.tokens, true));
   r.prefill_seconds = gen.prefill_seconds;
   r.decode_seconds = gen.decode_seconds;
 
@@ -188,11 +291,13 @@ run_result run_model(const run_options& opt) {
   }
 
   if (!opt.dump_path.empty()) {
-    nlohmann::json j = {{"preset", config.name},      {"dtype", r.dtype},       {"seed", opt.seed},
-                        {"weights", opt.weights},     {"prompt", r.prompt},     {"tokens", r.tokens},
-                        {"logits", gen.first_logits}, {"device", r.device_name}};
+    nlohmann::json j = {{"preset", config.name},      {"dtype", r.dtype},
+                        {"seed", opt.seed},           {"weights", opt.weights},
+                        {"prompt", r.prompt},         {"tokens", r.tokens},
+                        {"logits", gen.first_logits}, {"device", r.device_name},
+                        {"model", opt.model},         {"text", r.text}};
     std::ofstream f(opt.dump_path);
-    f << j.dump() << "\n";
+    f << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!f)
       throw error(errc::io_error, "prism-llm --dump-logits", fmt::format("cannot write '{}'", opt.dump_path));
   }
@@ -210,6 +315,7 @@ run_result run_model(const run_options& opt) {
     r.logits_tolerance = logits_tolerance(config.weight_dtype) * std::max(1.0, r.logits_max_abs_ref);
     ref.reset();
     r.reference_tokens = ref.generate(r.prompt, opt.new_tokens);
+    r.reference_tokens.resize(std::min(r.reference_tokens.size(), r.tokens.size()));  // prism stopped at EOS
     r.check_passed = r.logits_max_abs_diff <= r.logits_tolerance &&
                      (config.weight_dtype != dtype::f32 || r.reference_tokens == r.tokens);
   }
@@ -227,7 +333,9 @@ run_result run_model(const run_options& opt) {
                         {"decode_seconds", r.decode_seconds},
                         {"prefill_tokens_per_s", r.prefill_tokens_per_s()},
                         {"decode_tokens_per_s", r.decode_tokens_per_s()},
-                        {"tokens", r.tokens}};
+                        {"tokens", r.tokens},
+                        {"text", r.text},
+                        {"stopped_at_eos", r.stopped_at_eos}};
     nlohmann::json stats = nlohmann::json::array();
     for (const auto& s : r.dispatch_stats)
       stats.push_back({{"op", s.op},
@@ -238,7 +346,7 @@ run_result run_model(const run_options& opt) {
                        {"device_ns", s.time_ns}});
     j["dispatch"] = stats;
     std::ofstream f(opt.json_path);
-    f << j.dump(2) << "\n";
+    f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!f) throw error(errc::io_error, "prism-llm --json", fmt::format("cannot write '{}'", opt.json_path));
   }
   return r;
@@ -255,10 +363,18 @@ void print_report(const run_result& r, std::FILE* out) {
   };
   fmt::print(out, "model   {}\n", r.model_summary);
   fmt::print(out, "device  {} ({})\n", r.device_name, r.platform_name);
-  fmt::print(out, "setup   weights {:.2f} s, upload {:.2f} s, warm-up (kernel builds) {:.2f} s\n",
-             r.weights_seconds, r.upload_seconds, r.warmup_seconds);
+  fmt::print(
+      out,
+      "setup   weights {:.2f} s (cpu {:.2f} s), upload {:.2f} s (cpu {:.2f} s), warm-up (kernel builds) "
+      "{:.2f} s\n",
+      r.weights_seconds, r.weights_cpu_seconds, r.upload_seconds, r.upload_cpu_seconds, r.warmup_seconds);
   fmt::print(out, "prompt  {} tokens: {}\n", r.prompt.size(), ids(r.prompt));
-  fmt::print(out, "output  {} tokens: {}\n\n", r.tokens.size(), ids(r.tokens));
+  fmt::print(out, "output  {} tokens{}: {}\n", r.tokens.size(), r.stopped_at_eos ? " (stopped at EOS)" : "",
+             ids(r.tokens));
+  if (!r.text.empty() || r.stopped_at_eos)
+    fmt::print(out, "text    {}\n",
+               nlohmann::json(r.text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  fmt::print(out, "\n");
   fmt::print(out, "prefill {:5} tokens in {:8.3f} s = {:9.1f} tokens/s\n", r.prompt.size(), r.prefill_seconds,
              r.prefill_tokens_per_s());
   if (r.tokens.size() > 1)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "examples/llm/decoder.hpp"
+#include "examples/llm/sampling.hpp"
 #include "prism/dispatch.hpp"
 
 namespace prism::llm {
@@ -22,9 +23,19 @@ struct run_options {
   std::string backend;
   std::string weights;
   std::string save_weights;
-  std::uint64_t seed = 1;
+  std::string save_model;  ///< write a Hugging Face model folder of the weights in use
+  /// A Hugging Face model folder or a .gguf file: config, weights and tokenizer from it.
+  std::string model;
+  std::int64_t max_context = 4096;  ///< KV cache positions: min(this, max_position_embeddings)
+  std::uint64_t seed = 1;           ///< random weights and prompt, and the sampler
   std::int64_t prompt_len = 32;
-  std::string prompt;  ///< "1,2,3": explicit token ids
+  std::string prompt;      ///< text, tokenized with the checkpoint's tokenizer
+  std::string prompt_ids;  ///< "1,2,3": explicit token ids
+  bool chat = false;       ///< wrap the prompt in the checkpoint's chat format
+  std::string system;      ///< the chat's system message
+  bool ignore_eos = false;
+  bool stream = true;  ///< print the text as it is generated (text prompts)
+  sampling_options sampling;
   std::int64_t new_tokens = 32;
   int warmup_runs = 1;
   int repeat = 1;  ///< timed generations; the fastest prefill and decode are reported
@@ -41,7 +52,12 @@ struct run_result {
   std::string dtype;
   std::vector<std::int32_t> prompt;
   std::vector<std::int32_t> tokens;
+  std::string text;  ///< the generated tokens decoded, when the checkpoint has a tokenizer
+  bool stopped_at_eos = false;
   double weights_seconds = 0, upload_seconds = 0, warmup_seconds = 0;
+  /// CPU time (user + system, all threads) of the weight load and the upload: on a busy machine
+  /// the wall times above also hold the time spent waiting for a core.
+  double weights_cpu_seconds = 0, upload_cpu_seconds = 0;
   double prefill_seconds = 0, decode_seconds = 0;
   double prefill_tokens_per_s() const { return prefill_seconds > 0 ? prompt.size() / prefill_seconds : 0; }
   double decode_tokens_per_s() const {

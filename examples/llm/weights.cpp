@@ -1,14 +1,15 @@
 // Weight init, load and save for the decoder; names follow Hugging Face LlamaForCausalLM.
 #include "examples/llm/weights.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "examples/llm/safetensors.hpp"
 #include "prism/error.hpp"
+#include "prism/io/safetensors.hpp"
 
 namespace prism::llm {
 
@@ -137,9 +138,70 @@ model_weights model_weights::random(const model_config& config, std::uint64_t se
   return w;
 }
 
+namespace {
+
+[[noreturn]] void throw_problems(const std::vector<std::string>& problems, const std::string& path,
+                                 const model_config& config) {
+  std::string text;
+  const std::size_t shown = std::min<std::size_t>(problems.size(), 8);
+  for (std::size_t i = 0; i < shown; ++i) text += "\n  " + problems[i];
+  if (problems.size() > shown) text += fmt::format("\n  ... and {} more", problems.size() - shown);
+  throw error(errc::invalid_argument, "llm::model_weights::load",
+              fmt::format("'{}' does not match model '{}' ({}): {} problem(s):{}", path, config.name,
+                          config.summary(), problems.size(), text));
+}
+
+// The GGUF name of a Hugging Face Llama tensor name (llama.cpp's tensor map).
+std::string gguf_name(const std::string& hf) {
+  static const std::pair<const char*, const char*> layer_map[] = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},
+      {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+  };
+  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
+  if (hf == "model.norm.weight") return "output_norm.weight";
+  if (hf == "lm_head.weight") return "output.weight";
+  const std::string prefix = "model.layers.";
+  const auto dot = hf.find('.', prefix.size());
+  const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
+  const std::string rest = hf.substr(dot + 1);
+  for (const auto& [from, to] : layer_map)
+    if (rest == from) return "blk." + layer + "." + to;
+  return hf;
+}
+
+// Undoes llama.cpp's LlamaModel.permute: within each head, GGUF row i*2 + half holds Hugging
+// Face row half*(D/2) + i (rotary pairs interleaved for its non-NeoX RoPE).
+void unpermute_rows(host_tensor& t, std::int64_t heads) {
+  const std::int64_t rows = t.shape[0];
+  const std::int64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
+  const std::int64_t d = rows / heads, half = d / 2;
+  std::vector<float> out(t.values.size());
+  for (std::int64_t h = 0; h < heads; ++h)
+    for (std::int64_t i = 0; i < half; ++i)
+      for (std::int64_t part = 0; part < 2; ++part) {
+        const std::int64_t from = h * d + i * 2 + part, to = h * d + part * half + i;
+        std::copy_n(t.values.begin() + from * cols, cols, out.begin() + to * cols);
+      }
+  t.values = std::move(out);
+}
+
+}  // namespace
+
 model_weights model_weights::load(const model_config& config, const std::string& path) {
   config.validate();
-  safetensors_file file(path);
+  io::safetensors_checkpoint file(path);
   model_weights w;
   w.config_ = config;
   std::vector<std::string> problems;
@@ -165,29 +227,65 @@ model_weights model_weights::load(const model_config& config, const std::string&
     host_tensor t;
     t.shape = shape;
     t.values = view.to_floats();
-    for (auto& v : t.values) v = round_to(v, config.weight_dtype);
+    if (config.weight_dtype != dtype::f32)
+      for (auto& v : t.values) v = round_to(v, config.weight_dtype);
     w.tensors_.emplace(name, std::move(t));
   }
-  if (!problems.empty()) {
-    std::string text;
-    const std::size_t shown = std::min<std::size_t>(problems.size(), 8);
-    for (std::size_t i = 0; i < shown; ++i) text += "\n  " + problems[i];
-    if (problems.size() > shown) text += fmt::format("\n  ... and {} more", problems.size() - shown);
-    throw error(errc::invalid_argument, "llm::model_weights::load",
-                fmt::format("'{}' does not match model '{}' ({}): {} problem(s):{}", path, config.name,
-                            config.summary(), problems.size(), text));
+  if (!problems.empty()) throw_problems(problems, path, config);
+  return w;
+}
+
+model_weights model_weights::load_gguf(const model_config& config, const io::gguf_file& file) {
+  config.validate();
+  model_weights w;
+  w.config_ = config;
+  const bool permuted = config.architecture == "llama" || config.architecture == "mistral";
+  std::vector<std::string> problems;
+  for (const auto& [name, shape] : expected(config)) {
+    const std::string gname = gguf_name(name);
+    if (!file.contains(gname)) {
+      if (name == "lm_head.weight") {
+        w.config_.tie_embeddings = true;
+        continue;
+      }
+      problems.push_back(
+          fmt::format("missing '{}' (for {}, expected shape {})", gname, name, fmt::join(shape, "x")));
+      continue;
+    }
+    const auto& info = file.get(gname);
+    if (info.shape != shape) {
+      problems.push_back(fmt::format("'{}' has shape {}, the config needs {}", gname,
+                                     fmt::join(info.shape, "x"), fmt::join(shape, "x")));
+      continue;
+    }
+    if (!io::gguf_type_dequantizable(info.type)) {
+      problems.push_back(fmt::format("'{}' is {}; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1", gname,
+                                     io::gguf_type_name(info.type)));
+      continue;
+    }
+    host_tensor t;
+    t.shape = shape;
+    t.values = file.dequantize(gname);
+    if (permuted && (name.ends_with("q_proj.weight") || name.ends_with("q_proj.bias")))
+      unpermute_rows(t, config.num_heads);
+    if (permuted && (name.ends_with("k_proj.weight") || name.ends_with("k_proj.bias")))
+      unpermute_rows(t, config.num_kv_heads);
+    if (config.weight_dtype != dtype::f32)
+      for (auto& v : t.values) v = round_to(v, config.weight_dtype);
+    w.tensors_.emplace(name, std::move(t));
   }
+  if (!problems.empty()) throw_problems(problems, file.path(), config);
   return w;
 }
 
 void model_weights::save(const std::string& path, dtype type) const {
-  std::vector<safetensor_data> list;
+  std::vector<io::safetensor_data> list;
   for (const auto& [name, shape] : expected(config_)) {
     if (name == "lm_head.weight" && !tensors_.count(name)) continue;
     const auto& t = get(name);
     list.push_back({name, t.shape, t.values});
   }
-  write_safetensors(path, list, type, config_metadata(config_));
+  io::write_safetensors(path, list, type, config_metadata(config_));
 }
 
 const host_tensor& model_weights::get(const std::string& name) const {

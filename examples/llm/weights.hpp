@@ -1,5 +1,5 @@
 // Host-side model weights under their Hugging Face Llama names: seeded random init, loading from
-// and saving to safetensors. Values are f32, already rounded to the model dtype.
+// safetensors and GGUF, saving to safetensors. Values are f32, already rounded to the model dtype.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "examples/llm/model_config.hpp"
+#include "prism/io/gguf.hpp"
 
 namespace prism::llm {
 
@@ -30,10 +31,16 @@ class model_weights {
   /// depends only on (seed, name). Values are rounded to config.weight_dtype.
   static model_weights random(const model_config& config, std::uint64_t seed);
 
-  /// Reads every expected tensor from a safetensors file (F32/F16/BF16), converting to f32 and
-  /// rounding to config.weight_dtype. Throws prism::error naming each missing tensor or shape
+  /// Reads every expected tensor from a safetensors checkpoint (one file, or a Hugging Face
+  /// folder with model.safetensors or an index and its shards; F32/F16/BF16), converting to f32
+  /// and rounding to config.weight_dtype. Throws prism::error naming each missing tensor or shape
   /// mismatch. lm_head.weight falls back to the embedding when the file has none.
   static model_weights load(const model_config& config, const std::string& path);
+  /// Reads every expected tensor from a GGUF file under llama.cpp's names (token_embd,
+  /// blk.N.attn_q, ...), dequantized (F32, F16, BF16, Q8_0, Q4_0, Q4_1) and rounded to
+  /// config.weight_dtype; for the llama architecture the q/k rows that llama.cpp's converter
+  /// interleaved are put back in Hugging Face's order. Errors as load().
+  static model_weights load_gguf(const model_config& config, const io::gguf_file& file);
 
   /// Writes the weights as safetensors in `type`, with the config in __metadata__.
   void save(const std::string& path, dtype type) const;

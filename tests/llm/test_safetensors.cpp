@@ -6,12 +6,17 @@
 #include <filesystem>
 #include <fstream>
 
-#include "examples/llm/safetensors.hpp"
 #include "examples/llm/weights.hpp"
 #include "prism/error.hpp"
+#include "prism/io/safetensors.hpp"
 
 namespace prism::llm {
 namespace {
+
+using io::safetensor_data;
+using io::safetensors_dtype_name;
+using io::safetensors_file;
+using io::write_safetensors;
 
 std::string temp_path(const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() / ("prism_llm_test_" + std::to_string(::getpid()));
@@ -100,7 +105,7 @@ TEST(Safetensors, RejectsBrokenFilesWithReasons) {
   const auto ints =
       write_raw("ints.safetensors", R"({"w":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})", 4);
   safetensors_file ints_file(ints);
-  EXPECT_NE(error_text([&] { ints_file.get("w").to_floats(); }).find("supported: F32, F16, BF16"),
+  EXPECT_NE(error_text([&] { ints_file.get("w").to_floats(); }).find("supported as floats: F32, F16, BF16"),
             std::string::npos);
   EXPECT_NE(error_text([&] { ints_file.get("nope"); }).find("'nope' is missing"), std::string::npos);
 }

@@ -1,0 +1,339 @@
+// safetensors reading and writing; format: u64 little-endian header length N, N bytes of JSON
+// {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}, then the data.
+#include "prism/io/safetensors.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "prism/error.hpp"
+
+namespace prism::io {
+
+namespace {
+
+// Header sizes beyond this are refused before parsing: real headers are a few MB at most.
+constexpr std::uint64_t max_header_bytes = 256ull << 20;
+constexpr std::size_t max_dims = 8;
+
+std::size_t dtype_bytes(const std::string& name) {
+  if (name == "F64" || name == "I64" || name == "U64") return 8;
+  if (name == "F32" || name == "I32" || name == "U32") return 4;
+  if (name == "F16" || name == "BF16" || name == "I16" || name == "U16") return 2;
+  if (name == "I8" || name == "U8" || name == "BOOL" || name == "F8_E4M3" || name == "F8_E5M2") return 1;
+  return 0;
+}
+
+constexpr const char* known_dtypes =
+    "F64, F32, F16, BF16, I64, I32, I16, I8, U64, U32, U16, U8, BOOL, F8_E4M3, F8_E5M2";
+
+}  // namespace
+
+std::int64_t safetensor_view::numel() const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::optional<prism::dtype> safetensor_view::prism_dtype() const {
+  if (dtype == "F32") return prism::dtype::f32;
+  if (dtype == "F16") return prism::dtype::f16;
+  if (dtype == "BF16") return prism::dtype::bf16;
+  if (dtype == "I32") return prism::dtype::i32;
+  if (dtype == "I64") return prism::dtype::i64;
+  if (dtype == "BOOL") return prism::dtype::boolean;
+  return std::nullopt;
+}
+
+std::vector<float> safetensor_view::to_floats() const {
+  const auto n = static_cast<std::size_t>(numel());
+  std::vector<float> out;
+  if (dtype == "F32") {
+    // One pass over fresh memory (no zero-fill first) when the data is float-aligned.
+    const auto* first = reinterpret_cast<const float*>(data.data());
+    if (reinterpret_cast<std::uintptr_t>(first) % alignof(float) == 0) {
+      out.assign(first, first + n);
+    } else {
+      out.resize(n);
+      if (n) std::memcpy(out.data(), data.data(), n * 4);
+    }
+  } else if (dtype == "F16" || dtype == "BF16") {
+    out.resize(n);
+    const bool half = dtype == "F16";
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint16_t bits;
+      std::memcpy(&bits, data.data() + 2 * i, 2);
+      out[i] = half ? half_to_float(bits) : bf16_to_float(bits);
+    }
+  } else {
+    throw error(errc::unsupported, "io::safetensors",
+                fmt::format("tensor '{}' has dtype {}; supported as floats: F32, F16, BF16", name, dtype));
+  }
+  return out;
+}
+
+safetensors_file::safetensors_file(const std::string& path)
+    : safetensors_file(std::make_shared<const mapped_file>(path)) {}
+
+safetensors_file safetensors_file::parse(std::span<const std::byte> bytes, const std::string& label) {
+  return safetensors_file(std::make_shared<const mapped_file>(bytes, label));
+}
+
+safetensors_file::safetensors_file(std::shared_ptr<const mapped_file> file) : file_(std::move(file)) {
+  const char* op = "io::safetensors_file";
+  const auto bytes = file_->bytes();
+  const std::string& path = file_->path();
+  if (bytes.size() < 8)
+    throw error(errc::config_error, op,
+                fmt::format("'{}' is {} bytes; a safetensors file starts with an 8-byte header length", path,
+                            bytes.size()));
+  std::uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<std::uint8_t>(bytes[i]);
+  if (header_len > bytes.size() - 8 || header_len > max_header_bytes)
+    throw error(errc::config_error, op,
+                fmt::format("'{}': header length {} exceeds the file size {} or the limit of {} bytes (not a "
+                            "safetensors file?)",
+                            path, header_len, bytes.size(), max_header_bytes));
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(reinterpret_cast<const char*>(bytes.data() + 8),
+                                   reinterpret_cast<const char*>(bytes.data() + 8 + header_len));
+  } catch (const nlohmann::json::exception& e) {
+    throw error(errc::config_error, op, fmt::format("'{}': header is not valid JSON: {}", path, e.what()));
+  }
+  if (!header.is_object())
+    throw error(errc::config_error, op, fmt::format("'{}': header must be a JSON object", path));
+  const std::byte* data = bytes.data() + 8 + header_len;
+  const std::uint64_t data_size = bytes.size() - 8 - header_len;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object())
+        throw error(errc::config_error, op, fmt::format("'{}': __metadata__ must be an object", path));
+      for (auto m = it->begin(); m != it->end(); ++m)
+        metadata_[m.key()] = m->is_string() ? m->get<std::string>() : m->dump();
+      continue;
+    }
+    const auto& entry = *it;
+    auto bad = [&](const std::string& what) {
+      return error(errc::config_error, op, fmt::format("'{}': tensor '{}': {}", path, it.key(), what));
+    };
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+        !entry.contains("data_offsets"))
+      throw bad("entry needs dtype, shape and data_offsets");
+    safetensor_view v;
+    v.name = it.key();
+    if (!entry["dtype"].is_string()) throw bad("dtype must be a string");
+    v.dtype = entry["dtype"].get<std::string>();
+    const std::size_t elem = dtype_bytes(v.dtype);
+    if (elem == 0) throw bad(fmt::format("unknown dtype '{}'; valid: {}", v.dtype, known_dtypes));
+    const auto& shape = entry["shape"];
+    if (!shape.is_array() || shape.size() > max_dims)
+      throw bad("shape must be an array of at most 8 extents");
+    // Element count, bounded by the data size so that no product overflows.
+    std::uint64_t numel = 1;
+    bool zero = false, too_big = false;
+    for (const auto& d : shape) {
+      if (!d.is_number_unsigned()) throw bad("shape entries must be integers >= 0");
+      const auto extent = d.get<std::uint64_t>();
+      if (extent == 0)
+        zero = true;
+      else if (numel > data_size / extent)
+        too_big = true;
+      else
+        numel *= extent;
+      v.shape.push_back(static_cast<std::int64_t>(std::min<std::uint64_t>(extent, INT64_MAX)));
+    }
+    if (zero) numel = 0;
+    const auto& off = entry["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      throw bad("data_offsets must be [begin, end], integers >= 0");
+    const auto begin = off[0].get<std::uint64_t>();
+    const auto end = off[1].get<std::uint64_t>();
+    if (begin > end || end > data_size)
+      throw bad(
+          fmt::format("data_offsets [{}, {}] outside the data section of {} bytes", begin, end, data_size));
+    if ((too_big && !zero) || end - begin != numel * elem)
+      throw bad(
+          fmt::format("shape {} of {} needs {} bytes, data_offsets give {}", shape.dump(), v.dtype,
+                      too_big && !zero ? std::string("more than the file's") : std::to_string(numel * elem),
+                      end - begin));
+    v.data = std::span<const std::byte>(data + begin, end - begin);
+    tensors_.emplace(v.name, std::move(v));
+  }
+}
+
+const safetensor_view& safetensors_file::get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end())
+    throw error(errc::not_found, "io::safetensors_file",
+                fmt::format("tensor '{}' is missing from '{}' ({} tensors in the file)", name, path(),
+                            tensors_.size()));
+  return it->second;
+}
+
+std::vector<std::string> safetensors_file::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, v] : tensors_) out.push_back(name);
+  return out;
+}
+
+namespace {
+
+tensor load_view(const queue& q, const safetensor_view& v, std::optional<prism::dtype> as,
+                 const std::string& path) {
+  const auto own = v.prism_dtype();
+  const prism::dtype target = as.value_or(own.value_or(prism::dtype::f32));
+  if (!as && !own)
+    throw error(
+        errc::unsupported, "io::safetensors load",
+        fmt::format("'{}': tensor '{}' has dtype {}, which prism has no type for; valid: F32, F16, BF16, "
+                    "I32, I64, BOOL",
+                    path, v.name, v.dtype));
+  const dims shape(std::span<const std::int64_t>(v.shape));
+  if (own && *own == target) return tensor::from_host(q, v.data.data(), shape, target);
+  if (!is_floating(target) || !own || !is_floating(*own))
+    throw error(errc::unsupported, "io::safetensors load",
+                fmt::format("'{}': tensor '{}' of dtype {} cannot be loaded as {}; conversions are between "
+                            "F32, F16 and BF16",
+                            path, v.name, v.dtype, dtype_name(target)));
+  const auto values = v.to_floats();
+  return tensor::from_floats(q, values, shape, target);
+}
+
+}  // namespace
+
+tensor safetensors_file::load(const queue& q, const std::string& name, std::optional<prism::dtype> as) const {
+  return load_view(q, get(name), as, path());
+}
+
+safetensors_checkpoint::safetensors_checkpoint(const std::string& path) : path_(path) {
+  namespace fs = std::filesystem;
+  const char* op = "io::safetensors_checkpoint";
+  if (!fs::is_directory(path)) {
+    shards_.emplace_back(path);
+  } else if (fs::exists(fs::path(path) / "model.safetensors.index.json")) {
+    const auto index_path = (fs::path(path) / "model.safetensors.index.json").string();
+    std::ifstream in(index_path);
+    nlohmann::json index;
+    try {
+      index = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw error(errc::config_error, op, fmt::format("'{}' is not valid JSON: {}", index_path, e.what()));
+    }
+    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+      throw error(errc::config_error, op, fmt::format("'{}' has no \"weight_map\" object", index_path));
+    std::map<std::string, std::size_t> shard_of_file;
+    for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
+      if (!it->is_string())
+        throw error(errc::config_error, op,
+                    fmt::format("'{}': weight_map[\"{}\"] must be a file name", index_path, it.key()));
+      const auto file = it->get<std::string>();
+      if (file.find('/') != std::string::npos || file == "..")
+        throw error(errc::config_error, op,
+                    fmt::format("'{}': shard '{}' of tensor '{}' must be a file in the same folder",
+                                index_path, file, it.key()));
+      auto [pos, added] = shard_of_file.emplace(file, shards_.size());
+      if (added) shards_.emplace_back((fs::path(path) / file).string());
+      if (!shards_[pos->second].contains(it.key()))
+        throw error(
+            errc::config_error, op,
+            fmt::format("'{}' puts tensor '{}' in '{}', which does not hold it", index_path, it.key(), file));
+      where_[it.key()] = pos->second;
+    }
+    return;
+  } else if (fs::exists(fs::path(path) / "model.safetensors")) {
+    shards_.emplace_back((fs::path(path) / "model.safetensors").string());
+  } else {
+    throw error(errc::not_found, op,
+                fmt::format("'{}' holds neither model.safetensors nor model.safetensors.index.json", path));
+  }
+  for (const auto& name : shards_[0].names()) where_[name] = 0;
+}
+
+const safetensor_view& safetensors_checkpoint::get(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end())
+    throw error(errc::not_found, "io::safetensors_checkpoint",
+                fmt::format("tensor '{}' is missing from '{}' ({} tensors in {} file(s))", name, path_,
+                            where_.size(), shards_.size()));
+  return shards_[it->second].get(name);
+}
+
+std::vector<std::string> safetensors_checkpoint::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, i] : where_) out.push_back(name);
+  return out;
+}
+
+tensor safetensors_checkpoint::load(const queue& q, const std::string& name,
+                                    std::optional<prism::dtype> as) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) get(name);  // throws the not_found error
+  return shards_[it->second].load(q, name, as);
+}
+
+const char* safetensors_dtype_name(prism::dtype t) {
+  switch (t) {
+    case prism::dtype::f32:
+      return "F32";
+    case prism::dtype::f16:
+      return "F16";
+    case prism::dtype::bf16:
+      return "BF16";
+    default:
+      throw error(errc::invalid_argument, "io::write_safetensors",
+                  fmt::format("dtype {} cannot be written; valid: f32, f16, bf16", dtype_name(t)));
+  }
+}
+
+void write_safetensors(const std::string& path, const std::vector<safetensor_data>& tensors,
+                       prism::dtype type, const std::map<std::string, std::string>& metadata) {
+  const char* type_name = safetensors_dtype_name(type);
+  const std::size_t elem = dtype_size(type);
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    std::int64_t n = 1;
+    for (auto d : t.shape) n *= d;
+    if (static_cast<std::size_t>(n) != t.values.size())
+      throw error(errc::invalid_argument, "io::write_safetensors",
+                  fmt::format("tensor '{}': shape {} holds {} elements, got {} values", t.name,
+                              nlohmann::json(t.shape).dump(), n, t.values.size()));
+    header[t.name] = {
+        {"dtype", type_name}, {"shape", t.shape}, {"data_offsets", {offset, offset + n * elem}}};
+    offset += n * elem;
+  }
+  std::string text = header.dump();
+  while (text.size() % 8 != 0) text.push_back(' ');  // keeps the data section 8-byte aligned
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw error(errc::io_error, "io::write_safetensors", fmt::format("cannot write '{}'", path));
+  std::uint64_t len = text.size();
+  unsigned char len_bytes[8];
+  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(len >> (8 * i));
+  out.write(reinterpret_cast<const char*>(len_bytes), 8);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  std::vector<char> chunk;
+  for (const auto& t : tensors) {
+    chunk.resize(t.values.size() * elem);
+    for (std::size_t i = 0; i < t.values.size(); ++i) {
+      if (type == prism::dtype::f32) {
+        std::memcpy(chunk.data() + 4 * i, &t.values[i], 4);
+      } else {
+        const std::uint16_t bits =
+            type == prism::dtype::f16 ? float_to_half(t.values[i]) : float_to_bf16(t.values[i]);
+        std::memcpy(chunk.data() + 2 * i, &bits, 2);
+      }
+    }
+    out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+  }
+  out.close();
+  if (!out) throw error(errc::io_error, "io::write_safetensors", fmt::format("writing '{}' failed", path));
+}
+
+}  // namespace prism::io

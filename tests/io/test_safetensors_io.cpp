@@ -1,0 +1,87 @@
+// safetensors through the public API: parsing borrowed bytes, loading into prism tensors (same
+// type: no conversion; f32 -> bf16), and sharded checkpoints with their index.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+
+#include "prism/error.hpp"
+#include "prism/io/safetensors.hpp"
+#include "prism/runtime.hpp"
+
+namespace prism::io {
+namespace {
+
+std::filesystem::path temp_dir(const std::string& name) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("prism_io_test_" + std::to_string(::getpid())) / name;
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+template <class F>
+std::string error_text(F&& f) {
+  try {
+    f();
+  } catch (const prism::error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+queue& test_queue() {
+  static auto* q = new queue();
+  return *q;
+}
+
+TEST(SafetensorsIo, ParsesBorrowedBytesAndLoadsTensors) {
+  const auto path = (temp_dir("bytes") / "a.safetensors").string();
+  const std::vector<float> w = {1.0f, -2.0f, 3.5f, 0.25f, 5.0f, -6.0f};
+  write_safetensors(path, {{"w", {2, 3}, w}}, dtype::f32);
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto file = safetensors_file::parse(std::as_bytes(std::span(raw)), "in-memory");
+  EXPECT_EQ(file.get("w").shape, (std::vector<std::int64_t>{2, 3}));
+  const tensor t = file.load(test_queue(), "w");
+  EXPECT_EQ(t.type(), dtype::f32);
+  EXPECT_EQ(t.shape(), (dims{2, 3}));
+  EXPECT_EQ(t.to_floats(test_queue()), w);
+  const tensor b = file.load(test_queue(), "w", dtype::bf16);
+  EXPECT_EQ(b.type(), dtype::bf16);
+  EXPECT_EQ(b.to_floats(test_queue()), w);  // all exact in bf16
+  // Truncated bytes: the error names the label.
+  const auto text =
+      error_text([&] { safetensors_file::parse(std::as_bytes(std::span(raw)).first(20), "cut"); });
+  EXPECT_NE(text.find("'cut'"), std::string::npos) << text;
+}
+
+TEST(SafetensorsIo, ShardedCheckpointFindsEachTensorInItsShard) {
+  const auto dir = temp_dir("sharded");
+  const std::vector<float> a = {1, 2}, b = {3, 4, 5};
+  write_safetensors((dir / "model-00001-of-00002.safetensors").string(), {{"a", {2}, a}}, dtype::f32);
+  write_safetensors((dir / "model-00002-of-00002.safetensors").string(), {{"b", {3}, b}}, dtype::f16);
+  std::ofstream(dir / "model.safetensors.index.json")
+      << R"({"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors",
+             "b": "model-00002-of-00002.safetensors"}})";
+  const safetensors_checkpoint ck(dir.string());
+  EXPECT_EQ(ck.shards().size(), 2u);
+  EXPECT_EQ(ck.names(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(ck.get("a").to_floats(), a);
+  EXPECT_EQ(ck.get("b").dtype, "F16");
+  EXPECT_EQ(ck.load(test_queue(), "b", dtype::f32).to_floats(test_queue()), b);
+  EXPECT_NE(error_text([&] { ck.get("c"); }).find("tensor 'c' is missing"), std::string::npos);
+
+  std::ofstream(dir / "model.safetensors.index.json")
+      << R"({"weight_map": {"a": "model-00002-of-00002.safetensors"}})";
+  const auto text = error_text([&] { safetensors_checkpoint bad(dir.string()); });
+  EXPECT_NE(text.find("puts tensor 'a' in 'model-00002-of-00002.safetensors', which does not hold it"),
+            std::string::npos)
+      << text;
+  const auto empty = temp_dir("empty");
+  EXPECT_NE(error_text([&] { safetensors_checkpoint none(empty.string()); }).find("holds neither"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace prism::io

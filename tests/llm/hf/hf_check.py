@@ -1,0 +1,270 @@
+"""Checks prism-llm against Hugging Face on checkpoints this script writes (nothing downloaded):
+  logits ARCH      random transformers checkpoint (llama, qwen2, qwen3, mistral, llama-sharded,
+                   llama-rope-llama3, llama-rope-linear): next-token logits within 2e-4 of max
+                   |logit| and identical greedy ids; with a trained tokenizer, --prompt "text"
+                   encodes to Hugging Face's ids
+  tokenizer KIND   tokenizer trained with `tokenizers` (gpt2, llama3, qwen2, smollm, llama2): ids
+                   equal to Hugging Face's on every line of a multilingual text and on the whole
+                   text, and decode(encode(text)) == text
+  gguf TYPE        the llama and qwen2 checkpoints written as GGUF with the `gguf` package in TYPE
+                   (F32, F16, Q8_0, Q4_0) with the tokenizer embedded: logits against transformers
+                   run on the same weights dequantized (so the bound stays 2e-4), identical greedy
+                   ids; against the original weights, no further than the quantization moves
+                   transformers' own logits; the embedded tokenizer's ids
+Usage: python hf_check.py PRISM_LLM WORKDIR {logits|tokenizer|gguf} NAME...
+(one process for several names: importing torch and transformers is most of a check's time)"""
+import json
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+import common  # noqa: E402
+
+
+def make_model(arch, seed=0):
+    import torch
+    import transformers as tf
+    torch.manual_seed(seed)
+    base = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                rms_norm_eps=1e-5, initializer_range=0.25, bos_token_id=1, eos_token_id=2)
+    if arch.startswith("llama"):
+        if arch == "llama-rope-llama3":
+            base["rope_scaling"] = dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                        original_max_position_embeddings=32)
+        elif arch == "llama-rope-linear":
+            base["rope_scaling"] = dict(rope_type="linear", factor=2.0)
+        cfg = tf.LlamaConfig(**base, rope_theta=10000.0, tie_word_embeddings=False)
+        model = tf.LlamaForCausalLM(cfg)
+    elif arch == "mistral":
+        cfg = tf.MistralConfig(**base, rope_theta=10000.0, sliding_window=None, tie_word_embeddings=False)
+        model = tf.MistralForCausalLM(cfg)
+    elif arch == "qwen2":
+        cfg = tf.Qwen2Config(**base, rope_theta=1000000.0, tie_word_embeddings=True)
+        model = tf.Qwen2ForCausalLM(cfg)
+    elif arch == "qwen3":
+        cfg = tf.Qwen3Config(**base, head_dim=32, rope_theta=1000000.0, tie_word_embeddings=True)
+        model = tf.Qwen3ForCausalLM(cfg)
+    else:
+        raise SystemExit(f"unknown arch {arch}")
+    # Norm weights away from 1 so that a dropped or misplaced norm shows.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.uniform_(0.7, 1.3)
+            elif name.endswith("bias"):
+                p.uniform_(-0.2, 0.2)
+    return model.float().eval()
+
+
+def check_logits(prism_llm, work, arch):
+    model = make_model(arch)
+    folder = os.path.join(work, arch)
+    shutil.rmtree(folder, ignore_errors=True)
+    # The sharded variant: small shards and model.safetensors.index.json.
+    model.save_pretrained(folder, max_shard_size="100KB" if arch.endswith("sharded") else "2GB")
+    files = sorted(os.listdir(folder))
+    print(f"{arch}: wrote {', '.join(files)}")
+    if arch.endswith("sharded") and "model.safetensors.index.json" not in files:
+        raise SystemExit("the sharded checkpoint has no index")
+    want_logits, want_ids = common.hf_generate(model)
+    _, got_logits, got_ids = common.prism_generate(prism_llm, folder, work)
+    common.compare_logits(arch, got_logits, want_logits)
+    print(f"{arch}: greedy ids prism {got_ids} transformers {want_ids}")
+    if got_ids != want_ids:
+        raise SystemExit(f"{arch}: greedy ids differ")
+    if arch in ("llama", "qwen2"):  # text in, text out, with the checkpoint's own tokenizer
+        tok = common.train_tokenizer("llama3" if arch == "llama" else "qwen2")
+        tok.save(os.path.join(folder, "tokenizer.json"))
+        prompt = "Le cœur a ses raisons, 敏捷的棕色狐狸!"
+        dump = os.path.join(work, "text.json")
+        out = common.run([prism_llm, "--model", folder, "--prompt", prompt, "--new-tokens", "6", "--warmup", "0",
+                          "--breakdown-steps", "0", "--ignore-eos", "--dump-logits", dump])
+        with open(dump) as f:
+            d = json.load(f)
+        want_prompt = tok.encode(prompt).ids
+        if d["prompt"] != want_prompt:
+            raise SystemExit(f"{arch}: prompt ids {d['prompt']} != Hugging Face's {want_prompt}")
+        _, want_ids = common.hf_generate(model, want_prompt, 6)
+        if d["tokens"] != want_ids:
+            raise SystemExit(f"{arch}: text-prompt greedy ids {d['tokens']} != {want_ids}")
+        if d["text"] != tok.decode(want_ids, skip_special_tokens=True):
+            raise SystemExit(f"{arch}: text {d['text']!r} != {tok.decode(want_ids, skip_special_tokens=True)!r}")
+        if d["text"] not in out:
+            raise SystemExit(f"{arch}: the streamed output lacks the text {d['text']!r}:\n{out}")
+        print(f"{arch}: --prompt text: ids equal to Hugging Face's, text {d['text']!r}")
+
+
+def check_tokenizer(prism_llm, work, kind):
+    tok = common.train_tokenizer(kind)
+    path = os.path.join(work, f"tokenizer-{kind}.json")
+    tok.save(path)
+    text_path = os.path.join(work, "text.txt")
+    with open(text_path, "w", encoding="utf-8") as f:
+        f.write(common.TEXT)
+    got = json.loads(common.run([prism_llm, "--tokenizer", path, "--tokenize", text_path]))
+    lines = [line for line in common.TEXT.split("\n") if line]
+    if len(got["lines"]) != len(lines):
+        raise SystemExit(f"{kind}: {len(got['lines'])} lines from prism, {len(lines)} written")
+    bad = 0
+    for line, g in zip(lines + [common.TEXT], got["lines"] + [got["whole"]]):
+        want = tok.encode(line, add_special_tokens=False).ids
+        want_special = tok.encode(line).ids
+        if g["ids"] != want or g["ids_special"] != want_special:
+            bad += 1
+            print(f"{kind}: MISMATCH on {line[:40]!r}:\n  prism {g['ids']}\n  hf    {want}")
+        if g["decoded"] != line:
+            bad += 1
+            print(f"{kind}: decode(encode(x)) != x: {g['decoded'][:60]!r} vs {line[:60]!r}")
+    if bad:
+        raise SystemExit(f"{kind}: {bad} mismatches")
+    print(f"{kind}: {len(lines)} lines and the whole text ({len(got['whole']['ids'])} tokens, "
+          f"pre-tokenizer {got['pre_tokenizer']}): ids equal to Hugging Face's, round trip exact")
+
+
+def write_gguf(model, arch, qtype, path, tok):
+    """The checkpoint as llama.cpp's converter writes it: llama names, q/k rows permuted for the
+    llama architecture, 1-D tensors in F32, the tokenizer as tokenizer.ggml.*. Returns the
+    state dict as the file holds it, dequantized and in Hugging Face's layout."""
+    import gguf
+    import numpy as np
+    import torch
+    cfg = model.config
+    gtype = {"F32": gguf.GGMLQuantizationType.F32, "F16": gguf.GGMLQuantizationType.F16,
+             "Q8_0": gguf.GGMLQuantizationType.Q8_0, "Q4_0": gguf.GGMLQuantizationType.Q4_0}[qtype]
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(f"prism-test-{arch}")
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_rope_freq_base(float(model.config.rope_parameters["rope_theta"]) if hasattr(model.config, "rope_parameters")
+                         and model.config.rope_parameters else float(cfg.rope_theta))
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_file_type(int(gtype) if qtype != "F32" else 0)
+    # Tokenizer: the gpt2 model of llama.cpp, with the pre-tokenizer named.
+    j = json.loads(tok.to_str())
+    vocab = j["model"]["vocab"]
+    for a in j["added_tokens"]:
+        vocab[a["content"]] = a["id"]
+    tokens = [None] * cfg.vocab_size
+    types = [gguf.TokenType.UNUSED] * cfg.vocab_size
+    for t, i in vocab.items():
+        tokens[i] = t
+        types[i] = gguf.TokenType.NORMAL
+    for a in j["added_tokens"]:
+        types[a["id"]] = gguf.TokenType.CONTROL
+    for i, t in enumerate(tokens):
+        if t is None:
+            tokens[i] = f"[PAD{i}]"
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("llama-bpe" if arch == "llama" else "qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in j["model"]["merges"]])
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(False)
+
+    def permute(x, heads):
+        return x.reshape(heads, 2, x.shape[0] // heads // 2, *x.shape[1:]).swapaxes(1, 2).reshape(x.shape)
+
+    def unpermute(x, heads):
+        return x.reshape(heads, x.shape[0] // heads // 2, 2, *x.shape[1:]).swapaxes(1, 2).reshape(x.shape)
+
+    names = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+             "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+             "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
+             "self_attn.v_proj.bias": "attn_v.bias", "self_attn.o_proj.weight": "attn_output.weight",
+             "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
+             "post_attention_layernorm.weight": "ffn_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
+             "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+    as_stored = {}
+    for name, t in model.state_dict().items():
+        if name == "lm_head.weight" and cfg.tie_word_embeddings:
+            continue
+        x = t.detach().float().numpy()
+        if name == "model.embed_tokens.weight":
+            gname = "token_embd.weight"
+        elif name == "model.norm.weight":
+            gname = "output_norm.weight"
+        elif name == "lm_head.weight":
+            gname = "output.weight"
+        else:
+            parts = name.split(".")
+            gname = f"blk.{parts[2]}." + names[".".join(parts[3:])]
+        permuted = arch == "llama" and (".attn_q." in gname or ".attn_k." in gname)
+        heads = cfg.num_attention_heads if ".attn_q." in gname else cfg.num_key_value_heads
+        if permuted:
+            x = permute(x, heads)
+        kind = gtype if x.ndim == 2 else gguf.GGMLQuantizationType.F32
+        data = gguf.quants.quantize(x, kind) if kind != gguf.GGMLQuantizationType.F32 else x
+        w.add_tensor(gname, data, raw_dtype=kind)
+        back = gguf.quants.dequantize(data, kind) if kind != gguf.GGMLQuantizationType.F32 else x
+        back = np.asarray(back, dtype=np.float32).reshape(x.shape)
+        as_stored[name] = torch.from_numpy(unpermute(back, heads) if permuted else back)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    if cfg.tie_word_embeddings:
+        as_stored["lm_head.weight"] = as_stored["model.embed_tokens.weight"]
+    return as_stored
+
+
+def check_gguf(prism_llm, work, qtype):
+    import copy
+    for arch in ("llama", "qwen2"):
+        model = make_model(arch)
+        tok = common.train_tokenizer("llama3" if arch == "llama" else "qwen2")
+        path = os.path.join(work, f"{arch}-{qtype}.gguf")
+        stored = write_gguf(model, arch, qtype, path, tok)
+        same = copy.deepcopy(model)
+        same.load_state_dict(stored, strict=False)
+        want_logits, want_ids = common.hf_generate(same)
+        _, got_logits, got_ids = common.prism_generate(prism_llm, path, work)
+        common.compare_logits(f"{arch} {qtype} vs transformers on the dequantized weights", got_logits, want_logits)
+        if got_ids != want_ids:
+            raise SystemExit(f"{arch} {qtype}: greedy ids {got_ids} != {want_ids}")
+        # Against the original f32 weights: prism's error is the quantization's, as transformers
+        # measures it on the same dequantized weights.
+        orig_logits, _ = common.hf_generate(model, steps=1)
+        import numpy as np
+        err = float(np.max(np.abs(np.asarray(got_logits) - orig_logits)))
+        quant_err = float(np.max(np.abs(np.asarray(want_logits) - orig_logits)))
+        scale = float(np.max(np.abs(orig_logits)))
+        print(f"{arch} {qtype}: ids {got_ids} identical; vs the original weights max |diff| {err:.3g} "
+              f"(transformers on the dequantized weights: {quant_err:.3g}) of max |logit| {scale:.3g}")
+        if err > quant_err + 2e-4 * max(1.0, scale):
+            raise SystemExit(f"{arch} {qtype}: {err} from the original logits exceeds the quantization's {quant_err}")
+        text = "It's 2026; 你好，世界！"
+        got = json.loads(common.run([prism_llm, "--tokenizer", path, "--tokenize",
+                                     _write(work, "gguf-text.txt", text)]))
+        if got["whole"]["ids"] != tok.encode(text, add_special_tokens=False).ids:
+            raise SystemExit(f"{arch} {qtype}: GGUF tokenizer ids {got['whole']['ids']} != "
+                             f"{tok.encode(text, add_special_tokens=False).ids}")
+
+
+def _write(work, name, text):
+    path = os.path.join(work, name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+def main():
+    prism_llm, work, what, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+    import torch
+    torch.set_num_threads(2)
+    for name in names:
+        os.makedirs(os.path.join(work, name), exist_ok=True)
+        {"logits": check_logits, "tokenizer": check_tokenizer, "gguf": check_gguf}[what](
+            prism_llm, os.path.join(work, name), name)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
