@@ -205,12 +205,31 @@ PRISM_CLI_COMMAND(70) {
   show->add_option("op", a.op, "Op name, e.g. matmul")->required();
   show->add_option("dtype", a.dtype, "Dtype, e.g. f32")->required();
   show->add_option("shape", a.shape, "Shape key, e.g. m=16,n=4096,k=4096")->required();
+  show->add_flag("--json", a.json, "Print the rows and their candidates as JSON");
   show->callback([&global, &exit_code, args] {
     auto db_owner = open_db_read_only(global, "prism db show");
     auto& db = *db_owner;
-    print_header(db);
     auto key = shape_key::parse(args->shape);
     auto rows = db.results(row_filter{fingerprint_filter(global, *args), args->op, args->dtype, ""});
+    if (args->json) {
+      nlohmann::json out = {{"database", db.path()}, {"rows", nlohmann::json::array()}};
+      for (auto& r : rows) {
+        if (!(shape_key::parse(r.shape) == key)) continue;
+        auto j = row_json(r);
+        j["candidates"] = nlohmann::json::array();
+        for (auto& c : db.candidates(r.device, r.op, r.dtype, shape_key::parse(r.shape)))
+          j["candidates"].push_back({{"backend", c.backend},
+                                     {"config", c.config},
+                                     {"status", candidate_status_name(c.status)},
+                                     {"reason", c.reason},
+                                     {"p50_ns", c.p50_ns}});
+        out["rows"].push_back(j);
+      }
+      std::printf("%s\n", out.dump(2).c_str());
+      exit_code = out["rows"].empty() ? 1 : 0;
+      return;
+    }
+    print_header(db);
     std::size_t shown = 0;
     for (auto& r : rows) {
       if (!(shape_key::parse(r.shape) == key)) continue;

@@ -37,7 +37,7 @@ std::vector<std::string> key_names(const prism::op_descriptor& d, std::optional<
       return out;  // no device: the names stay unknown
     }
   }
-  for (const auto& [name, value] : key.items()) out.push_back(name);
+  for (const auto& [name, value] : key.components()) out.push_back(name);
   return out;
 }
 

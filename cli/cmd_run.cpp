@@ -3,7 +3,9 @@
 // dispatch log line with --replay. All of it goes through dispatch/op_run.hpp.
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
 #include "cli/command.hpp"
+
 #include "cli/term.hpp"
 #include "dispatch/log/dispatch_log.hpp"
 #include "dispatch/op_run.hpp"
@@ -16,6 +18,7 @@ struct run_options {
   std::string op, shape, dtype = "f32", backend, config, attrs, replay;
   bool has_config = false;
   bool dry_run = false;
+  bool json = false;
   int repeat = 10;
   std::uint64_t seed = 1;
 };
@@ -54,6 +57,26 @@ int run(const run_options& o, const std::string& device_spec) {
   auto dev = prism::cli::pick_device(device_spec);
   prism::queue q(dev);
 
+  if (o.json) {
+    auto rep = o.dry_run ? prism::dispatch::plan_run(q, r) : prism::dispatch::run_checked(q, r, o.repeat);
+    nlohmann::json j = {{"call", rep.call},
+                        {"device", dev.name()},
+                        {"fingerprint", dev.fingerprint().hash},
+                        {"dry_run", o.dry_run},
+                        {"backend", rep.decision.backend},
+                        {"implementation", rep.decision.implementation},
+                        {"config", rep.decision.config},
+                        {"tier", prism::dispatch::source_tier_name(rep.decision.tier)},
+                        {"reason", rep.decision.reason}};
+    if (!o.dry_run) {
+      j["check"] = {{"ok", rep.ok}, {"elements", rep.elements_checked}, {"message", rep.check_message}};
+      j["times_us"] = rep.times_us;
+      j["flops"] = rep.flops;
+      j["bytes"] = rep.bytes;
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return o.dry_run || rep.ok ? prism::cli::exit_ok : prism::cli::exit_check_failed;
+  }
   if (o.dry_run) {
     auto plan = prism::dispatch::plan_run(q, r);
     std::printf("op:        %s\n", plan.call.c_str());
@@ -107,6 +130,7 @@ PRISM_CLI_COMMAND(30) {
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed of the inputs")->capture_default_str();
   cmd->add_flag("--dry-run", o->dry_run, "Print the routed decision (backend, config, tier) without running");
+  cmd->add_flag("--json", o->json, "Print the call, the decision, the check and the times as JSON");
   cmd->add_option("--replay", o->replay, "A dispatch log line (prism_dispatch,v2,... or v1) to replay");
   cmd->add_option("--device", global.device,
                   std::string("Device (PRISM_DEVICE syntax: ") + prism::device_spec_syntax() + ")");

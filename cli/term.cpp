@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "runtime/text.hpp"
+
 namespace prism::cli {
 
 std::size_t terminal_width(std::FILE* stream) {
@@ -171,28 +173,13 @@ void progress_line::clear() {
   drawn_ = false;
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  // Damerau-Levenshtein (optimal string alignment): a swap of two neighbours costs 1.
-  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i)
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[a.size()][b.size()];
-}
-
 std::string closest(std::string_view word, const std::vector<std::string>& candidates) {
+  // A likely typo: at most a third of the longer of the two words away (at least one edit).
   std::string best;
   std::size_t best_d = 0;
   for (const auto& c : candidates) {
-    const std::size_t d = edit_distance(word, c);
-    const std::size_t limit = std::max<std::size_t>(1, std::max(word.size(), c.size()) / 3);
-    if (d <= limit && (best.empty() || d < best_d)) {
+    const std::size_t d = text::edit_distance(word, c);
+    if (d <= std::max<std::size_t>(1, std::max(word.size(), c.size()) / 3) && (best.empty() || d < best_d)) {
       best = c;
       best_d = d;
     }

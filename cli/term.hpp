@@ -80,7 +80,6 @@ class progress_line {
 };
 
 /// Levenshtein distance (for suggestions).
-std::size_t edit_distance(std::string_view a, std::string_view b);
 /// The candidate closest to `word` when it is close enough to be a likely typo (distance at most
 /// a third of the longer word, at least 1; a swap of two letters counts once); "" otherwise.
 std::string closest(std::string_view word, const std::vector<std::string>& candidates);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "kernels/op_support.hpp"
+#include "runtime/text.hpp"
 
 namespace prism {
 
@@ -240,35 +241,16 @@ const attr_spec* find_spec(const op_descriptor& d, std::string_view name) noexce
   return nullptr;
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 [[noreturn]] void unknown_attr(const op_descriptor& d, std::string_view name) {
   std::string msg = "unknown attribute '" + std::string(name) + "'";
   if (d.attrs.empty()) {
     msg += "; " + d.name + " takes no attributes";
   } else {
     // A transposition or a slip of one or two letters ("alhpa", "keep_dim").
-    const attr_spec* best = nullptr;
-    std::size_t best_distance = std::max<std::size_t>(2, name.size() / 3) + 1;
-    for (const auto& a : d.attrs)
-      if (std::size_t dist = edit_distance(name, a.name); dist < best_distance) {
-        best = &a;
-        best_distance = dist;
-      }
-    if (best) msg += " (did you mean '" + best->name + "'?)";
+    std::vector<std::string> names;
+    for (const auto& a : d.attrs) names.push_back(a.name);
+    const std::string best = text::closest(name, names, std::max<std::size_t>(2, name.size() / 3));
+    if (!best.empty()) msg += " (did you mean '" + best + "'?)";
     std::string valid;
     for (const auto& a : d.attrs) valid += (valid.empty() ? "" : ", ") + a.name;
     msg += "; valid attributes of " + d.name + ": " + valid;

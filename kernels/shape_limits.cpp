@@ -23,7 +23,7 @@ void check_shape_limits(std::string_view operation, std::string_view op, const s
   const std::uint64_t max_alloc = dev.max_mem_alloc_size();
   const std::uint64_t elem = dtype_size(type);
   const std::uint64_t limit = elem ? max_alloc / elem : max_alloc;
-  for (const auto& [name, value] : key.items()) {
+  for (const auto& [name, value] : key.components()) {
     if (value < 0)
       throw error(errc::invalid_argument, std::string(operation),
                   fmt::format("{} shape component {}={} is negative; valid {}: 0 to {} (for {} on {})", op,

@@ -137,6 +137,9 @@ kernel_config read_map(const YAML::Node& n, std::string_view file, const std::st
   return c;
 }
 
+/// The most configs one `product` item may expand to (before its `where` filter).
+constexpr std::uint64_t max_product_configs = 100000;
+
 /// Expands one `space` item: an explicit config map, or {product: {p: [..]}, where: [..]}.
 void expand_item(const YAML::Node& item, const kernel_config& base, std::string_view file,
                  const std::string& where, std::vector<kernel_config>& out) {
@@ -157,6 +160,16 @@ void expand_item(const YAML::Node& item, const kernel_config& base, std::string_
     }
     if (vals.empty()) cfg_error(file, where, "product axis '" + kv.first.as<std::string>() + "' is empty");
     axes.emplace_back(kv.first.as<std::string>(), vals);
+  }
+  // The product is counted before it is walked: a few long axes would otherwise run for
+  // minutes and end in std::bad_alloc.
+  std::uint64_t combinations = 1;
+  for (const auto& [name, values] : axes) {
+    combinations *= values.size();
+    if (combinations > max_product_configs)
+      cfg_error(file, where,
+                "the product has more than " + std::to_string(max_product_configs) +
+                    " combinations; split it into smaller products or list configs explicitly");
   }
   std::vector<std::string> constraints;
   if (const YAML::Node w = item["where"]) {

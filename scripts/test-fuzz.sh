@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer harness (build/asan/bin/fuzz_*, built by scripts/test-sanitize.sh) for
-# PRISM_FUZZ_SECONDS (default 60) each, starting from its committed seeds in fuzz/corpus/<name>.
+# PRISM_FUZZ_SECONDS (default 30) each, starting from its committed seeds in fuzz/corpus/<name>.
 # New inputs go to a scratch folder, never into the repository. A crash, a leak, an
 # uncaught exception or a timeout fails the script and leaves the input in $PRISM_FUZZ_ARTIFACTS
 # (default build/asan/fuzz-artifacts).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${PRISM_ASAN_BUILD_DIR:-$root/build/asan}
-seconds=${PRISM_FUZZ_SECONDS:-60}
+seconds=${PRISM_FUZZ_SECONDS:-30}
 artifacts=${PRISM_FUZZ_ARTIFACTS:-$build/fuzz-artifacts}
 # Readable stacks when an llvm-symbolizer is installed.
 sym=$(command -v llvm-symbolizer-16 || command -v llvm-symbolizer || true)

@@ -1,6 +1,8 @@
 // Parsing of the dispatcher's PRISM_* environment variables (see env_settings.hpp).
 #include "dispatch/config/env_settings.hpp"
 
+#include "runtime/text.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <regex>
@@ -80,28 +82,8 @@ const std::vector<std::string>& known_variables() {
 }
 
 namespace {
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string unknown_entry(const std::string& name) {
-  std::string best;
-  std::size_t best_d = 4;  // suggest only close names (a typo or two)
-  for (const auto& k : known_variables()) {
-    const std::size_t d = edit_distance(name, k);
-    if (d < best_d) best_d = d, best = k;
-  }
+  const std::string best = text::closest(name, known_variables(), 3);  // a typo or two
   return name + " is not a variable prism reads; ignored" +
          (best.empty() ? "" : " (did you mean " + best + "?)");
 }

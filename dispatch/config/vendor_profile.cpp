@@ -46,7 +46,7 @@ vendor_profile load_profile(const fs::path& dir) {
   vendor_profile p;
   p.directory = dir.string();
   for (auto it = root.begin(); it != root.end(); ++it) {
-    auto key = it->first.as<std::string>();
+    auto key = yaml_scalar(file, it->first, "a key");
     static const std::vector<std::string> keys = {"name",  "description", "priority",
                                                   "match", "routes",      "unused"};
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
@@ -71,7 +71,7 @@ vendor_profile load_profile(const fs::path& dir) {
     if (!m.IsMap())
       throw error(errc::config_error, "vendor profile", yaml_where(file, m) + ": 'match' must be a map");
     for (auto it = m.begin(); it != m.end(); ++it) {
-      auto field = it->first.as<std::string>();
+      auto field = yaml_scalar(file, it->first, "a match field name");
       if (std::find(match_fields.begin(), match_fields.end(), field) == match_fields.end())
         throw error(errc::config_error, "vendor profile",
                     yaml_where(file, it->first) + ": unknown match field '" + field +
@@ -179,8 +179,21 @@ tune_space vendor_set::tune_space_of(const op_descriptor& d, const vendor_profil
   return schema_tune_space(d);
 }
 
+namespace {
+// Any conversion yaml-cpp refuses inside a profile is an error naming the file and the line, not
+// yaml-cpp's bare "bad conversion".
+vendor_profile load_located(const fs::path& dir) {
+  try {
+    return load_profile(dir);
+  } catch (const YAML::Exception& e) {
+    throw error(errc::config_error, "vendor profile",
+                (dir / "vendor.yaml").string() + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+}
+}  // namespace
+
 vendor_profile load_vendor_profile(const std::string& dir) {
-  return load_profile(fs::path(dir));
+  return load_located(fs::path(dir));
 }
 
 std::vector<vendor_profile> load_vendor_profiles(const std::vector<std::string>& dirs) {
@@ -197,14 +210,14 @@ std::vector<vendor_profile> load_vendor_profiles(const std::vector<std::string>&
       throw error(errc::not_found, "vendor profiles",
                   "'" + d + "' is not a folder (from PRISM_VENDOR_PATH or the data dir)");
     if (fs::exists(dir / "vendor.yaml")) {
-      add(load_profile(dir));
+      add(load_located(dir));
       continue;
     }
     std::vector<fs::path> subdirs;
     for (const auto& entry : fs::directory_iterator(dir))
       if (entry.is_directory() && fs::exists(entry.path() / "vendor.yaml")) subdirs.push_back(entry.path());
     std::sort(subdirs.begin(), subdirs.end());
-    for (const auto& s : subdirs) add(load_profile(s));
+    for (const auto& s : subdirs) add(load_located(s));
   }
   return out;
 }

@@ -40,6 +40,7 @@ rule "no op-name branches: GEMM ops are lowered by their descriptors" \
   "call\.op *(==|!=) *\"|is_gemm_family|name *== *\"(mm|bmm|addmm|linear|matmul)\"" \
   kernels dispatch
 count "one shape_key class" 1 "^class shape_key\b" include runtime kernels tuning_db dispatch
+count "one edit distance for every did-you-mean" 1 "^std::size_t edit_distance.*\{\$" runtime kernels tuning_db dispatch cli io
 count "one implementation struct" 1 "^struct (op_)?implementation\b" include kernels dispatch
 rule "no static-initialization hooks in the libraries" \
   "(const|static) bool [a-z_]+ = \[\] *\{|installed_at_load" runtime kernels tuning_db dispatch

@@ -80,6 +80,9 @@ json)
   check db_list "$prism" db list --db "$work/t.db" --json
   check db_stats "$prism" db stats --db "$work/t.db" --json
   check db_check "$prism" db check --db "$work/t.db" --json
+  check db_show "$prism" db show --db "$work/t.db" add f32 n=4096 --json
+  check run "$prism" run add --shape n=64 --repeat 2 --json
+  check run "$prism" run mm --shape m=8,n=8,k=8 --dry-run --json
   PRISM_LOG_DISPATCH=profile,dispatch PRISM_LOG_DISPATCH_FILE=$work/log.csv \
     "$prism" run add --shape n=64 --repeat 1 > /dev/null
   check log_summary "$prism" log summarize "$work/log.csv" --json

@@ -306,6 +306,18 @@ TEST(DispatchVendor, MalformedProfiles) {
   temp_dir f;
   f.write("c/vendor.yaml", "name: other\n");
   EXPECT_EQ(code_of([&] { load_vendor_profiles({f.path.string()}); }), errc::config_error);
+  // A key yaml-cpp cannot read as text (a map as a key) names the file and line, not "bad conversion".
+  temp_dir g;
+  g.write("k/vendor.yaml", "name: k\nmatch:\n  ? {a: 1}\n  : x\n");
+  EXPECT_EQ(code_of([&] { load_vendor_profiles({g.path.string()}); }, &what), errc::config_error);
+  EXPECT_NE(what.find("k/vendor.yaml:3"), std::string::npos) << what;
+  EXPECT_EQ(what.find("bad conversion"), std::string::npos) << what;
+  // tune_configs.yaml is read with the profile, at start-up: a broken one stops the load, named.
+  temp_dir h;
+  h.write("t/vendor.yaml", "name: t\n");
+  h.write("t/tune_configs.yaml", "ops:\n  - op: exp\n    default: {vec: 3}\n");
+  EXPECT_EQ(code_of([&] { load_vendor_profiles({h.path.string()}); }, &what), errc::config_error);
+  EXPECT_NE(what.find("t/tune_configs.yaml"), std::string::npos) << what;
 }
 
 TEST(DispatchVendor, GlobMatch) {
@@ -648,19 +660,19 @@ TEST(DispatchLog, SummarizeCountsExecLinesPerOpBackendAndTier) {
   recs[0].tier = "sideways";
   EXPECT_EQ(code_of([&] { summarize_log(recs); }), errc::config_error);
 
-// Found by fuzz/dispatch_log: a bad time_us ended `prism run --replay` with "stod".
-TEST(DispatchLog, BadTimeIsNamed) {
-  for (const char* t : {"x", "1e999", "nan", "-3"}) {
-    std::stringstream bad;
-    bad << log_header("v1") << "\nprism_dispatch,v1,exec,add,f32,n=4,0123456789abcdef,opencl,,default,," << t
-        << ",\n";
-    std::string what;
-    EXPECT_EQ(code_of([&] { parse_log(bad); }, &what), errc::config_error) << t;
-    EXPECT_NE(what.find("field time_us is '" + std::string(t) + "'; expected a finite number >= 0"),
-              std::string::npos)
-        << what;
+  // Found by fuzz/dispatch_log: a bad time_us ended `prism run --replay` with "stod".
+  TEST(DispatchLog, BadTimeIsNamed) {
+    for (const char* t : {"x", "1e999", "nan", "-3"}) {
+      std::stringstream bad;
+      bad << log_header("v1") << "\nprism_dispatch,v1,exec,add,f32,n=4,0123456789abcdef,opencl,,default,,"
+          << t << ",\n";
+      std::string what;
+      EXPECT_EQ(code_of([&] { parse_log(bad); }, &what), errc::config_error) << t;
+      EXPECT_NE(what.find("field time_us is '" + std::string(t) + "'; expected a finite number >= 0"),
+                std::string::npos)
+          << what;
+    }
   }
-}
 }
 
 TEST(DispatchLog, SinkFiltersAndWritesHeaderOnce) {

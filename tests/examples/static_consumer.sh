@@ -16,9 +16,8 @@ echo "== configure a static build"
 cmake -S "$source" -B "$work/build" "${generator[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DBUILD_SHARED_LIBS=OFF -DPRISM_BUILD_TESTS=OFF -DPRISM_BUILD_BENCHMARKS=OFF -DPRISM_BUILD_EXAMPLES=ON \
   > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
-echo "== build prism (CLI) and prism_consumer"
-cmake --build "$work/build" --target prism_cli prism_consumer -j "${PRISM_JOBS:-2}" > "$work/build.log" 2>&1 ||
-  { tail -50 "$work/build.log"; exit 1; }
+echo "== build prism (libraries, CLI, examples)"
+cmake --build "$work/build" -j "${PRISM_JOBS:-2}" > "$work/build.log" 2>&1 || { tail -50 "$work/build.log"; exit 1; }
 bin="$work/build/bin"
 if ldd "$bin/prism_consumer" | grep -q libprism_; then
   echo "prism_consumer links prism's shared libraries; expected a static link"; exit 1
@@ -34,4 +33,16 @@ cat "$work/run.txt"
 grep -q "ops::add over 4096 floats: results verified" "$work/run.txt"
 grep -E "^prism_dispatch,v[0-9]+,exec,add,.*db-exact" "$work/run.txt" > /dev/null ||
   { echo "static_consumer: the add call was not routed from the tuning database (no db-exact line)"; exit 1; }
-echo "static_consumer: OK (db-exact in a static build)"
+
+# The installed static package must find its own dependencies (find_dependency in prismConfig):
+# an outside app that asks only for find_package(prism) builds and links.
+echo "== install the static build and build examples/consumer against it with find_package(prism)"
+cmake --install "$work/build" --prefix "$work/prefix" > "$work/install.log" 2>&1 || { cat "$work/install.log"; exit 1; }
+cmake -S "$source/examples/consumer" -B "$work/outside" "${generator[@]}" "${launcher[@]}" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/outside.log" 2>&1 &&
+  cmake --build "$work/outside" >> "$work/outside.log" 2>&1 || { tail -40 "$work/outside.log"; exit 1; }
+PRISM_LOG_DISPATCH=1 "$work/outside/prism_consumer" > "$work/outside.txt" 2>&1 || { cat "$work/outside.txt"; exit 1; }
+grep -q "ops::add over 4096 floats: results verified" "$work/outside.txt"
+grep -E "^prism_dispatch,v[0-9]+,exec,add,.*db-exact" "$work/outside.txt" > /dev/null ||
+  { echo "static_consumer: the installed static package lost the database tier"; exit 1; }
+echo "static_consumer: OK (db-exact in a static build, in-tree and installed)"

@@ -110,6 +110,23 @@ ops:
                error);
 }
 
+// A product is counted before it is expanded: 8 axes of 10 values (10^8 configs) is refused at
+// once, naming the file and the limit, instead of running for minutes into std::bad_alloc.
+TEST(framework, tune_configs_product_bomb_is_refused) {
+  std::string axes;
+  for (const char* p : {"vec", "wg", "ept", "a1", "a2", "a3", "a4", "a5"})
+    axes += std::string(axes.empty() ? "" : ", ") + p + ": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]";
+  const std::string text = "ops:\n  - op: exp\n    space:\n      - product: {" + axes + "}\n";
+  try {
+    parse_tune_configs(text, "t", "bomb.yaml");
+    FAIL() << "a 10^8-config product was accepted";
+  } catch (const error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("bomb.yaml"), std::string::npos) << m;
+    EXPECT_NE(m.find("more than 100000 combinations"), std::string::npos) << m;
+  }
+}
+
 // Constraint arithmetic is checked: overflow, INT64_MIN / -1 (SIGFPE before) and literals out
 // of range are errors naming the constraint, never undefined behaviour or a bare "stoll".
 TEST(framework, tune_configs_constraint_arithmetic_is_checked) {
