@@ -34,7 +34,17 @@ PRISM_CLI_COMMAND(40) {
                                  {"tier", prism::dispatch::source_tier_name(r.tier)},
                                  {"origin", r.origin},
                                  {"unused", r.unused},
-                                 {"order", r.order}});
+                                 {"order", r.order},
+                                 {"cases", [&] {
+                                    auto cases = nlohmann::json::array();
+                                    for (const auto& c : r.cases)
+                                      cases.push_back({{"when", c.when},
+                                                       {"backend", c.backend},
+                                                       {"config", c.config},
+                                                       {"tier", prism::dispatch::source_tier_name(c.tier)},
+                                                       {"origin", c.origin}});
+                                    return cases;
+                                  }()}});
       std::printf("%s\n", out.dump(2).c_str());
       exit_code = 0;
       return;
@@ -54,6 +64,12 @@ PRISM_CLI_COMMAND(40) {
                                       prism::dispatch::source_tier_name(r.tier), order, r.origin,
                                       r.unused ? " [unused]" : "")
                               .c_str());
+      // Shape conditions first, as they are tried; the line above serves what none takes.
+      for (const auto& c : r.cases)
+        std::printf("%s\n", fmt::format("{:<{}}    when {} -> {}{}  ({}, {})", "", w, c.when, c.backend,
+                                        c.config.empty() ? "" : " {" + c.config + "}",
+                                        prism::dispatch::source_tier_name(c.tier), c.origin)
+                                .c_str());
     }
     exit_code = 0;
   });
