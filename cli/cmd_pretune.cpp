@@ -26,6 +26,7 @@ struct pretune_args {
   bool force = false;
   bool list_models = false;
   std::string progress = "auto";
+  std::string kv_buckets = "on";
   std::uint64_t seed = 1;
 };
 
@@ -63,6 +64,10 @@ PRISM_CLI_COMMAND(60) {
   cmd->add_option("--max-runs", a->max_runs, "Timed runs per candidate, at most (default 25)");
   cmd->add_option("--seed", a->seed, "Seed of the random strategy and of the sampled inputs (default 1)");
   cmd->add_flag("--force", a->force, "Re-tune shapes that already have a valid row");
+  cmd->add_option("--kv-buckets", a->kv_buckets,
+                  "on (default): attention shapes that differ only in KV length are tuned as one bucket; "
+                  "off: each shape")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--progress", a->progress, "auto (bar on a terminal), bar, or lines")
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
   cmd->add_option("--db", global.db,
@@ -95,6 +100,7 @@ PRISM_CLI_COMMAND(60) {
     o.min_runs = a->min_runs;
     o.max_runs = a->max_runs;
     o.force = a->force;
+    o.fold_kv_lengths = a->kv_buckets == "on";
     o.seed = a->seed;
     o.progress_bar = a->progress == "bar" || (a->progress == "auto" && ::isatty(2));
 
