@@ -37,6 +37,7 @@ struct pretune_args {
   bool force = false;
   bool list_models = false;
   std::string progress = "auto";
+  std::string kv_buckets = "on";
   std::uint64_t seed = 1;
   bool json = false;
 };
@@ -58,7 +59,7 @@ std::string compact_summary(const tuner::pretune_report& report, std::size_t wid
       .column("time", align::right)
       .column("default", align::right)
       .column("speedup", align::right);
-  std::size_t tuned = 0, earlier = 0, failed = 0, left = 0, n = 0;
+  std::size_t tuned = 0, earlier = 0, covered = 0, failed = 0, left = 0, n = 0;
   double log_sum = 0;
   std::map<std::string, std::size_t> left_per_op;
   std::string left_reason;
@@ -72,6 +73,9 @@ std::string compact_summary(const tuner::pretune_report& report, std::size_t wid
         break;
       case state::already_tuned:
         ++earlier;
+        break;
+      case state::covered:
+        ++covered;
         break;
       case state::failed:
         ++failed;
@@ -94,6 +98,12 @@ std::string compact_summary(const tuner::pretune_report& report, std::size_t wid
         prism::cli::fit(
             fmt::format("{} shapes tuned by an earlier run (`prism db list` shows them)", earlier), width) +
         "\n";
+  if (covered)
+    out += prism::cli::fit(fmt::format("{} shapes covered by their tuned KV-length bucket (served by the "
+                                       "nearest-shape lookup)",
+                                       covered),
+                           width) +
+           "\n";
   if (left) {
     std::string ops;
     for (const auto& [op, count] : left_per_op)
@@ -115,6 +125,7 @@ nlohmann::json report_json(const tuner::pretune_report& report) {
     const char* status = s.status == state::tuned           ? "tuned"
                          : s.status == state::already_tuned ? "already_tuned"
                          : s.status == state::failed        ? "failed"
+                         : s.status == state::covered       ? "covered"
                                                             : "not_reached";
     ++counts[status];
     nlohmann::json j = {{"op", s.entry.op},
@@ -137,6 +148,7 @@ nlohmann::json report_json(const tuner::pretune_report& report) {
           {"budget_exhausted", report.budget_exhausted},
           {"tuned", counts["tuned"]},
           {"already_tuned", counts["already_tuned"]},
+          {"covered", counts["covered"]},
           {"failed", counts["failed"]},
           {"not_reached", counts["not_reached"]},
           {"shapes", shapes}};
@@ -236,6 +248,10 @@ PRISM_CLI_COMMAND(60) {
       ->check(whole_in("--seed", 0, UINT64_MAX));
   cmd->add_flag("--force", a->force, "Re-tune shapes that already have a valid row");
   cmd->add_flag("--json", a->json, "Print the report as JSON on stdout (progress stays on stderr)");
+  cmd->add_option("--kv-buckets", a->kv_buckets,
+                  "on (default): attention shapes that differ only in KV length are tuned as one bucket; "
+                  "off: each shape")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--progress", a->progress, "auto (bar on a terminal), bar, or lines")
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
   cmd->add_option("--db", global.db,
@@ -297,6 +313,7 @@ PRISM_CLI_COMMAND(60) {
     o.min_runs = a->min_runs;
     o.max_runs = a->max_runs;
     o.force = a->force;
+    o.fold_kv_lengths = a->kv_buckets == "on";
     o.seed = a->seed;
     // The bar is drawn by the CLI, fitted to the terminal; finished shapes print as lines above it.
     const bool bar = a->progress == "bar" || (a->progress == "auto" && ::isatty(2));

@@ -35,7 +35,17 @@ PRISM_CLI_COMMAND(40) {
                                  {"tier", prism::dispatch::source_tier_name(r.tier)},
                                  {"origin", r.origin},
                                  {"unused", r.unused},
-                                 {"order", r.order}});
+                                 {"order", r.order},
+                                 {"cases", [&] {
+                                    auto cases = nlohmann::json::array();
+                                    for (const auto& c : r.cases)
+                                      cases.push_back({{"when", c.when},
+                                                       {"backend", c.backend},
+                                                       {"config", c.config},
+                                                       {"tier", prism::dispatch::source_tier_name(c.tier)},
+                                                       {"origin", c.origin}});
+                                    return cases;
+                                  }()}});
       std::printf("%s\n", out.dump(2).c_str());
       exit_code = 0;
       return;
@@ -63,6 +73,10 @@ PRISM_CLI_COMMAND(40) {
       for (const auto& b : r.order) order += (order.empty() ? "" : ">") + b;
       t.row({r.op, r.backend, prism::dispatch::source_tier_name(r.tier), order,
              r.origin + (r.unused ? " [unused]" : "")});
+      // Shape conditions, as they are tried before the row above (which serves what none takes).
+      for (const auto& c : r.cases)
+        t.row({"", c.backend, prism::dispatch::source_tier_name(c.tier), "",
+               "when " + c.when + (c.config.empty() ? "" : " {" + c.config + "}") + " (" + c.origin + ")"});
     }
     std::printf("%s", t.render(width).c_str());
     exit_code = 0;

@@ -204,6 +204,7 @@ std::unique_ptr<state> build_state() {
     auto& o = s->ops[i];
     o.desc = all[i];
     o.catalog.name = all[i]->name;
+    o.catalog.key_names = all[i]->key_names;
     for (const backend* be : backend_registry()) {
       auto impls = be->implementations(*o.desc);
       if (impls.empty()) continue;
@@ -222,17 +223,21 @@ std::unique_ptr<state> build_state() {
   validate_sources(catalog, backend_names(), s->env, s->routes ? &*s->routes : nullptr,
                    s->vendors.profiles());
   // Configs written in routes files and vendor profiles are checked now, not at first use.
-  auto check_config = [&](const std::string& op, const file_route& r) {
-    if (r.config.empty()) return;
+  auto check_one = [&](const std::string& op, const std::string& backend, const std::string& config,
+                       const std::string& origin) {
+    if (config.empty()) return;
     for (auto& o : s->ops) {
       if (o.desc->name != op) continue;
       try {
-        backend_named(r.backend, r.origin)
-            .read_config(*o.desc, r.config, vendor_context{&s->vendors, nullptr});
+        backend_named(backend, origin).read_config(*o.desc, config, vendor_context{&s->vendors, nullptr});
       } catch (const prism::error& e) {
-        throw error(errc::config_error, r.origin, e.message());
+        throw error(errc::config_error, origin, e.message());
       }
     }
+  };
+  auto check_config = [&](const std::string& op, const file_route& r) {
+    check_one(op, r.backend, r.config, r.origin);
+    for (const auto& c : r.cases) check_one(op, c.backend, c.config, c.origin);
   };
   if (s->routes)
     for (const auto& [op, r] : s->routes->routes) check_config(op, r);
@@ -402,7 +407,7 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
     d->tier = source_tier::env;
     d->origin = "forced";
   } else {
-    const auto& r = dev.routes[op];
+    const static_route r = route_for_shape(dev.routes[op], key);  // shape conditions, if any
     first = serving(o, r.backend);  // validate_sources made sure the route names one
     first_config = r.config;
     d->tier = r.tier;
@@ -733,6 +738,8 @@ std::vector<route_entry> effective_routes(const device& dev) {
     e.origin = r.origin;
     e.unused = r.unused;
     e.order = candidate_order(s.ops[i].catalog, r.backend);
+    for (const auto& c : r.cases)
+      e.cases.push_back({c.entry.when.text(), c.entry.backend, c.entry.config, c.tier, c.entry.origin});
     out.push_back(std::move(e));
   }
   return out;

@@ -270,6 +270,9 @@ struct op_descriptor {
   std::vector<bool> strided_outputs_ok;
 
   std::function<shape_key(const op_call&)> key;
+  /// The component names `key` produces, declared so routes files and vendor profiles can be
+  /// checked at start-up without a call (conditional routes, `when: "m <= 16"`).
+  std::vector<std::string> key_names;
   /// GEMM-family ops only: the call as one strided GEMM (kernels/gemm_lowering.hpp). Every
   /// backend that serves GEMMs (prism's kernels, CLBlast, OpenBLAS) reads this lowering; an op
   /// without one is not a GEMM to them.

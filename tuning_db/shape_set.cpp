@@ -271,10 +271,27 @@ shape_set load_model_shape_set(std::string_view model) {
 // ---- PRISM_RECORD_UNTUNED ----
 
 namespace {
-// One recorded shape per log2 bucket (shape_key::bucket): a decode loop records its attention
-// once per power of two of the KV length instead of once per step.
+// PRISM_RECORD_UNTUNED_EXACT=1 keeps every distinct shape (for a pretune that tunes exactly what
+// a model runs); unset or 0 keeps the default below.
+bool exact_from_env() {
+  const auto v = detail::env("PRISM_RECORD_UNTUNED_EXACT").value_or("0");
+  if (v == "1") return true;
+  if (v != "0" && !v.empty())
+    detail::log().warn(
+        "PRISM_RECORD_UNTUNED_EXACT='{}' is not valid (valid: 0, 1); recording one shape per log2 bucket", v);
+  return false;
+}
+
+bool record_exact() {
+  static const bool exact = exact_from_env();  // read once, at the first recording
+  return exact;
+}
+
+// By default one recorded shape per log2 bucket (shape_key::bucket): a decode loop records its
+// attention once per power of two of the KV length instead of once per step.
 std::string record_signature(std::string_view op, std::string_view dtype, const shape_key& shape) {
-  return std::string(op) + '|' + std::string(dtype) + '|' + shape.bucket();
+  return std::string(op) + '|' + std::string(dtype) + '|' +
+         (record_exact() ? shape.canonical() : shape.bucket());
 }
 }  // namespace
 

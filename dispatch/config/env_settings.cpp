@@ -66,7 +66,7 @@ const std::vector<std::string>& known_variables() {
     std::vector<std::string> v = {
         // runtime, tuning db, kernels
         "PRISM_DEVICE", "PRISM_DATA_DIR", "PRISM_LOG_LEVEL", "PRISM_TUNING_DB", "PRISM_RECORD_UNTUNED",
-        "PRISM_ALLOW_TF32",
+        "PRISM_RECORD_UNTUNED_EXACT", "PRISM_ALLOW_TF32",
         // dispatcher (this file)
         "PRISM_ROUTES", "PRISM_UNUSED", "PRISM_STRICT_ROUTES", "PRISM_LOG_DISPATCH",
         "PRISM_LOG_DISPATCH_FILE", "PRISM_LOG_DISPATCH_FILTER", "PRISM_VENDOR", "PRISM_VENDOR_PATH",

@@ -4,14 +4,28 @@
 
 #include <map>
 #include <string>
+#include <vector>
+
+#include "dispatch/config/route_condition.hpp"
 
 namespace prism::dispatch {
 
-/// One routed op and where it was written ("<file>:<line>").
+/// One conditional entry of a routed op (`{when: "m <= 16", backend: opencl, config: ...}`).
+struct route_case {
+  route_condition when;
+  std::string backend;
+  std::string config;
+  std::string origin;  ///< "<file>:<line>" of the entry
+};
+
+/// One routed op and where it was written ("<file>:<line>"). A list of entries puts those with
+/// `when` in `cases` (first that holds wins) and the entry without one in backend/config;
+/// `backend` is "" when the list has no fallback (the next tier then routes).
 struct file_route {
   std::string backend;
   std::string config;  ///< optional canonical config for that backend ("" = its default)
   std::string origin;
+  std::vector<route_case> cases;
 };
 
 struct routes_config {

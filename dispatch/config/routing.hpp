@@ -21,12 +21,19 @@ struct op_catalog_entry {
   std::string name;
   std::vector<std::string> backends;
   std::vector<std::string> kernel_files;
+  std::vector<std::string> key_names;  ///< the op's shape-key components (conditions read them)
 };
 
 struct routing_sources {
   const env_settings* env = nullptr;
   const routes_config* routes = nullptr;   ///< nullptr: no PRISM_ROUTES
   const vendor_profile* vendor = nullptr;  ///< nullptr: no profile matched
+};
+
+/// A conditional entry of a routes file or vendor profile, with the tier it came from.
+struct conditional_route {
+  route_case entry;
+  source_tier tier = source_tier::routes;
 };
 
 /// The call-independent route of one op.
@@ -36,11 +43,18 @@ struct static_route {
   source_tier tier = source_tier::default_order;
   std::string origin;
   bool unused = false;
+  /// Shape conditions tried before the route above, in precedence order (routes file entries,
+  /// then vendor ones); the first that holds for a call's shape key wins (route_for_shape).
+  std::vector<conditional_route> cases;
   /// True for env/routes tiers: they outrank the tuning database.
   bool above_db() const { return tier == source_tier::env || tier == source_tier::routes; }
 };
 
 static_route resolve_route(const op_catalog_entry& op, const routing_sources& src);
+
+/// The route of one call: the first of `r.cases` whose condition holds for `key` (backend,
+/// config, tier and the entry's file:line as origin), else `r` itself without its cases.
+static_route route_for_shape(const static_route& r, const shape_key& key);
 
 /// The candidate order for a call: `first`, then the op's other backends in built-in order.
 std::vector<std::string> candidate_order(const op_catalog_entry& op, const std::string& first);
@@ -48,7 +62,8 @@ std::vector<std::string> candidate_order(const op_catalog_entry& op, const std::
 /// Checks every op and backend name in env, routes file and vendor profiles against `catalog`
 /// and `backends`, and vendor kernels/ files against the ops' kernel files. Throws
 /// errc::not_found naming the source (variable or file:line), the bad name and the valid
-/// names; also when a backend does not implement the op routed to it.
+/// names; also when a backend does not implement the op routed to it. Conditions naming a
+/// component the op's shape key lacks throw errc::config_error listing the valid components.
 void validate_sources(const std::vector<op_catalog_entry>& catalog, const std::vector<std::string>& backends,
                       const env_settings& env, const routes_config* routes,
                       const std::vector<vendor_profile>& vendors);

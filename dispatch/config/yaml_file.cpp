@@ -98,11 +98,75 @@ std::string yaml_scalar(const std::string& path, const YAML::Node& node, const s
   return node.as<std::string>();
 }
 
+namespace {
+
+void check_entry_keys(const std::string& path, const YAML::Node& entry, const std::string& op, bool list) {
+  for (auto it = entry.begin(); it != entry.end(); ++it) {
+    auto k = it->first.as<std::string>();
+    if (k == "backend" || k == "config" || (list && k == "when")) continue;
+    throw error(errc::config_error, "dispatch config",
+                yaml_where(path, it->first) + ": unknown key '" + k + "' in the route of '" + op +
+                    "'; valid keys: " + (list ? "when, backend, config" : "backend, config"));
+  }
+}
+
+}  // namespace
+
 file_route yaml_route(const std::string& path, const YAML::Node& key, const YAML::Node& value,
                       const std::string& op) {
   file_route r;
   r.origin = yaml_where(path, key);
+  if (value.IsSequence()) {
+    // Conditional entries, in order; one without `when` is the fallback and must come last.
+    constexpr std::size_t max_entries = 64;
+    if (value.size() > max_entries)
+      throw error(errc::config_error, "dispatch config",
+                  yaml_where(path, value) + ": " + std::to_string(value.size()) + " route entries for '" +
+                      op + "'; at most " + std::to_string(max_entries));
+    bool fallback = false;
+    for (auto entry : value) {
+      const auto where = yaml_where(path, entry);
+      if (!entry.IsMap())
+        throw error(errc::config_error, "dispatch config",
+                    where +
+                        ": expected '{when: \"<condition>\", backend: <name>, config: ...}' in the "
+                        "route list of '" +
+                        op + "'");
+      if (fallback)
+        throw error(errc::config_error, "dispatch config",
+                    where + ": an entry after the fallback (the entry without 'when') of '" + op +
+                        "' is never used; put the fallback last");
+      check_entry_keys(path, entry, op, true);
+      std::string backend =
+          yaml_scalar(path, entry["backend"], "'backend: <name>' in a route entry of '" + op + "'");
+      std::string config;
+      if (auto c = entry["config"]) config = yaml_scalar(path, c, "a config string");
+      if (auto w = entry["when"]) {
+        route_case rc;
+        const auto text = yaml_scalar(path, w, "a condition string such as \"m <= 16\"");
+        try {
+          rc.when = route_condition::parse(text);
+        } catch (const prism::error& e) {
+          throw error(errc::config_error, "dispatch config", yaml_where(path, w) + ": " + e.message());
+        }
+        rc.backend = std::move(backend);
+        rc.config = std::move(config);
+        rc.origin = yaml_where(path, w);
+        r.cases.push_back(std::move(rc));
+      } else {
+        fallback = true;
+        r.backend = std::move(backend);
+        r.config = std::move(config);
+        r.origin = where;
+      }
+    }
+    if (r.cases.empty() && !fallback)
+      throw error(errc::config_error, "dispatch config",
+                  yaml_where(path, value) + ": empty route list for '" + op + "'");
+    return r;
+  }
   if (value.IsMap()) {
+    check_entry_keys(path, value, op, false);
     if (!value["backend"])
       throw error(
           errc::config_error, "dispatch config",

@@ -177,7 +177,19 @@ class pretune_run {
     prog_.bar = o_.progress_bar;
     prog_.sink = o_.on_progress;
     prog_.total = entries.size();
-    for (const auto& entry : entries) {
+    const auto reps = o_.fold_kv_lengths ? kv_length_buckets(entries)
+                                         : std::vector<std::size_t>(entries.size(), std::size_t(-1));
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const auto& entry = entries[i];
+      if (reps[i] != std::size_t(-1) && reps[i] != i) {
+        shape_outcome out;
+        out.entry = entry;
+        out.shape = entry.shape.str();
+        out.status = shape_outcome::state::covered;
+        out.detail = "KV-length bucket of [" + entries[reps[i]].shape.str() + "] (nearest-shape lookup)";
+        report(out);
+        continue;
+      }
       if (o_.budget_s > 0 && seconds_since(start_) >= o_.budget_s) {
         report_.budget_exhausted = true;
         shape_outcome out;
@@ -501,6 +513,9 @@ class pretune_run {
       case shape_outcome::state::not_reached:
         report_.shapes.push_back(out);
         return;
+      case shape_outcome::state::covered:
+        prog_.line(fmt::format("pretune: [{}/{}] {}: {}", prog_.done, prog_.total, label, out.detail));
+        break;
       case shape_outcome::state::failed:
         prog_.line(
             fmt::format("pretune: [{}/{}] {}: FAILED: {}", prog_.done, prog_.total, label, out.detail));
@@ -533,6 +548,41 @@ pretune_report pretune(const device& dev, tuning::database& db, const pretune_op
   return pretune_run(dev, db, o).run();
 }
 
+std::vector<std::size_t> kv_length_buckets(const std::vector<tuning::shape_entry>& entries) {
+  constexpr std::size_t none = std::size_t(-1);
+  std::vector<std::size_t> rep(entries.size(), none);
+  // op|dtype|key without lk -> (lk, index), for ops whose key has an lk component.
+  std::map<std::string, std::vector<std::pair<std::int64_t, std::size_t>>> groups;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    const auto* d = op_registry::instance().find(e.op);
+    if (!d || std::find(d->key_names.begin(), d->key_names.end(), "lk") == d->key_names.end()) continue;
+    const auto lk = e.shape.find("lk");
+    if (!lk || *lk <= 0) continue;  // lk = 0 is only near itself
+    std::vector<tuning::shape_key::component> rest;
+    for (const auto& c : e.shape.components())
+      if (c.first != "lk") rest.push_back(c);
+    groups[e.op + '|' + e.dtype + '|' + tuning::shape_key(rest).canonical()].push_back({*lk, i});
+  }
+  for (auto& [name, members] : groups) {
+    std::stable_sort(members.begin(), members.end());
+    for (std::size_t begin = 0; begin < members.size();) {
+      std::size_t end = begin + 1;
+      const double lo = std::log2(static_cast<double>(members[begin].first));
+      while (end < members.size() && std::log2(static_cast<double>(members[end].first)) - lo <= 16) ++end;
+      const double mid = (lo + std::log2(static_cast<double>(members[end - 1].first))) / 2;
+      std::size_t best = begin;
+      for (std::size_t k = begin; k < end; ++k)
+        if (std::abs(std::log2(static_cast<double>(members[k].first)) - mid) <
+            std::abs(std::log2(static_cast<double>(members[best].first)) - mid))
+          best = k;
+      for (std::size_t k = begin; k < end; ++k) rep[members[k].second] = members[best].second;
+      begin = end;
+    }
+  }
+  return rep;
+}
+
 std::string summary_table(const pretune_report& report) {
   std::size_t w = 5;
   for (auto& s : report.shapes)
@@ -543,7 +593,7 @@ std::string summary_table(const pretune_report& report) {
   std::string out = fmt::format("{:<{}}  {:<{}}  {:>10}  {:>10}  {:>8}\n", "shape", w, "winner", cw, "time",
                                 "default", "speedup");
   double log_sum = 0;
-  std::size_t n = 0, tuned = 0, skipped = 0, failed = 0, left = 0;
+  std::size_t n = 0, tuned = 0, skipped = 0, failed = 0, left = 0, covered = 0;
   for (auto& s : report.shapes) {
     std::string shape = fmt::format("{} {} [{}]", s.entry.op, s.entry.dtype, s.shape);
     std::string winner;
@@ -570,9 +620,14 @@ std::string summary_table(const pretune_report& report) {
         out += fmt::format("{:<{}}  not tuned: {}\n", shape, w, s.detail.empty() ? "budget spent" : s.detail);
         ++left;
         break;
+      case shape_outcome::state::covered:
+        out += fmt::format("{:<{}}  {}\n", shape, w, s.detail);
+        ++covered;
+        break;
     }
   }
-  out += fmt::format("{} tuned, {} already tuned, {} failed, {} left", tuned, skipped, failed, left);
+  out += fmt::format("{} tuned, {} already tuned, {} in a KV-length bucket, {} failed, {} left", tuned,
+                     skipped, covered, failed, left);
   if (n)
     out += fmt::format("; geomean speedup vs default {:.2f}x", std::exp(log_sum / static_cast<double>(n)));
   out += fmt::format("; {} elapsed", human_s(report.seconds));

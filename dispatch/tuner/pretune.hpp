@@ -36,6 +36,9 @@ struct pretune_options {
   std::function<void(std::string_view line, std::size_t done, std::size_t total, std::string_view label,
                      std::string_view detail)>
       on_progress;
+  /// Shapes of an op whose key has `lk` (attention) that differ only in KV length are tuned
+  /// as one bucket: one representative, the others left to the nearest-shape lookup.
+  bool fold_kv_lengths = true;
   std::uint64_t seed = 1;
 };
 
@@ -43,7 +46,8 @@ struct pretune_options {
 struct shape_outcome {
   tuning::shape_entry entry;
   std::string shape;  ///< the descriptor's canonical key (what dispatch looks up)
-  enum class state { tuned, already_tuned, failed, not_reached } status = state::not_reached;
+  /// covered: folded into another shape's KV-length bucket (detail names it); not measured.
+  enum class state { tuned, already_tuned, failed, not_reached, covered } status = state::not_reached;
   std::string detail;  ///< failure reason
   tuning::result_row row;
   std::size_t candidates = 0, failed_candidates = 0, resumed_candidates = 0;
@@ -66,6 +70,13 @@ pretune_report pretune(const device& dev, tuning::database& db, const pretune_op
 std::optional<std::size_t> pick_final(const std::vector<double>& default_ns,
                                       const std::vector<std::vector<double>>& finalists_ns,
                                       double margin = 0.97);
+
+/// The KV-length buckets of `entries` (fold_kv_lengths): for each entry, the index of the
+/// entry that represents it (itself when it is tuned). Entries of an op whose key has `lk`
+/// and that agree on every other component, dtype included, share a bucket while their KV
+/// lengths span at most 2^16 (so the representative, at the geometric middle, is within the
+/// nearest-shape lookup's distance of each).
+std::vector<std::size_t> kv_length_buckets(const std::vector<tuning::shape_entry>& entries);
 
 /// The summary table (shape, winner, time, default, speedup) printed at the end.
 std::string summary_table(const pretune_report& report);

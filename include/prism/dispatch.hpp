@@ -31,6 +31,15 @@ std::vector<std::string> op_names();
 void init();
 
 /// One row of the effective routes table for a device.
+/// A shape condition of a route (`when: "m <= 16"` in a routes file or vendor profile).
+struct route_case_info {
+  std::string when;     ///< the condition as written
+  std::string backend;  ///< the backend that serves calls whose shape key satisfies it
+  std::string config;   ///< "" = that backend's default
+  source_tier tier;     ///< routes or vendor
+  std::string origin;   ///< "<file>:<line>" of the entry
+};
+
 struct route_entry {
   std::string op;
   std::string backend;             ///< the backend tried first
@@ -38,6 +47,8 @@ struct route_entry {
   std::string origin;              ///< e.g. "PRISM_OP_mm", "/path/routes.yaml", "vendor pocl", "built-in"
   bool unused = false;             ///< marked unused (served by host)
   std::vector<std::string> order;  ///< the whole candidate order (backend names)
+  /// Shape conditions tried first, in order; `backend` serves the calls none of them takes.
+  std::vector<route_case_info> cases;
 };
 /// The routes the dispatcher would use on `dev`, one entry per op, sorted by op name. Tuning
 /// database entries are per shape and are not part of this table (they sit between routes

@@ -355,6 +355,7 @@ void register_attention_ops(op_registry& r) {
     const tensor& q = c.inputs[0];
     return std::vector<tensor_spec>{{{q.size(0), q.size(1), q.size(2), c.inputs[2].size(3)}, q.type()}};
   };
+  d.key_names = {"b", "hq", "hkv", "lq", "lk", "d", "dv", "causal", "mask"};
   d.key = [](const op_call& c) {
     const attn_shape s = shape_of(c);
     return shape_key{{"b", s.b},

@@ -116,6 +116,7 @@ op_descriptor make_unary(const unary_def& u) {
   d.infer_outputs = [](const op_call& c) {
     return std::vector<tensor_spec>{{c.inputs[0].shape(), c.inputs[0].type()}};
   };
+  d.key_names = {"n"};
   d.key = flat_key;
   d.flops = [](const op_call& c) { return static_cast<double>(c.inputs[0].numel()); };
   d.bytes = [](const op_call& c) { return 2.0 * static_cast<double>(c.inputs[0].nbytes()); };
@@ -226,6 +227,7 @@ op_descriptor make_binary(const binary_def& b) {
                  : c.inputs[0].shape();
     return std::vector<tensor_spec>{{s, c.inputs[0].type()}};
   };
+  d.key_names = {"n"};
   d.key = flat_key;
   d.flops = [](const op_call& c) { return static_cast<double>(c.outputs[0].numel()); };
   d.bytes = [](const op_call& c) {
@@ -347,6 +349,7 @@ op_descriptor make_gated(const std::string& name, bool gelu) {
     s[s.size() - 1] /= 2;
     return std::vector<tensor_spec>{{s, c.inputs[0].type()}};
   };
+  d.key_names = {"rows", "d"};
   d.key = [](const op_call& c) {
     std::int64_t half = c.inputs[0].size(-1) / 2;
     return shape_key{{"rows", half ? c.outputs[0].numel() / half : 0}, {"d", half}};

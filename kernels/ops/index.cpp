@@ -42,6 +42,7 @@ op_descriptor make_embedding() {
     s.push_back(c.inputs[0].size(1));
     return std::vector<tensor_spec>{{s, c.inputs[0].type()}};
   };
+  d.key_names = {"n", "v", "d"};
   d.key = [](const op_call& c) {
     return shape_key{{"n", c.inputs[1].numel()}, {"v", c.inputs[0].size(0)}, {"d", c.inputs[0].size(1)}};
   };

@@ -113,6 +113,7 @@ op_descriptor make_copy() {
       return std::vector<tensor_spec>{{c.outputs[0].shape(), c.outputs[0].type()}};
     return std::vector<tensor_spec>{{c.inputs[0].shape(), c.inputs[0].type()}};
   };
+  d.key_names = {"n"};
   d.key = [](const op_call& c) { return shape_key{{"n", c.outputs[0].numel()}}; };
   d.flops = [](const op_call&) { return 0.0; };
   d.bytes = [](const op_call& c) { return static_cast<double>(c.outputs[0].nbytes()) * 2; };
@@ -154,6 +155,7 @@ op_descriptor make_cast() {
   d.infer_outputs = [](const op_call& c) {
     return std::vector<tensor_spec>{{c.inputs[0].shape(), parse_dtype(c.get_str("dtype"))}};
   };
+  d.key_names = {"n"};
   d.key = [](const op_call& c) { return shape_key{{"n", c.inputs[0].numel()}}; };
   d.flops = [](const op_call&) { return 0.0; };
   d.bytes = [](const op_call& c) {
@@ -258,6 +260,7 @@ op_descriptor make_fill(const std::string& name) {
     return std::vector<tensor_spec>{{dims(std::span<const std::int64_t>(s)),
                                      c.has("dtype") || !out ? parse_dtype(c.get_str("dtype")) : out->type()}};
   };
+  d.key_names = {"n"};
   d.key = [](const op_call& c) { return shape_key{{"n", c.outputs[0].numel()}}; };
   d.flops = [](const op_call&) { return 0.0; };
   d.bytes = [](const op_call& c) { return static_cast<double>(c.outputs[0].nbytes()); };
@@ -324,6 +327,7 @@ op_descriptor make_arange() {
   d.infer_outputs = [count](const op_call& c) {
     return std::vector<tensor_spec>{{dims{count(c)}, parse_dtype(c.get_str("dtype"))}};
   };
+  d.key_names = {"n"};
   d.key = [](const op_call& c) { return shape_key{{"n", c.outputs[0].numel()}}; };
   d.flops = [](const op_call& c) { return static_cast<double>(c.outputs[0].numel()); };
   d.bytes = [](const op_call& c) { return static_cast<double>(c.outputs[0].nbytes()); };
@@ -402,6 +406,7 @@ op_descriptor make_cat() {
     for (const auto& t : c.inputs) s[dim] += t.shape()[dim];
     return std::vector<tensor_spec>{{s, c.inputs[0].type()}};
   };
+  d.key_names = {"inputs", "n"};
   d.key = [](const op_call& c) {
     return shape_key{{"inputs", static_cast<std::int64_t>(c.inputs.size())}, {"n", c.outputs[0].numel()}};
   };

@@ -1210,6 +1210,7 @@ void register_matmul_ops(op_registry& r) {
     d.infer_outputs = [](const op_call& c) {
       return std::vector<tensor_spec>{{{c.inputs[0].size(0), c.inputs[1].size(1)}, c.inputs[0].type()}};
     };
+    d.key_names = {"m", "n", "k", "ta", "tb"};
     d.key = [](const op_call& c) { return gemm_key(lower_mm(c), false, true); };
     d.sample = sample_mm;
     // Outer form (b rows contiguous) and the strided-gather path; linear covers the dot form.
@@ -1231,6 +1232,7 @@ void register_matmul_ops(op_registry& r) {
       return std::vector<tensor_spec>{
           {{c.inputs[0].size(0), c.inputs[0].size(1), c.inputs[1].size(2)}, c.inputs[0].type()}};
     };
+    d.key_names = {"b", "m", "n", "k", "ta", "tb"};
     d.key = [](const op_call& c) { return gemm_key(lower_bmm(c), true, true); };
     d.sample = sample_bmm;
     d.config_test_shapes = {"b=3,m=17,n=29,k=33,ta=0,tb=0"};
@@ -1252,6 +1254,7 @@ void register_matmul_ops(op_registry& r) {
     d.infer_outputs = [](const op_call& c) {
       return std::vector<tensor_spec>{{{c.inputs[1].size(0), c.inputs[2].size(1)}, c.inputs[1].type()}};
     };
+    d.key_names = {"m", "n", "k", "ta", "tb"};
     d.key = [](const op_call& c) { return gemm_key(lower_addmm(c), false, true); };
     d.sample = sample_addmm;
     d.config_test_shapes = {"m=23,n=37,k=41,ta=0,tb=0"};
@@ -1284,6 +1287,7 @@ void register_matmul_ops(op_registry& r) {
       s[s.size() - 1] = c.inputs[1].size(0);
       return std::vector<tensor_spec>{{s, c.inputs[0].type()}};
     };
+    d.key_names = {"m", "n", "k"};
     d.key = [](const op_call& c) { return gemm_key(lower_linear(c), false, false); };
     d.sample = sample_linear;
     d.config_test_shapes = {"m=3,n=67,k=45"};  // dot form, rows per work-item clamped to M
@@ -1323,6 +1327,7 @@ void register_matmul_ops(op_registry& r) {
       s[s.size() - 1] = b.size(1);
       return std::vector<tensor_spec>{{s, a.type()}};
     };
+    d.key_names = {"b", "m", "n", "k", "ta", "tb"};
     d.key = [](const op_call& c) { return gemm_key(lower_matmul(c), true, true); };
     d.sample = sample_matmul;
     d.config_test_shapes = {"b=1,m=19,n=23,k=29,ta=0,tb=0"};

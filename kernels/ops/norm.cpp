@@ -83,6 +83,7 @@ op_descriptor make_norm(norm_kind kind) {
     if (fused) v.push_back({c.inputs[1].shape(), c.inputs[1].type()});
     return v;
   };
+  d.key_names = {"rows", "d"};
   d.key = [](const op_call& c) {
     std::int64_t dd = last_dim(c.inputs[0]);
     return shape_key{{"rows", dd ? c.inputs[0].numel() / dd : 0}, {"d", dd}};

@@ -191,6 +191,7 @@ op_descriptor make_reduce(const std::string& name) {
     return std::vector<tensor_spec>{
         {reduced_shape(x.shape(), rd, c.get_bool("keepdim")), argmax ? dtype::i64 : x.type()}};
   };
+  d.key_names = {"outer", "r", "inner"};
   d.key = [argmax](const op_call& c) {
     const tensor& x = c.inputs[0];
     auto rd = reduced_dims(c, x.dim(), argmax);
@@ -333,6 +334,7 @@ op_descriptor make_softmax(bool log) {
   d.infer_outputs = [](const op_call& c) {
     return std::vector<tensor_spec>{{c.inputs[0].shape(), c.inputs[0].type()}};
   };
+  d.key_names = {"rows", "r", "inner"};
   d.key = [](const op_call& c) {
     const tensor& x = c.inputs[0];
     int dim = normalize_dim(c, c.get_int("dim"), x.dim());

@@ -59,6 +59,7 @@ op_descriptor make_rope() {
     v.push_back(has_key(c) ? tensor_spec{c.inputs[2].shape(), c.inputs[2].type()} : tensor_spec{});
     return v;
   };
+  d.key_names = {"tokens", "heads", "d", "rot"};
   d.key = [](const op_call& c) {
     const tensor& q = c.inputs[1];
     return shape_key{{"tokens", q.size(0)},

@@ -14,6 +14,7 @@
 
 #include "dispatch/backends/backend.hpp"
 #include "dispatch/config/env_settings.hpp"
+#include "dispatch/config/route_condition.hpp"
 #include "dispatch/config/routes_file.hpp"
 #include "dispatch/config/routing.hpp"
 #include "dispatch/config/vendor_profile.hpp"
@@ -741,4 +742,165 @@ TEST(DispatchConfig, BadOpenclConfigNamesTheParametersOnce) {
   EXPECT_NE(name.find("unknown parameter 'tile' (valid: wg, vec, ept)"), std::string::npos) << name;
   EXPECT_EQ(count(name, "wg, vec, ept"), 1u) << name;
   EXPECT_EQ(reader.read_config(add, "vec=8", vendor_context{}).str(), "wg=256,vec=8,ept=1");
+}
+
+// ---- shape-aware routes (issue 12 item 4) ------------------------------------------------------
+
+TEST(DispatchRouteCondition, ParsesComparisonsAndOperators) {
+  const shape_key small{{"m", 8}, {"n", 4096}, {"k", 1024}};
+  const shape_key big{{"m", 512}, {"n", 4096}, {"k", 1024}};
+  auto holds = [](const std::string& text, const shape_key& key) {
+    return route_condition::parse(text).holds(key);
+  };
+  EXPECT_TRUE(holds("m <= 16", small));
+  EXPECT_FALSE(holds("m <= 16", big));
+  EXPECT_TRUE(holds("m<16&&k>=1024", small));
+  EXPECT_FALSE(holds("m < 16 && k > 1024", small));
+  EXPECT_TRUE(holds("m > 256 || n == 4096", small));
+  EXPECT_TRUE(holds("(m <= 16 || m >= 512) && n != 1", big));
+  EXPECT_FALSE(holds("m == 8 && (n < 10 || k < 10)", small));
+  EXPECT_TRUE(holds("n >= k", small));
+  EXPECT_TRUE(holds("-1 < m", small));
+  // && binds tighter than ||
+  EXPECT_TRUE(holds("m == 1 && n == 1 || k == 1024", small));
+  EXPECT_EQ(route_condition::parse("m <= 16 && (k > m || n > m)").names(),
+            (std::vector<std::string>{"m", "k", "n"}));
+}
+
+TEST(DispatchRouteCondition, SyntaxErrorsNameTheTextAndColumn) {
+  std::string what;
+  for (const std::string bad : {"m <= ", "m << 16", "m <= 16 &&", "(m <= 16", "m <= 16)", "m * 2 < 3", "",
+                                "m <= 16 & k > 2", "m <= 99999999999999999999"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_EQ(code_of([&] { route_condition::parse(bad); }, &what), errc::config_error);
+    EXPECT_NE(what.find("'" + bad + "'"), std::string::npos) << what;
+    EXPECT_NE(what.find("column"), std::string::npos) << what;
+  }
+  // Bounded: length, comparisons and nesting.
+  EXPECT_EQ(code_of([&] { route_condition::parse(std::string(600, ' ') + "m < 1"); }, &what),
+            errc::config_error);
+  EXPECT_NE(what.find("at most 512"), std::string::npos) << what;
+  std::string many = "m < 1";
+  for (int i = 0; i < 40; ++i) many += " || m < 1";
+  EXPECT_EQ(code_of([&] { route_condition::parse(many); }, &what), errc::config_error);
+  EXPECT_NE(what.find("more than 32 comparisons"), std::string::npos) << what;
+  EXPECT_EQ(
+      code_of([&] { route_condition::parse(std::string(40, '(') + "m < 1" + std::string(40, ')')); }, &what),
+      errc::config_error);
+  EXPECT_NE(what.find("nesting deeper than 16"), std::string::npos) << what;
+}
+
+TEST(DispatchRoutesFile, ConditionalListsParseWithOriginsAndFallback) {
+  temp_dir d;
+  auto file = d.write("r.yaml",
+                      "routes:\n"
+                      "  mm:\n"
+                      "    - {when: \"m <= 16\", backend: opencl, config: \"variant=2\"}\n"
+                      "    - {when: \"k > 4096 && n > 1\", backend: host}\n"
+                      "    - {backend: clblast}\n"
+                      "  add: [{when: \"n < 64\", backend: host}]\n");
+  auto rc = load_routes_file(file);
+  const auto& mm = rc.routes.at("mm");
+  ASSERT_EQ(mm.cases.size(), 2u);
+  EXPECT_EQ(mm.cases[0].when.text(), "m <= 16");
+  EXPECT_EQ(mm.cases[0].backend, "opencl");
+  EXPECT_EQ(mm.cases[0].config, "variant=2");
+  EXPECT_EQ(mm.cases[0].origin, file + ":3");
+  EXPECT_EQ(mm.cases[1].origin, file + ":4");
+  EXPECT_EQ(mm.backend, "clblast");
+  EXPECT_EQ(mm.origin, file + ":5");
+  const auto& add = rc.routes.at("add");
+  ASSERT_EQ(add.cases.size(), 1u);
+  EXPECT_EQ(add.backend, "") << "no fallback: the next tier routes what no condition takes";
+
+  std::string what;
+  auto syntax = d.write("s.yaml", "routes:\n  mm:\n    - {when: \"m <== 16\", backend: host}\n");
+  EXPECT_EQ(code_of([&] { load_routes_file(syntax); }, &what), errc::config_error);
+  EXPECT_NE(what.find(syntax + ":3"), std::string::npos) << what;
+  EXPECT_NE(what.find("'m <== 16'"), std::string::npos) << what;
+  auto order =
+      d.write("o.yaml", "routes:\n  mm:\n    - {backend: host}\n    - {when: \"m < 2\", backend: opencl}\n");
+  EXPECT_EQ(code_of([&] { load_routes_file(order); }, &what), errc::config_error);
+  EXPECT_NE(what.find(order + ":4"), std::string::npos) << what;
+  EXPECT_NE(what.find("put the fallback last"), std::string::npos) << what;
+  auto key = d.write("k.yaml", "routes:\n  mm:\n    - {when: \"m < 2\", backend: opencl, cfg: x}\n");
+  EXPECT_EQ(code_of([&] { load_routes_file(key); }, &what), errc::config_error);
+  EXPECT_NE(what.find("unknown key 'cfg'"), std::string::npos) << what;
+  EXPECT_NE(what.find("valid keys: when, backend, config"), std::string::npos) << what;
+  auto empty = d.write("e.yaml", "routes:\n  mm: []\n");
+  EXPECT_EQ(code_of([&] { load_routes_file(empty); }, &what), errc::config_error);
+  EXPECT_NE(what.find("empty route list"), std::string::npos) << what;
+}
+
+TEST(DispatchRouting, ConditionsKeepEachTiersPrecedence) {
+  const shape_key small{{"m", 4}, {"n", 64}, {"k", 64}};
+  const shape_key big{{"m", 400}, {"n", 64}, {"k", 64}};
+  routes_config routes;  // no fallback: what no condition takes goes on to the vendor tier
+  routes.routes["mm"] = {
+      "", "", "routes.yaml:2", {{route_condition::parse("m <= 16"), "host", "", "routes.yaml:3"}}};
+  vendor_profile vendor;
+  vendor.name = "v";
+  vendor.routes["mm"] = {"clblast",
+                         "",
+                         "vendor.yaml:5",
+                         {{route_condition::parse("m >= 256"), "opencl", "wg=64", "vendor.yaml:6"}}};
+  env_settings no_env;
+  auto r = resolve_route(op("mm"), {&no_env, &routes, &vendor});
+  ASSERT_EQ(r.cases.size(), 2u);
+  auto s = route_for_shape(r, small);
+  EXPECT_EQ(s.backend, "host");
+  EXPECT_EQ(s.tier, source_tier::routes);
+  EXPECT_EQ(s.origin, "routes.yaml:3");
+  EXPECT_TRUE(s.above_db());
+  auto b = route_for_shape(r, big);
+  EXPECT_EQ(b.backend, "opencl");
+  EXPECT_EQ(b.config, "wg=64");
+  EXPECT_EQ(b.tier, source_tier::vendor);
+  EXPECT_EQ(b.origin, "vendor.yaml:6");
+  EXPECT_FALSE(b.above_db()) << "a vendor condition stays below the tuning database";
+  auto mid = route_for_shape(r, shape_key{{"m", 64}, {"n", 64}, {"k", 64}});
+  EXPECT_EQ(mid.backend, "clblast");
+  EXPECT_EQ(mid.origin, "vendor.yaml:5");
+  EXPECT_TRUE(mid.cases.empty());
+  // env outranks every condition; a plain routes entry hides the vendor's conditions.
+  env_settings env;
+  env.routes.push_back({"mm", "opencl", "PRISM_OP_mm"});
+  EXPECT_TRUE(resolve_route(op("mm"), {&env, &routes, &vendor}).cases.empty());
+  routes_config plain;
+  plain.routes["mm"] = {"clblast", "", "plain.yaml:2"};
+  auto p = resolve_route(op("mm"), {&no_env, &plain, &vendor});
+  EXPECT_TRUE(p.cases.empty());
+  EXPECT_EQ(route_for_shape(p, big).backend, "clblast");
+  // Neither source has a fallback: the built-in order takes the rest.
+  vendor.routes["mm"].backend = "";
+  auto none = route_for_shape(resolve_route(op("mm"), {&no_env, &routes, &vendor}), shape_key{{"m", 64}});
+  EXPECT_EQ(none.backend, "opencl");
+  EXPECT_EQ(none.tier, source_tier::default_order);
+}
+
+TEST(DispatchRouting, ConditionsAreValidatedAgainstTheOpsKey) {
+  std::vector<op_catalog_entry> keyed = catalog;
+  for (auto& e : keyed)
+    e.key_names = e.name == "mm" ? std::vector<std::string>{"m", "n", "k"} : std::vector<std::string>{"n"};
+  env_settings env;
+  routes_config rc;
+  rc.routes["mm"] = {
+      "opencl", "", "r.yaml:2", {{route_condition::parse("m <= 16 && rows > 2"), "host", "", "r.yaml:3"}}};
+  std::string what;
+  EXPECT_EQ(code_of([&] { validate_sources(keyed, backends, env, &rc, {}); }, &what), errc::config_error);
+  EXPECT_NE(what.find("r.yaml:3"), std::string::npos) << what;
+  EXPECT_NE(what.find("'m <= 16 && rows > 2' reads 'rows'"), std::string::npos) << what;
+  EXPECT_NE(what.find("valid components: m, n, k"), std::string::npos) << what;
+  rc.routes["mm"].cases[0] = {route_condition::parse("m <= 16"), "cublas", "", "r.yaml:3"};
+  EXPECT_EQ(code_of([&] { validate_sources(keyed, backends, env, &rc, {}); }, &what), errc::not_found);
+  EXPECT_NE(what.find("r.yaml:3"), std::string::npos) << what;
+  EXPECT_NE(what.find("valid backends: opencl, clblast, host"), std::string::npos) << what;
+  vendor_profile v;
+  v.name = "v";
+  v.routes["add"] = {"", "", "v.yaml:2", {{route_condition::parse("n < 4"), "clblast", "", "v.yaml:3"}}};
+  EXPECT_EQ(code_of([&] { validate_sources(keyed, backends, env, nullptr, {v}); }, &what), errc::not_found);
+  EXPECT_NE(what.find("does not implement op 'add'"), std::string::npos) << what;
+  rc.routes["mm"].cases[0].backend = "host";
+  v.routes["add"].cases[0].backend = "host";
+  EXPECT_NO_THROW(validate_sources(keyed, backends, env, &rc, {v}));
 }

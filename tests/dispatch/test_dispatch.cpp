@@ -658,3 +658,134 @@ TEST(Dispatch, ClblastParametersApplyOnceAndRejectUnknownNames) {
   EXPECT_TRUE(compare_outputs(desc, call, expected, got).ok);
   pd::clblast::run(q, desc.gemm(call), {}).wait();  // back to CLBlast's defaults
 }
+
+// ---- shape-aware routes (issue 12 item 4) ------------------------------------------------------
+
+namespace {
+op_call mm_call(queue& q, std::int64_t m) {
+  op_call c;
+  c.op = "mm";
+  c.inputs = {tensor::from_floats(q, std::vector<float>(m * 4, 1.f), {m, 4}, dtype::f32),
+              tensor::from_floats(q, std::vector<float>(4 * 3, 2.f), {4, 3}, dtype::f32)};
+  return c;
+}
+}  // namespace
+
+// Conditions pick the backend per call shape; the log's origin names the entry's file:line.
+TEST(Dispatch, ConditionalRoutesPickTheBackendPerShape) {
+  auto& q = test_queue();
+  temp_dir d;
+  auto routes = d.write("routes.yaml",
+                        "routes:\n"
+                        "  mm:\n"
+                        "    - {when: \"m <= 2\", backend: host}\n"
+                        "    - {when: \"m >= 6 && n == 3\", backend: opencl}\n"
+                        "  add: [{when: \"n > 100\", backend: host}]\n");
+  d.write("vendors/acme/vendor.yaml", "name: acme\npriority: 100\nroutes:\n  mm: clblast\n");
+  env_scope env(env_vars{{"PRISM_ROUTES", routes},
+                         {"PRISM_VENDOR_PATH", (d.path / "vendors").string()},
+                         {"PRISM_LOG_DISPATCH", "1"},
+                         {"PRISM_LOG_DISPATCH_FILE", (d.path / "log.csv").string()}});
+  pd::testing::reload_config();
+  for (std::int64_t m : {1, 8, 4, 2}) {
+    auto c = mm_call(q, m);
+    auto r = pd::dispatch_call(q, c);
+    auto out = c.outputs[0].to_floats(q);
+    EXPECT_EQ(out, std::vector<float>(m * 3, 8.f)) << "m=" << m;
+    (void)r;
+  }
+  dispatch_add(q);
+  std::stringstream log(d.read("log.csv"));
+  auto recs = pd::parse_log(log);
+  std::vector<std::string> mm_lines;
+  for (const auto& rec : recs)
+    if (rec.event == "exec" && rec.op == "mm")
+      mm_lines.push_back(rec.shape + " " + rec.backend + " " + rec.tier + " " + rec.reason);
+  ASSERT_EQ(mm_lines.size(), 4u) << d.read("log.csv");
+  EXPECT_EQ(mm_lines[0].rfind("m=1,n=3,k=4,ta=0,tb=0 host routes " + routes + ":3", 0), 0u) << mm_lines[0];
+  EXPECT_EQ(mm_lines[1].rfind("m=8,n=3,k=4,ta=0,tb=0 opencl routes " + routes + ":4", 0), 0u) << mm_lines[1];
+  // No condition holds and the list has no fallback: the vendor profile routes the call.
+  EXPECT_NE(mm_lines[2].find("acme/vendor.yaml:4"), std::string::npos) << mm_lines[2];
+  EXPECT_EQ(mm_lines[3].rfind("m=2,n=3,k=4,ta=0,tb=0 host routes " + routes + ":3", 0), 0u) << mm_lines[3];
+  const auto add = std::find_if(recs.begin(), recs.end(), [](const auto& r) { return r.op == "add"; });
+  ASSERT_NE(add, recs.end());
+  EXPECT_EQ(add->backend, "opencl") << "n=4 takes no condition: the built-in order";
+  EXPECT_EQ(add->tier, "default");
+
+  // `prism routes` data: the conditions in order, with their origins.
+  auto table = pd::effective_routes(q.get_device());
+  auto mm = std::find_if(table.begin(), table.end(), [](const auto& e) { return e.op == "mm"; });
+  ASSERT_NE(mm, table.end());
+  ASSERT_EQ(mm->cases.size(), 2u);
+  EXPECT_EQ(mm->cases[0].when, "m <= 2");
+  EXPECT_EQ(mm->cases[0].backend, "host");
+  EXPECT_EQ(mm->cases[1].origin, routes + ":4");
+  EXPECT_EQ(mm->backend, "clblast");
+  EXPECT_EQ(mm->tier, pd::source_tier::vendor);
+}
+
+// An env route outranks the conditions; conditions with bad names or configs stop start-up.
+TEST(Dispatch, ConditionalRoutesPrecedenceAndStartupErrors) {
+  auto& q = test_queue();
+  temp_dir d;
+  auto routes =
+      d.write("routes.yaml", "routes:\n  mm: [{when: \"m <= 2\", backend: host}, {backend: opencl}]\n");
+  {
+    env_scope env(env_vars{{"PRISM_ROUTES", routes}, {"PRISM_OP_mm", "clblast"}});
+    pd::testing::reload_config();
+    auto c = mm_call(q, 1);
+    EXPECT_EQ(pd::dispatch_call(q, c).backend, "clblast");
+  }
+  {
+    env_scope env(env_vars{{"PRISM_ROUTES", routes}});
+    pd::testing::reload_config();
+    auto small = mm_call(q, 1), large = mm_call(q, 5);
+    EXPECT_EQ(pd::dispatch_call(q, small).backend, "host");
+    auto r = pd::dispatch_call(q, large);
+    EXPECT_EQ(r.backend, "opencl");
+    EXPECT_EQ(r.reason, routes + ":2") << "the fallback entry's line";
+  }
+  std::string what;
+  auto names = d.write("names.yaml", "routes:\n  mm:\n    - {when: \"rows <= 2\", backend: host}\n");
+  {
+    env_scope env(env_vars{{"PRISM_ROUTES", names}});
+    EXPECT_EQ(code_of([] { pd::testing::reload_config(); }, &what), errc::config_error);
+    EXPECT_NE(what.find(names + ":3"), std::string::npos) << what;
+    EXPECT_NE(what.find("'rows <= 2' reads 'rows'"), std::string::npos) << what;
+    EXPECT_NE(what.find("valid components: m, n, k, ta, tb"), std::string::npos) << what;
+  }
+  auto config = d.write("config.yaml",
+                        "routes:\n  mm:\n    - {when: \"m <= 2\", backend: opencl, config: \"tile=3\"}\n");
+  {
+    env_scope env(env_vars{{"PRISM_ROUTES", config}});
+    EXPECT_EQ(code_of([] { pd::testing::reload_config(); }, &what), errc::config_error);
+    EXPECT_NE(what.find(config + ":3"), std::string::npos) << what;
+    EXPECT_NE(what.find("tile"), std::string::npos) << what;
+  }
+  d.write("vendors/acme/vendor.yaml",
+          "name: acme\npriority: 100\nroutes:\n  linear:\n    - {when: \"b > 1\", backend: host}\n");
+  {
+    env_scope env(env_vars{{"PRISM_VENDOR_PATH", (d.path / "vendors").string()}});
+    EXPECT_EQ(code_of([] { pd::testing::reload_config(); }, &what), errc::config_error);
+    EXPECT_NE(what.find("acme/vendor.yaml:5"), std::string::npos) << what;
+    EXPECT_NE(what.find("valid components: m, n, k"), std::string::npos) << what;
+  }
+}
+
+// Every op declares the components its key produces (what conditions are checked against).
+TEST(Dispatch, EveryOpDeclaresItsKeyNames) {
+  auto& q = test_queue();
+  for (const auto* d : op_registry::instance().all()) {
+    SCOPED_TRACE(d->name);
+    if (!d->key || !d->test_cases) continue;
+    auto cases = d->test_cases(dtype::f32);
+    if (cases.empty()) continue;
+    std::vector<std::string> got, declared = d->key_names;
+    auto c = cases.front().make(q, sample_options{});
+    const shape_key key = d->key(c);
+    for (const auto& [n, v] : key.components()) got.push_back(n);
+    std::sort(got.begin(), got.end());
+    std::sort(declared.begin(), declared.end());
+    EXPECT_EQ(got, declared);
+  }
+}

@@ -358,3 +358,63 @@ TEST(TuningDispatch, KillDashNineDuringPretuneKeepsFinishedShapes) {
         db.find_result(fp, "add", "f32", tuning::shape_key::parse("n=" + std::to_string(1000 + 37 * i))))
         << i;
 }
+
+// Attention shapes that differ only in KV length are one bucket with a representative at the
+// geometric middle; other components, dtypes, ops without lk and KV spans over 2^16 split it.
+TEST(TuningDispatch, KvLengthBucketsFoldAttentionShapes) {
+  auto set = parse_shape_set(
+      "shapes:\n"
+      "  - {op: scaled_dot_product_attention, b: 1, hq: 8, hkv: 4, lq: 1, lk: [16, 64, 256, 1024, 4096], d: "
+      "32, "
+      "dv: 32, causal: 1, mask: 0}\n"
+      "  - {op: scaled_dot_product_attention, b: 1, hq: 8, hkv: 4, lq: 32, lk: 32, d: 32, dv: 32, causal: 1, "
+      "mask: 0}\n"
+      "  - {op: scaled_dot_product_attention, dtype: f16, b: 1, hq: 8, hkv: 4, lq: 1, lk: 64, d: 32, dv: 32, "
+      "causal: 1, mask: 0}\n"
+      "  - {op: scaled_dot_product_attention, b: 1, hq: 8, hkv: 4, lq: 1, lk: [1, 131072], d: 64, dv: 64, "
+      "causal: 1, mask: 0}\n"
+      "  - {op: rms_norm, rows: [4, 8], d: 512}\n",
+      "test");
+  ASSERT_EQ(set.entries.size(), 11u);
+  auto reps = dispatch::tuner::kv_length_buckets(set.entries);
+  const std::size_t none = std::size_t(-1);
+  // lk 16..4096: log2 4..12, middle 8 -> lk=256 (index 2) represents all five.
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(reps[i], 2u) << i;
+  EXPECT_EQ(reps[5], 5u) << "lq differs: its own bucket";
+  EXPECT_EQ(reps[6], 6u) << "f16: its own bucket";
+  EXPECT_EQ(reps[7], 7u) << "1 and 131072 are 17 doublings apart: two buckets";
+  EXPECT_EQ(reps[8], 8u);
+  EXPECT_EQ(reps[9], none) << "rms_norm has no lk";
+  EXPECT_EQ(reps[10], none);
+}
+
+// Pretune measures one shape per KV-length bucket; dispatch serves the others from it.
+TEST(TuningDispatch, PretuneTunesOneShapePerKvBucket) {
+  auto& db = test_db();
+  queue q;
+  auto dev = q.get_device();
+  dispatch::tuner::pretune_options o;
+  o.shapes = parse_shape_set(
+      "shapes:\n  - {op: scaled_dot_product_attention, b: 1, hq: 2, hkv: 2, lq: 1, lk: [8, 16, 32], d: 16, "
+      "dv: 16, causal: 0, mask: 0}\n",
+      "test");
+  o.backends = {"opencl"};
+  o.max_per_backend = 1;
+  o.min_runs = 2;
+  o.max_runs = 3;
+  o.target_s_per_candidate = 0.01;
+  auto report = dispatch::tuner::pretune(dev, db, o);
+  ASSERT_EQ(report.shapes.size(), 3u);
+  EXPECT_EQ(report.shapes[0].status, dispatch::tuner::shape_outcome::state::covered);
+  EXPECT_NE(report.shapes[0].detail.find("lk=16"), std::string::npos) << report.shapes[0].detail;
+  EXPECT_EQ(report.shapes[1].status, dispatch::tuner::shape_outcome::state::tuned) << report.shapes[1].detail;
+  EXPECT_EQ(report.shapes[2].status, dispatch::tuner::shape_outcome::state::covered);
+  auto summary = dispatch::tuner::summary_table(report);
+  EXPECT_NE(summary.find("1 tuned, 0 already tuned, 2 in a KV-length bucket"), std::string::npos) << summary;
+  dispatch::use_tuning_database();
+  auto call =
+      sample(q, "scaled_dot_product_attention", "b=1,hq=2,hkv=2,lq=1,lk=8,d=16,dv=16,causal=0,mask=0");
+  auto r = dispatch::dispatch_call(q, call);
+  q.wait();
+  EXPECT_EQ(r.tier, dispatch::source_tier::db_nearest) << r.reason;
+}

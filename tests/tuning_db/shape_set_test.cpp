@@ -131,3 +131,27 @@ TEST(ShapeSet, RecorderKeepsOneShapePerLog2Bucket) {
                                         "causal=0,lq=1,lk=130,d=64"}))
       << read_file(file);
 }
+
+// PRISM_RECORD_UNTUNED_EXACT=1 keeps every distinct shape: the KV lengths the bucketed
+// recorder folds into one entry are each written once.
+TEST(ShapeSet, RecorderKeepsExactShapesWhenAsked) {
+  auto dir = make_temp_dir("record-exact");
+  auto file = dir + "/untuned.yaml";
+  std::map<std::string, std::string> env{{"PRISM_RECORD_UNTUNED", file}, {"PRISM_RECORD_UNTUNED_EXACT", "1"}};
+  std::vector<std::string> args{"record", "scaled_dot_product_attention", "f32"};
+  for (int lk = 129; lk <= 132; ++lk) args.push_back("causal=1,lq=1,lk=" + std::to_string(lk) + ",d=64");
+  args.push_back("causal=1,lq=1,lk=130,d=64");  // a repeat is still written once
+  auto a = spawn_helper(args, dir + "/a.out", env);
+  ASSERT_EQ(wait_child(a), 0) << read_file(dir + "/a.out");
+  // A later run skips exact shapes already in the file, not whole buckets.
+  auto b = spawn_helper({"record", "scaled_dot_product_attention", "f32", "causal=1,lq=1,lk=131,d=64",
+                         "causal=1,lq=1,lk=133,d=64"},
+                        dir + "/b.out", env);
+  ASSERT_EQ(wait_child(b), 0) << read_file(dir + "/b.out");
+  std::vector<std::string> got;
+  for (auto& e : load_shape_set(file).entries) got.push_back(e.shape.str());
+  EXPECT_EQ(got, (std::vector<std::string>{"causal=1,lq=1,lk=129,d=64", "causal=1,lq=1,lk=130,d=64",
+                                           "causal=1,lq=1,lk=131,d=64", "causal=1,lq=1,lk=132,d=64",
+                                           "causal=1,lq=1,lk=133,d=64"}))
+      << read_file(file);
+}
