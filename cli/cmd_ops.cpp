@@ -21,26 +21,6 @@ struct ops_args {
   bool json = false;
 };
 
-// Shape-key component names, from the descriptor's config test shapes; ops without them are
-// asked for the key of their first suite case (which needs a device: made once, when needed).
-std::vector<std::string> key_names(const prism::op_descriptor& d, std::optional<prism::queue>& q) {
-  std::vector<std::string> out;
-  prism::shape_key key;
-  if (!d.config_test_shapes.empty()) {
-    key = prism::shape_key::parse(d.config_test_shapes.front());
-  } else if (d.key && d.test_cases && !d.dtypes.empty()) {
-    try {
-      if (!q) q.emplace();
-      auto cases = d.test_cases(d.dtypes.front());
-      if (!cases.empty()) key = d.key(cases.front().make(*q, prism::sample_options{}));
-    } catch (const std::exception&) {
-      return out;  // no device: the names stay unknown
-    }
-  }
-  for (const auto& [name, value] : key.components()) out.push_back(name);
-  return out;
-}
-
 std::string join(const std::vector<std::string>& v, const char* sep = ",") {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
@@ -133,13 +113,12 @@ PRISM_CLI_COMMAND(20) {
       ops = reg.all();
     else
       ops = {&reg.get(a->name)};  // unknown: not_found listing the names (exit 2)
-    std::optional<prism::queue> q;
     if (a->json) {
       nlohmann::json out = nlohmann::json::array();
-      for (const auto* d : ops) out.push_back(op_json(*d, key_names(*d, q)));
+      for (const auto* d : ops) out.push_back(op_json(*d, d->key_names));
       std::cout << (a->name.empty() ? out : out[0]).dump(2) << "\n";
     } else if (!a->name.empty()) {
-      print_one(*ops[0], key_names(*ops[0], q));
+      print_one(*ops[0], ops[0]->key_names);
     } else {
       prism::cli::table t;
       // Backends, dtypes and help are in `prism ops NAME` and --json: the list keeps to what a
@@ -148,7 +127,7 @@ PRISM_CLI_COMMAND(20) {
           .column("shape key", prism::cli::table::align::left, true, 10)
           .column("attributes", prism::cli::table::align::left, true, 10);
       for (const auto* d : ops) {
-        auto key = key_names(*d, q);
+        auto key = d->key_names;
         t.row({d->name, key.empty() ? "?" : join(key), attr_list(*d)});
       }
       std::printf("%s", t.render(prism::cli::terminal_width()).c_str());

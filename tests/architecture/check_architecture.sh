@@ -51,6 +51,7 @@ rule "vendor files are read by the vendor loader only" \
 rule "layers import only downward: runtime" '#include "(kernels|tuning_db|dispatch|cli)/' runtime
 rule "layers import only downward: kernels" '#include "(tuning_db|dispatch|cli)/' kernels
 rule "layers import only downward: tuning_db" '#include "(kernels|dispatch|cli)/' tuning_db
-rule "layers import only downward: dispatch" '#include "cli/' dispatch
+rule "layers import only downward: dispatch" '#include "(cli|io)/' dispatch
+rule "layers import only downward: io" '#include "(tuning_db|dispatch|cli)/' io
 [ "$failed" = 0 ] && echo "architecture: all rules hold"
 exit "$failed"
