@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the benchmarks: environment knobs, the one queue, and the tune_configs space that
 // applies, which is the dispatcher's (dispatch::tune_space_for: the matched vendor profile, a
 // PRISM_VENDOR_PATH profile's own file included) unless the benchmark's override variable names

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `prism db list|show|stats|check|export|import|merge|vacuum|clear|repair`: inspect and manage
 // the tuning database (docs/tuning.md). list/show/stats/check/export never write any file.
 #include <fmt/format.h>

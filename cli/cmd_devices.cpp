@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `prism devices`: every OpenCL device with its fingerprint, the default one marked; --json too.
 #include <nlohmann/json.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `prism log summarize FILE` and `prism log replay FILE`: the dispatch log read back. summarize
 // recomputes the exit summary (calls, fallbacks, time per op, backend and tier) from a log file,
 // of one process or many; replay runs its lines again through `prism run --replay`.

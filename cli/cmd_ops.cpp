@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `prism ops [NAME]`: every op from its descriptor: shape-key components (what the dispatch log,
 // `prism run --shape` and shape sets name), attributes with defaults, dtypes, backends and
 // tunable parameters; --json too.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `prism pretune`: measure the candidates of every shape in a shape set on one device and store
 // the fastest correct one per shape in the tuning database (docs/tuning.md).
 #include <unistd.h>

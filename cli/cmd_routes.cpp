@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `prism routes`: the dispatcher's effective routes table for a device, with the origin of each
 // entry (env variable, routes file line, vendor profile line or built-in order).
 #include <nlohmann/json.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `prism run`: runs one op on random inputs from its descriptor's sample builder, checks the
 // result against the host reference and prints the time and the dispatch decision. Replays a
 // dispatch log line with --replay. All of it goes through dispatch/op_run.hpp.

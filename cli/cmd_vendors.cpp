@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `prism vendors`: the vendor profiles found (shipped and PRISM_VENDOR_PATH) and which one
 // matches each OpenCL device; --json too.
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `prism version`: what --version prints (version, git commit, build type, OpenCL and CLBlast
 // versions), also as JSON.
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `prism` command's subcommand registry: each cli/cmd_*.cpp registers itself, so adding a
 // command touches one file.
 #pragma once

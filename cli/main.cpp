@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `prism`: entry point; subcommands live in cli/cmd_*.cpp and register themselves. Maps every
 // failure to the documented exit codes (cli/term.hpp) and suggests close names for mistyped
 // subcommands and flags.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `prism` command's output helpers (see term.hpp).
 #include "cli/term.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Output helpers of the `prism` command: exit codes, the terminal width, tables that fit it,
 // a one-line progress bar, and "did you mean" suggestions. The only place the CLI writes
 // terminal control sequences.

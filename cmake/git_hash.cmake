@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Writes OUT, a C++ file defining prism::cli::detail::git_hash: the commit of the source tree SRC
 # ("<12 hex>", "-dirty" when tracked files differ) or "unknown" outside a git checkout. Run at
 # every build by cli/CMakeLists.txt; the file changes only when the hash does.

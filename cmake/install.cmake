@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Install rules: the layer libraries, public headers, data files (vendor profiles, shape sets),
 # an exported CMake package (find_package(prism) -> prism::prism) and a pkg-config file.
 include(CMakePackageConfigHelpers)

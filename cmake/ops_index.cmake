@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Writes the registration index of kernels/ops/*.cpp (run at configure time by
 # kernels/CMakeLists.txt): each <stem>.cpp defines `void register_<stem>_ops(prism::op_registry&)`.
 set(decls "")

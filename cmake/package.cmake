@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # A Debian package of everything `cmake --install` installs (libraries, headers, CMake and
 # pkg-config files, the prism and prism-llm commands, vendor profiles and shape sets):
 #   cpack -G DEB --config <build>/CPackConfig.cmake   (scripts/test-package.sh builds and tests it)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-op dispatcher (see dispatcher.hpp): process-wide state built once from env, routes
 // file and vendor profiles; per-device routes; a memo of decisions per call signature; the
 // fallback loop; counters and the dispatch log.

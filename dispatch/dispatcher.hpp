@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-op dispatcher: routes an op_call to a backend implementation (env > routes file >
 // tuning db > vendor profile > built-in order), falls back when the routed one refuses, logs the
 // decision, and memoizes routing per (device, op, dtypes, shape, attrs) so the warm path is

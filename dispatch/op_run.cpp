@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `prism run` and dispatch-log replay (see op_run.hpp): a sample call per request, planned or
 // dispatched through the dispatcher, checked against the descriptor's host reference.
 #include "dispatch/op_run.hpp"

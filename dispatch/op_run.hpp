@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One op call on random inputs, as `prism run` and dispatch-log replay make it: built by the op
 // descriptor's sample builder for a shape key, routed by the dispatcher (or forced), checked
 // against the host reference and timed. The CLI reaches ops through this, not the kernels layer.

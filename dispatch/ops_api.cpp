@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public op API (prism/ops.hpp): each function names its op once, in an op_handle, which
 // builds the op_call and hands it to the dispatcher. Plain functions, no macros, so
 // `grep '"softmax"'` finds every entry point of an op. Composite forms (scalar first operands,

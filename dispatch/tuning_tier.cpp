@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuning-database tier of one device (see tuning_tier.hpp).
 #include "dispatch/tuning_tier.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuning-database tier of routing, as an explicit object: each device the dispatcher serves
 // owns one, built from values the dispatcher already has (the device, its fingerprint and
 // driver, its vendor profile). It asks the process's tuning database for the row of a call's

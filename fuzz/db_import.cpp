@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes `prism db import` documents: import_json validates the whole document before it
 // writes, so a database that cannot be written (no file, read-only) exercises every check
 // without disk traffic. A prism::error is the expected answer to bad input.

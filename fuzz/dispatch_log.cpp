@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes dispatch logs as `prism run --replay` reads them: parse_log on the input text.
 // A prism::error is the expected answer to bad input.
 #include <sstream>

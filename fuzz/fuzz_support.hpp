@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the libFuzzer harnesses: a private scratch folder, and writing an input to
 // a file for the parsers that take a path.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the GGUF parser (prism/io/gguf.hpp): header, metadata, tensor infos, alignment, and
 // the dequantization of every tensor it accepts. A prism::error is the expected answer.
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes PRISM_ROUTES files: load_routes_file on the input (its includes resolve next to it).
 // A prism::error is the expected answer to bad input; anything else is a bug.
 #include "dispatch/config/routes_file.hpp"

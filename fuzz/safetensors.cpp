@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the safetensors header parser (prism/io/safetensors.hpp): length prefix, JSON header,
 // dtypes, shapes against byte ranges. A prism::error is the expected answer to bad input.
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes shape sets: parse_shape_set on the input text (variables, lists, products).
 // A prism::error is the expected answer to bad input.
 #include <string_view>

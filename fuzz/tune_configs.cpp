@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes tune_configs.yaml: parse_tune_configs on the input text (products, constraints).
 // A prism::error is the expected answer to bad input.
 #include <string_view>

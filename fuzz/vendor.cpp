@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes vendor profiles: the input is vendors/fuzz/vendor.yaml, loaded with
 // load_vendor_profiles. A prism::error is the expected answer to bad input.
 #include "dispatch/config/vendor_profile.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GGUF parsing (bounded: every count and length is checked against the bytes left before use)
 // and dequantization of F32, F16, BF16, Q8_0, Q4_0 and Q4_1 blocks.
 // Layout: "GGUF", u32 version, u64 tensor count, u64 key count, keys (string, u32 type, value),

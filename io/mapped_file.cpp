@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mapped_file: mmap of a whole file (MAP_PRIVATE, read-only); empty files map to no bytes.
 #include "prism/io/mapped_file.hpp"
 

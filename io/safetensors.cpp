@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // safetensors reading and writing; format: u64 little-endian header length N, N bytes of JSON
 // {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}, then the data.
 #include "prism/io/safetensors.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Embedded OpenCL sources and the kernel build helper: resolves `#include "x.cl"` lines against
 // the embedded files, prepends prelude.cl and goes through the runtime's program cache.
 #include "kernels/cl_source.hpp"

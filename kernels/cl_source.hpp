@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Embedded OpenCL C sources (kernels/cl/*.cl, compiled into the library by a CMake step) and the
 // kernel build helper every implementation uses: prelude + op source + defines, through the
 // runtime's program cache.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dtype names, sizes and the f16 / bf16 <-> f32 conversions (round-to-nearest-even, NaN kept).
 #include "prism/dtype.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launchers for elementwise.cl and cast.cl: merge dims, choose the flat or strided kernel,
 // bind storage kinds and config as build defines.
 #include "kernels/elementwise_launch.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launchers for kernels/cl/elementwise.cl and kernels/cl/cast.cl, shared by the elementwise,
 // gated and layout ops (and tensor::contiguous): pick the flat (vectorised) or strided path.
 #pragma once

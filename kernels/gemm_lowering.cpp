@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BLAS views and shape keys of a lowered GEMM (see gemm_lowering.hpp).
 #include "kernels/gemm_lowering.hpp"
 

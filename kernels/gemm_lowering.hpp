@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one GEMM lowering of the matmul family. Each GEMM-family descriptor (mm, bmm, addmm,
 // linear, matmul) lowers its call to a gemm_problem through op_descriptor::gemm; prism's GEMM
 // kernels read the element strides directly, and BLAS libraries (CLBlast, OpenBLAS) read

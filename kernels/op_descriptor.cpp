@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The op descriptor framework: attribute text forms, shape keys / configs, the registry, generic
 // argument checks, implementation selection, host backend and output comparison.
 #include "kernels/op_descriptor.hpp"

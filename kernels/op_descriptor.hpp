@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The op descriptor framework: one `op_descriptor` per op (argument rules, dtypes, shape key,
 // FLOP/byte counts, host reference, tolerance, config schema, OpenCL implementations), the
 // generic call representation `op_call`, and the process-wide registry every layer reads.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal helpers shared by op descriptors: value encoding, shape rules, errors, iteration
 // spaces, random samples, config schemas and tolerance scaling.
 #include "kernels/op_support.hpp"

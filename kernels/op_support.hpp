@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal helpers shared by op descriptors (kernels/ops/*.cpp): value encoding, shape rules,
 // error builders, random samples, launch geometry and descriptor fragments.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shape keys against device limits (see shape_limits.hpp).
 #include "kernels/shape_limits.hpp"
 

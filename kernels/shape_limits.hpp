@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checking a shape key against a device before anything is allocated for it (`prism run`,
 // pretune): a component that is negative, or that alone needs more than one buffer may hold,
 // is refused with the valid range instead of reaching std::vector or the driver.

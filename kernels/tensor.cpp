@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::tensor and prism::dims: strided views over device storage; contiguous() goes through
 // the strided copy kernel, host transfers through the runtime's buffer reads/writes.
 #include "prism/tensor.hpp"

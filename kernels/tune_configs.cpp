@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading vendors/<vendor>/tune_configs.yaml: per-op (or per-family) default configs and search
 // spaces given as explicit lists and constrained cartesian products (docs/tune_configs.md).
 #include <yaml-cpp/yaml.h>

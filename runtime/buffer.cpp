@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Buffers: allocation, blocking host transfers, host maps and write-back at destruction. Device
 // commands on buffers are ordered in queue.cpp from the dependency state kept here.
 #include "runtime/impl.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OpenCL status checks and info-query helpers shared by the runtime's sources.
 #include "runtime/cl.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal OpenCL helpers: the one include of the C++ bindings for runtime sources, status
 // checks that turn OpenCL failures into prism::error, and typed info queries.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Contexts: one default per device (created on first use, never released) plus explicit ones.
 #include <map>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device enumeration through the ICD loader, cached device queries and fingerprints.
 #include <algorithm>
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Environment cache: each variable is read from the process environment once.
 #include "runtime/env.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Environment variables, read once per name and cached for the life of the process, so a
 // setting cannot change under a running program. Thread safety: safe.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::error and the names of error codes and OpenCL status codes.
 #include "prism/error.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Events: status, waits, dependency lists, host callbacks and profiling; plus the runtime's two
 // worker threads (host tasks, callbacks).
 #include <chrono>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graphs: recording command groups on a queue (queue::submit hands them here while a graph
 // records), resolving them into a launch list or a cl_khr_command_buffer, and replaying them as
 // one tracked unit. Also graph_param's staging slots and the process-wide graph counters.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FNV-1a 64-bit hashing for device fingerprints, program source hashes and cache keys.
 // Stable across runs and platforms: the tuning database stores these strings.
 #pragma once

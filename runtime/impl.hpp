@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime's internal object model: what prism's public handles (device, context, event,
 // buffer, usm allocation, program, kernel, queue) point to. Included only by runtime sources
 // and by layers that need raw OpenCL handles through the interop header.

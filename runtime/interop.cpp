@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // interop::native(...): raw OpenCL handles of prism objects, for CLBlast and user OpenCL code.
 #include "prism/interop/opencl.hpp"
 

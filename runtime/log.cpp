@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-layer spdlog loggers on one shared stderr sink; level from PRISM_LOG_LEVEL.
 #include "runtime/log.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One named spdlog logger per layer ("runtime", "kernels", "dispatch", "tuning_db", "cli", ...),
 // all writing to stderr at the level PRISM_LOG_LEVEL sets (off|error|warn|info|debug|trace,
 // default warn). Thread safety: safe.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // data_dir(): PRISM_DATA_DIR, else the install prefix of libprism_runtime, else the source tree.
 #include "runtime/paths.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where prism's data files (vendor profiles, shape sets) live. Thread safety: safe.
 #pragma once
 

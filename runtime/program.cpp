@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Program builds through a process-wide cache of shared futures keyed by (context, device,
 // source hash, options): concurrent requests for one key compile once; failures are cached too.
 #include <chrono>

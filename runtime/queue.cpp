@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Queues: lanes of in-order OpenCL queues, command-group submission with RAW/WAR/WAW tracking,
 // host tasks, native commands, USM transfers, waits and asynchronous error delivery.
 #include <algorithm>

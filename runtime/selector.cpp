@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Selectors and PRISM_DEVICE specs: which device a default queue gets, and why none matched.
 #include <algorithm>
 #include <cctype>

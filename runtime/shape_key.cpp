@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::shape_key: parsing, printing, the nearest-shape distance and the log2 bucket it implies.
 #include "prism/shape_key.hpp"
 

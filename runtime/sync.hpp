@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // wait_list: the cl_events a command must wait for, built on the stack. Adding an event from
 // another OpenCL queue flushes that queue, so the wait cannot stall on unsubmitted work.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Edit distance and closest-name suggestions (see text.hpp).
 #include "runtime/text.hpp"
 

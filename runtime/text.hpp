@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Suggestions for misspelt names (ops, attributes, env variables, CLI commands and flags): one
 // edit distance and one "closest candidate" rule for every layer.
 #pragma once

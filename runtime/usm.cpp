@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // USM-style allocations: device memory backed by a cl_mem, or coarse-grain SVM where offered.
 #include "runtime/impl.hpp"
 #include "runtime/log.hpp"

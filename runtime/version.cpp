@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::version(): the CMake project version, baked in at build time.
 #include "prism/version.hpp"
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Configures and builds prism: Release, Ninja, ccache when present. Extra arguments go to the
 # CMake configure step. PRISM_BUILD_DIR (default build/), PRISM_JOBS (default nproc) and
 # PRISM_BUILD_TARGETS (space separated; default: all) apply.

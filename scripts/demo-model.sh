@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job's real-format checkpoint: prism-llm --model on a Hugging Face model folder or a GGUF
 # file, text in and streamed text out. PRISM_DEMO_MODEL=DIR|FILE.gguf picks the checkpoint (Llama,
 # Qwen2, Qwen3 or Mistral); without it, a small random Llama is written once as a Hugging Face

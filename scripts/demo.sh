@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # prism's main job: installs the dependencies, builds what the demo runs (not the tests or
 # benchmarks), and shows prism at work on this machine's OpenCL devices: the device table, a
 # sample kernel program, then the LLM decoder tuned against untuned, measured fairly.

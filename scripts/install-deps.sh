@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs prism's Debian build and test dependencies; idempotent and non-interactive.
 set -euo pipefail
 packages=(

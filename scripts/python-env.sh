@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Creates or reuses the Python environment the LLM tests compare prism against, and prints its
 # python. The wheels are kept under ~/.cache/prism/wheels (PyPI's responses here are not
 # cacheable, so pip's own cache stays empty): a venv rebuilt from them downloads nothing, and an

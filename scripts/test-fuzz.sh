@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs every libFuzzer harness (build/asan/bin/fuzz_*, built by scripts/test-sanitize.sh) for
 # PRISM_FUZZ_SECONDS (default 30) each, starting from its committed seeds in fuzz/corpus/<name>.
 # New inputs go to a scratch folder, never into the repository. A crash, a leak, an

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds prism's Debian package from a build tree (CPack), installs it with dpkg -i, then builds
 # and runs examples/consumer against the installed package the way an outside project would: a
 # plain CMake project that does not ask for C++20 (the exported targets must carry it), found

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds prism with AddressSanitizer + UndefinedBehaviorSanitizer in its own tree (build/asan,
 # clang 16, benchmarks off, the libFuzzer harnesses of fuzz/ on) and runs the whole CTest suite
 # once in it. Leaks and errors inside PoCL/LLVM/the OpenCL ICD loader are suppressed by

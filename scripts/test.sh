@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Everything CI runs: installs the Debian dependencies, builds, and runs every CTest test
 # (GoogleTest suites, op suite, install/consumer example) with a per-test timeout.
 # PRISM_TEST_JOBS (default 2) and PRISM_TEST_TIMEOUT (seconds, default 900) apply; extra

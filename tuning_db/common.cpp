@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuning_db layer's logger, env access and clock.
 #include "tuning_db/common.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal helpers shared by the tuning_db layer: its logger, env access and error shorthands.
 #pragma once
 

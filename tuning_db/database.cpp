@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::tuning::database: opening (with corrupt-file and read-only fallbacks), writes in short
 // BEGIN IMMEDIATE transactions, memoized exact/nearest lookups, check and stats.
 #include <fcntl.h>

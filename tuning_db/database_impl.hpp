@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The private state of prism::tuning::database, shared by database.cpp and exchange.cpp.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fleet sharing: JSON export/import of devices + results, and merging another database file;
 // per key the faster row (smaller p50) wins.
 #include <nlohmann/json.hpp>

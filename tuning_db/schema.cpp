@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Schema migrations: migrations[i] takes a database from user_version i to i + 1.
 // Never edit a shipped migration; append a new one and bump current_version.
 #include "tuning_db/schema.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuning database schema: versioned with PRAGMA user_version, one migration per version.
 #pragma once
 

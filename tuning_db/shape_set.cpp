@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shape sets (tuning_db/shapes/*.yaml, format in docs/tuning.md): parsing with $variables and
 // list expansion, the shipped per-model sets, and the PRISM_RECORD_UNTUNED recorder.
 #include <fcntl.h>

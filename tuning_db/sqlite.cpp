@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SQLite wrapper implementation: statement stepping with a bounded SQLITE_BUSY retry loop on
 // top of sqlite3_busy_timeout, and BEGIN IMMEDIATE write transactions.
 #include "tuning_db/sqlite.hpp"

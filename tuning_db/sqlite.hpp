@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A thin RAII layer over the SQLite C API: connection, prepared statements, and the retry
 // policy for SQLITE_BUSY that lets many processes share one database file.
 #pragma once

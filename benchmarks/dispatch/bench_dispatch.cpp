@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dispatch overhead: ops::add through the dispatcher (op_call build, argument checks, memoized
 // routing and config lookup, logging off) versus enqueuing the same OpenCL implementation
 // directly with the same config, in one process. The difference per call is the dispatch cost.

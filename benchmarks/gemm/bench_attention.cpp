@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Attention benchmark: prism's scaled_dot_product_attention (f32, causal, GQA) at Llama-style
 // decode and prefill shapes vs an OpenBLAS reference in the same process (per head: sgemm
 // scores, row softmax, sgemm with V), GFLOP/s with FLOPs = 2*B*Hq*Lq*Lk*(D+Dv) for both.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GEMM benchmark: prism's mm/linear kernels vs CLBlast's default SGEMM vs OpenBLAS, same run,
 // same shapes; prints GFLOP/s per library and a ratio table at the end.
 // Env: PRISM_DEVICE picks the device; PRISM_GEMM_CONFIG ("variant=1,tm=128,...") overrides the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # On the GPU machine, from the checkout root with the bundle (.gpu) carried: the GEMM harness over
 # a plan, cuBLAS through PyTorch on the same shapes back to back, prism's GEMM benchmark through
 # dispatch, and the GEMM tests / op suite on NVIDIA. Usage: device_run.sh OUTDIR PLAN [STEPS]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Standalone GEMM kernel harness for the NVIDIA kernels (gemm_nv.cl, gemm_mma.cl): builds a
 // kernel with -D parameters, checks it against a double-precision reference on sampled entries
 // (and that every output was written), and times it with OpenCL profiling events (median).

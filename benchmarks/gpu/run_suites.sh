@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # On the GPU machine: runs prism's test binaries through NVIDIA's OpenCL and PoCL, and the
 # op / GEMM / attention / dispatch benchmarks on NVIDIA, from a bundle made by
 # ../shared/gpu/bundle.sh. Usage: benchmarks/gpu/run_suites.sh BUNDLE OUTDIR

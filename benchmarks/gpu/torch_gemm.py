@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """cuBLAS (through PyTorch) GEMM figures for the shapes gemm_harness measures, to run back to back
 with it on the GPU machine: python3 benchmarks/gpu/torch_gemm.py [SHAPES...] where a shape is
 MxNxK (linear layout: y[M, N] = a[M, K] @ w[N, K]^T). Prints f32 (TF32 off), tf32 and bf16 times

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch/cuBLAS reference figures for the shapes prism's op and GEMM benchmarks use.
 
 Run on the GPU machine: python3 benchmarks/gpu/torch_reference.py [--json OUT]

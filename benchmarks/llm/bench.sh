@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # prism-llm throughput, same model and seed under four setups, each in its own process:
 #   untuned  : an empty tuning database (vendor defaults); records the shapes it dispatched
 #   tuned    : after `prism pretune` of exactly those shapes into a fresh database

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The GPU figures of issue 6 in one command: bench.sh (untuned / tuned / host) for one preset,
 # then the same model in PyTorch (f32, TF32 off, eager) on the same weights, with the logits
 # and token-id comparison. Results (JSON + text) go to OUT_DIR; the weights file stays in

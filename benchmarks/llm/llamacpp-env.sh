@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Creates or reuses the benchmark's Python environment with llama-cpp-python, which builds
 # llama.cpp from source (tens of minutes on 2 cores: run it ahead of the benchmark), on top of the
 # test environment (scripts/python-env.sh). Prints its python. PRISM_BENCH_VENV applies

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """llama.cpp's decode speed on a GGUF file, through llama-cpp-python: prompt of the given ids,
 then N greedy tokens; prints one JSON line with tokens/s (best of REPEAT).
 Usage: python llamacpp_decode.py FILE.gguf THREADS PROMPT_IDS NEW_TOKENS REPEAT"""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Writes the side-by-side benchmark's checkpoint: a random Llama model of SmolLM-135M's shape
 (hidden 576, 30 layers, 9 heads / 3 kv x 64, ffn 1536, vocab 49152, tied embeddings; 134.5M
 parameters) as a Hugging Face folder in f32 (model.safetensors: ~0.54 GB) and as an F32 GGUF

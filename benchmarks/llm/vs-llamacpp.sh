@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # prism against llama.cpp, side by side on the same machine and threads: a 135M-parameter
 # Llama-shaped checkpoint (make_bench_model.py) decoded in f32 from its Hugging Face folder and
 # from its F32 GGUF by prism-llm, and from the same GGUF by llama.cpp (llama-cpp-python, built by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory-bound op benchmarks: each op's GB/s (descriptor byte count / time) and its ratio to the
 // device's own clEnqueueCopyBuffer bandwidth, timed right after every op iteration (paired, so
 // load changes on a shared machine move both).

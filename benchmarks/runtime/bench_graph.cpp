@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Wall time per kernel for N tiny dependent kernels (each increments one int the previous one
 // wrote), in one process on one device (PRISM_DEVICE): raw OpenCL pipelined on an in-order
 // queue (the floor), raw OpenCL with a clFinish after each kernel, prism eager submits, and a

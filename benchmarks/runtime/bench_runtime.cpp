@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Empty-kernel submit latency and buffer copy bandwidth: prism next to the raw OpenCL calls it
 // wraps, on the same device (PRISM_DEVICE), context and kernel. Targets: submit <= max(1.1x raw,
 // raw + 1 us); copy bandwidth >= 0.95x raw. Both sides wait every `batch` submits.

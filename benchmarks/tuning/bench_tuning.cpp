@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tuned dispatch vs untuned defaults, same process: pretunes a shape set (default: Llama-2-7B's
 // linear layers at M = 1, 16, 128), then times every shape with the tuning database off
 // (vendor default route) and on (db-exact), plus CLBlast's defaults and cuBLAS where present.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dlopen-based cuBLAS SGEMM reference for the tuning benchmark (see cublas_loader.hpp).
 #include "benchmarks/tuning/cublas_loader.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // cuBLAS FP32 SGEMM as a reference, loaded at run time with dlopen (no CUDA needed to build):
 // present on NVIDIA machines with the CUDA runtime and cuBLAS installed, absent elsewhere.
 #pragma once

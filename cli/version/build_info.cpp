@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // version_text / version_json (see build_info.hpp). The git hash comes from a file generated at
 // every build (cmake/git_hash.cmake), so it follows commits without a reconfigure.
 #include "cli/version/build_info.hpp"

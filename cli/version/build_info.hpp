@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What `prism --version` and `prism-llm --version` print: prism's version, the git commit it was
 // built from, the build type and compiler, and the OpenCL and CLBlast versions (built against,
 // and the OpenCL platforms found at run time).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A dispatch backend: one type per folder under dispatch/backends/ (opencl, clblast, host), listed
 // once in registry.cpp. A backend owns everything the dispatcher, the tuner and the tuning
 // database need to know about it: its implementations of an op (each with supports() and its

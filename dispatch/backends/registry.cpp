@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The backend registry: the one list of backends, in built-in preference order. Adding a backend
 // is a folder under dispatch/backends/ plus one line here.
 #include <algorithm>

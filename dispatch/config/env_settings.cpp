@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parsing of the dispatcher's PRISM_* environment variables (see env_settings.hpp).
 #include "dispatch/config/env_settings.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dispatcher's environment variables, parsed once from a snapshot of the environment (so
 // tests can parse a synthetic one): PRISM_OP_*, PRISM_ROUTES, PRISM_UNUSED, PRISM_STRICT_ROUTES,
 // PRISM_LOG_DISPATCH*, PRISM_VENDOR, PRISM_VENDOR_PATH.

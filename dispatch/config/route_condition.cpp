@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small recursive-descent parser for route conditions (see route_condition.hpp). Grammar:
 //   or := and ('||' and)*   and := cmp ('&&' cmp)*   cmp := '(' or ')' | value op value
 //   value := name | integer  op := < <= > >= == !=

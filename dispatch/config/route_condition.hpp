@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conditions of shape-aware routes (`when: "m <= 16 && k >= 1024"`): comparisons of an op's
 // shape-key components with integers or each other, joined by && and ||, with parentheses.
 #pragma once

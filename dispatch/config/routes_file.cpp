@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loading of PRISM_ROUTES files with includes (see routes_file.hpp).
 #include "dispatch/config/routes_file.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PRISM_ROUTES files: `routes: {op: backend | {backend, config}}`, `unused: [op, ...]` and
 // `include: file | [files]` (included files first, so the including file's entries win).
 #pragma once

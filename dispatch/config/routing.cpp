@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Routing precedence (see routing.hpp and docs/dispatch.md).
 #include "dispatch/config/routing.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Routing precedence for one op, from the configuration sources that do not depend on the call:
 // env (PRISM_OP_*, PRISM_UNUSED) > routes file (PRISM_ROUTES) > [tuning db, per shape, applied
 // by the dispatcher] > vendor profile > the op's built-in implementation order.

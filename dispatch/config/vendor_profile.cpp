@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The vendor loader: reading profile folders, matching them to devices, and the tune-space
 // fallback (see vendor_profile.hpp).
 #include "dispatch/config/vendor_profile.hpp"

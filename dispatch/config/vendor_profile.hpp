@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one vendor loader. A vendor profile is a folder, read whole at start-up into one value:
 // vendor.yaml (match rules, default routes, unused ops), tune_configs.yaml (default configs and
 // search spaces, parsed by the kernels layer from the text handed to it) and kernels/<file>.cl

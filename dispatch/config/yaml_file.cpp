@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // YAML loading with file:line errors (see yaml_file.hpp).
 #include "dispatch/config/yaml_file.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loading YAML files with errors that name the file and line (yaml-cpp's marks are 0-based).
 #pragma once
 

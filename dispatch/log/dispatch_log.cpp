@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dispatch log's format (v2; v1 is still read), parser, sink and summaries (see
 // dispatch_log.hpp).
 #include "dispatch/log/dispatch_log.hpp"

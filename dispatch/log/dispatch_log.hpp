@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dispatch log: one versioned CSV line per dispatch (and per rejected candidate in
 // "dispatch" mode) after a header line naming the fields; a filter regex; stderr or a file that
 // many processes may append to; the exit summary of per-(op, backend, tier) counts (on stderr,

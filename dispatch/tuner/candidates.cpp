@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Candidate generation for pretune: the union of what each backend proposes.
 #include "dispatch/tuner/candidates.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pretune candidates for one op on one device: what every backend of the registry proposes
 // (dispatch/backends/*: its own search space and policy), deduplicated. The untuned default
 // route itself is measured by the tuner, not listed here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pretune loop in stages (plan, measure, validate, commit, report): per shape, sample a call,
 // compute the host reference, then for the untuned default route and every candidate: run once
 // (compile + correctness check), warm up, time the whole routine N times; the fastest few

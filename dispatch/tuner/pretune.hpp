@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `prism pretune`: for every shape of a shape set, measure each candidate (backend + config),
 // check it against the host reference, and store the fastest in the tuning database. Each
 // candidate and each finished shape is committed at once, so an interrupted run resumes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A sample prism program: picks a device (PRISM_DEVICE applies), builds an OpenCL C kernel,
 // runs SAXPY through buffers and accessors, checks the result and prints what it did; then one
 // op through prism's dispatcher (PRISM_LOG_DISPATCH=1 shows its route and tier).

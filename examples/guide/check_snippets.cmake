@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Checks that each code block of GUIDE preceded by "<!-- snippet: FILE#NAME -->" equals the part
 # of ROOT/FILE between its two "// [NAME]" marker lines (dedented by the markers' indentation).
 # Usage: cmake -DGUIDE=docs/guide.md -DROOT=. -P check_snippets.cmake

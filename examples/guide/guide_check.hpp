@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A tiny check helper for the guide's examples: a mismatch prints what differed and fails the
 // program (CTest runs each example), so the guide's code cannot silently stop doing what it says.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Guide, part 3: weight files (docs/guide.md quotes the marked parts; CTest runs it).
 #include <prism/io/gguf.hpp>
 #include <prism/io/safetensors.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Guide, part 2: ops and errors (docs/guide.md quotes the marked parts; CTest runs it).
 #include <prism/error.hpp>
 #include <prism/ops.hpp>

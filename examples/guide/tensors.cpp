@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Guide, part 1: tensors, views, dtypes, upload and download (docs/guide.md quotes the marked
 // parts of this file; CTest runs it).
 #include <prism/ops.hpp>

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Rewrites the quoted code blocks of docs/guide.md from their sources (the "// [NAME]" marked
 parts of examples/guide/*.cpp); check_snippets.cmake (CTest guide.snippets_match_sources) fails
 until this has been run after an example changes. Usage: python3 examples/guide/update_snippets.py"""

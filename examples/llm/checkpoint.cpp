@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // config.json and GGUF metadata to model_config; opening a model folder or a GGUF file.
 #include "examples/llm/checkpoint.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Real checkpoints: a Hugging Face model folder (config.json + safetensors, sharded or not) or a
 // GGUF file, read into a model_config, model_weights and, when the checkpoint has one, a
 // tokenizer and its chat template.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The prism decoder's forward pass, one prism::ops call per step (see decoder.hpp).
 #include "examples/llm/decoder.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The prism decoder: the Llama/Qwen-style model run entirely through prism's public op API
 // (prism/ops.hpp), so every step is dispatched, routed, tuned and logged like any user call.
 #pragma once

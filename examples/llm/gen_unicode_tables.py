@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes unicode_tables.cpp: the code point ranges of the Unicode general categories L* (letters)
 and N* (numbers) that the tokenizer's pre-tokenizer regexes (\\p{L}, \\p{N}) test, from this
 Python's unicodedata. Run: python3 examples/llm/gen_unicode_tables.py > examples/llm/unicode_tables.cpp"""

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism-llm: runs the Llama-style decoder on a prism device (prefill + greedy decode) and
 // reports tokens/s, a per-step time breakdown and the dispatcher's statistics.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Model presets: small ones sized for the 2-core PoCL machine, real shapes for GPU runs.
 #include "examples/llm/model_config.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The decoder's shape (Llama / Qwen2 / Qwen3 family) and the named presets offered by --preset.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host reference decoder in double: RMSNorm, GQA attention with NeoX RoPE and a KV cache, SwiGLU.
 #include "examples/llm/reference.hpp"
 

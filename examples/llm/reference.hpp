@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host reference decoder: the same model as the prism decoder, computed in double on the
 // host with no prism ops. It is the ground truth of the tests and of `prism-llm --check`.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // run_model: weights, device, warm-up, timed generation, breakdown pass, optional host check.
 #include "examples/llm/run.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One prism-llm run as a library call (used by the executable, the tests and the benchmark):
 // options in, measured figures out, plus the text report.
 #pragma once

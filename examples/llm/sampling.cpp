@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sampling: sort candidates by logit, cut to top-k, softmax at the temperature, cut to top-p,
 // then one uniform draw (splitmix64, so a seed means the same draws everywhere).
 #include "examples/llm/sampling.hpp"

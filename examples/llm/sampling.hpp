@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Token choice from next-token logits: greedy, or temperature / top-k / top-p sampling from a
 // seeded generator (the same seed gives the same tokens on every platform).
 #pragma once

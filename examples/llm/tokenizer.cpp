@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BPE encode/decode. Pre-tokenizers are the Hugging Face regexes written out as small scanners
 // (GPT-2, Llama-3, Qwen2; SmolLM = single digits + GPT-2), so no regex engine with Unicode
 // classes is needed; an unknown regex is an error that names it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A BPE tokenizer for Llama/Qwen-family checkpoints: Hugging Face tokenizer.json (byte-level BPE
 // as in GPT-2, Llama-3, Qwen2 and SmolLM; Metaspace/SentencePiece-style BPE with byte fallback
 // as in Llama-2) and the vocabulary embedded in GGUF (tokenizer.ggml.model gpt2 or llama).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 # The PyTorch reference for prism-llm: the same Llama/Qwen-style decoder, f32, TF32 off, eager,
 # reading the weights prism-llm wrote (--save-weights) and comparing with its logits dump.
 #

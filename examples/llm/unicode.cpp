@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unicode class tests (binary search in the generated ranges) and UTF-8 helpers.
 #include "examples/llm/unicode.hpp"
 

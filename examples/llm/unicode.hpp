@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Unicode character classes the tokenizer's pre-tokenizers use (\p{L}, \p{N}, \s), and
 // UTF-8 decoding. Thread safety: pure functions.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Weight init, load and save for the decoder; names follow Hugging Face LlamaForCausalLM.
 #include "examples/llm/weights.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host-side model weights under their Hugging Face Llama names: seeded random init, loading from
 // safetensors and GGUF, saving to safetensors. Values are f32, already rounded to the model dtype.
 #pragma once

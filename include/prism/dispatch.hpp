@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Introspection and control of prism's per-op dispatcher: the effective routes table, vendor
 // profiles, dispatch statistics, and the hook through which the tuning database is consulted.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Element types. f16 and bf16 are storage types: compute and accumulation are f32.
 #pragma once
 

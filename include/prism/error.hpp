@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::error: the one exception type prism throws at its API boundary.
 #pragma once
 

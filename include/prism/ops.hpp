@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public op API: every call goes through prism's dispatcher, which picks a backend (opencl,
 // clblast, host) and a kernel config per call and records the decision (see docs/dispatch.md).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SYCL-style runtime: devices, selectors, contexts, queues, buffers, USM, programs, events.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::shape_key: the canonical problem size of an op call ("m=128,n=4096,k=4096"), with the one
 // nearness rule every layer uses: shape_distance for nearest-shape lookups and bucket() for
 // recording (PRISM_RECORD_UNTUNED). The op descriptors decide which components a key has;

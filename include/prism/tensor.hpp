@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::tensor: a strided view (up to 8 dims, strides in elements, element offset) over device
 // storage. Views (transpose, permute, slice, reshape where possible, expand) never copy.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism's tuning database: per-device, per-shape measured-best backend + config, on SQLite.
 // Knows nothing of kernels or dispatch: rows are keyed by (device, op, dtype, shape key).
 #pragma once

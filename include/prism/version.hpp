@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism's version, from the CMake project version.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism scaled-dot-product attention, online softmax (flash-style): O = softmax(scale*Q@K^T + mask) @ V.
 // Q [B,Hq,Lq,D], K [B,Hkv,Lk,D], V [B,Hkv,Lk,DV], O [B,Hq,Lq,DV], any strides (in elements);
 // query head h reads kv head h / (Hq/Hkv) (GQA). One work-item owns one query row: q and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mask element type and value shared by attention.cl and attention_split.cl (both kernels must
 // read masks identically). MASK_KIND: 0 none, 1 additive (storage dtype GT), 2 boolean (uchar,
 // nonzero = attend). Needs gemm_common.cl (GT, PRISM_LOAD) included first.

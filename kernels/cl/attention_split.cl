@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism scaled-dot-product attention, split over keys (decode-friendly, GPU): one work-group of
 // WG work-items per (batch, head, query row). Per block of WG keys, work-item t scores key
 // j0+t (q staged in local memory), the group reduces the block max and sum in local memory

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // cast.cl: copy with conversion between any two storage kinds (A_K -> O_K); integer kinds
 // convert exactly through long, floats through f32 (float -> int truncates and saturates, NaN
 // -> 0). Flat path: grid-stride over elements, VEC-wide when both kinds are float; strided

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // elementwise.cl: unary, binary and gated ops, f32 compute on every float storage kind.
 // Defines: OP_<name>, A_K/B_K/O_K storage kinds, VEC, EPT, A_MODE (1 tensor, 2 one broadcast
 // element), B_MODE (0 none, 1 tensor, 2 one broadcast element, 3 the `scalar` argument).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // embedding.cl: out[i, :] = weight[indices[i], :] for a contiguous [V, D] weight (rows copied
 // verbatim in storage format). One work-item per output element, D fastest (coalesced rows).
 // An index outside [0, V) zeroes its row and records (position, value) in `err` (first one wins

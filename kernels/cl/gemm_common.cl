@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared prelude of prism's GEMM and attention kernels: storage-dtype loads/stores (f32, f16 via
 // core vload_half/vstore_half, bf16 as 16-bit with round-to-nearest-even), vector helpers, epilogue.
 // PRISM_DTYPE: 0 f32, 1 f16, 2 bf16. Compute is always f32.

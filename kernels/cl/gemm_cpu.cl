@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism GEMM, CPU-friendly variant (PoCL): C = alpha * A@B + beta * bias, register-blocked,
 // vector loads along one contiguous dim, no local memory and no barriers.
 //

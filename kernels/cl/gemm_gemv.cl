@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism GEMM, small-M variant (decode): parallel over N and K. A work-group of WG work-items
 // owns NB output columns of MB rows (dim 1 walks row blocks, so any M is valid, though M <= MB
 // is the case it is for); work-item t sums k = t, t+WG, ... (so a

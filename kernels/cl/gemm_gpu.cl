@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism GEMM, GPU-friendly variant: C = alpha * A@B + beta * bias with local-memory tiling.
 // A work-group of (TN/WN) x (TM/WM) work-items computes a TM x TN tile of C; per TK-step it
 // stages a TM x TK slice of A and a TK x TN slice of B in local memory (zero-filled past the

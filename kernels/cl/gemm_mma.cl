@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism GEMM on NVIDIA tensor cores through inline PTX `mma.sync` (sm_80+): C = alpha * A@B +
 // beta * bias with f32 accumulation. PRISM_DTYPE 0: f32 storage, TF32 m16n8k8 (the hardware
 // reads the top 19 bits of each f32: TF32 rounding by truncation, opt-in only); 1: f16 and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism GEMM, FP32 family for NVIDIA-class GPUs: C = alpha * A@B + beta * bias, f32 storage.
 //
 // gemm_nv (tiled): a work-group of (BN/TN) x (BM/TM) work-items (1-D, tx fastest) computes a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // norm.cl: layer_norm, rms_norm and fused_add_rms_norm over the last dim of contiguous rows.
 // One work-group of WG per row; each work-item strides the row by WG (neighbouring work-items
 // read neighbouring elements), local-memory tree sums; statistics in f32, the row is re-read

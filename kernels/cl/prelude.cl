@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prelude.cl: prepended to every prism program. Storage kinds K in {f32, f16, bf16, i32, i64, b8}:
 // STYPE(K) is the storage type, LOAD(K, p, i) / STORE(K, p, i, v) read/write element i as float
 // (f16 through core vload_half/vstore_half_rte, no cl_khr_fp16; bf16 as ushort with RNE), and

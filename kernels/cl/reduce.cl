@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // reduce.cl: sum / mean / max / min / argmax over the middle axis of a contiguous [outer, R,
 // inner] view (the host permutes/copies other layouts into it). Rows kernel (inner == 1): one
 // work-group of WG per row, each work-item strides over the row VEC elements at a time

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // reduce_common.cl: work-group tree reductions over __local arrays of WG floats (WG a power of
 // two), used by the row kernels of reduce.cl, softmax.cl and norm.cl.
 inline float wg_sum(__local float* s, float v) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // rope.cl: rotary position embedding in place on query [T, Hq, D] and key [T, Hk, D] (last dim
 // contiguous, token/head strides free, so views of a fused qkv tensor work). The cache is
 // [max_pos, rot] with cos in the first rot/2 columns and sin in the rest. One work-item per

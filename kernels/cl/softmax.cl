@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // softmax.cl: softmax / log_softmax over the middle axis of a contiguous [outer, R, inner] view.
 // Rows kernel (inner == 1): one work-group of WG per row; three sweeps over the row (max, sum of
 // exp, write), each strided by WG so neighbouring work-items read neighbouring elements; the row

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // scaled_dot_product_attention: descriptor over the online-softmax kernel in
 // kernels/cl/attention.cl (GQA, causal with a KV-cache offset, additive or boolean masks, scale).
 #include <array>

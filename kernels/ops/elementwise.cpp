@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Elementwise ops: unary (neg .. silu, gelu in erf and tanh forms), binary with NumPy
 // broadcasting and scalar operands (add/sub with alpha, mul, div, maximum, minimum, pow) and
 // the gated activations silu_and_mul / gelu_and_mul. All share kernels/cl/elementwise.cl.

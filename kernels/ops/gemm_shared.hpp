@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the GEMM and attention descriptors (kernels/ops/matmul.cpp, attention.cpp):
 // random sample tensors, index narrowing.
 #pragma once

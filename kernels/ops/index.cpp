@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // embedding: rows of a [V, D] weight gathered by i32/i64 indices of any shape. Out-of-range
 // indices are caught on the device (flag + first offending position) and raised as prism::error
 // after the kernel (so the call waits for the kernel).

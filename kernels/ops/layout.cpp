@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Layout and creation ops: copy (strided views, broadcasting source), cast between all dtypes,
 // fill, zeros, arange, cat. Copies and casts share kernels/cl/cast.cl.
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The matmul family (mm, bmm, addmm, linear, matmul): descriptors over prism's GEMM kernels,
 // kernels/cl/gemm_cpu.cl (register-blocked, no barriers), gemm_gpu.cl (local-memory tiles),
 // gemm_gemv.cl (small M, parallel over N and K), and for NVIDIA GPUs gemm_nv.cl (FP32 register

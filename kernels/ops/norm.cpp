@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Norms over the last dim: layer_norm (weight, bias, eps), rms_norm (weight, eps) and
 // fused_add_rms_norm (residual <- input + residual in place, out <- rms_norm of that sum).
 // A strided input is copied to contiguous rows first; the in-place residual must be contiguous.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reductions (sum, mean, max, min over one or more dims with keepdim; argmax -> i64) and the
 // softmax family (softmax, log_softmax over one dim). Inputs are brought into a contiguous
 // [outer, R, inner] view (a copy only when strided, or when the reduced dims are not adjacent).

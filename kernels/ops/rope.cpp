@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // rotary_embedding: RoPE in place on query [T, Hq, D] and optional key [T, Hk, D], NeoX or
 // GPT-J pairing, cos/sin cache [max_pos, rot_dim] (cos | sin halves) and positions [T] (i32/i64).
 #include <cmath>

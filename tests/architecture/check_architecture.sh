@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The dispatch core's shape, checked on the sources (docs/architecture.md): each rule is a fact
 # that once held the other way. A rule that fails names the files and lines that broke it.
 # Usage: check_architecture.sh <source dir>

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Validates a JSON document (stdin) against a schema of tests/cli/schemas; exit 1 naming the
 first problems. Usage: check_json.py SCHEMA_FILE [LABEL] < document"""
 import json

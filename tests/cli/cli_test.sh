@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The `prism` command as scripts and people use it. One part per ctest test:
 #   exit_codes  0 ok, 1 runtime error, 2 usage (with did-you-mean), 3 a failed check
 #   json        every --json output validates against its schema (tests/cli/schemas)

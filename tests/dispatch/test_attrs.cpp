@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Op attributes come from the descriptor: unknown names and values of another type are errors
 // naming op, attribute and what is valid; defaults are filled in once (complete_attrs), so an
 // omitted attribute and an explicit default give one decision, log line and tuning key.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests of the dispatcher's configuration layer: env parsing, routes files (includes,
 // errors with file:line), vendor profiles (match, priority, override), routing precedence and
 // name validation. No OpenCL device needed.

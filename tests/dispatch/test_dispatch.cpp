@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dispatch through the public op API on a real device (PRISM_DEVICE, PoCL here): routing
 // precedence, fallback, strict mode, unused ops, vendor kernel overrides, name/YAML errors, the
 // dispatch log parsed back, the exit summary, threads, and the GEMM family on every backend.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The op surface: every registered op is reachable from the public API (prism/ops.hpp) and from
 // `prism run` under its own name; every public op function dispatches a registered op of its
 // own name; the public API's defaulted parameters equal the descriptor's attribute defaults;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public op API (prism/ops.hpp) end to end: every function once on tiny inputs with
 // hand-computed expectations, so a wrapper that maps an argument or attribute wrongly onto its
 // descriptor fails here (descriptors fall back to attribute defaults silently).

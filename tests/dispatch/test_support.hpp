@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the dispatcher's test binaries: code_of (run a callable that must throw
 // prism::error, return its code and text) and drain_before_exit (a binary's queue is idle when
 // the process exits).

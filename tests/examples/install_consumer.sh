@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build tree into a temporary prefix, then builds and runs examples/consumer against
 # it twice: through find_package(prism CONFIG) and through pkg-config. Also runs the installed
 # `prism` command. Usage: install_consumer.sh <build dir> <source dir> <work dir>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds prism as static libraries (BUILD_SHARED_LIBS=OFF) with the consumer example, tunes one
 # shape into a fresh database with that build's `prism pretune`, and runs the statically linked
 # consumer: its ops::add call must be routed from the database (db-exact). A static link keeps

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NVIDIA GEMM family (kernels/cl/gemm_nv.cl, gemm_mma.cl; variants 3-5): refused with a reason
 // where it cannot run (CPU devices; inline PTX off NVIDIA's platform), and on NVIDIA GPUs every
 // kernel and form against the double reference on each operand layout, split-K, batches, bias,

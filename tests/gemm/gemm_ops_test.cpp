@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GEMM- and attention-specific checks beyond the generated op suite: every kernel variant on
 // every operand layout, bias broadcasts, strided batches, decode shapes, GQA, causal offsets,
 // masks, argument errors, and that the GEMM tolerance is tight enough to catch one wrong term.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GGUF: a file built byte by byte here, read back (metadata, shapes, dequantized values of every
 // supported type), and the errors of broken or unsupported files.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // safetensors through the public API: parsing borrowed bytes, loading into prism tensors (same
 // type: no conversion; f32 -> bf16), and sharded checkpoints with their index.
 #include <gtest/gtest.h>

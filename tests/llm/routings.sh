@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs prism-llm (tiny preset, f32, fixed seed) under three routings and requires identical
 # generated token ids, each also checked against the host reference (--check):
 #   default routes | every op forced to host (--backend host) | GEMMs on CLBlast (routes file).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // config.json reading, RoPE scaling, sampling and the tokenizer on inputs written here; the
 // checks against Hugging Face itself are in hf/hf_check.py.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The prism decoder against the host reference decoder with identical weights: every layer's
 // output, the next-token logits over prefill and decode, and greedy token ids (f32).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The safetensors reader/writer and model_weights loading: round trips in every float type,
 // and the errors a user with a wrong or broken checkpoint must see.
 #include <gtest/gtest.h>

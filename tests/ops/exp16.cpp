@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // exp on 16-bit storage uses prelude.cl's prism_exp16 (a cheaper exp than the f32 builtin). The
 // op suite samples exp on [-8, 8]; this test covers the whole range: results that round to f16
 // and bf16 denormals or zero, overflow to inf, inf and NaN inputs, for exp and for sigmoid, whose

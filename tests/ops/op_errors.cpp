@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Framework tests (attribute/shape-key/config text forms, tune_configs parsing, dtype
 // conversions, tensor views) and targeted bad-input tests: each must raise prism::error naming
 // the op, the argument and what is valid, with nothing enqueued.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The op suite, generated from the op registry: every op x dtype x shape class against its
 // host reference, every config of the vendor search spaces on a few shapes, and generic
 // bad-input checks. One process, one shared queue, programs reused through the runtime cache.

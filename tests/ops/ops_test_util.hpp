@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared helpers of the op suite: the one queue, running a call against its reference, and
 // asserting that bad input is refused before anything is enqueued.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // softmax / log_softmax over rows that hold NaN, +inf and -inf, in a batch long enough that the
 // row-block kernel (softmax.cl, softmax_row_block: one work-item pipelines several consecutive
 // rows) meets them in the middle of a block, and with a row length that leaves a vector tail.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Buffers: round trips at sizes 0, 1, odd and 256 MiB, write-back, host accessors, copy/fill
 // commands, range checks and allocations larger than the device allows.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device discovery, fingerprints, selectors, PRISM_DEVICE specs, errors, logging and hashing.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Events: profiling timestamps, callbacks, dependency lists, host tasks, native commands and
 // the asynchronous error path (user handler and the default log-and-rethrow).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::graph: a recorded chain of dependent kernels replays bit for bit like eager execution
 // (launch list and command buffer), graph_param values reach the kernels, and every use a graph
 // cannot honour is a clear error.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // User kernels with and without a local size, local memory arguments, argument checks, build
 // errors carrying the compiler log, and the program cache compiling once under concurrency.
 #include <gtest/gtest.h>

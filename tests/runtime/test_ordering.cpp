@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dependency ordering in an out-of-order queue: a producer held back by a user event on one lane
 // and a dependent command the runtime puts on another lane. Fails if RAW/WAR/WAW ordering breaks.
 #include <gtest/gtest.h>

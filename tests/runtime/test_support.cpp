@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime tests' shared queue, test kernels and slow-kernel calibration.
 #include "tests/runtime/test_support.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared fixtures for the runtime tests: the test device's queue and one program holding every
 // test kernel, so the suite compiles it once (PoCL builds cost ~1 s each).
 #pragma once

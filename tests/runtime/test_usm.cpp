@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // USM-style allocations: device pointers backed by cl_mem, optional SVM, memcpy/fill/copy.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # `prism db` end to end: import -> list/show/stats/check -> export -> merge -> clear, on temp files.
 # Usage: cli_db_test.sh PRISM_BINARY
 set -eu

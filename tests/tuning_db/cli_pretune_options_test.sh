@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # `prism pretune` refuses bad numeric options, an empty selection and an empty --db with a
 # message naming the option and the valid range, before it touches a device or a database.
 # Usage: cli_pretune_options_test.sh PRISM_BINARY

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Shape components are checked against the device before anything is allocated (issue 15):
 # negative and too-large components are refused at once, naming both sizes and the valid range.
 # Usage: cli_shape_limits_test.sh PRISM_BINARY

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 8 writer processes and 8 reader processes on one new database file: nobody sees "database is
 // locked" or "malformed", and every written row is there afterwards.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Database basics: schema version, writes, exact / nearest / none selection, memoization,
 // validation (kernel hash, driver) and per-device isolation.
 #include <gtest/gtest.h>

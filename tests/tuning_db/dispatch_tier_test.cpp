@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dispatcher's tier 3 on the tuning database: an exact row routes its shape (db-exact), a
 // nearby shape takes the nearest row (db-nearest), rows with a stale kernel hash or of another
 // device are never used, and pretune fills rows that dispatch then finds.

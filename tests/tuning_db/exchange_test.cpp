@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fleet sharing: export -> import round trip, merge keeps the faster row, bad JSON is refused.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Faults: a read-only location still serves lookups and refuses saves with a reason, kill -9
 // mid-write leaves a sound file. (Foreign, damaged and non-SQLite files: file_safety_test.cpp.)
 #include <fcntl.h>

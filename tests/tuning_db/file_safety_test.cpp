@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The user's files: a prism database is complete on its own once closed or checkpointed; a
 // lookup or a read-only open creates nothing; a file that is not a prism database (text,
 // another program's SQLite file, a damaged file) is refused and left byte-identical, and only

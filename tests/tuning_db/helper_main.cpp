@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tuning_db_helper: a child process for the tuning_db tests. Modes:
 //   write DB ID N        commit N finished shapes (winner + candidates) for writer ID
 //   read DB N            N rounds of open + lookups + listing while writers run

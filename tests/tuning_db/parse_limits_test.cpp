@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hostile input to the tuning_db parsers (issue 15): shape sets are bounded in size, YAML nodes
 // and product expansion; `db import` checks every field's type and range and names it; a
 // device index too large for any list is a clear error.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // shape_key parsing, canonical form and the nearest-shape distance.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shape sets: the YAML format ($vars, list expansion, errors), the shipped model sets, and the
 // PRISM_RECORD_UNTUNED recorder producing a file pretune accepts.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Child-process helpers for the tuning_db tests (posix_spawn / fork+exec).
 #include "tests/tuning_db/spawn.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helper: run tuning_db_helper as a child process (posix_spawn, or fork/exec when the
 // child must drop root privileges) with its output captured in a file.
 #pragma once

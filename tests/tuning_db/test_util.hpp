@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared fixtures for the in-process tuning_db tests: temp database paths and row builders.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // R&D harness (not built by CMake): checks/times kernels/cl/attention.cl against a host reference.
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>

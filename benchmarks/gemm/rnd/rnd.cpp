@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // R&D harness (not built by CMake): times kernels/cl/gemm_cpu.cl configs vs CLBlast and OpenBLAS.
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The clblast backend: CLBlast's Gemm / GemmStridedBatched on prism's context and queue through
 // interop::enqueue_native, for every op with a GEMM lowering; parameter sets applied by
 // clblast::OverrideParameters, and generated for pretune under CLBlast's own tuner constraints.

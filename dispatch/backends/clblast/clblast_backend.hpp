@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The clblast backend's parameter API, used by the dispatcher and by the tuner (pretune): a
 // config is a CLBlast parameter set ("KWG=32,MWG=64,...", names from the Xgemm, XgemmDirect and
 // GemmRoutine kernels, e.g. XGEMM_MIN_INDIRECT_SIZE for the direct/indirect switch), overlaid

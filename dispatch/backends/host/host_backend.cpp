@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host backend, the backend of last resort: OpenBLAS (cblas_sgemm) for f32 calls of ops with
 // a GEMM lowering and BLAS-compatible layouts, the op descriptor's double-precision reference
 // (run_host) for everything else. On CPU devices operands are mapped (zero copy); on other

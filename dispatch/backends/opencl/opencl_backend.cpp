@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The opencl backend: the op descriptors' own OpenCL implementations, configs from the op's
 // schema with defaults and search spaces from the vendor's tune_configs.yaml, and the kernel
 // sources (embedded or the vendor's override) as what a tuned row depends on.

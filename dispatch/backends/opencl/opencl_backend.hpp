@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The opencl backend's pretune search: the configs of the vendor's tune space and the ones
 // generated around them (what `prism pretune` tries for an op on prism's own kernels).
 #pragma once

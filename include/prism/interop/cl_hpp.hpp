@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one include of the Khronos C++ bindings (CL/opencl.hpp) for prism and its users. Include
 // this instead of <CL/opencl.hpp>: Debian 12's opencl-clhpp calls
 // cl::detail::getContextPlatformVersion without defining it when CL_HPP_MINIMUM_OPENCL_VERSION is

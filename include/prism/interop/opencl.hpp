@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Explicit OpenCL interop: the only public header that exposes raw OpenCL types. Used by
 // prism's own CLBlast backend and by users who mix prism with other OpenCL code.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::io gguf: read GGUF files (llama.cpp's format, versions 2 and 3): metadata, tensor
 // infos, the raw (possibly quantized) blocks, and F32/F16/BF16/Q8_0/Q4_0/Q4_1 tensors
 // dequantized into prism tensors. Files are memory-mapped.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::io::mapped_file: a weight file's bytes, memory-mapped read-only, or borrowed from the
 // caller (a buffer the caller keeps alive: embedded data, fuzzing).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::io safetensors: read Hugging Face .safetensors files (one file, or a sharded checkpoint
 // with its index) straight into prism tensors, and write them. Files are memory-mapped.
 #pragma once

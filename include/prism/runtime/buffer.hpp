@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::buffer<T>, accessors and host accessors. Accessors declare how a command group uses a
 // buffer; the runtime derives RAW/WAR/WAW dependencies and transfers from them.
 #pragma once

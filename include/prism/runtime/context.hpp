@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::context: an OpenCL context for one device. Queues on a device share its default
 // context, so buffers and tensors move freely between them.
 #pragma once

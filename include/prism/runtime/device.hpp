@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::device and prism::platform: what the ICD loader reports, and a stable fingerprint.
 #pragma once
 

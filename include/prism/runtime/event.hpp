@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::event: completion, status, dependencies, callbacks and profiling of one command.
 #pragma once
 

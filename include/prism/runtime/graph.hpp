@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::graph: a sequence of command groups recorded on a queue once and replayed many times
 // (in the spirit of SYCL command graphs and CUDA graphs), and graph_param, a device scalar the
 // host updates between replays. See docs/runtime.md, "Graphs".

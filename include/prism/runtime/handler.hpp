@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::handler: what a command group records: buffer requirements, explicit dependencies and
 // one command (kernel launch, copy, fill, host task or native OpenCL command).
 #pragma once

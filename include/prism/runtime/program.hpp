@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Programs and kernels from OpenCL C source, through a process-wide cache keyed by
 // (context, device, source hash, build options): concurrent requests for one key compile once.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // prism::queue: command-group submission, SYCL style. In-order by default; an out-of-order queue
 // spreads independent command groups over several in-order OpenCL queues ("lanes") and orders
 // dependent ones through event wait lists derived from accessors.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // range<D> and nd_range: global and optional local sizes of a kernel launch (1 to 3 dims).
 #pragma once
 

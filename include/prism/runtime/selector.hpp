@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device selection, SYCL style: a selector scores devices; the highest non-negative score wins.
 // PRISM_DEVICE filters and orders the candidates of the default selector.
 #pragma once

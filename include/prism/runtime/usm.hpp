@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // USM-style device allocations: a typed pointer handle (allocation + element offset) backed by a
 // cl_mem. Ordering of USM commands is the queue's (in-order) or explicit depends_on events.
 #pragma once

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared pieces of the Hugging Face checks: the multilingual text, small random checkpoints
 written with transformers, tokenizers trained with `tokenizers`, prism-llm runs."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checks prism-llm against Hugging Face on checkpoints this script writes (nothing downloaded):
   logits ARCH      random transformers checkpoint (llama, qwen2, qwen3, mistral, llama-sharded,
                    llama-rope-llama3, llama-rope-linear): next-token logits within 2e-4 of max

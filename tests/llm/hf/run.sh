@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs hf_check.py in the Python environment of scripts/python-env.sh (PRISM_PYTHON, else the
 # default venv). Exits 77 (CTest: skipped) when there is none: tests never download anything;
 # scripts/test.sh creates the environment before ctest.
