@@ -5,14 +5,12 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
 #include "cli/term.hpp"
 #include "dispatch/dispatcher.hpp"
-#include "kernels/op_descriptor.hpp"
 #include "prism/runtime.hpp"
 
 namespace {

@@ -13,7 +13,7 @@ artifacts=${PRISM_FUZZ_ARTIFACTS:-$build/fuzz-artifacts}
 # Readable stacks when an llvm-symbolizer is installed.
 sym=$(command -v llvm-symbolizer-16 || command -v llvm-symbolizer || true)
 [ -z "$sym" ] || export ASAN_SYMBOLIZER_PATH=${ASAN_SYMBOLIZER_PATH:-$sym}
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:detect_odr_violation=0}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:detect_odr_violation=0:intercept_tls_get_addr=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/scripts/sanitizer/lsan.supp:print_suppressions=0}
 shopt -s nullglob

@@ -32,7 +32,7 @@ echo "== run the static consumer with the dispatch log"
 PRISM_LOG_DISPATCH=1 "$bin/prism_consumer" > "$work/run.txt" 2>&1 || { cat "$work/run.txt"; exit 1; }
 cat "$work/run.txt"
 grep -q "ops::add over 4096 floats: results verified" "$work/run.txt"
-grep -E "^prism_dispatch,v[0-9]+,exec,add,.*db-exact" "$work/run.txt" > /dev/null ||
+grep -E "^prism_dispatch,v[0-9]+,exec,(.*,)?add,f32.*,db-exact," "$work/run.txt" > /dev/null ||
   { echo "static_consumer: the add call was not routed from the tuning database (no db-exact line)"; exit 1; }
 
 # The installed static package must find its own dependencies (find_dependency in prismConfig):
@@ -44,6 +44,6 @@ cmake -S "$source/examples/consumer" -B "$work/outside" "${generator[@]}" "${lau
   cmake --build "$work/outside" >> "$work/outside.log" 2>&1 || { tail -40 "$work/outside.log"; exit 1; }
 PRISM_LOG_DISPATCH=1 "$work/outside/prism_consumer" > "$work/outside.txt" 2>&1 || { cat "$work/outside.txt"; exit 1; }
 grep -q "ops::add over 4096 floats: results verified" "$work/outside.txt"
-grep -E "^prism_dispatch,v[0-9]+,exec,add,.*db-exact" "$work/outside.txt" > /dev/null ||
+grep -E "^prism_dispatch,v[0-9]+,exec,(.*,)?add,f32.*,db-exact," "$work/outside.txt" > /dev/null ||
   { echo "static_consumer: the installed static package lost the database tier"; exit 1; }
 echo "static_consumer: OK (db-exact in a static build, in-tree and installed)"

@@ -14,6 +14,7 @@ common=(--preset tiny --prompt-len 12 --new-tokens 16 --seed 3 --warmup 0 --brea
 run() {
   local name=$1
   shift
+  rm -f "$dir/$name.dispatch.log"  # logs append: start each run's file afresh
   if ! PRISM_LOG_DISPATCH=1 PRISM_LOG_DISPATCH_FILE="$dir/$name.dispatch.log" "$bin" "${common[@]}" "$@" \
       >"$dir/$name.out" 2>"$dir/$name.err"; then
     echo "routing '$name' failed ($*):"
