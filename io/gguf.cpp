@@ -236,6 +236,10 @@ gguf_block_layout gguf_block(gguf_type t) {
 }
 
 std::int64_t gguf_tensor_info::numel() const {
+  // An empty extent makes the tensor empty whatever the others are (the parser bounds the
+  // product of the non-empty ones, so this cannot overflow).
+  for (auto d : shape)
+    if (d == 0) return 0;
   std::int64_t n = 1;
   for (auto d : shape) n *= d;
   return n;
@@ -294,12 +298,15 @@ gguf_file::gguf_file(std::shared_ptr<const mapped_file> file) : file_(std::move(
                          supported_types));
     info.offset = r.scalar<std::uint64_t>("a tensor offset");
     // Element count bounded by the file size (each element takes at least 1/32 byte).
-    std::uint64_t numel = 1;
+    // The product of the non-empty extents is bounded too: an empty extent must not hide two
+    // huge ones (found by fuzz/gguf: their product overflowed in numel()).
+    std::uint64_t extent_product = 1;
     const std::uint64_t limit = static_cast<std::uint64_t>(bytes.size()) * 32 + 32;
     for (auto d : ne) {
-      if (d != 0 && numel > limit / d)
+      if (d == 0) continue;
+      if (extent_product > limit / d)
         r.fail(fmt::format("tensor '{}': extents exceed what the file can hold", info.name));
-      numel *= d;
+      extent_product *= d;
     }
     if (ne[0] % row->elements != 0)
       r.fail(fmt::format("tensor '{}': row length {} is not a multiple of the {} block of {}", info.name,

@@ -163,6 +163,19 @@ TEST(Gguf, ReadsMetadataShapesAndEveryDequantizedType) {
   EXPECT_NE(error_text([&] { f.get("missing"); }).find("'missing' is missing"), std::string::npos);
 }
 
+// Found by fuzz/gguf: an empty extent beside two huge ones passed the size check, then their
+// product overflowed in numel(). Huge extents are refused whatever else the shape holds.
+TEST(Gguf, AnEmptyExtentDoesNotHideHugeOnes) {
+  gguf_builder b;
+  b.tensor("w", {0, std::uint64_t{1} << 55, std::uint64_t{1} << 60}, 0, {});
+  const auto text = error_text([&] { gguf_file::parse(b.build(), "huge.gguf"); });
+  EXPECT_NE(text.find("tensor 'w': extents exceed what the file can hold"), std::string::npos) << text;
+  gguf_builder empty;
+  empty.tensor("e", {0, 4}, 0, {});
+  const auto f = gguf_file::parse(empty.build(), "empty.gguf");
+  EXPECT_EQ(f.get("e").numel(), 0);
+}
+
 TEST(Gguf, RejectsBrokenFilesNamingWhatIsWrong) {
   auto parse_error = [](const std::vector<std::byte>& bytes) {
     return error_text([&] { gguf_file::parse(bytes, "broken.gguf"); });
