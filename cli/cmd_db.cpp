@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// `prism db list|show|stats|check|export|import|merge|vacuum|clear|repair`: inspect and manage
-// the tuning database (docs/tuning.md). list/show/stats/check/export never write any file.
+// `prism db list|show|stats|check|export|import|merge|init|push|pull|vacuum|clear|repair`:
+// inspect and manage the tuning database, an SQLite file or a PostgreSQL server (docs/tuning.md).
+// list/show/stats/check/export never write anything.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -92,21 +93,9 @@ std::string fingerprint_filter(const prism::cli::global_options& global, const d
   return prism::cli::pick_device(global.device).fingerprint().hash;
 }
 
+// One row as JSON: the same function `prism db export` writes rows with.
 nlohmann::json row_json(const result_row& r) {
-  return {{"device", r.device},
-          {"op", r.op},
-          {"dtype", r.dtype},
-          {"shape", r.shape},
-          {"backend", r.backend},
-          {"config", r.config},
-          {"p20_ns", r.p20_ns},
-          {"p50_ns", r.p50_ns},
-          {"p80_ns", r.p80_ns},
-          {"default_ns", r.default_ns},
-          {"speedup", r.speedup()},
-          {"kernel_hash", r.kernel_hash},
-          {"driver_version", r.driver_version},
-          {"tuned_at", r.tuned_at}};
+  return nlohmann::json::parse(to_json(r));
 }
 
 void print_header(database& db) {
@@ -116,10 +105,7 @@ void print_header(database& db) {
 }
 
 void add_db_option(CLI::App* cmd, prism::cli::global_options& global) {
-  cmd->add_option("--db", global.db,
-                  "Tuning database file (default: PRISM_TUNING_DB, else "
-                  "${XDG_CACHE_HOME:-~/.cache}/prism/tuning.db)")
-      ->check(prism::cli::non_empty_path("--db"));
+  cmd->add_option("--db", global.db, prism::cli::db_option_help)->check(prism::cli::db_location());
 }
 void add_device_option(CLI::App* cmd, prism::cli::global_options& global) {
   cmd->add_option(
@@ -131,6 +117,30 @@ void add_filters(CLI::App* cmd, prism::cli::global_options& global, db_args& a) 
   cmd->add_option("--fingerprint", a.fingerprint, "Only rows of devices whose fingerprint starts with this");
   cmd->add_option("--op", a.op, "Only rows of this op");
   cmd->add_option("--dtype", a.dtype, "Only rows of this dtype");
+}
+
+// A location as messages show it (a URL without its password).
+std::string shown(const std::string& location) {
+  return database::redact(location);
+}
+
+// The server argument of init, push and pull: it must be a URL.
+std::string server_url(const std::string& location, const char* command) {
+  if (location.find("://") == std::string::npos)
+    throw prism::error(prism::errc::invalid_argument, command,
+                       "'" + location +
+                           "' is not a server: give a postgresql:// or postgres:// URL (e.g. "
+                           "postgresql://user@host:5432/dbname)");
+  return location;
+}
+
+// The local file of push and pull: --db, else the local file of the fleet set-up.
+std::string local_file(const std::string& db, const char* command) {
+  std::string file = db.empty() ? database::local_path() : db;
+  if (file.find("://") != std::string::npos)
+    throw prism::error(prism::errc::invalid_argument, command,
+                       "--db must name a local SQLite file, got the URL '" + shown(file) + "'");
+  return file;
 }
 
 std::vector<device_record> present_devices() {
@@ -148,8 +158,9 @@ std::vector<device_record> present_devices() {
 PRISM_CLI_COMMAND(70) {
   auto* db_cmd =
       app.add_subcommand("db",
-                         "Inspect and manage the tuning database (list, show, stats, check, export, "
-                         "import, merge, vacuum, clear, repair)");
+                         "Inspect and manage the tuning database, a file or a PostgreSQL server (list, "
+                         "show, stats, check, export, import, merge, init, push, pull, vacuum, clear, "
+                         "repair)");
   db_cmd->require_subcommand(1);
   add_db_option(db_cmd, global);
   auto args = std::make_shared<db_args>();
@@ -397,17 +408,95 @@ PRISM_CLI_COMMAND(70) {
   });
 
   // ---- merge ----
-  auto* merge =
-      db_cmd->add_subcommand("merge", "Merge another tuning database file; per key the faster row wins");
+  auto* merge = db_cmd->add_subcommand(
+      "merge", "Merge another tuning database (file or server); per key the faster row wins");
   add_db_option(merge, global);
-  merge->add_option("other", a.file, "The other database file")->required();
+  merge->add_option("other", a.file, "The other database: a file or a postgresql:// URL")
+      ->required()
+      ->check(prism::cli::db_location());
   merge->callback([&global, &exit_code, args] {
     auto& db = open_db(global, "prism db merge");
     auto rep = db.merge_from(args->file);
     std::printf("merged %s into %s: %zu new, %zu replaced (faster), %zu kept, %zu devices\n",
-                args->file.c_str(), db.path().c_str(), rep.inserted, rep.replaced, rep.kept, rep.devices);
+                shown(args->file).c_str(), db.path().c_str(), rep.inserted, rep.replaced, rep.kept,
+                rep.devices);
     if (rep.inserted + rep.replaced + rep.kept == 0)
-      std::fprintf(stderr, "prism db merge: warning: %s holds no tuned rows\n", args->file.c_str());
+      std::fprintf(stderr, "prism db merge: warning: %s holds no tuned rows\n", shown(args->file).c_str());
+    exit_code = 0;
+  });
+
+  // ---- init ----
+  auto* init = db_cmd->add_subcommand(
+      "init", "Create (or upgrade) prism's schema on a PostgreSQL server; prism never creates it implicitly");
+  init->add_option("url", a.file, "postgresql:// URL of the server")
+      ->required()
+      ->check(prism::cli::db_location());
+  init->callback([&exit_code, args] {
+    std::string url = server_url(args->file, "prism db init");
+    database db(url);
+    int before = db.init();
+    if (before == database::current_schema_version())
+      std::printf("%s already holds prism's schema v%d\n", db.path().c_str(), before);
+    else if (before == 0)
+      std::printf("created prism's schema v%d on %s\n", database::current_schema_version(),
+                  db.path().c_str());
+    else
+      std::printf("upgraded prism's schema on %s from v%d to v%d\n", db.path().c_str(), before,
+                  database::current_schema_version());
+    exit_code = 0;
+  });
+
+  // ---- push ----
+  auto* push = db_cmd->add_subcommand(
+      "push",
+      "Send a local file's rows (e.g. results queued while the server was down) to a PostgreSQL server; per "
+      "key the faster row wins");
+  push->add_option("url", a.shape, "postgresql:// URL of the server")
+      ->required()
+      ->check(prism::cli::db_location());
+  push->add_option("--db", a.file,
+                   "The local file to send (default: PRISM_TUNING_DB_LOCAL, else "
+                   "${XDG_CACHE_HOME:-~/.cache}/prism/tuning.db)")
+      ->check(prism::cli::db_location());
+  push->callback([&global, &exit_code, args] {
+    std::string url = server_url(args->shape, "prism db push");
+    std::string file = local_file(args->file.empty() ? global.db : args->file, "prism db push");
+    database server(url);
+    if (!server.refusal().empty())
+      throw prism::error(prism::errc::database_error, "prism db push",
+                         server.path() + ": " + server.refusal());
+    auto rep = server.merge_from(file);
+    std::printf(
+        "pushed %s to %s: %zu new, %zu replaced (faster), %zu kept (as fast or faster there), %zu devices\n",
+        file.c_str(), server.path().c_str(), rep.inserted, rep.replaced, rep.kept, rep.devices);
+    exit_code = 0;
+  });
+
+  // ---- pull ----
+  auto* pull = db_cmd->add_subcommand(
+      "pull", "Copy a PostgreSQL server's rows into a local file; per key the faster row wins");
+  pull->add_option("url", a.shape, "postgresql:// URL of the server")
+      ->required()
+      ->check(prism::cli::db_location());
+  pull->add_option("--db", a.file,
+                   "The local file to fill (default: PRISM_TUNING_DB_LOCAL, else "
+                   "${XDG_CACHE_HOME:-~/.cache}/prism/tuning.db)")
+      ->check(prism::cli::db_location());
+  add_device_option(pull, global);
+  pull->add_option("--fingerprint", a.fingerprint, "Only rows of devices whose fingerprint starts with this");
+  pull->add_option("--op", a.op, "Only rows of this op");
+  pull->add_option("--dtype", a.dtype, "Only rows of this dtype");
+  pull->callback([&global, &exit_code, args] {
+    std::string url = server_url(args->shape, "prism db pull");
+    std::string file = local_file(args->file.empty() ? global.db : args->file, "prism db pull");
+    database local(file);
+    if (!local.refusal().empty())
+      throw prism::error(prism::errc::database_error, "prism db pull", file + ": " + local.refusal());
+    auto rep =
+        local.merge_from(url, row_filter{fingerprint_filter(global, *args), args->op, args->dtype, ""});
+    std::printf(
+        "pulled %s into %s: %zu new, %zu replaced (faster), %zu kept (as fast or faster here), %zu devices\n",
+        shown(url).c_str(), file.c_str(), rep.inserted, rep.replaced, rep.kept, rep.devices);
     exit_code = 0;
   });
 
@@ -449,6 +538,10 @@ PRISM_CLI_COMMAND(70) {
       "another program)");
   rep->callback([&global, &exit_code, args] {
     std::string path = db_path(global);
+    if (database::is_server_location(path))
+      throw prism::error(prism::errc::invalid_argument, "prism db repair",
+                         "repair moves a damaged SQLite file aside; " + database::redact(path) +
+                             " is a server (see `prism db check`)");
     std::string aside = database::repair(path, args->force);
     if (aside.empty())
       std::printf("%s is a sound prism tuning database: nothing to repair\n", path.c_str());

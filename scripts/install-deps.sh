@@ -6,10 +6,11 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers opencl-clhpp-headers clinfo
   libclblast-dev libyaml-cpp-dev libsqlite3-dev sqlite3
+  libpq-dev postgresql
   libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-jsonschema
+  python3-jsonschema python3-dev
   clang-16 libclang-rt-16-dev
 )
 missing=()

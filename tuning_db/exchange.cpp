@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include "prism/runtime/device.hpp"
 #include "prism/tuning_db.hpp"
@@ -22,7 +23,7 @@ namespace {
 constexpr const char* format_name = "prism-tuning";
 constexpr int format_version = 1;
 
-json to_json(const result_row& r) {
+json row_object(const result_row& r) {
   return json{{"device", r.device},
               {"op", r.op},
               {"dtype", r.dtype},
@@ -33,6 +34,7 @@ json to_json(const result_row& r) {
               {"p50_ns", r.p50_ns},
               {"p80_ns", r.p80_ns},
               {"default_ns", r.default_ns},
+              {"speedup", r.speedup()},
               {"kernel_hash", r.kernel_hash},
               {"driver_version", r.driver_version},
               {"prism_version", r.prism_version},
@@ -117,6 +119,10 @@ result_row result_from_json(const json& j, const std::string& where) {
 
 }  // namespace
 
+std::string to_json(const result_row& row) {
+  return row_object(row).dump();
+}
+
 device_record describe(const prism::device& dev) {
   device_record d;
   d.fingerprint = dev.fingerprint().hash;
@@ -154,7 +160,7 @@ std::string database::export_json(const row_filter& filter) {
                          {"info", info}});
   }
   json jrows = json::array();
-  for (auto& r : rows) jrows.push_back(to_json(r));
+  for (auto& r : rows) jrows.push_back(row_object(r));
   out["devices"] = std::move(jdevs);
   out["results"] = std::move(jrows);
   return out.dump(2) + "\n";
@@ -210,36 +216,40 @@ merge_report database::import_json(std::string_view text, bool replace) {
     rows.push_back(result_from_json(j, where));
   }
 
+  row_bundle bundle;
+  bundle.devices = std::move(devs);
+  bundle.results = std::move(rows);
   std::lock_guard lock(impl_->mu);
-  impl_->ensure_writer("tuning_db::import_json");
-  merge_report report;
-  impl_->guarded("tuning_db::import_json", [&] {
-    impl_->conn->write_transaction([&] {
-      report = merge_report{};
-      for (auto& d : devs) {
-        impl_->store_device(d);
-        ++report.devices;
-      }
-      for (auto& r : rows) impl_->store_if_faster(r, replace, &report);
-    });
-    ++impl_->writes;
-  });
-  impl_->checkpoint();
-  impl_->groups.clear();
-  impl_->memo.clear();
+  auto report = impl_->st->store_rows(bundle, replace);
+  ++impl_->writes;
+  impl_->forget_all();
   return report;
 }
 
-merge_report database::merge_from(const std::string& other_path) {
+merge_report database::merge_from(const std::string& other_location, const row_filter& filter) {
+  if (auto why = location_error(other_location); !why.empty())
+    throw prism::error(errc::invalid_argument, "tuning_db::merge_from", why);
   std::error_code ec;
-  if (!std::filesystem::exists(other_path, ec))
-    throw prism::error(errc::not_found, "tuning_db::merge_from", "no database file at " + other_path);
-  database other(other_path, access::read_only);
-  if (!other.is_open())
-    throw prism::error(
-        errc::database_error, "tuning_db::merge_from",
-        other_path + " could not be opened as a prism tuning database: " + other.read_only_reason());
-  return import_json(other.export_json(), false);
+  if (!is_server_location(other_location) && !std::filesystem::exists(other_location, ec))
+    throw prism::error(errc::not_found, "tuning_db::merge_from", "no database file at " + other_location);
+  auto other = open_store(other_location, access::read_only);
+  if (!other->refusal().empty() || !other->is_open())
+    throw prism::error(errc::database_error, "tuning_db::merge_from",
+                       other->location() + " could not be opened as a prism tuning database: " +
+                           (other->refusal().empty() ? other->read_only_reason() : other->refusal()));
+  row_bundle bundle;
+  bundle.results = other->results(filter);
+  bundle.candidates = other->all_candidates(filter);
+  // The device records of the rows taken along.
+  std::set<std::string> used;
+  for (auto& r : bundle.results) used.insert(r.device);
+  for (auto& d : other->devices())
+    if (used.count(d.fingerprint)) bundle.devices.push_back(d);
+  std::lock_guard lock(impl_->mu);
+  auto report = impl_->st->store_rows(bundle, false);
+  ++impl_->writes;
+  impl_->forget_all();
+  return report;
 }
 
 }  // namespace prism::tuning

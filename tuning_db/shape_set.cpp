@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -296,20 +297,50 @@ std::string record_signature(std::string_view op, std::string_view dtype, const 
 }
 }  // namespace
 
-const std::string& untuned_record_path() {
-  static const std::string path = detail::env("PRISM_RECORD_UNTUNED").value_or("");
-  return path;
+namespace {
+// The recorder's file and the entries it holds; the path starts as PRISM_RECORD_UNTUNED.
+struct recorder_state {
+  std::mutex mu;
+  std::atomic<bool> on{false};  // the unlocked fast check of record_untuned
+  std::string path;
+  bool loaded = false;
+  std::set<std::string> seen;
+};
+recorder_state& recorder() {
+  static auto* r = [] {
+    auto* s = new recorder_state;  // never destroyed: recording may run at exit
+    s->path = detail::env("PRISM_RECORD_UNTUNED").value_or("");
+    s->on = !s->path.empty();
+    return s;
+  }();
+  return *r;
+}
+}  // namespace
+
+std::string untuned_record_path() {
+  auto& r = recorder();
+  std::lock_guard lock(r.mu);
+  return r.path;
+}
+
+void set_untuned_record_path(std::string path) {
+  auto& r = recorder();
+  std::lock_guard lock(r.mu);
+  r.path = std::move(path);
+  r.loaded = false;
+  r.seen.clear();
+  r.on = !r.path.empty();
 }
 
 void record_untuned(std::string_view op, std::string_view dtype, const shape_key& shape) {
-  const std::string& path = untuned_record_path();
+  auto& r = recorder();
+  if (!r.on.load(std::memory_order_relaxed)) return;
+  std::lock_guard lock(r.mu);
+  const std::string& path = r.path;
   if (path.empty()) return;
-  static auto* mu = new std::mutex;
-  static auto* seen = new std::set<std::string>;
-  static bool loaded = false;
-  std::lock_guard lock(*mu);
-  if (!loaded) {
-    loaded = true;
+  auto* seen = &r.seen;
+  if (!r.loaded) {
+    r.loaded = true;
     // Entries already in the file (from an earlier run) are not written again.
     try {
       if (fs::exists(path))
