@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Buffers: allocation, blocking host transfers, host maps and write-back at destruction. Device
 // commands on buffers are ordered in queue.cpp from the dependency state kept here.
+#include <atomic>
 #include "runtime/impl.hpp"
 #include "runtime/log.hpp"
 #include "runtime/sync.hpp"
@@ -39,6 +40,14 @@ void check_allocation(const device& dev, std::size_t bytes, const char* operatio
                     format_bytes(d.global_mem) + ") of global memory");
 }
 
+namespace {
+std::atomic<std::uint64_t> buffer_serials{1};
+}  // namespace
+
+std::uint64_t next_buffer_serial() noexcept {
+  return buffer_serials.load(std::memory_order_relaxed);
+}
+
 std::shared_ptr<buffer_impl> make_buffer(const context& ctx, std::size_t bytes, void* host, bool copy_in,
                                          bool write_back) {
   auto& c = ctx.get_impl();
@@ -46,6 +55,7 @@ std::shared_ptr<buffer_impl> make_buffer(const context& ctx, std::size_t bytes, 
   auto b = std::make_shared<buffer_impl>();
   b->ctx = ctx;
   b->bytes = bytes;
+  b->serial = buffer_serials.fetch_add(1, std::memory_order_relaxed);
   if (bytes == 0) return b;
   cl_mem_flags flags = CL_MEM_READ_WRITE;
   if (copy_in && host) flags |= CL_MEM_COPY_HOST_PTR;
@@ -56,6 +66,38 @@ std::shared_ptr<buffer_impl> make_buffer(const context& ctx, std::size_t bytes, 
   check_cl(st, "clCreateBuffer", std::to_string(bytes) + " bytes on " + c.dev.name());
   if (write_back) b->write_back = host;
   return b;
+}
+
+std::shared_ptr<buffer_impl> wrap_host_memory(const context& ctx, void* host, std::size_t bytes,
+                                              std::shared_ptr<const void> owner) {
+  auto& c = ctx.get_impl();
+  if (!host && bytes > 0)
+    throw error(
+        errc::invalid_argument, "buffer::wrap_host",
+        "a null host pointer for " + std::to_string(bytes) + " bytes (valid: memory of at least that size)");
+  check_allocation(c.dev, bytes, "buffer::wrap_host");
+  auto b = std::make_shared<buffer_impl>();
+  b->ctx = ctx;
+  b->bytes = bytes;
+  b->host_memory = host;
+  b->host_owner = std::move(owner);
+  b->serial = buffer_serials.fetch_add(1, std::memory_order_relaxed);
+  if (bytes == 0) return b;
+  cl_int st = CL_SUCCESS;
+  b->mem = clCreateBuffer(c.ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, host, &st);
+  check_cl(st, "clCreateBuffer",
+           "CL_MEM_USE_HOST_PTR over " + std::to_string(bytes) + " bytes of host memory on " + c.dev.name());
+  return b;
+}
+
+void* buffer_host_memory(const buffer_impl& b) noexcept {
+  return b.host_memory;
+}
+
+std::shared_ptr<buffer_impl> make_host_backed_buffer(const context& ctx, void* host, std::size_t bytes,
+                                                     std::shared_ptr<const void> owner) {
+  if (ctx.get_impl().dev.type() != device_type::cpu) return nullptr;
+  return wrap_host_memory(ctx, host, bytes, std::move(owner));
 }
 
 std::size_t buffer_bytes(const buffer_impl& b) noexcept {
@@ -233,6 +275,19 @@ void handler_require(handler& h, const std::shared_ptr<buffer_impl>& b, access_m
 
 buffer_impl::~buffer_impl() {
   if (!mem) return;
+  if (host_owner) {
+    // The device may still read or write the foreign memory: wait for every user before the
+    // owner (a member, destroyed after this body) can free it.
+    wait_list wl;
+    for (auto& w : writers) wl.add(w.ev.get());
+    for (auto& r : readers) wl.add(r.ev.get());
+    if (wl.size() > 0) {
+      cl_int st = clWaitForEvents(wl.size(), wl.data());
+      if (st != CL_SUCCESS)
+        log::get("runtime")->error("waiting for the users of a wrapped host buffer failed: {}",
+                                   cl_error_name(st));
+    }
+  }
   if (write_back) {
     try {
       wait_list wl;

@@ -18,13 +18,18 @@ if [ -x "$venv/bin/python" ] && cmp -s "$requirements" "$stamp"; then
   echo "$venv/bin/python"
   exit 0
 fi
-echo "python-env.sh: creating $venv" >&2
-python3 -m venv --clear "$venv"
+# An existing venv whose requirements changed gets the difference installed (no torch reinstall).
+if [ ! -x "$venv/bin/python" ]; then
+  echo "python-env.sh: creating $venv" >&2
+  python3 -m venv --clear "$venv"
+else
+  echo "python-env.sh: updating $venv" >&2
+fi
 if ! "$venv/bin/pip" install -q --no-index --find-links "$wheels" -r "$requirements" >&2 2> /dev/null; then
   echo "python-env.sh: downloading the wheels into $wheels" >&2
   "$venv/bin/pip" download -q -d "$wheels" -r "$requirements" >&2
   "$venv/bin/pip" install -q --no-index --find-links "$wheels" -r "$requirements" >&2
 fi
-"$venv/bin/python" -c "import torch, transformers, tokenizers, gguf, safetensors, numpy" >&2
+"$venv/bin/python" -c "import torch, transformers, tokenizers, gguf, safetensors, numpy, nanobind, scikit_build_core, pytest" >&2
 cp "$requirements" "$stamp"
 echo "$venv/bin/python"
