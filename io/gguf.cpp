@@ -478,17 +478,49 @@ std::vector<float> gguf_file::dequantize(const std::string& name) const {
   return out;
 }
 
+std::optional<prism::dtype> gguf_prism_dtype(gguf_type t) noexcept {
+  switch (t) {
+    case gguf_type::f32:
+      return prism::dtype::f32;
+    case gguf_type::f16:
+      return prism::dtype::f16;
+    case gguf_type::bf16:
+      return prism::dtype::bf16;
+    case gguf_type::q8_0:
+      return prism::dtype::q8_0;
+    case gguf_type::q4_0:
+      return prism::dtype::q4_0;
+    case gguf_type::q4_1:
+      return prism::dtype::q4_1;
+    default:
+      return std::nullopt;
+  }
+}
+
 tensor gguf_file::load(const queue& q, const std::string& name, prism::dtype as) const {
   const auto& info = get(name);
-  if (!is_floating(as))
-    throw error(errc::invalid_argument, "io::gguf_file::load",
-                fmt::format("tensor '{}': target dtype {} is not a float type; valid: f32, f16, bf16", name,
-                            dtype_name(as)));
+  if (!is_floating(as) && !is_quantized(as))
+    throw error(
+        errc::invalid_argument, "io::gguf_file::load",
+        fmt::format("tensor '{}': target dtype {} is not a float or block-quantized type; valid: f32, "
+                    "f16, bf16, q8_0, q4_0, q4_1",
+                    name, dtype_name(as)));
   const dims shape(std::span<const std::int64_t>(info.shape));
-  if ((info.type == gguf_type::f32 && as == prism::dtype::f32) ||
-      (info.type == gguf_type::f16 && as == prism::dtype::f16) ||
-      (info.type == gguf_type::bf16 && as == prism::dtype::bf16))
+  if (is_quantized(as) && (info.shape.empty() || info.shape.back() % 32 != 0))
+    throw error(
+        errc::invalid_argument, "io::gguf_file::load",
+        fmt::format("'{}': tensor '{}' of shape {} cannot be stored as {}: its last dim is not a multiple "
+                    "of the 32-element block",
+                    path(), name, shape.str(), dtype_name(as)));
+  // The file's own encoding: the bytes go to the device as they are (blocks stay quantized).
+  if (gguf_prism_dtype(info.type) == as) {
+    if (info.data.size() < dtype_storage_bytes(as, info.numel()))
+      throw error(errc::config_error, "io::gguf_file::load",
+                  fmt::format("'{}': tensor '{}' ({} {}) has {} bytes; its blocks need {}", path(), name,
+                              gguf_type_name(info.type), shape.str(), info.data.size(),
+                              dtype_storage_bytes(as, info.numel())));
     return tensor::from_host(q, info.data.data(), shape, as);
+  }
   const auto values = dequantize(name);
   return tensor::from_floats(q, values, shape, as);
 }

@@ -9,6 +9,7 @@
 
 #include "prism/error.hpp"
 #include "prism/io/gguf.hpp"
+#include "prism/runtime.hpp"
 
 namespace prism::io {
 namespace {
@@ -161,6 +162,41 @@ TEST(Gguf, ReadsMetadataShapesAndEveryDequantizedType) {
             std::string::npos);
   EXPECT_NE(error_text([&] { f.get_string("nope"); }).find("no metadata key 'nope'"), std::string::npos);
   EXPECT_NE(error_text([&] { f.get("missing"); }).find("'missing' is missing"), std::string::npos);
+}
+
+// Q8_0/Q4_0/Q4_1 tensors load as prism's own block dtypes byte for byte; other float targets
+// dequantize, other quantized targets requantize; rows that are not whole blocks are refused.
+TEST(Gguf, LoadsQuantizedTensorsKeepingTheirBlocks) {
+  gguf_builder b;
+  b.key_string("general.architecture", "llama");
+  std::vector<std::byte> q40;
+  for (int row = 0; row < 2; ++row) {
+    append(q40, float_to_half(row ? 0.5f : 2.0f));
+    for (int j = 0; j < 16; ++j) append(q40, static_cast<std::uint8_t>((j & 0xF) | ((15 - j) << 4)));
+  }
+  b.tensor("w", {32, 2}, 2, q40);
+  std::vector<std::byte> f32;
+  for (int i = 0; i < 6; ++i) append(f32, static_cast<float>(i));
+  b.tensor("f32", {3, 2}, 0, f32);
+  const auto bytes = b.build();
+  const auto f = gguf_file::parse(bytes, "test.gguf");
+  EXPECT_EQ(gguf_prism_dtype(gguf_type::q4_1), dtype::q4_1);
+  EXPECT_FALSE(gguf_prism_dtype(gguf_type::q4_k).has_value());
+  static auto* q = new queue();
+  const tensor kept = f.load(*q, "w", dtype::q4_0);
+  EXPECT_EQ(kept.type(), dtype::q4_0);
+  EXPECT_EQ(kept.shape(), (dims{2, 32}));
+  EXPECT_EQ(kept.nbytes(), 36u);
+  EXPECT_TRUE(kept.to_host(*q) == q40);
+  const auto floats = f.load(*q, "w", dtype::f32).to_floats(*q);
+  EXPECT_EQ(kept.to_floats(*q), floats);
+  EXPECT_EQ(floats[32 + 16], 0.5f * 7.0f);  // row 1, element 16: high nibble 15 - 0
+  // Requantized to q8_0: within half its step (max |x| / 127 / 2).
+  const auto q8 = f.load(*q, "w", dtype::q8_0).to_floats(*q);
+  for (std::size_t i = 0; i < q8.size(); ++i) EXPECT_NEAR(q8[i], floats[i], 16.0f / 254 + 1e-3f) << i;
+  const auto text = error_text([&] { f.load(*q, "f32", dtype::q4_0); });
+  EXPECT_NE(text.find("tensor 'f32'"), std::string::npos) << text;
+  EXPECT_NE(text.find("multiple of the 32-element block"), std::string::npos) << text;
 }
 
 // Found by fuzz/gguf: an empty extent beside two huge ones passed the size check, then their

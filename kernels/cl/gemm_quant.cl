@@ -1,0 +1,266 @@
+// prism weight-only quantized GEMM: C[m, n] = alpha * sum_k A[m, k] * W[n, k] (+ beta * X(m, n)),
+// A in f32/f16/bf16 (PRISM_DTYPE, rows k-contiguous), W in GGUF blocks of 32 weights along k,
+// accumulation in f32. A weight row is K/32 consecutive blocks, rows `swn` blocks apart.
+// QTYPE 0 q8_0 (34 B: f16 d, i8 q[32]; w = d q), 1 q4_0 (18 B: f16 d, u8 q[16], low nibbles are
+// k 0..15 and high nibbles 16..31; w = d (q - 8)), 2 q4_1 (20 B: f16 d, f16 m, u8 q[16]; w = d q + m).
+// A block contributes d * (a . q) (+ m * sum(a) for q4_1): the scale leaves the inner product.
+// Kernels:
+// - gemm_q_cpu (CPUs): a work-item owns RM rows x RN columns; per block it dequantizes each of its
+//   RN weight blocks once into two float16 registers and multiplies them with RM activation
+//   vectors, accumulating float16 lanes (reduced once at the end). No barriers, no local memory.
+// - gemm_q_gemv (GPUs, small M): a work-group of WG items owns NB columns of MB rows; item t
+//   takes blocks t, t + WG, ... (neighbours read neighbouring blocks), then a local-memory tree.
+// - gemm_q_tiled (GPUs, large M): TM x TN tiles of C, one 32-wide k block at a time: the A tile
+//   and the TN weight blocks, dequantized, are staged in local memory; each item owns WM x WN.
+// Build defines: PRISM_DTYPE, QTYPE, HAS_BIAS, and RM, RN (cpu) / MB, NB, WG (gemv) / TM, TN,
+// WM, WN (tiled).
+
+#define VW 16
+#include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
+
+#if QTYPE == 0
+#define QBYTES 34
+#elif QTYPE == 1
+#define QBYTES 18
+#elif QTYPE == 2
+#define QBYTES 20
+#else
+#error "QTYPE must be 0 (q8_0), 1 (q4_0) or 2 (q4_1)"
+#endif
+
+// q4_0's offset of 8: the CPU kernel leaves it out of the values and subtracts 8 * sum(a) per
+// block instead (one scalar per row, shared by every column, instead of two vector ops each).
+#ifdef RM
+#define Q4_OFFSET 0.0f
+#else
+#define Q4_OFFSET 8.0f
+#endif
+
+// The 32 quantized values of the block at p, unscaled: lo holds k 0..15, hi k 16..31.
+inline void q_values(const __global uchar* p, float16* lo, float16* hi) {
+#if QTYPE == 0
+  *lo = convert_float16(as_char16(vload16(0, p + 2)));
+  *hi = convert_float16(as_char16(vload16(0, p + 18)));
+#elif QTYPE == 1
+  const uchar16 q = vload16(0, p + 2);
+  *lo = convert_float16(q & (uchar16)0xF) - Q4_OFFSET;
+  *hi = convert_float16(q >> (uchar16)4) - Q4_OFFSET;
+#else
+  const uchar16 q = vload16(0, p + 4);
+  *lo = convert_float16(q & (uchar16)0xF);
+  *hi = convert_float16(q >> (uchar16)4);
+#endif
+}
+
+inline float q_scale(const __global uchar* p) {
+  return vload_half(0, (const __global half*)p);
+}
+
+inline float q_min(const __global uchar* p) {
+  return vload_half(1, (const __global half*)p);
+}
+
+#ifdef RM
+__kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off,
+                         int sam, __global const uchar* W, long w_off, long swn, __global GT* C, long c_off,
+                         int scm, __global const GT* X, long x_off, int sxm, int sxn) {
+  const int n0 = get_global_id(0) * RN;
+  const int m0 = get_global_id(1) * RM;
+  if (n0 >= N || m0 >= M) return;
+  const int blocks = K / 32;
+  const __global GT* a[RM];
+  const __global uchar* w[RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i) a[i] = A + a_off + (long)min(m0 + i, M - 1) * sam;
+#pragma unroll
+  for (int j = 0; j < RN; ++j) w[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES;
+  float16 acc[RM][RN];
+#if QTYPE != 0
+  float accm[RM][RN];  // q4_1: m * sum(a); q4_0: -8 d * sum(a)
+#endif
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      acc[i][j] = (float16)0.0f;
+#if QTYPE != 0
+      accm[i][j] = 0.0f;
+#endif
+    }
+  for (int kb = 0; kb < blocks; ++kb) {
+    float16 alo[RM], ahi[RM];
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+      alo[i] = PRISM_LOADV(a[i] + kb * 32);
+      ahi[i] = PRISM_LOADV(a[i] + kb * 32 + 16);
+    }
+#if QTYPE != 0
+    float asum[RM];
+#pragma unroll
+    for (int i = 0; i < RM; ++i) asum[i] = prism_hsum16(alo[i] + ahi[i]);
+#endif
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      const __global uchar* p = w[j] + (long)kb * QBYTES;
+      float16 lo, hi;
+      q_values(p, &lo, &hi);
+      const float ds = q_scale(p);
+      const float16 d = (float16)ds;
+#if QTYPE == 2
+      const float m = q_min(p);
+#elif QTYPE == 1
+      const float m = -8.0f * ds;
+#endif
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        acc[i][j] = fma(d, fma(alo[i], lo, ahi[i] * hi), acc[i][j]);
+#if QTYPE != 0
+        accm[i][j] = fma(m, asum[i], accm[i][j]);
+#endif
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      const int m = m0 + i, n = n0 + j;
+      if (m < M && n < N) {
+        float v = prism_hsum16(acc[i][j]);
+#if QTYPE != 0
+        v += accm[i][j];
+#endif
+        PRISM_STORE(C + c_off + (long)m * scm + n, prism_epilogue(v, alpha, beta, X, x_off, sxm, sxn, m, n));
+      }
+    }
+}
+#endif
+
+#ifdef WG
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void gemm_q_gemv(
+    int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off, int sam,
+    __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X,
+    long x_off, int sxm, int sxn) {
+  __local float red[MB * NB][WG];
+  const int t = get_local_id(0);
+  const int n0 = get_group_id(0) * NB;
+  const int m0 = get_group_id(1) * MB;
+  const int rows = min(MB, M - m0);
+  const int blocks = K / 32;
+  float acc[MB][NB];
+#pragma unroll
+  for (int i = 0; i < MB; ++i)
+#pragma unroll
+    for (int j = 0; j < NB; ++j) acc[i][j] = 0.0f;
+  for (int kb = t; kb < blocks; kb += WG) {
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      const __global uchar* p = W + (w_off + (long)min(n0 + j, N - 1) * swn + kb) * QBYTES;
+      float16 lo, hi;
+      q_values(p, &lo, &hi);
+      const float d = q_scale(p);
+#if QTYPE == 2
+      const float m = q_min(p);
+#endif
+#pragma unroll
+      for (int i = 0; i < MB; ++i) {
+        if (i < rows) {
+          const __global GT* a = A + a_off + (long)(m0 + i) * sam + kb * 32;
+          const float16 alo = PRISM_LOADV(a), ahi = PRISM_LOADV(a + 16);
+          float s = d * prism_hsum16(fma(alo, lo, ahi * hi));
+#if QTYPE == 2
+          s = fma(m, prism_hsum16(alo + ahi), s);
+#endif
+          acc[i][j] += s;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < MB; ++i)
+#pragma unroll
+    for (int j = 0; j < NB; ++j) red[i * NB + j][t] = acc[i][j];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = WG / 2; s > 0; s >>= 1) {
+    if (t < s) {
+#pragma unroll
+      for (int r = 0; r < MB * NB; ++r) red[r][t] += red[r][t + s];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  for (int r = t; r < MB * NB; r += WG) {
+    const int i = r / NB, j = r % NB, n = n0 + j;
+    if (i < rows && n < N)
+      PRISM_STORE(C + c_off + (long)(m0 + i) * scm + n,
+                  prism_epilogue(red[r][0], alpha, beta, X, x_off, sxm, sxn, m0 + i, n));
+  }
+}
+#endif
+
+#ifdef TM
+#define TX (TN / WN)
+#define TY (TM / WM)
+__kernel __attribute__((reqd_work_group_size(TX, TY, 1))) void gemm_q_tiled(
+    int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off, int sam,
+    __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X,
+    long x_off, int sxm, int sxn) {
+  __local float as[32][TM + 1];
+  __local float ws[32][TN + 1];
+  const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * TX + tx;
+  const int n0 = get_group_id(0) * TN, m0 = get_group_id(1) * TM;
+  const int blocks = K / 32;
+  float acc[WM][WN];
+#pragma unroll
+  for (int i = 0; i < WM; ++i)
+#pragma unroll
+    for (int j = 0; j < WN; ++j) acc[i][j] = 0.0f;
+  for (int kb = 0; kb < blocks; ++kb) {
+    // A tile: TM rows x 32, consecutive items along k.
+    for (int e = tid; e < TM * 32; e += TX * TY) {
+      const int r = e / 32, k = e % 32, m = min(m0 + r, M - 1);
+      as[k][r] = PRISM_LOAD(A + a_off + (long)m * sam + kb * 32 + k);
+    }
+    // Weight tile: TN blocks, each dequantized by one item into a column of ws.
+    for (int c = tid; c < TN; c += TX * TY) {
+      const __global uchar* p = W + (w_off + (long)min(n0 + c, N - 1) * swn + kb) * QBYTES;
+      float16 lo, hi;
+      q_values(p, &lo, &hi);
+      const float d = q_scale(p);
+#if QTYPE == 2
+      const float16 mv = (float16)q_min(p);
+#else
+      const float16 mv = (float16)0.0f;
+#endif
+      lo = fma((float16)d, lo, mv);
+      hi = fma((float16)d, hi, mv);
+      float vals[32];
+      vstore16(lo, 0, vals);
+      vstore16(hi, 1, vals);
+#pragma unroll
+      for (int k = 0; k < 32; ++k) ws[k][c] = vals[k];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll 4
+    for (int k = 0; k < 32; ++k) {
+      float av[WM], bv[WN];
+#pragma unroll
+      for (int i = 0; i < WM; ++i) av[i] = as[k][ty + i * TY];
+#pragma unroll
+      for (int j = 0; j < WN; ++j) bv[j] = ws[k][tx + j * TX];
+#pragma unroll
+      for (int i = 0; i < WM; ++i)
+#pragma unroll
+        for (int j = 0; j < WN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+#pragma unroll
+  for (int i = 0; i < WM; ++i)
+#pragma unroll
+    for (int j = 0; j < WN; ++j) {
+      const int m = m0 + ty + i * TY, n = n0 + tx + j * TX;
+      if (m < M && n < N)
+        PRISM_STORE(C + c_off + (long)m * scm + n, prism_epilogue(acc[i][j], alpha, beta, X, x_off, sxm, sxn, m, n));
+    }
+}
+#endif

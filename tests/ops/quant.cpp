@@ -1,0 +1,206 @@
+// Weight-only quantized GEMM (q8_0, q4_0, q4_1 weights; gemm_quant.cl): every kernel family
+// (cpu, gemv, tiled, the nv auto choice) against the dequantized double-precision reference at
+// M = 1, small M and large M, f16/bf16 activations, the dispatcher's choice, the host block
+// codecs against GGUF's layouts, and bad input.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "dispatch/dispatcher.hpp"
+#include "kernels/op_descriptor.hpp"
+#include "kernels/op_support.hpp"
+#include "ops_test_util.hpp"
+#include "prism/ops.hpp"
+
+namespace prism::test {
+namespace {
+
+const op_descriptor& linear_op() {
+  return op_registry::instance().get("linear");
+}
+
+// A linear call: x [m, k] in `act`, weight [n, k] in `wt`, an optional bias in `act`.
+op_call linear_call(queue& q, std::int64_t m, std::int64_t n, std::int64_t k, dtype act, dtype wt, bool bias,
+                    std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  op_call c{"linear", {}, {}, {}};
+  c.inputs = {kernels::random_tensor(q, {m, k}, act, rng, -1, 1),
+              kernels::random_tensor(q, {n, k}, wt, rng, -1, 1),
+              bias ? kernels::random_tensor(q, {n}, act, rng, -1, 1) : tensor()};
+  allocate_outputs(q, linear_op(), c);
+  return c;
+}
+
+kernel_config config(const char* text) {
+  return linear_op().config.complete(kernel_config::parse(text));
+}
+
+// One config per kernel family, and the shape classes each is for.
+const char* const family_configs[] = {
+    "variant=0,rm=4,qrn=4,qwg=2",       // cpu, several rows and columns per work-item
+    "variant=0,rm=1,qrn=8,qwg=1",       // cpu, decode form
+    "variant=2,mb=4,nb=4,wg=64",        // gemv
+    "variant=1,tm=32,tn=32,wm=4,wn=4",  // tiled
+    "variant=3,auto=1",                 // nv's auto: gemv for M <= 8, tiled above
+};
+
+TEST(quant, every_kernel_family_matches_the_reference) {
+  queue& q = shared_queue();
+  std::uint64_t seed = 1;
+  for (dtype wt : quantized_dtypes)
+    for (const char* cfg : family_configs)
+      for (std::int64_t m : {1, 5, 70}) {
+        SCOPED_TRACE(std::string(dtype_name(wt)) + " m=" + std::to_string(m) + " " + cfg);
+        op_call c = linear_call(q, m, 67, 96, dtype::f32, wt, m != 5, ++seed);
+        run_and_compare(linear_op(), c, config(cfg), false);
+      }
+}
+
+// Every config of generic's space and of this device's profile (every shipped profile with
+// PRISM_OPS_ALL_VENDORS) on a quantized weight, as the op suite does for float operands: no
+// config the tuner may pick for a quantized call can be wrong.
+TEST(quant, every_vendor_config) {
+  queue& q = shared_queue();
+  std::vector<tune_space> spaces = {dispatch::vendor_tune_space(linear_op(), "generic"),
+                                    suite_space(linear_op())};
+  if (std::getenv("PRISM_OPS_ALL_VENDORS"))
+    for (const char* v : {"pocl", "nvidia"}) spaces.push_back(dispatch::vendor_tune_space(linear_op(), v));
+  int ran = 0;
+  for (const auto& space : spaces)
+    for (const auto& cfg : space.configs) {
+      op_call c = linear_call(q, 3, 67, 64, dtype::f32, dtype::q4_1, true, 11);
+      std::vector<std::string> refusals;
+      if (!select_implementation(linear_op(), q.get_device(), c, cfg, &refusals))
+        continue;  // e.g. local memory
+      SCOPED_TRACE(space.vendor + " " + cfg.str());
+      run_and_compare(linear_op(), c, cfg, false);
+      ++ran;
+    }
+  EXPECT_GT(ran, 0);
+}
+
+TEST(quant, f16_and_bf16_activations) {
+  queue& q = shared_queue();
+  for (dtype act : {dtype::f16, dtype::bf16})
+    for (std::int64_t m : {1, 6, 40}) {
+      SCOPED_TRACE(std::string(dtype_name(act)) + " m=" + std::to_string(m));
+      op_call c = linear_call(q, m, 35, 128, act, dtype::q4_0, true, 100 + m);
+      run_and_compare(linear_op(), c, config("variant=0,rm=4,qrn=2,qwg=4"), false);
+      op_call g = linear_call(q, m, 35, 128, act, dtype::q8_0, false, 200 + m);
+      run_and_compare(linear_op(), g, config("variant=3,auto=1"), false);
+    }
+}
+
+TEST(quant, dispatcher_serves_quantized_weights_with_opencl_quant) {
+  queue& q = shared_queue();
+  for (dtype wt : quantized_dtypes) {
+    op_call c = linear_call(q, 1, 64, 256, dtype::f32, wt, true, 7);
+    const auto expected = compute_reference(q, linear_op(), c);
+    const auto res = dispatch::dispatch_call(q, c);
+    q.wait_and_throw();
+    EXPECT_EQ(res.implementation, "opencl.quant") << dtype_name(wt) << ": " << res.reason;
+    EXPECT_TRUE(compare_outputs(linear_op(), c, expected, {read_host(q, c.outputs[0])}).ok);
+  }
+  // The public API; the weight of matmul is the transpose of a quantized [n, k].
+  std::mt19937_64 rng(3);
+  tensor x = kernels::random_tensor(q, {3, 64}, dtype::f32, rng, -1, 1);
+  tensor w = kernels::random_tensor(q, {10, 64}, dtype::q4_1, rng, -1, 1);
+  const auto want = ops::linear(q, x, w).to_floats(q);
+  const auto got = ops::matmul(q, x, w.transpose(0, 1)).to_floats(q);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4f) << i;
+}
+
+// The codecs against hand-written GGUF blocks.
+TEST(quant, host_blocks_follow_gguf_layouts) {
+  unsigned char q40[18] = {};
+  const std::uint16_t d = float_to_half(0.5f);
+  std::memcpy(q40, &d, 2);
+  for (int j = 0; j < 16; ++j) q40[2 + j] = static_cast<unsigned char>(j | ((15 - j) << 4));
+  double v[32];
+  dequantize_block(dtype::q4_0, q40, v);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(v[j], 0.5 * (j - 8));       // low nibbles: elements 0..15
+    EXPECT_EQ(v[16 + j], 0.5 * (7 - j));  // high nibbles: elements 16..31
+  }
+  // Quantize -> dequantize stays within half a step (q4_0: one step, as ggml clips the side
+  // opposite its largest-magnitude value at q = 15).
+  float x[32];
+  for (int j = 0; j < 32; ++j) x[j] = std::sin(0.37f * j) * 3.0f;
+  for (dtype t : quantized_dtypes) {
+    unsigned char block[34];
+    quantize_block(t, x, block);
+    dequantize_block(t, block, v);
+    const double step = t == dtype::q8_0   ? 0.51 * 3.0 / 127
+                        : t == dtype::q4_0 ? 1.01 * 3.0 / 8
+                                           : 0.51 * 6.0 / 15;
+    for (int j = 0; j < 32; ++j) EXPECT_LE(std::abs(v[j] - x[j]), step + 1e-3) << dtype_name(t) << " " << j;
+  }
+  EXPECT_EQ(dtype_storage_bytes(dtype::q4_1, 64), 40u);
+  EXPECT_EQ(dtype_size(dtype::q8_0), 34u);
+}
+
+TEST(bad_input, quantized_weights) {
+  queue& q = shared_queue();
+  // A row that is not whole blocks.
+  try {
+    tensor::empty(q, {4, 40}, dtype::q4_0);
+    ADD_FAILURE() << "a q4_0 [4, 40] tensor was accepted";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("multiple of 32"), std::string::npos) << e.what();
+  }
+  // Quantized activations.
+  std::mt19937_64 rng(5);
+  {
+    op_call c{"linear", {}, {}, {}};
+    c.inputs = {kernels::random_tensor(q, {2, 64}, dtype::q8_0, rng, -1, 1),
+                kernels::random_tensor(q, {3, 64}, dtype::q8_0, rng, -1, 1), tensor()};
+    c.outputs = {tensor::empty(q, {2, 3}, dtype::f32)};
+    expect_refused(q, linear_op(), c, {"ops::linear", "activations"});
+  }
+  // A bias in another dtype than the activations.
+  {
+    op_call c = linear_call(q, 2, 8, 64, dtype::f16, dtype::q4_0, false, 9);
+    c.inputs[2] = kernels::random_tensor(q, {8}, dtype::bf16, rng, -1, 1);
+    expect_refused(q, linear_op(), c, {"ops::linear", "bias"});
+  }
+  // matmul's other with its blocks along n.
+  {
+    op_call c{"matmul", {}, {}, {}};
+    c.inputs = {kernels::random_tensor(q, {2, 64}, dtype::f32, rng, -1, 1),
+                kernels::random_tensor(q, {64, 32}, dtype::q4_0, rng, -1, 1)};
+    c.outputs = {tensor::empty(q, {2, 32}, dtype::f32)};
+    expect_refused(q, op_registry::instance().get("matmul"), c, {"ops::matmul", "blocks of 32 along k"});
+  }
+  // Unknown names list the quantized dtypes.
+  try {
+    parse_dtype("q5_0");
+    ADD_FAILURE() << "q5_0 parsed";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("q8_0, q4_0, q4_1"), std::string::npos) << e.what();
+  }
+  // A weight sliced inside its blocks (k 16..48).
+  {
+    op_call c = linear_call(q, 2, 8, 64, dtype::f32, dtype::q8_0, false, 10);
+    c.inputs[0] = kernels::random_tensor(q, {2, 32}, dtype::f32, rng, -1, 1);
+    c.inputs[1] = c.inputs[1].slice(1, 16, 48);
+    c.outputs = {tensor::empty(q, {2, 8}, dtype::f32)};
+    expect_refused(q, linear_op(), c, {"ops::linear", "starting on a block"});
+  }
+  // Element-wise ops never produce blocks.
+  {
+    op_call c{"cast", {}, {}, {}};
+    c.inputs = {kernels::random_tensor(q, {64}, dtype::f32, rng, -1, 1)};
+    c.set("dtype", std::string("q4_0"));
+    c.outputs = {tensor::empty(q, {64}, dtype::f32)};
+    expect_refused(q, op_registry::instance().get("cast"), c, {"ops::cast", "block-quantized"});
+  }
+  // A sample key whose k is not whole blocks.
+  sample_options o;
+  o.type = dtype::q4_0;
+  EXPECT_THROW(linear_op().sample(q, shape_key::parse("m=1,n=4,k=45"), o), error);
+}
+
+}  // namespace
+}  // namespace prism::test
