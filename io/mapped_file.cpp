@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// mapped_file: mmap of a whole file (MAP_PRIVATE, read-only); empty files map to no bytes.
+// mapped_file: mmap of a whole file (MAP_PRIVATE: copy-on-write, the file never changes); empty
+// files map to no bytes.
 #include "prism/io/mapped_file.hpp"
 
 #include <fcntl.h>
@@ -31,7 +32,7 @@ mapped_file::mapped_file(const std::string& path) : path_(path) {
   }
   const auto size = static_cast<std::size_t>(st.st_size);
   if (size > 0) {
-    map_ = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    map_ = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     if (map_ == MAP_FAILED) {
       map_ = nullptr;
       const int e = errno;

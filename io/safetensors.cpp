@@ -3,6 +3,9 @@
 // {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}, then the data.
 #include "prism/io/safetensors.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -212,6 +215,76 @@ tensor safetensors_file::load(const queue& q, const std::string& name, std::opti
   return load_view(q, get(name), as, path());
 }
 
+namespace {
+
+// Makes a range of the mapping resident and mapped now, so a load is done when it returns
+// (reading a cold file included) rather than at the first kernel's page faults: one
+// MADV_POPULATE_READ (Linux 5.14), else a read of one byte per page.
+void populate(const std::byte* p, std::size_t bytes) {
+#ifndef MADV_POPULATE_READ
+  constexpr int MADV_POPULATE_READ = 22;
+#endif
+  if (::madvise(const_cast<std::byte*>(p), bytes, MADV_POPULATE_READ) == 0) return;
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  volatile std::byte sink{};
+  for (std::size_t i = 0; i < bytes; i += page) sink = p[i];
+  (void)sink;
+}
+
+}  // namespace
+
+std::map<std::string, tensor> safetensors_file::load_all(const queue& q,
+                                                         std::optional<prism::dtype> as) const {
+  std::map<std::string, tensor> out;
+  const std::byte* file_begin = file_->bytes().data();
+  // The tensors that load as stored, at offsets their element size divides: one buffer over
+  // the byte range they span, one copy into it, a view each.
+  std::vector<const safetensor_view*> shared;
+  std::uint64_t lo = UINT64_MAX, hi = 0;
+  for (const auto& [name, v] : tensors_) {
+    const auto own = v.prism_dtype();
+    const auto begin = static_cast<std::uint64_t>(v.data.data() - file_begin);
+    if (!own || (as && *as != *own) || v.numel() == 0 || begin % dtype_size(*own) != 0) continue;
+    shared.push_back(&v);
+    lo = std::min(lo, begin);
+    hi = std::max<std::uint64_t>(hi, begin + v.data.size());
+  }
+  if (!shared.empty()) {
+    lo &= ~std::uint64_t{7};  // every element size divides 8, so views keep whole-element offsets
+    if (hi - lo > q.get_device().max_mem_alloc_size()) shared.clear();
+  }
+  if (!shared.empty()) {
+    // CPU devices: the buffer is the file's private mapping itself, from the page holding the
+    // first byte (no copy; kernels' writes copy the page, the file never changes). Elsewhere:
+    // one buffer and one copy of the range.
+    buffer<std::byte> storage;
+    if (std::byte* map = file_->mapping()) {
+      const std::uint64_t page_lo = lo & ~static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE) - 1);
+      storage = buffer<std::byte>::over_host(q.get_context(), map + page_lo, hi - page_lo, file_);
+      if (storage) {
+        lo = page_lo;
+        populate(map + page_lo, hi - page_lo);
+      }
+    }
+    if (!storage) {
+      storage = tensor::empty(q, dims{static_cast<std::int64_t>(hi - lo)}, prism::dtype::boolean).storage();
+      storage.write(std::span<const std::byte>(file_begin + lo, hi - lo));
+    }
+    for (const safetensor_view* v : shared) {
+      const prism::dtype t = *v->prism_dtype();
+      const dims shape(std::span<const std::int64_t>(v->shape));
+      std::vector<std::int64_t> strides(v->shape.size(), 1);
+      for (std::size_t i = strides.size(); i-- > 1;) strides[i - 1] = strides[i] * v->shape[i];
+      const auto offset = static_cast<std::int64_t>(
+          (static_cast<std::uint64_t>(v->data.data() - file_begin) - lo) / dtype_size(t));
+      out.emplace(v->name, tensor(storage, shape, dims(std::span<const std::int64_t>(strides)), offset, t));
+    }
+  }
+  for (const auto& [name, v] : tensors_)
+    if (!out.count(name)) out.emplace(name, load_view(q, v, as, path()));
+  return out;
+}
+
 safetensors_checkpoint::safetensors_checkpoint(const std::string& path) : path_(path) {
   namespace fs = std::filesystem;
   const char* op = "io::safetensors_checkpoint";
@@ -276,6 +349,17 @@ tensor safetensors_checkpoint::load(const queue& q, const std::string& name,
   auto it = where_.find(name);
   if (it == where_.end()) get(name);  // throws the not_found error
   return shards_[it->second].load(q, name, as);
+}
+
+std::map<std::string, tensor> safetensors_checkpoint::load_all(const queue& q,
+                                                               std::optional<prism::dtype> as) const {
+  std::map<std::string, tensor> out;
+  for (std::size_t i = 0; i < shards_.size(); ++i)
+    for (auto& [name, t] : shards_[i].load_all(q, as)) {
+      auto it = where_.find(name);
+      if (it != where_.end() && it->second == i) out.emplace(name, std::move(t));
+    }
+  return out;
 }
 
 const char* safetensors_dtype_name(prism::dtype t) {

@@ -5,6 +5,7 @@
 #include <prism/runtime.hpp>
 
 #include <filesystem>
+#include <map>
 
 #include "guide_check.hpp"
 
@@ -23,11 +24,14 @@ int main() {
   }
   prism::tensor w = file.load(q, "layer.weight");                       // bf16, as stored
   prism::tensor w32 = file.load(q, "layer.weight", prism::dtype::f32);  // converted
+  // Every tensor at once, the fast way: one storage (on CPU devices the mapping itself, no copy).
+  std::map<std::string, prism::tensor> all = file.load_all(q);
   // A model folder with model.safetensors.index.json and shards:
   //   prism::io::safetensors_checkpoint ck("path/to/model");  ck.load(q, "model.norm.weight");
   // [safetensors]
   if (w.type() != prism::dtype::bf16) return 1;
   expect_values("safetensors load", w32.to_floats(q), {0.5f, -1.0f, 2.0f, 4.0f});
+  expect_values("safetensors load_all", all.at("layer.weight").to_floats(q), {0.5f, -1.0f, 2.0f, 4.0f});
   std::filesystem::remove(path);
 
   // [errors]

@@ -9,6 +9,7 @@
 
 #include "prism/error.hpp"
 #include "prism/io/safetensors.hpp"
+#include "prism/ops.hpp"
 #include "prism/runtime.hpp"
 
 namespace prism::io {
@@ -71,6 +72,10 @@ TEST(SafetensorsIo, ShardedCheckpointFindsEachTensorInItsShard) {
   EXPECT_EQ(ck.get("a").to_floats(), a);
   EXPECT_EQ(ck.get("b").dtype, "F16");
   EXPECT_EQ(ck.load(test_queue(), "b", dtype::f32).to_floats(test_queue()), b);
+  const auto all = ck.load_all(test_queue(), dtype::f32);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all.at("a").to_floats(test_queue()), a);
+  EXPECT_EQ(all.at("b").to_floats(test_queue()), b);
   EXPECT_NE(error_text([&] { ck.get("c"); }).find("tensor 'c' is missing"), std::string::npos);
 
   std::ofstream(dir / "model.safetensors.index.json")
@@ -82,6 +87,48 @@ TEST(SafetensorsIo, ShardedCheckpointFindsEachTensorInItsShard) {
   const auto empty = temp_dir("empty");
   EXPECT_NE(error_text([&] { safetensors_checkpoint none(empty.string()); }).find("holds neither"),
             std::string::npos);
+}
+
+std::vector<char> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// load_all: one storage for the tensors that load as stored (on CPU devices the file's private
+// mapping itself), each equal to load(); conversions load apart; the tensors outlive the file
+// object, and a kernel writing into one changes neither the file nor the other tensors.
+TEST(SafetensorsIo, LoadAllSharesOneStorageAndLeavesTheFileAlone) {
+  queue& q = test_queue();
+  const auto path = (temp_dir("load_all") / "m.safetensors").string();
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {7, 8, 9}, c = {10};
+  write_safetensors(path, {{"a", {2, 3}, a}, {"b", {3}, b}, {"c", {1}, c}}, dtype::f32);
+  const std::vector<char> before = file_bytes(path);
+  std::map<std::string, tensor> all;
+  {
+    const safetensors_file file(path);
+    all = file.load_all(q);
+    ASSERT_EQ(all.size(), 3u);
+    for (const auto& name : file.names()) {
+      const tensor one = file.load(q, name);
+      EXPECT_EQ(all.at(name).shape(), one.shape()) << name;
+      EXPECT_EQ(all.at(name).type(), dtype::f32) << name;
+      EXPECT_EQ(all.at(name).to_floats(q), one.to_floats(q)) << name;
+    }
+    EXPECT_TRUE(all.at("a").same_storage(all.at("b")));
+    EXPECT_TRUE(all.at("a").same_storage(all.at("c")));
+    const auto halves = file.load_all(q, dtype::f16);
+    EXPECT_EQ(halves.at("a").type(), dtype::f16);
+    EXPECT_EQ(halves.at("a").to_floats(q), a);
+  }
+  tensor target = all.at("b");
+  ops::fill(q, target, 0.5);
+  EXPECT_EQ(all.at("b").to_floats(q), std::vector<float>(3, 0.5f));
+  EXPECT_EQ(all.at("a").to_floats(q), a);
+  EXPECT_EQ(all.at("c").to_floats(q), c);
+  EXPECT_EQ(ops::sum(q, all.at("a")).to_floats(q), std::vector<float>{21});
+  q.wait();
+  EXPECT_EQ(file_bytes(path), before) << "a kernel's write reached the file";
+  EXPECT_EQ(safetensors_file(path).load_all(q).at("b").to_floats(q), b);
 }
 
 }  // namespace
