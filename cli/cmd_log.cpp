@@ -54,9 +54,16 @@ nlohmann::json summary_json(const pd::log_summary& s) {
     if (st.tier == pd::source_tier::db_exact || st.tier == pd::source_tier::db_nearest) hits += st.calls;
     rows.push_back(r);
   }
-  return {{"lines", s.lines},        {"exec", s.exec},           {"rejects", s.rejects},
-          {"errors", s.errors},      {"processes", s.processes}, {"compile_ms", s.compile_ms},
-          {"profiled", s.with_time}, {"db_hits", hits},          {"rows", rows}};
+  return {{"lines", s.lines},
+          {"exec", s.exec},
+          {"recorded", s.recorded},
+          {"rejects", s.rejects},
+          {"errors", s.errors},
+          {"processes", s.processes},
+          {"compile_ms", s.compile_ms},
+          {"profiled", s.with_time},
+          {"db_hits", hits},
+          {"rows", rows}};
 }
 
 // Runs the hook with stdout silenced (for --json, whose stdout must stay one JSON document).
@@ -117,7 +124,7 @@ PRISM_CLI_COMMAND(50) {
   rep->add_option("file", a->file, "Dispatch log file (CSV, v1 or v2)")->required();
   rep->add_flag("--all", a->all, "Replay every line, not each distinct call once");
   rep->add_option("--event", a->event, "Only lines of this event")
-      ->check(CLI::IsMember({"exec", "reject", "error"}));
+      ->check(CLI::IsMember({"exec", "record", "reject", "error"}));
   rep->add_option("--limit", a->limit, "Stop after this many replays (0: no limit)");
   rep->add_option("--repeat", a->repeat, "Timed runs per line after the checked one")
       ->check(CLI::Range(0, 1000000))
@@ -135,6 +142,7 @@ PRISM_CLI_COMMAND(50) {
     for (std::size_t i = 0; i < recs.size(); ++i) {
       const auto& r = recs[i];
       if (!a->event.empty() && r.event != a->event) continue;
+      if (r.event == "fallback") continue;  // served outside prism (log_fallback): nothing to replay
       if (!a->all && !seen.insert({r.event, r.op, r.dtypes, r.shape, r.backend, r.config, r.attrs}).second)
         continue;
       if (a->limit && replayed == a->limit) break;
@@ -142,7 +150,7 @@ PRISM_CLI_COMMAND(50) {
       auto line = r;
       line.version = pd::log_version;
       const std::string text = pd::format_log_line(line);
-      const bool expect_refusal = r.event != "exec";
+      const bool expect_refusal = r.event != "exec" && r.event != "record";
       if (!a->json)
         std::printf("== replay %zu: %s %s %s [%s] %s %s\n", replayed, r.event.c_str(), r.op.c_str(),
                     r.dtypes.c_str(), r.shape.c_str(), r.backend.c_str(),

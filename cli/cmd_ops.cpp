@@ -3,6 +3,7 @@
 // `prism run --shape` and shape sets name), attributes with defaults, dtypes, backends and
 // tunable parameters; --json too.
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 
@@ -62,6 +63,18 @@ std::string attr_list(const prism::op_descriptor& d) {
   return out.empty() ? "-" : out;
 }
 
+// "label:     value", the value wrapped under itself to fit `width`.
+void print_field(const char* label, const std::string& value, std::size_t width) {
+  constexpr std::size_t indent = 12;
+  const std::string text = prism::cli::wrap(value, width > indent + 20 ? width - indent : 20, 0);
+  std::string out = std::string(label) + ":" + std::string(indent - std::strlen(label) - 1, ' ');
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    out += text[i];
+    if (text[i] == '\n' && i + 1 < text.size()) out += std::string(indent, ' ');
+  }
+  std::printf("%s", out.c_str());
+}
+
 void print_one(const prism::op_descriptor& d, const std::vector<std::string>& key) {
   const std::size_t width = prism::cli::terminal_width();
   std::printf("%s", prism::cli::wrap(d.name + " (" + d.family + "): " + d.summary, width, 2).c_str());
@@ -73,8 +86,8 @@ void print_one(const prism::op_descriptor& d, const std::vector<std::string>& ke
   for (const auto& i : d.inputs)
     ins += (ins.empty() ? "" : ", ") + i.name + (i.optional ? " (optional)" : "");
   for (const auto& o : d.outputs) outs += (outs.empty() ? "" : ", ") + o.name;
-  std::printf("inputs:     %s%s\noutputs:    %s\n", ins.c_str(), d.variadic_inputs ? " (last repeats)" : "",
-              outs.c_str());
+  print_field("inputs", ins + (d.variadic_inputs ? " (last repeats)" : ""), width);
+  print_field("outputs", outs, width);
   std::printf("backends:   %s\n", join(prism::dispatch::op_backends(d), ", ").c_str());
   if (!d.attrs.empty()) {
     prism::cli::table t;

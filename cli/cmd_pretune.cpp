@@ -255,10 +255,7 @@ PRISM_CLI_COMMAND(60) {
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--progress", a->progress, "auto (bar on a terminal), bar, or lines")
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
-  cmd->add_option("--db", global.db,
-                  "Tuning database file (default: PRISM_TUNING_DB, else "
-                  "${XDG_CACHE_HOME:-~/.cache}/prism/tuning.db)")
-      ->check(prism::cli::non_empty_path("--db"));
+  cmd->add_option("--db", global.db, prism::cli::db_option_help)->check(prism::cli::db_location());
   cmd->add_option("--device", global.device,
                   std::string("Device to tune (PRISM_DEVICE syntax: ") + prism::device_spec_syntax() + ")");
 
@@ -340,11 +337,17 @@ PRISM_CLI_COMMAND(60) {
     // The .db file alone holds every row once pretune is done (a copy of it is complete).
     db.checkpoint();
     progress->clear();
+    // A server that could not take the results: they wait in the local file.
+    const std::string queued = db.queued_to();
+    if (!queued.empty())
+      std::fprintf(stderr, "pretune: results were queued in %s; send them with `prism db push %s`\n",
+                   queued.c_str(), db.path().c_str());
     if (a->json) {
       auto j = report_json(report);
       j["device"] = dev.name();
       j["fingerprint"] = dev.fingerprint().hash;
       j["database"] = db.path();
+      if (!queued.empty()) j["queued_to"] = queued;
       j["shape_set"] = o.shapes.name;
       std::cout << j.dump(2) << "\n";
     } else {

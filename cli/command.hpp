@@ -10,13 +10,14 @@
 #include <vector>
 
 #include "prism/runtime.hpp"
+#include "prism/tuning_db.hpp"
 
 namespace prism::cli {
 
 /// Options every subcommand shares (device and database selection).
 struct global_options {
   std::string device;  ///< --device: a PRISM_DEVICE-style spec; empty = PRISM_DEVICE / default
-  std::string db;      ///< --db: tuning database path; empty = PRISM_TUNING_DB / default
+  std::string db;      ///< --db: tuning database file or URL; empty = PRISM_TUNING_DB / default
 };
 
 /// The device a command runs on: the one `spec` (--device) matches first, errors naming
@@ -25,14 +26,24 @@ inline device pick_device(const std::string& spec) {
   return spec.empty() ? select_device() : devices_matching(spec, "--device").front();
 }
 
-/// A CLI11 check that refuses an empty value ("--db ''"), naming the option.
-inline CLI::Validator non_empty_path(const std::string& option) {
+/// A CLI11 check for a tuning database location (--db): an SQLite file path, or a
+/// postgresql:// or postgres:// URL; an empty value or another scheme is refused, saying what
+/// is valid.
+inline CLI::Validator db_location() {
   return CLI::Validator(
-      [option](std::string& value) {
-        return value.empty() ? option + " needs a file name, got an empty string" : std::string();
+      [](std::string& value) {
+        // CLI11 puts the option's name in front of the message.
+        if (value.empty())
+          return std::string("needs a file name or a postgresql:// URL, got an empty string");
+        return tuning::database::location_error(value);
       },
-      "PATH");
+      "FILE|URL");
 }
+
+/// The help text of --db.
+inline constexpr const char* db_option_help =
+    "Tuning database: an SQLite file or a postgresql:// URL (default: PRISM_TUNING_DB, else "
+    "${XDG_CACHE_HOME:-~/.cache}/prism/tuning.db)";
 
 /// Adds one subcommand to `app`; its callback runs when the subcommand is chosen and returns
 /// the process exit code through `exit_code`.

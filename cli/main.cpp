@@ -94,10 +94,7 @@ int main(int argc, char** argv) {
   int exit_code = exit_ok;
   // --db on every command (also after the subcommand name, through fallthrough): the tuning
   // database that dispatch looks up and pretune writes, set before any command runs.
-  app.add_option(
-         "--db", global.db,
-         "Tuning database file (default: PRISM_TUNING_DB, else ${XDG_CACHE_HOME:-~/.cache}/prism/tuning.db)")
-      ->check(prism::cli::non_empty_path("--db"));
+  app.add_option("--db", global.db, prism::cli::db_option_help)->check(prism::cli::db_location());
   app.fallthrough();
   app.parse_complete_callback([&global] {
     if (!global.db.empty()) prism::tuning::database::set_default_path(global.db);

@@ -119,12 +119,28 @@ struct signature_hash {
   }
 };
 
+// The state's log sink. set_log_options swaps it while calls run on other threads, so a sink,
+// once set, is never freed (a few per process at most).
+class log_slot {
+ public:
+  log_sink* operator->() const noexcept { return sink_.load(std::memory_order_acquire); }
+  log_sink* get() const noexcept { return sink_.load(std::memory_order_acquire); }
+  explicit operator bool() const noexcept { return get() != nullptr; }
+  log_slot& operator=(std::unique_ptr<log_sink> s) noexcept {
+    sink_.store(s.release(), std::memory_order_release);
+    return *this;
+  }
+
+ private:
+  std::atomic<log_sink*> sink_{nullptr};
+};
+
 struct state {
   env_settings env;
   std::optional<routes_config> routes;
   vendor_set vendors;
   std::vector<op_state> ops;
-  std::unique_ptr<log_sink> log;
+  log_slot log;
 
   std::mutex devices_mutex;
   std::deque<device_state> devices;
@@ -185,7 +201,7 @@ void print_summary_at_exit() {
   auto* s = current_state().load();
   if (!s || !s->log || !s->log->enabled()) return;
   try {
-    s->log->write_summary(format_summary(statistics(), s->log->profile()));
+    s->log->write_summary(format_summary(statistics(), s->log->profile(), graph_counters()));
   } catch (...) {
     // at exit nothing can be reported any more; the log lines themselves were written
   }
@@ -346,6 +362,9 @@ void signature_of(const device_state& dev, int op, const op_call& call, std::vec
 // The dtype a shape set names for this call (tuning_query::sample_dtype): descriptors sample
 // with one dtype for their data inputs and pick index dtypes themselves.
 std::string_view sample_dtype_of(const op_call& call) {
+  // A block-quantized weight names the sample (it is what descriptors sample with `q4_0`).
+  for (const auto& t : call.inputs)
+    if (t.defined() && is_quantized(t.type())) return dtype_name(t.type());
   for (const auto& t : call.inputs)
     if (t.defined() && is_floating(t.type())) return dtype_name(t.type());
   for (const auto& t : call.inputs)
@@ -512,7 +531,8 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
     event ev;
     std::chrono::steady_clock::time_point t0;
     std::uint64_t build_ns0 = 0;  // kernel builds inside the call are reported apart (compile_us)
-    const bool timing = logging && s.log->profile();
+    // A recording queue runs nothing now and cannot wait: profile times only eager calls.
+    const bool timing = logging && s.log->profile() && !q.is_recording();
     if (!why && dry_run) {
       dispatch_result res;
       res.backend = st.impl->owner->name();
@@ -537,6 +557,13 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
           throw error(errc::opencl_error, st.impl->impl.name, "injected launch failure (test hook)");
         ev = st.impl->impl.enqueue(q, call, st.config, st.src);
       } catch (const prism::error& e) {
+        // A command a graph cannot record (a host task, a blocking read): name the op and backend.
+        if (e.code() == errc::invalid_argument && q.is_recording())
+          throw error(
+              errc::unsupported, "ops::" + call.op,
+              fmt::format("{} on the {} backend ({}) cannot be recorded in a graph: {}; route it to a "
+                          "device backend, or call it outside the recording",
+                          call.op, st.impl->owner->name(), st.impl->impl.name, e.what()));
         if (e.code() == errc::invalid_argument) throw;  // a bad call is the caller's, not a backend's
         why = std::string("launch failed: ") + e.what();
       }
@@ -567,7 +594,9 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
                                    : d.origin;
     if (logging) {
       if (!st.src_note.empty()) reason += "; " + st.src_note;
-      log_record r = step_record(d, call, st, "exec", res.tier, std::move(reason));
+      // A call on a recording queue launches nothing now: its kernels run at each graph replay.
+      log_record r =
+          step_record(d, call, st, q.is_recording() ? "record" : "exec", res.tier, std::move(reason));
       if (timing) {
         q.wait();
         const auto all_ns = static_cast<std::uint64_t>(
@@ -783,6 +812,52 @@ std::vector<dispatch_stat> statistics() {
   return out;
 }
 
+log_options get_log_options() {
+  auto& s = get_state();
+  std::lock_guard lock(state_mutex());
+  const auto l = s.env.log;
+  log_options o;
+  o.mode = !l.enabled                  ? "0"
+           : l.profile && l.candidates ? "all"
+           : l.profile                 ? "profile"
+           : l.candidates              ? "dispatch"
+                                       : "1";
+  o.file = l.file;
+  o.filter = l.filter;
+  return o;
+}
+
+void set_log_options(const log_options& o) {
+  // Parsed as the environment would be: one validation, one set of messages.
+  env_snapshot env = {{"PRISM_LOG_DISPATCH", o.mode}};
+  if (!o.file.empty()) env.emplace_back("PRISM_LOG_DISPATCH_FILE", o.file);
+  if (!o.filter.empty()) env.emplace_back("PRISM_LOG_DISPATCH_FILTER", o.filter);
+  auto settings = parse_env(env).log;
+  auto sink = std::make_unique<log_sink>(settings);
+  auto& s = get_state();
+  std::lock_guard lock(state_mutex());
+  s.env.log = settings;
+  s.log = std::move(sink);
+  if (settings.enabled && !summary_registered().exchange(true)) std::atexit(print_summary_at_exit);
+}
+
+void log_fallback(std::string_view op, std::string_view dtypes, std::string_view shape,
+                  std::string_view served_by, std::string_view reason) {
+  auto& s = get_state();
+  if (!s.log->enabled()) return;
+  log_record r;
+  r.event = "fallback";
+  r.timestamp = log_timestamp();
+  r.pid = static_cast<std::int64_t>(::getpid());
+  r.op = op;
+  r.dtypes = dtypes;
+  r.shape = shape;
+  r.backend = served_by;
+  r.tier = source_tier_name(source_tier::fallback);
+  r.reason = reason;
+  s.log->write(r);
+}
+
 void reset_statistics() {
   auto& r = counters();
   std::lock_guard lock(r.mutex);
@@ -794,13 +869,22 @@ void reset_statistics() {
 }
 
 namespace {
+std::atomic<std::uint64_t>& generation() {
+  static std::atomic<std::uint64_t> g{1};
+  return g;
+}
 void forget_decisions() {
+  generation().fetch_add(1, std::memory_order_acq_rel);
   if (auto* s = current_state().load()) {
     std::unique_lock lock(s->memo_mutex);
     s->memo.clear();
   }
 }
 }  // namespace
+
+std::uint64_t routing_generation() noexcept {
+  return generation().load(std::memory_order_acquire);
+}
 
 void set_tuning_lookup(tuning_lookup lookup) {
   {
@@ -826,6 +910,7 @@ void reload_config() {
   auto* raw = fresh.get();
   retired_states().push_back(std::move(fresh));
   current_state().store(raw, std::memory_order_release);
+  generation().fetch_add(1, std::memory_order_acq_rel);
   if (raw->log->enabled() && !summary_registered().exchange(true)) std::atexit(print_summary_at_exit);
   reset_statistics();
 }

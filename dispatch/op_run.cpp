@@ -110,12 +110,17 @@ run_request request_from_log(const log_record& rec) {
   r.attrs = rec.attrs;
   r.backend = rec.backend;
   r.config = rec.config;
-  // The first defined input's dtype ("f32|-|i64"); ops without inputs name theirs in "dtype".
+  // The first defined input's dtype ("f32|-|i64"), or a block-quantized weight's ("f32|q4_0|f32":
+  // descriptors sample that call with q4_0); ops without inputs name theirs in "dtype".
   std::string first;
-  for (std::size_t at = 0; at <= rec.dtypes.size() && first.empty();) {
+  for (std::size_t at = 0; at <= rec.dtypes.size();) {
     const std::size_t bar = std::min(rec.dtypes.find('|', at), rec.dtypes.size());
     std::string t = rec.dtypes.substr(at, bar - at);
-    if (t != "-") first = t;
+    if (!t.empty() && t != "-" && is_quantized(parse_dtype(t))) {
+      first = t;
+      break;
+    }
+    if (t != "-" && first.empty()) first = t;
     at = bar + 1;
   }
   if (first.empty()) {

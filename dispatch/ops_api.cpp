@@ -415,6 +415,36 @@ tensor fused_add_rms_norm(queue& q, const tensor& x, tensor& residual, const ten
   fused_add_rms_norm_out(q, out, x, residual, weight, eps);
   return out;
 }
+tensor& fused_add_layer_norm_out(queue& q, tensor& out, const tensor& x, tensor& residual,
+                                 const tensor& weight, const tensor& bias, double eps) {
+  static const op_handle op("fused_add_layer_norm");
+  op.run_into(q, {x, residual, weight, bias}, {out, residual}, {{"eps", eps}});
+  return out;
+}
+tensor fused_add_layer_norm(queue& q, const tensor& x, tensor& residual, const tensor& weight,
+                            const tensor& bias, double eps) {
+  tensor out = tensor::empty(q, x.shape(), x.type());
+  fused_add_layer_norm_out(q, out, x, residual, weight, bias, eps);
+  return out;
+}
+tensor l2_normalize(queue& q, const tensor& x, double eps) {
+  static const op_handle op("l2_normalize");
+  return op.run(q, {x}, {{"eps", eps}});
+}
+tensor& l2_normalize_out(queue& q, tensor& out, const tensor& x, double eps) {
+  static const op_handle op("l2_normalize");
+  return op.run_out(q, out, {x}, {{"eps", eps}});
+}
+
+// ---- pooling ---------------------------------------------------------------------------------
+tensor masked_mean(queue& q, const tensor& x, const tensor& mask, double eps) {
+  static const op_handle op("masked_mean");
+  return op.run(q, {x, mask}, {{"eps", eps}});
+}
+tensor& masked_mean_out(queue& q, tensor& out, const tensor& x, const tensor& mask, double eps) {
+  static const op_handle op("masked_mean");
+  return op.run_out(q, out, {x, mask}, {{"eps", eps}});
+}
 
 // ---- rotary embedding ------------------------------------------------------------------------
 // The descriptor (vLLM's form) rotates query [T, H, D] in place with positions [T] and one
@@ -476,6 +506,10 @@ tensor& silu_and_mul_out(queue& q, tensor& out, const tensor& x) {
   static const op_handle op("silu_and_mul");
   return op.run_out(q, out, {x});
 }
+tensor linear_silu_and_mul(queue& q, const tensor& x, const tensor& weight) {
+  static const op_handle op("linear_silu_and_mul");
+  return op.run(q, {x, weight});
+}
 tensor gelu_and_mul(queue& q, const tensor& x, gelu_approx approximate) {
   static const op_handle op("gelu_and_mul");
   return op.run(q, {x}, {{"approximate", std::string(approx_name(approximate))}});
@@ -483,6 +517,40 @@ tensor gelu_and_mul(queue& q, const tensor& x, gelu_approx approximate) {
 tensor& gelu_and_mul_out(queue& q, tensor& out, const tensor& x, gelu_approx approximate) {
   static const op_handle op("gelu_and_mul");
   return op.run_out(q, out, {x}, {{"approximate", std::string(approx_name(approximate))}});
+}
+
+// ---- KV cache --------------------------------------------------------------------------------
+tensor qkv_rope_cache(queue& q, const tensor& qkv, const tensor& positions, const tensor& cos_sin_cache,
+                      tensor& kv_cache, const tensor& q_norm, const tensor& k_norm, double eps,
+                      rope_style style) {
+  static const op_handle op("qkv_rope_cache");
+  return op.run(q, {qkv, positions, cos_sin_cache, kv_cache, q_norm, k_norm},
+                {{"eps", eps}, {"is_neox", style == rope_style::neox}});
+}
+tensor& qkv_rope_cache_out(queue& q, tensor& query, const tensor& qkv, const tensor& positions,
+                           const tensor& cos_sin_cache, tensor& kv_cache, const tensor& q_norm,
+                           const tensor& k_norm, double eps, rope_style style) {
+  static const op_handle op("qkv_rope_cache");
+  op.run_into(q, {qkv, positions, cos_sin_cache, kv_cache, q_norm, k_norm}, {query, kv_cache},
+              {{"eps", eps}, {"is_neox", style == rope_style::neox}});
+  return query;
+}
+tensor decode_attention(queue& q, const tensor& qkv, const tensor& positions, const tensor& cos_sin_cache,
+                        tensor& kv_cache, const tensor& q_norm, const tensor& k_norm, double eps,
+                        rope_style style, std::optional<double> scale) {
+  static const op_handle op("decode_attention");
+  return op.run(q, {qkv, positions, cos_sin_cache, kv_cache, q_norm, k_norm},
+                {{"eps", eps}, {"is_neox", style == rope_style::neox}, {"scale", scale.value_or(0.0)}});
+}
+tensor kv_cache_attention(queue& q, const tensor& query, const tensor& kv_cache, const tensor& positions,
+                          std::optional<double> scale) {
+  static const op_handle op("kv_cache_attention");
+  return op.run(q, {query, kv_cache, positions}, {{"scale", scale.value_or(0.0)}});
+}
+tensor& kv_cache_attention_out(queue& q, tensor& out, const tensor& query, const tensor& kv_cache,
+                               const tensor& positions, std::optional<double> scale) {
+  static const op_handle op("kv_cache_attention");
+  return op.run_out(q, out, {query, kv_cache, positions}, {{"scale", scale.value_or(0.0)}});
 }
 
 // ---- indexing and layout ---------------------------------------------------------------------
@@ -563,9 +631,15 @@ tensor addmm(queue& q, const tensor& bias, const tensor& a, const tensor& b, dou
   static const op_handle op("addmm");
   return op.run(q, {bias, a, b}, {{"beta", beta}, {"alpha", alpha}});
 }
-tensor linear(queue& q, const tensor& x, const tensor& weight, const tensor& bias) {
+namespace {
+attr_map linear_attrs(linear_activation act) {
+  const char* names[] = {"none", "gelu", "gelu_tanh", "silu"};
+  return {{"activation", std::string(names[static_cast<int>(act)])}};
+}
+}  // namespace
+tensor linear(queue& q, const tensor& x, const tensor& weight, const tensor& bias, linear_activation act) {
   static const op_handle op("linear");
-  return op.run(q, {x, weight, bias});
+  return op.run(q, {x, weight, bias}, linear_attrs(act));
 }
 tensor& mm_out(queue& q, tensor& out, const tensor& a, const tensor& b) {
   static const op_handle op("mm");
@@ -580,9 +654,10 @@ tensor& addmm_out(queue& q, tensor& out, const tensor& bias, const tensor& a, co
   static const op_handle op("addmm");
   return op.run_out(q, out, {bias, a, b}, {{"beta", beta}, {"alpha", alpha}});
 }
-tensor& linear_out(queue& q, tensor& out, const tensor& x, const tensor& weight, const tensor& bias) {
+tensor& linear_out(queue& q, tensor& out, const tensor& x, const tensor& weight, const tensor& bias,
+                   linear_activation act) {
   static const op_handle op("linear");
-  return op.run_out(q, out, {x, weight, bias});
+  return op.run_out(q, out, {x, weight, bias}, linear_attrs(act));
 }
 tensor matmul(queue& q, const tensor& a, const tensor& b) {
   static const op_handle op("matmul");
@@ -600,15 +675,16 @@ attr_map sdpa_attrs(bool is_causal, std::optional<double> scale) {
 }
 }  // namespace
 tensor scaled_dot_product_attention(queue& q, const tensor& query, const tensor& key, const tensor& value,
-                                    const tensor& attn_mask, bool is_causal, std::optional<double> scale) {
+                                    const tensor& attn_mask, bool is_causal, std::optional<double> scale,
+                                    const tensor& key_mask) {
   static const op_handle op("scaled_dot_product_attention");
-  return op.run(q, {query, key, value, attn_mask}, sdpa_attrs(is_causal, scale));
+  return op.run(q, {query, key, value, attn_mask, key_mask}, sdpa_attrs(is_causal, scale));
 }
 tensor& scaled_dot_product_attention_out(queue& q, tensor& out, const tensor& query, const tensor& key,
                                          const tensor& value, const tensor& attn_mask, bool is_causal,
-                                         std::optional<double> scale) {
+                                         std::optional<double> scale, const tensor& key_mask) {
   static const op_handle op("scaled_dot_product_attention");
-  return op.run_out(q, out, {query, key, value, attn_mask}, sdpa_attrs(is_causal, scale));
+  return op.run_out(q, out, {query, key, value, attn_mask, key_mask}, sdpa_attrs(is_causal, scale));
 }
 
 }  // namespace prism::ops

@@ -107,6 +107,11 @@ std::string dtype_defines(std::string_view prefix, dtype t) {
     case dtype::boolean:
       kind = "b8";
       break;
+    case dtype::q8_0:
+    case dtype::q4_0:
+    case dtype::q4_1:
+      kind = "q";  // block formats: only the quantized GEMM kernels read them, with their own defines
+      break;
   }
   std::string p(prefix);
   return "-D" + p + "_K=" + kind + " -D" + p + "_IS_INT=" + (is_floating(t) ? "0" : "1") + " ";

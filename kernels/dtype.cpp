@@ -2,7 +2,9 @@
 // dtype names, sizes and the f16 / bf16 <-> f32 conversions (round-to-nearest-even, NaN kept).
 #include "prism/dtype.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -24,8 +26,25 @@ std::size_t dtype_size(dtype t) noexcept {
       return 8;
     case dtype::boolean:
       return 1;
+    case dtype::q8_0:
+      return 34;  // f16 d, i8 q[32]
+    case dtype::q4_0:
+      return 18;  // f16 d, u8 q[16]
+    case dtype::q4_1:
+      return 20;  // f16 d, f16 m, u8 q[16]
   }
   return 0;
+}
+
+std::size_t dtype_block_elements(dtype t) noexcept {
+  return is_quantized(t) ? 32 : 1;
+}
+
+std::size_t dtype_storage_bytes(dtype t, std::int64_t elements) noexcept {
+  if (elements <= 0) return 0;
+  const auto n = static_cast<std::size_t>(elements);
+  const std::size_t block = dtype_block_elements(t);
+  return (n + block - 1) / block * dtype_size(t);
 }
 
 const char* dtype_name(dtype t) noexcept {
@@ -42,6 +61,12 @@ const char* dtype_name(dtype t) noexcept {
       return "i64";
     case dtype::boolean:
       return "bool";
+    case dtype::q8_0:
+      return "q8_0";
+    case dtype::q4_0:
+      return "q4_0";
+    case dtype::q4_1:
+      return "q4_1";
   }
   return "?";
 }
@@ -52,20 +77,27 @@ dtype parse_dtype(std::string_view name) {
     dtype t;
   };
   static constexpr alias aliases[] = {
-      {"f32", dtype::f32},        {"float32", dtype::f32}, {"f16", dtype::f16},
-      {"float16", dtype::f16},    {"half", dtype::f16},    {"bf16", dtype::bf16},
-      {"bfloat16", dtype::bf16},  {"i32", dtype::i32},     {"int32", dtype::i32},
-      {"i64", dtype::i64},        {"int64", dtype::i64},   {"bool", dtype::boolean},
-      {"boolean", dtype::boolean}};
+      {"f32", dtype::f32},         {"float32", dtype::f32}, {"f16", dtype::f16},
+      {"float16", dtype::f16},     {"half", dtype::f16},    {"bf16", dtype::bf16},
+      {"bfloat16", dtype::bf16},   {"i32", dtype::i32},     {"int32", dtype::i32},
+      {"i64", dtype::i64},         {"int64", dtype::i64},   {"bool", dtype::boolean},
+      {"boolean", dtype::boolean}, {"q8_0", dtype::q8_0},   {"Q8_0", dtype::q8_0},
+      {"q4_0", dtype::q4_0},       {"Q4_0", dtype::q4_0},   {"q4_1", dtype::q4_1},
+      {"Q4_1", dtype::q4_1}};
   for (const auto& a : aliases)
     if (a.text == name) return a.t;
   throw error(errc::invalid_argument, "parse_dtype",
               "unknown dtype '" + std::string(name) +
-                  "'; valid: f32, f16, bf16, i32, i64, bool (also float32, float16, bfloat16, int32, int64)");
+                  "'; valid: f32, f16, bf16, i32, i64, bool, q8_0, q4_0, q4_1 (also float32, float16, "
+                  "bfloat16, int32, int64)");
 }
 
 bool is_floating(dtype t) noexcept {
   return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16;
+}
+
+bool is_quantized(dtype t) noexcept {
+  return t == dtype::q8_0 || t == dtype::q4_0 || t == dtype::q4_1;
 }
 
 std::uint16_t float_to_half(float f) noexcept {
@@ -127,6 +159,69 @@ std::uint16_t float_to_bf16(float f) noexcept {
 
 float bf16_to_float(std::uint16_t b) noexcept {
   return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+}
+
+// GGUF's block formats, quantized the way ggml's reference quantizers do it (in float, so a
+// checkpoint quantized by prism matches one quantized by llama.cpp): q8_0 d = amax / 127,
+// q4_0 d = (the element of largest magnitude) / -8, q4_1 d = (max - min) / 15 and m = min.
+void quantize_block(dtype t, const float* x, unsigned char* out) noexcept {
+  auto put_half = [&](int at, float v) {
+    const std::uint16_t h = float_to_half(v);
+    std::memcpy(out + at, &h, 2);
+  };
+  if (t == dtype::q8_0) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    put_half(0, d);
+    for (int j = 0; j < 32; ++j)
+      out[2 + j] = static_cast<unsigned char>(static_cast<std::int8_t>(std::round(x[j] * id)));
+  } else if (t == dtype::q4_0) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; ++j)
+      if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
+    const float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    put_half(0, d);
+    for (int j = 0; j < 16; ++j) {
+      const int lo = std::min(15, static_cast<int>(static_cast<std::int8_t>(x[j] * id + 8.5f)));
+      const int hi = std::min(15, static_cast<int>(static_cast<std::int8_t>(x[j + 16] * id + 8.5f)));
+      out[2 + j] = static_cast<unsigned char>(lo | (hi << 4));
+    }
+  } else {  // q4_1
+    float lo_v = x[0], hi_v = x[0];
+    for (int j = 1; j < 32; ++j) lo_v = std::min(lo_v, x[j]), hi_v = std::max(hi_v, x[j]);
+    const float d = (hi_v - lo_v) / 15.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    put_half(0, d);
+    put_half(2, lo_v);
+    for (int j = 0; j < 16; ++j) {
+      const int lo = std::min(15, static_cast<int>(static_cast<std::int8_t>((x[j] - lo_v) * id + 0.5f)));
+      const int hi = std::min(15, static_cast<int>(static_cast<std::int8_t>((x[j + 16] - lo_v) * id + 0.5f)));
+      out[4 + j] = static_cast<unsigned char>(lo | (hi << 4));
+    }
+  }
+}
+
+void dequantize_block(dtype t, const unsigned char* b, double* out) noexcept {
+  auto half_at = [&](int at) {
+    std::uint16_t h;
+    std::memcpy(&h, b + at, 2);
+    return static_cast<double>(half_to_float(h));
+  };
+  const double d = half_at(0);
+  if (t == dtype::q8_0) {
+    for (int j = 0; j < 32; ++j) out[j] = d * static_cast<std::int8_t>(b[2 + j]);
+  } else if (t == dtype::q4_0) {
+    for (int j = 0; j < 16; ++j) {
+      out[j] = d * ((b[2 + j] & 0xF) - 8);
+      out[j + 16] = d * ((b[2 + j] >> 4) - 8);
+    }
+  } else {
+    const double m = half_at(2);
+    for (int j = 0; j < 16; ++j) {
+      out[j] = d * (b[4 + j] & 0xF) + m;
+      out[j + 16] = d * (b[4 + j] >> 4) + m;
+    }
+  }
 }
 
 }  // namespace prism

@@ -3,7 +3,10 @@
 #include "kernels/gemm_lowering.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
+
+#include "prism/error.hpp"
 
 namespace prism {
 namespace {
@@ -39,8 +42,50 @@ std::string layout(const char* what, const tensor& t) {
 
 }  // namespace
 
+const char* gemm_activation_name(gemm_activation a) noexcept {
+  switch (a) {
+    case gemm_activation::none:
+      return "none";
+    case gemm_activation::gelu:
+      return "gelu";
+    case gemm_activation::gelu_tanh:
+      return "gelu_tanh";
+    case gemm_activation::silu:
+      return "silu";
+  }
+  return "?";
+}
+
+gemm_activation parse_gemm_activation(std::string_view name, const char* operation) {
+  for (auto a :
+       {gemm_activation::none, gemm_activation::gelu, gemm_activation::gelu_tanh, gemm_activation::silu})
+    if (name == gemm_activation_name(a)) return a;
+  throw error(errc::invalid_argument, operation,
+              "attribute 'activation' is '" + std::string(name) +
+                  "'; valid: none, gelu (erf), gelu_tanh (tanh approximation), silu");
+}
+
+double apply_gemm_activation(gemm_activation a, double x) noexcept {
+  switch (a) {
+    case gemm_activation::gelu:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case gemm_activation::gelu_tanh:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case gemm_activation::silu:
+      return x / (1.0 + std::exp(-x));
+    case gemm_activation::none:
+      break;
+  }
+  return x;
+}
+
 std::variant<blas_layout, std::string> blas_layout_of(const gemm_problem& p) {
+  if (p.activation != gemm_activation::none)
+    return std::string("the ") + gemm_activation_name(p.activation) +
+           " activation epilogue is not a BLAS operation";
   if (!p.a_folds) return layout("input", p.a) + " does not fold its leading dims into one row stride";
+  if (is_quantized(p.b.type()))
+    return layout("operand b", p.b) + " is block-quantized; BLAS libraries read only float operands";
   auto a = as_operand(p.a.offset(), p.m, p.k, p.sam, p.sak);
   auto b = as_operand(p.b.offset(), p.k, p.n, p.sbk, p.sbn);
   auto c = as_operand(p.c.offset(), p.m, p.n, p.scm, p.scn);

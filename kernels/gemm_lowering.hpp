@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include "prism/dtype.hpp"
@@ -15,7 +16,16 @@
 
 namespace prism {
 
-/// C[b](m, n) = alpha * sum_k A[b](m, k) * B[b](k, n) + beta * X(m, n), every operand read
+/// The activation a GEMM's store epilogue applies after the bias (linear's `activation`).
+enum class gemm_activation : std::uint8_t { none = 0, gelu = 1, gelu_tanh = 2, silu = 3 };
+/// "none", "gelu", "gelu_tanh", "silu".
+const char* gemm_activation_name(gemm_activation a) noexcept;
+/// Parses those names; throws errc::invalid_argument from `operation` listing the valid ones.
+gemm_activation parse_gemm_activation(std::string_view name, const char* operation);
+/// The activation in double (host references): GELU with erf or its tanh form, SiLU.
+double apply_gemm_activation(gemm_activation a, double x) noexcept;
+
+/// C[b](m, n) = act(alpha * sum_k A[b](m, k) * B[b](k, n) + beta * X(m, n)), every operand read
 /// through element strides (transposed and broadcast views cost no copy). X, the bias, is
 /// broadcast over [m, n] by (sxm, sxn) and shared by every batch; beta is 0 without one.
 struct gemm_problem {
@@ -26,6 +36,8 @@ struct gemm_problem {
   std::int64_t scb = 0, scm = 0, scn = 1;
   std::int64_t sxm = 0, sxn = 0;
   double alpha = 1.0, beta = 0.0;
+  /// Applied to each element after alpha and the bias; BLAS libraries cannot (blas_layout_of).
+  gemm_activation activation = gemm_activation::none;
   /// False when A's leading dims do not fold into one row stride (linear or matmul over a
   /// sliced N-D view): prism's kernels then read a contiguous copy, BLAS libraries refuse.
   bool a_folds = true;
@@ -45,7 +57,7 @@ struct blas_layout {
 };
 
 /// The problem's operands as BLAS takes them, or why a BLAS library cannot (an operand with no
-/// unit stride, an output that is not row-major, A that does not fold).
+/// unit stride, an output that is not row-major, A that does not fold, an activation epilogue).
 std::variant<blas_layout, std::string> blas_layout_of(const gemm_problem& p);
 
 /// The GEMM-family shape key: [b,] m, n, k [, ta, tb] (ta/tb: A not k-contiguous, B not

@@ -623,6 +623,14 @@ void check_call(const op_descriptor& d, const op_call& call) {
   }
 }
 
+std::vector<tensor_spec> infer_output_specs(const op_descriptor& d, op_call& call) {
+  complete_attrs(d, call);
+  check_inputs(d, call);
+  if (!d.infer_outputs)
+    throw error(errc::internal, "ops::" + d.name, "the op has no output shape rule; pass outputs explicitly");
+  return d.infer_outputs(call);
+}
+
 void allocate_outputs(queue& q, const op_descriptor& d, op_call& call) {
   complete_attrs(d, call);
   check_inputs(d, call);
@@ -686,6 +694,30 @@ host_tensor read_host(queue& q, const tensor& t) {
   h.shape = t.shape();
   h.type = t.type();
   if (t.numel() == 0) return h;
+  const int last = t.dim() - 1;
+  if (is_quantized(t.type()) && last >= 1 && t.size(last) > 1 && t.strides()[last] != 1) {
+    // Blocks run along another dim (a transposed weight): read the view with that dim last,
+    // then put the values back in this view's row-major order.
+    int kd = 0;
+    while (kd < last && t.strides()[kd] != 1) ++kd;
+    dims order;
+    for (int i = 0; i <= last; ++i)
+      if (i != kd) order.push_back(i);
+    order.push_back(kd);
+    const host_tensor p = read_host(q, t.permute(order));
+    h.values.resize(p.values.size());
+    std::vector<std::int64_t> idx(t.dim(), 0);
+    for (std::size_t i = 0; i < h.values.size(); ++i) {
+      std::int64_t at = 0;
+      for (int j = 0; j <= last; ++j) at = at * p.shape[j] + idx[order[j]];
+      h.values[i] = p.values[static_cast<std::size_t>(at)];
+      for (int d = last; d >= 0; --d) {
+        if (++idx[d] < t.size(d)) break;
+        idx[d] = 0;
+      }
+    }
+    return h;
+  }
   auto bytes = t.to_host(q);
   h.values.resize(static_cast<std::size_t>(t.numel()));
   kernels::decode_values(t.type(), bytes.data(), h.values.size(), h.values.data());

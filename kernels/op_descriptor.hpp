@@ -351,6 +351,10 @@ bool attrs_complete(const op_descriptor& d, const op_call& call) noexcept;
 /// input), output shapes/dtypes against infer_outputs, output contiguity, then d.check.
 /// Throws prism::error(invalid_argument, "ops::<name>", ...). Enqueues nothing.
 void check_call(const op_descriptor& d, const op_call& call);
+/// Completes call.attrs, checks the inputs (as check_call does) and returns the outputs'
+/// shapes and dtypes per infer_outputs, without allocating (bindings allocate them in memory of
+/// their own). Throws prism::error(invalid_argument, "ops::<name>", ...).
+std::vector<tensor_spec> infer_output_specs(const op_descriptor& d, op_call& call);
 /// Completes call.attrs, then fills call.outputs with new contiguous tensors per infer_outputs
 /// (after checking inputs).
 void allocate_outputs(queue& q, const op_descriptor& d, op_call& call);

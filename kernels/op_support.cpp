@@ -18,10 +18,19 @@ I saturate(double v) {
   if (v >= static_cast<double>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
   return static_cast<I>(v);
 }
+
 }  // namespace
 
 void decode_values(dtype t, const void* bytes, std::size_t n, double* out) {
   const auto* b = static_cast<const unsigned char*>(bytes);
+  if (is_quantized(t)) {  // whole blocks; a trailing partial block reads its leading elements
+    double block[32];
+    for (std::size_t i = 0; i < n; i += 32) {
+      dequantize_block(t, b + i / 32 * dtype_size(t), block);
+      std::copy(block, block + std::min<std::size_t>(32, n - i), out + i);
+    }
+    return;
+  }
   for (std::size_t i = 0; i < n; ++i) {
     switch (t) {
       case dtype::f32: {
@@ -57,12 +66,23 @@ void decode_values(dtype t, const void* bytes, std::size_t n, double* out) {
       case dtype::boolean:
         out[i] = b[i] ? 1.0 : 0.0;
         break;
+      default:  // quantized: handled above
+        break;
     }
   }
 }
 
 void encode_values(dtype t, const double* in, std::size_t n, void* bytes) {
   auto* b = static_cast<unsigned char*>(bytes);
+  if (is_quantized(t)) {  // whole blocks; a trailing partial block is padded with zeros
+    float block[32];
+    for (std::size_t i = 0; i < n; i += 32) {
+      std::fill(block, block + 32, 0.0f);
+      for (std::size_t j = 0; j < 32 && i + j < n; ++j) block[j] = static_cast<float>(in[i + j]);
+      quantize_block(t, block, b + i / 32 * dtype_size(t));
+    }
+    return;
+  }
   for (std::size_t i = 0; i < n; ++i) {
     switch (t) {
       case dtype::f32: {
@@ -93,11 +113,14 @@ void encode_values(dtype t, const double* in, std::size_t n, void* bytes) {
       case dtype::boolean:
         b[i] = in[i] != 0 ? 1 : 0;
         break;
+      default:  // quantized: handled above
+        break;
     }
   }
 }
 
 double round_to(dtype t, double v) {
+  if (is_quantized(t)) return v;  // a block's rounding depends on its neighbours
   unsigned char buf[8];
   double out;
   encode_values(t, &v, 1, buf);
@@ -269,7 +292,7 @@ tensor random_tensor(queue& q, const dims& shape, dtype t, std::mt19937_64& rng,
   std::vector<double> v(static_cast<std::size_t>(shape.product()));
   if (t == dtype::boolean) {
     for (auto& x : v) x = static_cast<double>(rng() & 1);
-  } else if (small_integers || !is_floating(t)) {
+  } else if (small_integers || (!is_floating(t) && !is_quantized(t))) {
     std::int64_t a = small_integers ? -4 : static_cast<std::int64_t>(std::ceil(lo));
     std::int64_t b = small_integers ? 4 : static_cast<std::int64_t>(std::floor(hi));
     if (b < a) b = a;
@@ -279,7 +302,7 @@ tensor random_tensor(queue& q, const dims& shape, dtype t, std::mt19937_64& rng,
     std::uniform_real_distribution<double> dist(lo, hi);
     for (auto& x : v) x = dist(rng);
   }
-  std::vector<std::byte> bytes(v.size() * dtype_size(t));
+  std::vector<std::byte> bytes(dtype_storage_bytes(t, static_cast<std::int64_t>(v.size())));
   encode_values(t, v.data(), v.size(), bytes.data());
   return tensor::from_host(q, bytes.data(), shape, t);
 }

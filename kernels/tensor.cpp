@@ -75,6 +75,24 @@ void check_shape(const dims& shape, const char* op) {
   for (auto e : shape)
     if (e < 0) throw error(errc::invalid_argument, op, "negative extent in shape " + shape.str());
 }
+
+// A block-quantized view holds whole blocks: its last dim is contiguous and a multiple of the
+// block, and every other stride and the offset land on block starts.
+void check_blocks(const dims& shape, const dims& strides, std::int64_t offset, dtype t) {
+  const auto block = static_cast<std::int64_t>(dtype_block_elements(t));
+  const int last = shape.size() - 1;
+  bool ok = last >= 0 && shape[last] % block == 0 && (strides[last] == 1 || shape[last] == 1) &&
+            offset % block == 0;
+  for (int d = 0; ok && d < last; ++d) ok = shape[d] == 1 || strides[d] % block == 0;
+  if (!ok)
+    throw error(errc::invalid_argument, "tensor",
+                std::string(dtype_name(t)) + " view " + shape.str() + " strides " + strides.str() + " +" +
+                    std::to_string(offset) +
+                    " does not hold whole blocks: the last dim must be contiguous "
+                    "and a multiple of " +
+                    std::to_string(block) + " elements, other strides and the offset multiples of " +
+                    std::to_string(block));
+}
 }  // namespace
 
 tensor::tensor(buffer<std::byte> storage, const dims& shape, const dims& strides, std::int64_t offset,
@@ -85,13 +103,14 @@ tensor::tensor(buffer<std::byte> storage, const dims& shape, const dims& strides
                 "shape " + shape.str() + " and strides " + strides.str() + " differ in rank");
   check_shape(shape, "tensor");
   if (offset < 0) throw error(errc::invalid_argument, "tensor", "negative offset " + std::to_string(offset));
+  if (is_quantized(t) && numel() > 0) check_blocks(shape, strides, offset, t);
   if (storage_ && numel() > 0) {
     std::int64_t lo = offset, hi = offset;
     for (int d = 0; d < shape.size(); ++d) {
       std::int64_t ext = (shape[d] - 1) * strides[d];
       (ext < 0 ? lo : hi) += ext;
     }
-    std::int64_t cap = static_cast<std::int64_t>(storage_.size() / dtype_size(t));
+    std::int64_t cap = static_cast<std::int64_t>(storage_.size() / dtype_size(t) * dtype_block_elements(t));
     if (lo < 0 || hi >= cap)
       throw error(errc::invalid_argument, "tensor",
                   "view " + shape.str() + " strides " + strides.str() + " +" + std::to_string(offset) +
@@ -102,19 +121,21 @@ tensor::tensor(buffer<std::byte> storage, const dims& shape, const dims& strides
 
 byte_range tensor::byte_extent() const noexcept {
   const std::size_t es = dtype_size(dtype_);
-  if (numel() <= 0) return {static_cast<std::size_t>(offset_) * es, 0};
+  const auto block = static_cast<std::int64_t>(dtype_block_elements(dtype_));
+  if (numel() <= 0) return {static_cast<std::size_t>(offset_ / block) * es, 0};
   std::int64_t lo = offset_, hi = offset_;
   for (int d = 0; d < shape_.size(); ++d) {
     std::int64_t ext = (shape_[d] - 1) * strides_[d];
     (ext < 0 ? lo : hi) += ext;
   }
-  return {static_cast<std::size_t>(lo) * es, static_cast<std::size_t>(hi - lo + 1) * es};
+  return {static_cast<std::size_t>(lo / block) * es,
+          static_cast<std::size_t>(hi / block - lo / block + 1) * es};
 }
 
 tensor tensor::empty(const queue& q, const dims& shape, dtype t) {
   check_shape(shape, "tensor::empty");
   // OpenCL has no zero-sized buffers: empty tensors still own one element of storage.
-  std::size_t n = static_cast<std::size_t>(std::max<std::int64_t>(shape.product(), 1)) * dtype_size(t);
+  std::size_t n = std::max(dtype_storage_bytes(t, shape.product()), dtype_size(t));
   buffer<std::byte> b(q.get_context(), n);
   return tensor(std::move(b), shape, contiguous_strides(shape), 0, t);
 }
@@ -125,13 +146,48 @@ tensor tensor::from_host(const queue& q, const void* bytes, const dims& shape, d
   return out;
 }
 
+tensor tensor::wrap_host(const queue& q, void* data, const dims& shape, const dims& strides, dtype t,
+                         std::shared_ptr<const void> owner) {
+  if (shape.size() != strides.size())
+    throw error(errc::invalid_argument, "tensor::wrap_host",
+                "shape " + shape.str() + " and strides " + strides.str() + " differ in rank");
+  check_shape(shape, "tensor::wrap_host");
+  const std::size_t elem = dtype_size(t);
+  if (reinterpret_cast<std::uintptr_t>(data) % elem != 0)
+    throw error(errc::invalid_argument, "tensor::wrap_host",
+                std::string("host memory is not aligned to the ") + std::to_string(elem) +
+                    "-byte elements of " + dtype_name(t) + " (valid: an address that is a multiple of " +
+                    std::to_string(elem) + ")");
+  // The storage spans the elements the view can reach: [lo, hi] around element [0, ..., 0].
+  std::int64_t lo = 0, hi = 0;
+  if (shape.product() > 0)
+    for (int d = 0; d < shape.size(); ++d) {
+      std::int64_t ext = (shape[d] - 1) * strides[d];
+      (ext < 0 ? lo : hi) += ext;
+    }
+  if (shape.product() == 0)
+    return tensor(buffer<std::byte>::wrap_host(q.get_context(), nullptr, 0, std::move(owner)), shape, strides,
+                  0, t);
+  // The storage starts at the lowest element, rounded down to 128 bytes (the base address
+  // alignment CPU drivers such as PoCL need to use the memory in place; they copy otherwise).
+  // 128 divides the page size, so the bytes before the element are on the element's own page.
+  constexpr std::uintptr_t base_align = 128;
+  auto* first = static_cast<std::byte*>(data) + lo * static_cast<std::int64_t>(elem);
+  auto* base = reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(first) & ~(base_align - 1));
+  const std::int64_t lead = (first - base) / static_cast<std::int64_t>(elem);
+  const std::size_t bytes =
+      static_cast<std::size_t>(first - base) + static_cast<std::size_t>(hi - lo + 1) * elem;
+  auto storage = buffer<std::byte>::wrap_host(q.get_context(), base, bytes, std::move(owner));
+  return tensor(std::move(storage), shape, strides, lead - lo, t);
+}
+
 tensor tensor::from_floats(const queue& q, std::span<const float> values, const dims& shape, dtype t) {
   if (static_cast<std::int64_t>(values.size()) != shape.product())
     throw error(errc::invalid_argument, "tensor::from_floats",
                 std::to_string(values.size()) + " values for shape " + shape.str() + " (" +
                     std::to_string(shape.product()) + " elements)");
   std::vector<double> v(values.begin(), values.end());
-  std::vector<std::byte> bytes(v.size() * dtype_size(t));
+  std::vector<std::byte> bytes(dtype_storage_bytes(t, shape.product()));
   kernels::encode_values(t, v.data(), v.size(), bytes.data());
   return from_host(q, bytes.data(), shape, t);
 }
@@ -351,6 +407,10 @@ tensor tensor::expand(const dims& shape) const {
 
 tensor tensor::contiguous(queue& q) const {
   if (is_contiguous()) return *this;
+  if (is_quantized(dtype_))
+    throw error(errc::unsupported, "tensor::contiguous",
+                "cannot copy the " + std::string(dtype_name(dtype_)) + " view " + str() +
+                    ": block-quantized tensors are copied only as whole contiguous tensors");
   tensor out = empty(q, shape_, dtype_);
   kernels::copy_into(q, *this, out);
   return out;
@@ -361,8 +421,29 @@ std::vector<std::byte> tensor::to_host(queue& q) const {
   std::vector<std::byte> out(nbytes());
   if (numel() == 0) return out;
   auto& impl = *storage_.get_impl();
+  const auto block = static_cast<std::int64_t>(dtype_block_elements(dtype_));
   if (is_contiguous()) {
-    detail::buffer_read(impl, static_cast<std::size_t>(offset_) * es, out.size(), out.data());
+    detail::buffer_read(impl, static_cast<std::size_t>(offset_ / block) * es, out.size(), out.data());
+    return out;
+  }
+  if (block > 1) {  // whole-block rows: one read per row of the view
+    const std::int64_t row = shape_[dim() - 1];
+    if (row % block != 0 || (row > 1 && strides_[dim() - 1] != 1))
+      throw error(errc::unsupported, "tensor::to_host",
+                  "the " + std::string(dtype_name(dtype_)) + " view " + str() +
+                      " does not hold whole blocks along its last dim; read it with that dim last");
+    const std::size_t row_bytes = dtype_storage_bytes(dtype_, row);
+    std::vector<std::int64_t> idx(dim(), 0);
+    for (std::int64_t r = 0; r < numel() / row; ++r) {
+      std::int64_t off = offset_;
+      for (int d = 0; d + 1 < dim(); ++d) off += idx[d] * strides_[d];
+      detail::buffer_read(impl, static_cast<std::size_t>(off / block) * es, row_bytes,
+                          out.data() + static_cast<std::size_t>(r) * row_bytes);
+      for (int d = dim() - 2; d >= 0; --d) {
+        if (++idx[d] < shape_[d]) break;
+        idx[d] = 0;
+      }
+    }
     return out;
   }
   std::int64_t lo = offset_, hi = offset_;

@@ -126,6 +126,10 @@ struct graph::impl {
   std::vector<use> uses;
   std::unordered_map<detail::buffer_impl*, std::size_t> use_index;
   std::vector<usm_use> usms;
+  /// Buffers created while recording (op outputs, temporaries, workspaces) belong to the graph,
+  /// as a CUDA graph owns the allocations made during its capture.
+  std::uint64_t first_owned_serial = 0;
+  std::vector<std::shared_ptr<detail::buffer_impl>> owned;
   std::uint64_t replays = 0;
   command_buffer_api cb_api;
   cl_command_buffer_khr cmdbuf = nullptr;
@@ -297,6 +301,7 @@ void graph::impl::record(queue::impl& q, detail::command_group& cg) {
     auto [it, fresh] = use_index.try_emplace(r.buf.get(), uses.size());
     if (fresh) {
       uses.push_back({r.buf, r.buf.get(), r.mode, r.begin, r.end, user});
+      if (r.buf->serial >= first_owned_serial) owned.push_back(r.buf);
     } else {
       auto& u = uses[it->second];
       if (u.mode != r.mode) u.mode = access_mode::read_write;
@@ -531,6 +536,7 @@ void graph::begin_recording(queue& q, graph_options options) {
   g->options = options;
   g->ctx = qi.ctx;
   g->recording_queue = qi.weak_from_this();
+  g->first_owned_serial = detail::next_buffer_serial();
   g->recording = true;
   {
     std::lock_guard lock(qi.mutex);

@@ -97,7 +97,13 @@ struct buffer_impl {
   context ctx;
   cl_mem mem = nullptr;  ///< nullptr for zero-size buffers
   std::size_t bytes = 0;
+  /// Creation order, process-wide: a graph owns the buffers created while it records.
+  std::uint64_t serial = 0;
   void* write_back = nullptr;
+  // wrap_host_memory: the foreign memory the cl_mem uses, and what keeps it alive (released
+  // after the destructor has waited for every user and released the cl_mem).
+  void* host_memory = nullptr;
+  std::shared_ptr<const void> host_owner;
   // Dependency state; guarded by mutex. Writer segments are disjoint (each byte has at most one
   // last writer); reader segments may overlap. Whole-buffer use keeps one writer segment.
   std::mutex mutex;
@@ -119,6 +125,9 @@ struct usm_alloc : std::enable_shared_from_this<usm_alloc> {
   std::size_t bytes = 0;
   ~usm_alloc();
 };
+
+/// The serial the next buffer will get.
+std::uint64_t next_buffer_serial() noexcept;
 
 /// Checks `bytes` against the device's max allocation and global memory; throws
 /// errc::out_of_memory naming the size and the limit.

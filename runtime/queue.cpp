@@ -175,6 +175,9 @@ const context& queue::get_context() const {
 bool queue::is_profiling_enabled() const {
   return get_impl().options.enable_profiling;
 }
+bool queue::is_recording() const noexcept {
+  return impl_ && impl_->recording.load(std::memory_order_acquire);
+}
 bool queue::is_in_order() const {
   return get_impl().options.in_order;
 }

@@ -33,6 +33,8 @@ echo "== cpack -G DEB"
 deb=$(find "$work/cpack" -maxdepth 1 -name 'prism_*.deb' | head -1)
 [ -n "$deb" ] || { cat "$work/cpack.log"; echo "test-package: no .deb produced"; exit 1; }
 dpkg-deb --field "$deb" Package Version Depends
+# The PostgreSQL tuning store links libpq: dpkg-shlibdeps must have named it.
+dpkg-deb --field "$deb" Depends | grep -q 'libpq5' || { echo "test-package: the package does not depend on libpq5"; exit 1; }
 
 cleanup() { $sudo dpkg --purge prism > /dev/null 2>&1 || true; }
 trap cleanup EXIT

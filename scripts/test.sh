@@ -8,8 +8,9 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${PRISM_BUILD_DIR:-$root/build}
 bash "$root/scripts/install-deps.sh"
-bash "$root/scripts/build.sh"
-export PRISM_PYTHON=$(bash "$root/scripts/python-env.sh")  # transformers & co. for tests/llm/hf
+export PRISM_PYTHON=$(bash "$root/scripts/python-env.sh")  # transformers & co. for tests/llm/hf, tests/python
+bash "$root/scripts/build.sh" -DPRISM_PYTHON=ON -DPython_EXECUTABLE="$PRISM_PYTHON"  # + the Python module
+export PRISM_LLAMACPP_PYTHON=$(bash "$root/scripts/llamacpp-test-env.sh")  # llm.hf.perplexity's reference
 # Tests must not read or write the user's tuning database: give them a fresh one.
 export PRISM_TUNING_DB=${PRISM_TEST_TUNING_DB:-$build/ctest-tuning.db}
 rm -f "$PRISM_TUNING_DB" "$PRISM_TUNING_DB-wal" "$PRISM_TUNING_DB-shm"

@@ -61,7 +61,7 @@ void bm_prism(benchmark::State& st, shape s) {
       {tensor::from_floats(q, values(s.b * s.hq * s.lq * s.d, 1), {s.b, s.hq, s.lq, s.d}, dtype::f32),
        tensor::from_floats(q, values(s.b * s.hkv * s.lk * s.d, 2), {s.b, s.hkv, s.lk, s.d}, dtype::f32),
        tensor::from_floats(q, values(s.b * s.hkv * s.lk * s.d, 3), {s.b, s.hkv, s.lk, s.d}, dtype::f32),
-       tensor()},
+       tensor(), tensor()},
       {},
       {}};
   call.set("is_causal", true);

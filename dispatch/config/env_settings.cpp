@@ -67,7 +67,8 @@ const std::vector<std::string>& known_variables() {
     std::vector<std::string> v = {
         // runtime, tuning db, kernels
         "PRISM_DEVICE", "PRISM_DATA_DIR", "PRISM_LOG_LEVEL", "PRISM_TUNING_DB", "PRISM_RECORD_UNTUNED",
-        "PRISM_RECORD_UNTUNED_EXACT", "PRISM_ALLOW_TF32",
+        "PRISM_RECORD_UNTUNED_EXACT", "PRISM_ALLOW_TF32", "PRISM_TUNING_DB_LOCAL", "PRISM_TUNING_DB_REFRESH",
+        "PRISM_TUNING_DB_TIMEOUT",
         // dispatcher (this file)
         "PRISM_ROUTES", "PRISM_UNUSED", "PRISM_STRICT_ROUTES", "PRISM_LOG_DISPATCH",
         "PRISM_LOG_DISPATCH_FILE", "PRISM_LOG_DISPATCH_FILTER", "PRISM_VENDOR", "PRISM_VENDOR_PATH",
@@ -75,7 +76,14 @@ const std::vector<std::string>& known_variables() {
         "PRISM_BENCH_VENDOR", "PRISM_GEMM_VENDOR", "PRISM_GEMM_CONFIG", "PRISM_GEMM_SMALL_M_CONFIG",
         "PRISM_GEMM_NO_BLAS", "PRISM_GEMM_NO_CLBLAST", "PRISM_GEMM_BIG", "PRISM_ATTN_CONFIG",
         // test knobs (tests/*/): the op suite asks the dispatcher for its vendor profile
-        "PRISM_OPS_ALL_VENDORS", "PRISM_TUNING_RECORD_CHILD"};
+        "PRISM_OPS_ALL_VENDORS", "PRISM_TUNING_RECORD_CHILD", "PRISM_TEST_PG_DIR",
+        // the project's scripts (scripts/, tests/, benchmarks/) export these to the programs they run
+        "PRISM_PYTHON", "PRISM_LLAMACPP_PYTHON", "PRISM_VENV", "PRISM_WHEELS", "PRISM_PIP_CACHE",
+        "PRISM_BUILD_DIR", "PRISM_ASAN_BUILD_DIR", "PRISM_JOBS", "PRISM_BUILD_TARGETS", "PRISM_BUILD_LLAMACPP",
+        "PRISM_TEST_JOBS", "PRISM_TEST_TIMEOUT", "PRISM_TEST_TUNING_DB", "PRISM_SANITIZE", "PRISM_FUZZ_SECONDS",
+        "PRISM_FUZZ_ARTIFACTS", "PRISM_DEMO_ARGS", "PRISM_DEMO_BASELINE", "PRISM_DEMO_BUDGET_S",
+        "PRISM_DEMO_MODEL", "PRISM_DEMO_PRESET", "PRISM_DEMO_PROMPT", "PRISM_DEMO_SAMPLES", "PRISM_BENCH_VENV",
+        "PRISM_BENCH_PG_URL", "PRISM_BENCH_QCONFIG", "PRISM_BENCH_TUNING_SHAPES"};
     std::sort(v.begin(), v.end());
     return v;
   }();

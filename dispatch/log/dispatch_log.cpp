@@ -11,12 +11,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
 #include <map>
 #include <set>
 #include <tuple>
@@ -356,7 +355,8 @@ log_summary summarize_log(const std::vector<log_record>& records) {
       ++out.errors;
       continue;
     }
-    if (r.event != "exec") continue;
+    if (r.event == "record") ++out.recorded;
+    if (r.event != "exec" && r.event != "record") continue;
     ++out.exec;
     auto tier = tier_of(r.tier);
     if (!tier)
@@ -381,7 +381,8 @@ log_summary summarize_log(const std::vector<log_record>& records) {
   return out;
 }
 
-std::string format_summary(const std::vector<dispatch_stat>& stats, bool with_time) {
+std::string format_summary(const std::vector<dispatch_stat>& stats, bool with_time,
+                           const graph_totals& graphs) {
   auto sorted = stats;
   std::sort(sorted.begin(), sorted.end(), [](const dispatch_stat& a, const dispatch_stat& b) {
     return std::tie(a.op, a.backend, a.tier) < std::tie(b.op, b.backend, b.tier);
@@ -410,6 +411,10 @@ std::string format_summary(const std::vector<dispatch_stat>& stats, bool with_ti
   out += fmt::format("tuning database hits: {} of {} calls ({:.0f}%; db-exact {}, db-nearest {})\n",
                      exact + nearest, calls,
                      calls ? 100.0 * static_cast<double>(exact + nearest) / calls : 0.0, exact, nearest);
+  if (graphs.graphs_recorded)
+    out += fmt::format("graphs: {} recorded ({} commands), {} replays ({} commands replayed)\n",
+                       graphs.graphs_recorded, graphs.commands_recorded, graphs.replays,
+                       graphs.commands_replayed);
   return out;
 }
 

@@ -16,6 +16,7 @@
 
 #include "dispatch/config/env_settings.hpp"
 #include "prism/dispatch.hpp"
+#include "prism/runtime/graph.hpp"
 
 namespace prism::dispatch {
 
@@ -34,12 +35,12 @@ struct log_record {
   std::string shape;   ///< the descriptor's shape key
   std::string device;  ///< device fingerprint hash
   std::string backend;
-  std::string implementation;     ///< e.g. "opencl.gemm.tiled" (v2)
-  std::string config;             ///< canonical config string ("" = default)
-  std::string tier;               ///< env|routes|db-exact|db-nearest|vendor|default|fallback
-  std::string borrowed_shape;     ///< db-nearest: the tuned row's shape key it borrowed (v2)
-  std::string reason;             ///< why this backend (origin) or why it was rejected
-  std::optional<double> time_us;  ///< profile mode: the routine's wall time, kernel builds excluded
+  std::string implementation;         ///< e.g. "opencl.gemm.tiled" (v2)
+  std::string config;                 ///< canonical config string ("" = default)
+  std::string tier;                   ///< env|routes|db-exact|db-nearest|vendor|default|fallback
+  std::string borrowed_shape;         ///< db-nearest: the tuned row's shape key it borrowed (v2)
+  std::string reason;                 ///< why this backend (origin) or why it was rejected
+  std::optional<double> time_us;      ///< profile mode: the routine's wall time, kernel builds excluded
   std::optional<double> compile_us;   ///< profile mode: kernel build time inside the call (v2)
   std::string attrs;                  ///< the call's attributes, for replay with `prism run`
   std::string version = log_version;  ///< the version of the line it was read from
@@ -95,8 +96,11 @@ class log_sink {
 /// The exit summary: a table of calls, fallbacks (and, when `with_time`, the summed wall time of
 /// each call's whole routine on a drained queue, "time_ms") per op,
 /// backend and routing tier, sorted by op, backend, tier; then a line with the tuning database's
-/// hits (db-exact + db-nearest calls) out of all calls.
-std::string format_summary(const std::vector<dispatch_stat>& stats, bool with_time);
+/// hits (db-exact + db-nearest calls) out of all calls; and, when graphs were recorded, a line
+/// with graphs recorded and replayed (replayed kernels do not pass through the dispatcher, so
+/// the table counts each recorded call once).
+std::string format_summary(const std::vector<dispatch_stat>& stats, bool with_time,
+                           const graph_totals& graphs = {});
 
 /// The summary of a parsed log: its exec lines counted per (op, backend, tier), with their
 /// summed time_us (compile time excluded) when any line has one.
@@ -104,6 +108,7 @@ struct log_summary {
   std::vector<dispatch_stat> stats;
   bool with_time = false;
   std::uint64_t lines = 0, exec = 0, rejects = 0, errors = 0;
+  std::uint64_t recorded = 0;   ///< of `exec`: calls made while a graph recorded (event "record")
   std::uint64_t processes = 0;  ///< distinct pids (v2 lines)
   double compile_ms = 0;        ///< summed compile_us, in ms
 };

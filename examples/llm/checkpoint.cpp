@@ -213,7 +213,8 @@ std::string read_text(const std::string& path) {
 }
 }  // namespace
 
-checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max_context) {
+checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max_context,
+                           bool keep_quantized) {
   namespace fs = std::filesystem;
   if (!fs::exists(path))
     throw error(
@@ -249,7 +250,7 @@ checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max
     ck.config = config_from_gguf(file);
     ck.config.weight_dtype = type;
     ck.config.max_seq_len = std::min(ck.config.max_position_embeddings, max_context);
-    ck.weights = model_weights::load_gguf(ck.config, file);
+    ck.weights = model_weights::load_gguf(ck.config, file, keep_quantized);
     if (file.contains_key("tokenizer.ggml.model"))
       ck.tok = std::make_shared<const tokenizer>(tokenizer::from_gguf(file));
     if (file.contains_key("tokenizer.chat_template"))

@@ -35,8 +35,10 @@ struct checkpoint {
 
 /// Opens a model folder (config.json, model.safetensors or an index with shards, and
 /// tokenizer.json / tokenizer_config.json when present) or a .gguf file. Weights are stored as
-/// `type`; the KV cache holds min(max_position_embeddings, max_context) positions.
-checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max_context);
+/// `type`; the KV cache holds min(max_position_embeddings, max_context) positions. With
+/// keep_quantized, a GGUF file's Q8_0/Q4_0/Q4_1 projections and head stay block-quantized.
+checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max_context,
+                           bool keep_quantized = false);
 
 /// Writes `weights` as a Hugging Face model folder that transformers and open_checkpoint read:
 /// config.json (LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM), model.safetensors (f32)

@@ -57,12 +57,27 @@ tensor upload_values(queue& q, std::span<const float> values, const dims& shape,
   return tensor::from_host(q, bits.data(), shape, type);
 }
 
+// A block-quantized weight goes up as its blocks; others as `type`.
 tensor upload(queue& q, const host_tensor& t, dtype type) {
-  return upload_values(q, t.values, dims(std::span<const std::int64_t>(t.shape)), type);
+  const dims shape(std::span<const std::int64_t>(t.shape));
+  if (t.quantized()) return tensor::from_host(q, t.blocks.data(), shape, t.block_type);
+  return upload_values(q, t.values, shape, type);
 }
 
-// Row-wise concatenation of [rows_i, cols] matrices (or 1-D vectors) into one device tensor.
+// Row-wise concatenation of [rows_i, cols] matrices (or 1-D vectors) into one device tensor;
+// parts all quantized alike concatenate their blocks (whole rows), a mix goes up as `type`.
 tensor upload_cat(queue& q, const std::vector<const host_tensor*>& parts, dtype type) {
+  bool same_blocks = parts[0]->quantized();
+  for (const auto* p : parts) same_blocks = same_blocks && p->block_type == parts[0]->block_type;
+  if (same_blocks) {
+    std::vector<std::byte> blocks;
+    std::int64_t rows = 0;
+    for (const auto* p : parts) {
+      blocks.insert(blocks.end(), p->blocks.begin(), p->blocks.end());
+      rows += p->shape[0];
+    }
+    return tensor::from_host(q, blocks.data(), {rows, parts[0]->shape[1]}, parts[0]->block_type);
+  }
   std::size_t total = 0;
   std::int64_t rows = 0;
   for (const auto* p : parts) {
@@ -83,9 +98,8 @@ decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.con
   const dtype t = c_.weight_dtype;
   embed_ = upload(q_, weights.get("model.embed_tokens.weight"), t);
   final_norm_ = upload(q_, weights.get("model.norm.weight"), t);
-  lm_head_ = weights.lm_head_name() == "model.embed_tokens.weight"
-                 ? embed_
-                 : upload(q_, weights.get("lm_head.weight"), t);
+  lm_head_ =
+      &weights.head() == &weights.get("model.embed_tokens.weight") ? embed_ : upload(q_, weights.head(), t);
   for (std::int64_t l = 0; l < c_.num_layers; ++l) {
     auto W = [&](const char* s) -> const host_tensor& {
       return weights.get(model_weights::layer_name(l, s));
@@ -143,9 +157,6 @@ tensor decoder::forward(std::span<const std::int32_t> tokens) {
 
 tensor decoder::forward(const tensor& token_ids) {
   const std::int64_t n = token_ids.numel();
-  const std::int64_t H = c_.num_heads, KVH = c_.num_kv_heads, D = c_.head_dim;
-  const std::int64_t qs = c_.q_size(), kvs = c_.kv_size();
-  const double eps = c_.rms_eps;
   if (token_ids.dim() != 1 || n == 0)
     throw error(errc::invalid_argument, "llm::decoder::forward",
                 fmt::format("token ids must be a non-empty 1-D tensor, got {}", token_ids.str()));
@@ -153,8 +164,16 @@ tensor decoder::forward(const tensor& token_ids) {
     throw error(errc::invalid_argument, "llm::decoder::forward",
                 fmt::format("position {} + {} tokens exceeds max_seq_len {} of model '{}'", pos_, n,
                             c_.max_seq_len, c_.name));
+  tensor logits = forward_at(token_ids, positions_.slice(0, pos_, pos_ + n), pos_);
+  pos_ += n;
+  return logits;
+}
+
+tensor decoder::forward_at(const tensor& token_ids, const tensor& positions, std::int64_t pos) {
+  const std::int64_t n = token_ids.numel();
+  const std::int64_t qs = c_.q_size();
+  const double eps = c_.rms_eps;
   if (timer_) timer_->start(q_);
-  const tensor positions = positions_.slice(0, pos_, pos_ + n);
   tensor x = ops::embedding(q_, embed_, token_ids);  // the residual stream, [n, hidden]
   step("embedding");
   tensor h, mlp_out;
@@ -171,43 +190,49 @@ tensor decoder::forward(const tensor& token_ids) {
     }
     const tensor qkv = ops::linear(q_, h, L.qkv, L.qkv_bias);  // [n, q + 2 kv]
     step("qkv_proj");
-    tensor qh = qkv.slice(1, 0, qs).reshape({n, H, D});
-    tensor kh = qkv.slice(1, qs, qs + kvs).reshape({n, KVH, D});
-    if (c_.qk_norm) {
-      qh = ops::rms_norm(q_, qh, L.q_norm, eps);
-      kh = ops::rms_norm(q_, kh, L.k_norm, eps);
-      step("qk_norm");
-    }
-    // vLLM's in-place form: q and k rotated by one kernel, in the qkv output itself.
-    ops::rotary_embedding_(q_, qh, kh, positions, cos_sin_, ops::rope_style::neox);
-    step("rope");
-    // Append k and v to the cache at [pos, pos + n), seen as [n, 2, kv_heads, d]. Without q/k
-    // norm, k (rotated in place) and v are adjacent in qkv: one copy moves both.
-    tensor kv_dst = L.kv_cache.slice(2, pos_, pos_ + n).permute({2, 0, 1, 3});
-    if (!c_.qk_norm) {
-      ops::copy(q_, kv_dst, qkv.slice(1, qs, qs + 2 * kvs).reshape({n, 2, KVH, D}));
+    tensor attn_rows;
+    if (n == 1 && fusions_.attention) {
+      // Decode: q/k norm, RoPE, the k/v append at `positions` and attention over the cache up to
+      // it (a length read on the device), in one kernel; [1, q] rows out.
+      attn_rows = ops::decode_attention(q_, qkv, positions, cos_sin_, L.kv_cache, L.q_norm, L.k_norm, eps);
+      step("attention");
+    } else if (n == 1) {
+      // Decode without the fused attention: the cache length still comes from `positions`.
+      const tensor qh =
+          ops::qkv_rope_cache(q_, qkv, positions, cos_sin_, L.kv_cache, L.q_norm, L.k_norm, eps);
+      step("qkv_rope_cache");
+      attn_rows = ops::kv_cache_attention(q_, qh, L.kv_cache, positions);
+      step("attention");
     } else {
-      tensor k_dst = kv_dst.select(1, 0), v_dst = kv_dst.select(1, 1);
-      ops::copy(q_, k_dst, kh);
-      ops::copy(q_, v_dst, qkv.slice(1, qs + kvs, qs + 2 * kvs).reshape({n, KVH, D}));
+      // q/k norm, RoPE and the k/v append to the cache at `positions`, in one kernel.
+      const tensor qh =
+          ops::qkv_rope_cache(q_, qkv, positions, cos_sin_, L.kv_cache, L.q_norm, L.k_norm, eps);
+      step("qkv_rope_cache");
+      const tensor query = qh.permute({1, 0, 2}).unsqueeze(0);             // [1, heads, n, d]
+      const tensor keys = L.kv_cache.slice(0, 0, 1).slice(2, 0, pos + n);  // [1, kv_heads, pos + n, d]
+      const tensor values = L.kv_cache.slice(0, 1, 2).slice(2, 0, pos + n);
+      // Bottom-right causal: token i sees keys 0 .. pos + i.
+      const tensor attn = ops::scaled_dot_product_attention(q_, query, keys, values, {}, true);
+      step("attention");
+      attn_rows = ops::contiguous(q_, attn.squeeze(0).permute({1, 0, 2})).reshape({n, qs});
+      step("attn_layout");
     }
-    step("kv_cache_write");
-    const tensor query = qh.permute({1, 0, 2}).unsqueeze(0);              // [1, heads, n, d]
-    const tensor keys = L.kv_cache.slice(0, 0, 1).slice(2, 0, pos_ + n);  // [1, kv_heads, pos + n, d]
-    const tensor values = L.kv_cache.slice(0, 1, 2).slice(2, 0, pos_ + n);
-    // Bottom-right causal: token i sees keys 0 .. pos + i (all of them when n == 1).
-    const tensor attn = ops::scaled_dot_product_attention(q_, query, keys, values, {}, true);
-    step("attention");
-    const tensor attn_rows = ops::contiguous(q_, attn.squeeze(0).permute({1, 0, 2})).reshape({n, qs});
-    step("attn_layout");
     const tensor o = ops::linear(q_, attn_rows, L.o_proj);
     step("o_proj");
     h = ops::fused_add_rms_norm(q_, o, x, L.post_norm, eps);
     step("add_rms_norm");
-    const tensor gate_up = ops::linear(q_, h, L.gate_up);  // [n, 2 ffn]
-    step("gate_up_proj");
-    const tensor act = ops::silu_and_mul(q_, gate_up);
-    step("silu_and_mul");
+    tensor act;
+    // Decode: the gate/up GEMV and SiLU * mul in one kernel (float weights; block-quantized ones
+    // go through linear's quantized kernels).
+    if (n == 1 && fusions_.mlp && !is_quantized(L.gate_up.type())) {
+      act = ops::linear_silu_and_mul(q_, h, L.gate_up);
+      step("gate_up_silu");
+    } else {
+      const tensor gate_up = ops::linear(q_, h, L.gate_up);  // [n, 2 ffn]
+      step("gate_up_proj");
+      act = ops::silu_and_mul(q_, gate_up);
+      step("silu_and_mul");
+    }
     mlp_out = ops::linear(q_, act, L.down);
     step("down_proj");
   }
@@ -216,8 +241,34 @@ tensor decoder::forward(const tensor& token_ids) {
   if (capture_) layer_out_[c_.num_layers - 1] = x.to_floats(q_);
   const tensor logits = ops::linear(q_, h.slice(0, n - 1, n), lm_head_);  // [1, vocab]
   step("lm_head");
-  pos_ += n;
   return logits;
+}
+
+void decoder::record_decode_graph(bool greedy) {
+  if (timer_ || capture_)
+    throw error(errc::invalid_argument, "llm::decoder",
+                "a decode graph cannot be recorded with a step timer or layer capture on (they wait on "
+                "the queue); turn the graph off for those passes");
+  if (!step_id_) {
+    step_id_ = std::make_unique<graph_param<std::int64_t>>(q_, 0);
+    step_pos_ = std::make_unique<graph_param<std::int64_t>>(q_, 0);
+    step_id_t_ = tensor(step_id_->get_buffer().reinterpret<std::byte>(), {1}, {1}, 0, dtype::i64);
+    step_pos_t_ = tensor(step_pos_->get_buffer().reinterpret<std::byte>(), {1}, {1}, 0, dtype::i64);
+  }
+  decode_graph_ = graph::record(q_, [&] {
+    graph_logits_ = forward_at(step_id_t_, step_pos_t_, -1);
+    // Greedy: the next id lands where the next replay's embedding reads it.
+    if (greedy) ops::argmax_out(q_, step_id_t_, graph_logits_, 1);
+  });
+  graph_greedy_ = greedy;
+  graph_generation_ = dispatch::routing_generation();
+  ++graph_recordings_;
+}
+
+std::size_t decoder::decode_step_commands() {
+  if (!decode_graph_ || graph_generation_ != dispatch::routing_generation())
+    record_decode_graph(graph_greedy_);
+  return decode_graph_.command_count();
 }
 
 decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens,
@@ -260,9 +311,36 @@ decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std:
   g.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
   g.first_logits = logits.to_floats(q_);
   t1 = clock::now();
+  const bool greedy = chooser == nullptr;
   for (std::int64_t i = 1; i < new_tokens && !stop; ++i) {
-    logits = forward(ids);
-    stop = next(logits, ids);
+    if (!use_graph_) {
+      logits = forward(ids);
+      if (options && options->on_logits) options->on_logits(logits.to_floats(q_));
+      stop = next(logits, ids);
+      continue;
+    }
+    if (pos_ + 1 > c_.max_seq_len)
+      throw error(errc::invalid_argument, "llm::decoder::generate",
+                  fmt::format("position {} + 1 token exceeds max_seq_len {} of model '{}'", pos_,
+                              c_.max_seq_len, c_.name));
+    if (!decode_graph_ || graph_greedy_ != greedy || graph_generation_ != dispatch::routing_generation())
+      record_decode_graph(greedy);
+    // The step's two scalars, then the recorded step: nothing else is enqueued.
+    step_pos_->set(q_, pos_);
+    if (i == 1 || !greedy) step_id_->set(q_, g.tokens.back());
+    decode_graph_.replay(q_);
+    ++pos_;
+    std::int32_t id;
+    if (options && options->on_logits) options->on_logits(graph_logits_.to_floats(q_));
+    if (greedy) {
+      id = read_id(step_id_t_);
+    } else {
+      id = chooser->sample(graph_logits_.to_floats(q_));
+    }
+    g.tokens.push_back(id);
+    if (options && options->on_token) options->on_token(id);
+    stop = options &&
+           std::find(options->stop_ids.begin(), options->stop_ids.end(), id) != options->stop_ids.end();
   }
   g.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
   return g;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "examples/llm/sampling.hpp"
 #include "examples/llm/weights.hpp"
 #include "prism/ops.hpp"
+#include "prism/runtime/graph.hpp"
 
 namespace prism::llm {
 
@@ -71,12 +73,35 @@ class decoder {
     sampler* chooser = nullptr;          ///< null: greedy on the device (argmax)
     std::vector<std::int32_t> stop_ids;  ///< generation ends after emitting one of these
     std::function<void(std::int32_t)> on_token;
+    /// Each decode step's next-token logits, read to the host (tests, dumps; costs a read).
+    std::function<void(const std::vector<float>&)> on_logits;
   };
   generation generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens,
                       const controls* options = nullptr);
 
   std::int64_t position() const { return pos_; }
   void reset() { pos_ = 0; }
+
+  /// Decode through a recorded prism::graph: the first decode step records one step (forward of
+  /// one token, and argmax when greedy) with the token id and its position in device scalars;
+  /// every later step sets those two and replays it. Re-recorded when the dispatcher's
+  /// routing_generation() changes (routes, tuning database) or the greedy/sampling mode
+  /// changes. Outputs are bit-identical to eager decoding (same kernels, same arguments).
+  void set_graph(bool on) { use_graph_ = on; }
+  bool graph_enabled() const { return use_graph_; }
+  /// Commands (kernels and copies) one decode step runs: those of the recorded decode graph,
+  /// recording one if needed (nothing runs). Throws what recording throws.
+  std::size_t decode_step_commands();
+  /// Which fused ops one-token steps use: decode_attention (q/k norm, RoPE, cache write and
+  /// attention in one kernel) and linear_silu_and_mul (gate/up GEMV and SiLU * mul). Off, the
+  /// step runs qkv_rope_cache + kv_cache_attention and linear + silu_and_mul. Both on by default.
+  struct fusions {
+    bool attention = true;
+    bool mlp = true;
+  };
+  void set_fusions(fusions f) { fusions_ = f; }
+  /// Times the decode graph was recorded (tests: re-recording after a routes change).
+  std::uint64_t graph_recordings() const { return graph_recordings_; }
 
   /// When set, forward() waits after each step and adds its wall time to `timer`.
   void set_timer(step_timer* timer) { timer_ = timer; }
@@ -96,6 +121,11 @@ class decoder {
     tensor kv_cache;
   };
   void step(const char* name);
+  /// The forward pass of `n` tokens at device positions `positions` (i64 [n]); `pos` is their
+  /// first position when known on the host (eager), -1 inside a graph recording. One-token steps
+  /// never read `pos` (their cache length comes from `positions`), so a recording is always one.
+  tensor forward_at(const tensor& token_ids, const tensor& positions, std::int64_t pos);
+  void record_decode_graph(bool greedy);
 
   queue& q_;
   model_config c_;
@@ -107,6 +137,15 @@ class decoder {
   step_timer* timer_ = nullptr;
   bool capture_ = false;
   std::vector<std::vector<float>> layer_out_;
+  // Decode graph state (set_graph).
+  bool use_graph_ = false;
+  fusions fusions_;
+  graph decode_graph_;
+  bool graph_greedy_ = true;
+  std::uint64_t graph_generation_ = 0;
+  std::uint64_t graph_recordings_ = 0;
+  std::unique_ptr<graph_param<std::int64_t>> step_id_, step_pos_;
+  tensor step_id_t_, step_pos_t_, graph_logits_;
 };
 
 }  // namespace prism::llm

@@ -88,6 +88,12 @@ int main(int argc, char** argv) {
   app.add_option("--model", opt.model,
                  "a Hugging Face model folder (config.json, safetensors, tokenizer.json) or a .gguf file: "
                  "Llama, Qwen2, Qwen3, Mistral");
+  app.add_flag("--dequantize", opt.dequantize,
+               "expand a GGUF file's Q8_0/Q4_0/Q4_1 weights to --dtype (default: they stay quantized on the "
+               "device)");
+  app.add_option("--quantize", opt.quantize,
+                 "q8_0 or q4_0: quantize the linear weights at load (output head q8_0; embeddings and norms "
+                 "stay float, as llama.cpp's quantizer does)");
   app.add_option("--max-context", opt.max_context,
                  "KV cache positions of a --model: min(this, the model's max_position_embeddings)")
       ->capture_default_str();
@@ -117,6 +123,15 @@ int main(int argc, char** argv) {
                  "sample among the most likely tokens that reach this probability")
       ->capture_default_str();
   app.add_option("--new-tokens", opt.new_tokens, "tokens to generate")->capture_default_str();
+  app.add_option("--graph", opt.graph,
+                 "decode through a recorded prism::graph: on, off, or auto (the faster of the two, measured "
+                 "after the warm-up on this device)")
+      ->check(CLI::IsMember({"on", "off", "auto"}))
+      ->capture_default_str();
+  app.add_option("--fuse", opt.fuse,
+                 "fused ops of a decode step: a comma-separated subset of attention (decode_attention) and mlp "
+                 "(linear_silu_and_mul), or none")
+      ->capture_default_str();
   app.add_option("--warmup", opt.warmup_runs, "untimed warm-up generations (build kernels first)")
       ->capture_default_str();
   app.add_option("--repeat", opt.repeat, "timed generations; the fastest prefill and decode are reported")
@@ -124,6 +139,9 @@ int main(int argc, char** argv) {
   app.add_option("--breakdown-steps", opt.breakdown_decode_steps,
                  "decode steps in the synchronised per-step breakdown pass (0: skip the pass)")
       ->capture_default_str();
+  app.add_flag("--perplexity", opt.perplexity,
+               "score the prompt (--prompt, --prompt-ids) token by token and print its perplexity instead of "
+               "generating");
   app.add_flag("--check", opt.check,
                "also run the host reference decoder and compare logits and tokens (small presets)");
   app.add_option("--dump-logits", opt.dump_path,

@@ -152,7 +152,7 @@ std::vector<double> reference_decoder::forward(std::span<const std::int32_t> tok
   }
   const auto final_norm = rms_norm(x, h, w_.get("model.norm.weight"), c_.rms_eps);
   pos_ += n;
-  return linear(final_norm, n, w_.get(w_.lm_head_name()));
+  return linear(final_norm, n, w_.head());
 }
 
 std::vector<std::int32_t> reference_decoder::generate(std::span<const std::int32_t> prompt,

@@ -2,6 +2,8 @@
 // run_model: weights, device, warm-up, timed generation, breakdown pass, optional host check.
 #include "examples/llm/run.hpp"
 
+#include "examples/llm/perplexity.hpp"
+
 #include <sys/resource.h>
 #include <algorithm>
 
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <optional>
 
 #include <fmt/format.h>
@@ -91,6 +94,21 @@ double logits_tolerance(dtype t) {
   }
 }
 
+// --quantize's dtype, checked before any weight is read.
+dtype quantize_type(const run_options& opt) {
+  const dtype t = opt.quantize == "q8_0" || opt.quantize == "Q8_0"   ? dtype::q8_0
+                  : opt.quantize == "q4_0" || opt.quantize == "Q4_0" ? dtype::q4_0
+                                                                     : dtype::f32;
+  if (t == dtype::f32)
+    throw error(errc::invalid_argument, "prism-llm --quantize",
+                fmt::format("'{}' is not a quantization prism-llm applies; valid: q8_0, q4_0", opt.quantize));
+  if (opt.dequantize)
+    throw error(errc::invalid_argument, "prism-llm --quantize",
+                "--quantize and --dequantize exclude each other: --quantize requantizes from the dequantized "
+                "values anyway");
+  return t;
+}
+
 run_result run_model(const run_options& opt) {
   using clock = std::chrono::steady_clock;
   run_result r;
@@ -126,12 +144,13 @@ run_result run_model(const run_options& opt) {
   r.device_name = q.get_device().name();
   r.platform_name = q.get_device().platform_name();
 
+  if (!opt.quantize.empty()) quantize_type(opt);  // bad input fails before the weights load
   auto t0 = clock::now();
   double cpu0 = cpu_seconds();
   std::optional<checkpoint> ck;
   model_config config;
   if (!opt.model.empty()) {
-    ck = open_checkpoint(opt.model, parse_dtype(opt.dtype), opt.max_context);
+    ck = open_checkpoint(opt.model, parse_dtype(opt.dtype), opt.max_context, !opt.dequantize);
     config = ck->config;
   } else {
     config = preset(opt.preset);
@@ -139,9 +158,10 @@ run_result run_model(const run_options& opt) {
     config.validate();
   }
   r.dtype = dtype_name(config.weight_dtype);
-  const model_weights weights = ck                    ? std::move(ck->weights)
-                                : opt.weights.empty() ? model_weights::random(config, opt.seed)
-                                                      : model_weights::load(config, opt.weights);
+  model_weights weights = ck                    ? std::move(ck->weights)
+                          : opt.weights.empty() ? model_weights::random(config, opt.seed)
+                                                : model_weights::load(config, opt.weights);
+  if (!opt.quantize.empty()) weights.quantize(quantize_type(opt));
   r.weights_seconds = seconds_since(t0);
   r.weights_cpu_seconds = cpu_seconds() - cpu0;
   r.model_summary = weights.config().summary();
@@ -221,8 +241,41 @@ run_result run_model(const run_options& opt) {
   t0 = clock::now();
   cpu0 = cpu_seconds();
   decoder dec(q, weights);
+  {
+    decoder::fusions f{false, false};
+    std::stringstream list(opt.fuse);
+    for (std::string item; std::getline(list, item, ',');) {
+      if (item == "attention")
+        f.attention = true;
+      else if (item == "mlp")
+        f.mlp = true;
+      else if (item != "none")
+        throw error(errc::invalid_argument, "prism-llm --fuse",
+                    fmt::format("unknown fusion '{}' in '{}'; valid: attention, mlp (comma-separated), none", item,
+                                opt.fuse));
+    }
+    dec.set_fusions(f);
+  }
   r.upload_seconds = seconds_since(t0);
   r.upload_cpu_seconds = cpu_seconds() - cpu0;
+
+  if (opt.perplexity) {
+    const auto p = score_perplexity(dec, r.prompt);
+    r.perplexity_tokens = p.scored;
+    r.mean_nll = p.mean_nll;
+    r.perplexity = p.perplexity();
+    if (!opt.json_path.empty()) {
+      nlohmann::json j = {{"model", r.model_summary},     {"dtype", r.dtype},
+                          {"device", r.device_name},      {"quantize", opt.quantize},
+                          {"dequantize", opt.dequantize}, {"scored_tokens", p.scored},
+                          {"mean_nll", p.mean_nll},       {"perplexity", r.perplexity}};
+      std::ofstream f(opt.json_path);
+      f << j.dump(2) << "\n";
+      if (!f)
+        throw error(errc::io_error, "prism-llm --json", fmt::format("cannot write '{}'", opt.json_path));
+    }
+    return r;
+  }
 
   // Warm-up: builds every kernel variant the timed run needs (prefill and decode shapes).
   t0 = clock::now();
@@ -233,6 +286,42 @@ run_result run_model(const run_options& opt) {
     dec.generate(r.prompt, std::min<std::int64_t>(opt.new_tokens, 3), &c);
   }
   r.warmup_seconds = seconds_since(t0);
+
+  // --graph auto: eager and graph decoding measured back to back here; the faster one runs.
+  if (opt.graph != "on" && opt.graph != "off" && opt.graph != "auto")
+    throw error(errc::invalid_argument, "prism-llm --graph",
+                fmt::format("got '{}'; valid: on, off, auto", opt.graph));
+  bool graph_on = opt.graph == "on";
+  const std::int64_t probe = std::min<std::int64_t>(opt.new_tokens, 16);
+  if (opt.graph == "auto" && probe >= 3) {
+    double t[2] = {0, 0};
+    for (int round = 0; round < 2; ++round)  // the second round counts: the first records and warms
+      for (int g = 0; g < 2; ++g) {
+        dec.set_graph(g == 1);
+        dec.reset();
+        sampler s(opt.sampling);
+        const auto c = controls_for(s, false);
+        try {
+          const auto probe_run = dec.generate(r.prompt, probe, &c);
+          t[g] = probe_run.tokens.size() > 1 ? probe_run.decode_seconds / (probe_run.tokens.size() - 1) : 0;
+        } catch (const prism::error& e) {
+          // A route that cannot be recorded (a host-backend op): auto decodes eagerly.
+          if (g == 0 || e.code() != errc::unsupported) throw;
+          r.graph_refused = e.what();
+          round = 2;
+          break;
+        }
+      }
+    graph_on = r.graph_refused.empty() && t[1] <= t[0];
+    if (r.graph_refused.empty()) {
+      r.graph_probe_eager_s = t[0];
+      r.graph_probe_graph_s = t[1];
+    }
+  } else if (opt.graph == "auto") {
+    graph_on = true;
+  }
+  dec.set_graph(graph_on);
+  r.graph = graph_on;
 
   // Counters of the timed generation alone: a difference of snapshots (resetting them would
   // also empty the dispatcher's exit summary).
@@ -269,6 +358,7 @@ run_result run_model(const run_options& opt) {
   if (tok) r.text = unicode::to_valid_utf8(tok->decode(r.tokens, true));
   r.prefill_seconds = gen.prefill_seconds;
   r.decode_seconds = gen.decode_seconds;
+  if (graph_on) r.decode_step_commands = dec.decode_step_commands();  // off: nothing is recorded
 
   if (opt.breakdown_decode_steps > 0) {
     const std::int64_t steps = std::min<std::int64_t>(
@@ -334,6 +424,12 @@ run_result run_model(const run_options& opt) {
                         {"decode_seconds", r.decode_seconds},
                         {"prefill_tokens_per_s", r.prefill_tokens_per_s()},
                         {"decode_tokens_per_s", r.decode_tokens_per_s()},
+                        {"graph", r.graph ? "on" : "off"},
+                        {"graph_refused", r.graph_refused},
+                        {"fuse", opt.fuse},
+                        {"graph_probe_ms_per_token",
+                         {{"eager", 1e3 * r.graph_probe_eager_s}, {"graph", 1e3 * r.graph_probe_graph_s}}},
+                        {"decode_step_commands", r.decode_step_commands},
                         {"tokens", r.tokens},
                         {"text", r.text},
                         {"stopped_at_eos", r.stopped_at_eos}};
@@ -369,6 +465,11 @@ void print_report(const run_result& r, std::FILE* out) {
       "setup   weights {:.2f} s (cpu {:.2f} s), upload {:.2f} s (cpu {:.2f} s), warm-up (kernel builds) "
       "{:.2f} s\n",
       r.weights_seconds, r.weights_cpu_seconds, r.upload_seconds, r.upload_cpu_seconds, r.warmup_seconds);
+  if (r.perplexity_tokens > 0) {
+    fmt::print(out, "perplexity {:.4f} (mean NLL {:.6f} over {} tokens)\n", r.perplexity, r.mean_nll,
+               r.perplexity_tokens);
+    return;
+  }
   fmt::print(out, "prompt  {} tokens: {}\n", r.prompt.size(), ids(r.prompt));
   fmt::print(out, "output  {} tokens{}: {}\n", r.tokens.size(), r.stopped_at_eos ? " (stopped at EOS)" : "",
              ids(r.tokens));
@@ -382,6 +483,15 @@ void print_report(const run_result& r, std::FILE* out) {
     fmt::print(out, "decode  {:5} tokens in {:8.3f} s = {:9.1f} tokens/s ({:.2f} ms/token)\n",
                r.tokens.size() - 1, r.decode_seconds, r.decode_tokens_per_s(),
                1e3 * r.decode_seconds / (r.tokens.size() - 1));
+  if (r.graph)
+    fmt::print(out, "graph   on, {} commands per decode token", r.decode_step_commands);
+  else
+    fmt::print(out, "graph   off");
+  if (!r.graph_refused.empty()) fmt::print(out, " (auto: cannot be recorded: {})", r.graph_refused);
+  if (r.graph_probe_eager_s > 0)
+    fmt::print(out, " (auto: {:.3f} ms/token eager, {:.3f} graph)", 1e3 * r.graph_probe_eager_s,
+               1e3 * r.graph_probe_graph_s);
+  fmt::print(out, "\n");
 
   if (!r.prefill_steps.empty()) {
     // Device time (profiling) when the dispatcher measured it, else wall time with the waits.

@@ -27,6 +27,10 @@ struct run_options {
   std::string save_model;  ///< write a Hugging Face model folder of the weights in use
   /// A Hugging Face model folder or a .gguf file: config, weights and tokenizer from it.
   std::string model;
+  /// A GGUF file's Q8_0/Q4_0/Q4_1 weights are expanded to `dtype` instead of staying quantized.
+  bool dequantize = false;
+  /// "q8_0" or "q4_0": quantize the linear weights at load (weights.hpp: is_linear_weight).
+  std::string quantize;
   std::int64_t max_context = 4096;  ///< KV cache positions: min(this, max_position_embeddings)
   std::uint64_t seed = 1;           ///< random weights and prompt, and the sampler
   std::int64_t prompt_len = 32;
@@ -39,9 +43,13 @@ struct run_options {
   sampling_options sampling;
   std::int64_t new_tokens = 32;
   int warmup_runs = 1;
-  int repeat = 1;  ///< timed generations; the fastest prefill and decode are reported
+  std::string graph = "auto";
+  std::string fuse = "attention,mlp";  ///< decode fusions: attention, mlp, both, or none  ///< decode through a recorded graph: on, off, auto (measured)
+  int repeat = 1;              ///< timed generations; the fastest prefill and decode are reported
   std::int64_t breakdown_decode_steps = 8;
   bool check = false;
+  /// Score the prompt instead of generating: perplexity of each token given those before it.
+  bool perplexity = false;
   std::string dump_path;
   std::string json_path;
 };
@@ -60,6 +68,10 @@ struct run_result {
   /// the wall times above also hold the time spent waiting for a core.
   double weights_cpu_seconds = 0, upload_cpu_seconds = 0;
   double prefill_seconds = 0, decode_seconds = 0;
+  bool graph = false;                                       ///< decode replayed a recorded graph
+  double graph_probe_eager_s = 0, graph_probe_graph_s = 0;  ///< --graph auto's measurement (0: none)
+  std::string graph_refused;  ///< --graph auto: why the decode step could not be recorded ("" = it could)
+  std::size_t decode_step_commands = 0;  ///< kernels and copies per recorded decode token (0: graph off)
   double prefill_tokens_per_s() const { return prefill_seconds > 0 ? prompt.size() / prefill_seconds : 0; }
   double decode_tokens_per_s() const {
     return decode_seconds > 0 && tokens.size() > 1 ? (tokens.size() - 1) / decode_seconds : 0;
@@ -73,6 +85,9 @@ struct run_result {
   bool checked = false, check_passed = false;
   double logits_max_abs_diff = 0, logits_max_abs_ref = 0, logits_tolerance = 0;
   std::vector<std::int32_t> reference_tokens;
+  // --perplexity
+  std::int64_t perplexity_tokens = 0;  ///< tokens scored (0: not run)
+  double mean_nll = 0, perplexity = 0;
 };
 
 /// The random prompt of a seed: ids uniform in [0, vocab).

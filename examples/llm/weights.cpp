@@ -183,19 +183,43 @@ std::string gguf_name(const std::string& hf) {
 }
 
 // Undoes llama.cpp's LlamaModel.permute: within each head, GGUF row i*2 + half holds Hugging
-// Face row half*(D/2) + i (rotary pairs interleaved for its non-NeoX RoPE).
-void unpermute_rows(host_tensor& t, std::int64_t heads) {
-  const std::int64_t rows = t.shape[0];
-  const std::int64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
+// Face row half*(D/2) + i (rotary pairs interleaved for its non-NeoX RoPE). Rows of `row` items.
+template <class T>
+void unpermute(std::vector<T>& v, std::int64_t rows, std::int64_t heads) {
+  const auto row = static_cast<std::int64_t>(v.size()) / std::max<std::int64_t>(rows, 1);
   const std::int64_t d = rows / heads, half = d / 2;
-  std::vector<float> out(t.values.size());
+  std::vector<T> out(v.size());
   for (std::int64_t h = 0; h < heads; ++h)
     for (std::int64_t i = 0; i < half; ++i)
       for (std::int64_t part = 0; part < 2; ++part) {
         const std::int64_t from = h * d + i * 2 + part, to = h * d + part * half + i;
-        std::copy_n(t.values.begin() + from * cols, cols, out.begin() + to * cols);
+        std::copy_n(v.begin() + from * row, row, out.begin() + to * row);
       }
-  t.values = std::move(out);
+  v = std::move(out);
+}
+
+void unpermute_rows(host_tensor& t, std::int64_t heads) {
+  unpermute(t.values, t.shape[0], heads);
+  if (t.quantized()) unpermute(t.blocks, t.shape[0], heads);  // whole rows of blocks
+}
+
+// `values` as blocks of `type`; values become the dequantized ones.
+void quantize_tensor(host_tensor& t, dtype type, const std::string& name) {
+  const std::int64_t cols = t.shape.empty() ? 0 : t.shape.back();
+  if (cols % 32 != 0)
+    throw error(errc::invalid_argument, "llm::model_weights::quantize",
+                fmt::format("'{}' has rows of {} elements; {} needs whole blocks of 32", name, cols,
+                            dtype_name(type)));
+  const std::size_t n = t.values.size();
+  t.block_type = type;
+  t.blocks.resize(dtype_storage_bytes(type, static_cast<std::int64_t>(n)));
+  double back[32];
+  for (std::size_t b = 0; b < n / 32; ++b) {
+    auto* block = reinterpret_cast<unsigned char*>(t.blocks.data()) + b * dtype_size(type);
+    quantize_block(type, t.values.data() + b * 32, block);
+    dequantize_block(type, block, back);
+    for (int j = 0; j < 32; ++j) t.values[b * 32 + j] = static_cast<float>(back[j]);
+  }
 }
 
 }  // namespace
@@ -236,7 +260,8 @@ model_weights model_weights::load(const model_config& config, const std::string&
   return w;
 }
 
-model_weights model_weights::load_gguf(const model_config& config, const io::gguf_file& file) {
+model_weights model_weights::load_gguf(const model_config& config, const io::gguf_file& file,
+                                       bool keep_quantized) {
   config.validate();
   model_weights w;
   w.config_ = config;
@@ -267,16 +292,54 @@ model_weights model_weights::load_gguf(const model_config& config, const io::ggu
     host_tensor t;
     t.shape = shape;
     t.values = file.dequantize(gname);
+    const auto kept = io::gguf_prism_dtype(info.type);
+    const bool head =
+        name == "lm_head.weight" || (name == "model.embed_tokens.weight" && !file.contains("output.weight"));
+    if (keep_quantized && kept && is_quantized(*kept) && (is_linear_weight(name) || head)) {
+      t.block_type = *kept;
+      t.blocks.assign(info.data.begin(), info.data.begin() + dtype_storage_bytes(*kept, info.numel()));
+    }
     if (permuted && (name.ends_with("q_proj.weight") || name.ends_with("q_proj.bias")))
       unpermute_rows(t, config.num_heads);
     if (permuted && (name.ends_with("k_proj.weight") || name.ends_with("k_proj.bias")))
       unpermute_rows(t, config.num_kv_heads);
-    if (config.weight_dtype != dtype::f32)
+    if (config.weight_dtype != dtype::f32 && !t.quantized())
       for (auto& v : t.values) v = round_to(v, config.weight_dtype);
+    if (name == "model.embed_tokens.weight" && t.quantized()) {
+      // The tied head reads the blocks; the lookup table is the float values.
+      w.head_ = t;
+      t.block_type = dtype::f32;
+      t.blocks.clear();
+      if (config.weight_dtype != dtype::f32)
+        for (auto& v : t.values) v = round_to(v, config.weight_dtype);
+    }
     w.tensors_.emplace(name, std::move(t));
   }
   if (!problems.empty()) throw_problems(problems, file.path(), config);
   return w;
+}
+
+bool is_linear_weight(const std::string& hf_name) {
+  static const char* const suffixes[] = {"q_proj.weight",   "k_proj.weight",    "v_proj.weight",
+                                         "o_proj.weight",   "gate_proj.weight", "up_proj.weight",
+                                         "down_proj.weight"};
+  for (const char* s : suffixes)
+    if (hf_name.starts_with("model.layers.") && hf_name.ends_with(s)) return true;
+  return false;
+}
+
+void model_weights::quantize(dtype type) {
+  if (type != dtype::q8_0 && type != dtype::q4_0)
+    throw error(errc::invalid_argument, "llm::model_weights::quantize",
+                fmt::format("cannot quantize to {}; valid: q8_0, q4_0", dtype_name(type)));
+  for (auto& [name, t] : tensors_)
+    if (is_linear_weight(name)) quantize_tensor(t, type, name);
+  if (auto it = tensors_.find("lm_head.weight"); it != tensors_.end() && !config_.tie_embeddings) {
+    quantize_tensor(it->second, dtype::q8_0, "lm_head.weight");
+  } else {
+    head_ = get("model.embed_tokens.weight");
+    quantize_tensor(head_, dtype::q8_0, "model.embed_tokens.weight (the tied output head)");
+  }
 }
 
 void model_weights::save(const std::string& path, dtype type) const {

@@ -13,11 +13,23 @@
 
 namespace prism::llm {
 
-/// One weight: its shape and values (row-major, [out, in] for projections as in PyTorch).
+/// One weight: its shape and values (row-major, [out, in] for projections as in PyTorch). A
+/// weight kept block-quantized (block_type q8_0, q4_0 or q4_1) also holds its blocks, which go
+/// to the device as they are; `values` are then their dequantized values (host references).
 struct host_tensor {
   std::vector<std::int64_t> shape;
   std::vector<float> values;
+  dtype block_type = dtype::f32;  ///< f32: not quantized
+  std::vector<std::byte> blocks;
+  bool quantized() const { return is_quantized(block_type); }
 };
+
+/// Which weights `--quantize` turns into blocks, following llama.cpp's llama-quantize: every
+/// linear projection of the layers in the requested type; the output head (lm_head, or the
+/// tied embedding's copy that the head reads) in q8_0, as llama.cpp keeps the head at 6 bits or
+/// more (Q6_K, Q8_0 where rows are not whole 256-element super-blocks); the embedding lookup
+/// table, norms and biases stay float.
+bool is_linear_weight(const std::string& hf_name);
 
 /// Every tensor a model_config needs, by Hugging Face name.
 class model_weights {
@@ -41,7 +53,18 @@ class model_weights {
   /// blk.N.attn_q, ...), dequantized (F32, F16, BF16, Q8_0, Q4_0, Q4_1) and rounded to
   /// config.weight_dtype; for the llama architecture the q/k rows that llama.cpp's converter
   /// interleaved are put back in Hugging Face's order. Errors as load().
-  static model_weights load_gguf(const model_config& config, const io::gguf_file& file);
+  /// With keep_quantized, Q8_0/Q4_0/Q4_1 projection weights and output head keep their blocks
+  /// (host_tensor::blocks) for the device; the embedding table and norms are always float.
+  static model_weights load_gguf(const model_config& config, const io::gguf_file& file,
+                                 bool keep_quantized = false);
+
+  /// Quantizes the linear weights to `type` (q8_0 or q4_0; see is_linear_weight) and the output
+  /// head to q8_0; their values become the dequantized ones. Throws prism::error(invalid_argument)
+  /// for other types and for rows that are not whole 32-element blocks, naming the tensor.
+  void quantize(dtype type);
+  /// The weight the logits projection reads: a tied head's own block-quantized copy of the
+  /// embedding when there is one, else get(lm_head_name()).
+  const host_tensor& head() const { return head_.quantized() ? head_ : get(lm_head_name()); }
 
   /// Writes the weights as safetensors in `type`, with the config in __metadata__.
   void save(const std::string& path, dtype type) const;
@@ -58,6 +81,7 @@ class model_weights {
  private:
   model_config config_;
   std::map<std::string, host_tensor> tensors_;
+  host_tensor head_;  ///< the tied head's blocks (the embedding itself stays float)
 };
 
 /// Writes config as JSON metadata strings (for the safetensors header) and reads them back.

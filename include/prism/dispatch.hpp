@@ -84,6 +84,25 @@ struct dispatch_stat {
 std::vector<dispatch_stat> statistics();
 void reset_statistics();
 
+/// The dispatch log's settings: what PRISM_LOG_DISPATCH (`mode`), PRISM_LOG_DISPATCH_FILE and
+/// PRISM_LOG_DISPATCH_FILTER set at start-up (docs/dispatch.md).
+struct log_options {
+  std::string mode = "0";  ///< 0 (off), 1, profile, dispatch, all; comma-combinable
+  std::string file;        ///< "" = stderr
+  std::string filter;      ///< ECMAScript regex; "" = every line
+};
+log_options get_log_options();
+/// Replaces the log settings from now on (routing, memoized decisions and statistics are kept).
+/// Throws errc::config_error for a bad mode or filter (listing the valid modes) and what opening
+/// the file throws. Thread safety: safe; calls in flight finish with the sink they started with.
+void set_log_options(const log_options& options);
+/// Writes a "fallback" line to the dispatch log (when it is on): a call of `op` that an embedder
+/// served with its own code instead of prism's (the PyTorch bridge falling back to torch), with
+/// who served it (`served_by`, the line's backend field) and why. `prism log` counts these
+/// lines and does not replay them. Thread safety: safe.
+void log_fallback(std::string_view op, std::string_view dtypes, std::string_view shape,
+                  std::string_view served_by, std::string_view reason);
+
 // ---- Tuning-database hook ----------------------------------------------------------------
 /// What the tuning database proposes for one call.
 struct tuned_choice {
@@ -114,5 +133,11 @@ void set_tuning_lookup(tuning_lookup lookup);
 /// Back to the tuning database (the default); also makes the dispatcher decide afresh after
 /// rows were written to the database. Clears memoized decisions.
 void use_tuning_database();
+
+/// Increases whenever the dispatcher may decide differently than before: memoized decisions
+/// dropped by set_tuning_lookup / use_tuning_database (rows written, a lookup replaced) or a
+/// configuration reload. A recorded prism::graph replays the decisions of its recording; a user
+/// that caches graphs re-records them when this changes (prism-llm's decode graph does).
+std::uint64_t routing_generation() noexcept;
 
 }  // namespace prism::dispatch

@@ -150,6 +150,23 @@ tensor& layer_norm_out(queue& q, tensor& out, const tensor& x, const tensor& wei
 tensor& rms_norm_out(queue& q, tensor& out, const tensor& x, const tensor& weight = {}, double eps = 1e-6);
 tensor& fused_add_rms_norm_out(queue& q, tensor& out, const tensor& x, tensor& residual,
                                const tensor& weight = {}, double eps = 1e-6);
+/// residual <- x + residual (in place); returns layer_norm(residual) * weight + bias: a BERT
+/// block's `LayerNorm(hidden + residual)` in one pass (the sum is kept in `residual`).
+tensor fused_add_layer_norm(queue& q, const tensor& x, tensor& residual, const tensor& weight = {},
+                            const tensor& bias = {}, double eps = 1e-5);
+tensor& fused_add_layer_norm_out(queue& q, tensor& out, const tensor& x, tensor& residual,
+                                 const tensor& weight = {}, const tensor& bias = {}, double eps = 1e-5);
+/// x / max(||x||_2, eps) over the last dim (torch.nn.functional.normalize(x, p=2, dim=-1)).
+tensor l2_normalize(queue& q, const tensor& x, double eps = 1e-12);
+tensor& l2_normalize_out(queue& q, tensor& out, const tensor& x, double eps = 1e-12);
+
+// ---------------------------------------------------------------------------------------------
+// Pooling. x: [batch, tokens, dim] (any strides); mask: [batch, tokens], bool / i32 / i64
+// (nonzero = keep, e.g. Hugging Face's attention_mask) or x's dtype (weights); undefined = all
+// tokens. Returns [batch, dim] = sum_t mask * x / max(sum_t mask, eps) (sentence-transformers'
+// mean pooling; an all-masked row gives 0, and masked tokens are skipped, so NaN there stays out).
+tensor masked_mean(queue& q, const tensor& x, const tensor& mask = {}, double eps = 1e-9);
+tensor& masked_mean_out(queue& q, tensor& out, const tensor& x, const tensor& mask = {}, double eps = 1e-9);
 
 // ---------------------------------------------------------------------------------------------
 // Rotary position embedding. x: [tokens, heads, head_dim] with positions [tokens], or
@@ -174,6 +191,9 @@ tensor& rotary_embedding_(queue& q, tensor& query, tensor& key, const tensor& po
 tensor silu_and_mul(queue& q, const tensor& x);
 tensor gelu_and_mul(queue& q, const tensor& x, gelu_approx approximate = gelu_approx::none);
 tensor& silu_and_mul_out(queue& q, tensor& out, const tensor& x);
+/// silu_and_mul(linear(x, weight)) in one kernel for a fused gate|up weight [2F, K] (F gate rows,
+/// then F up rows): x [M, K] -> [M, F]. A GEMV, for decode's small M (SwiGLU's first half).
+tensor linear_silu_and_mul(queue& q, const tensor& x, const tensor& weight);
 tensor& gelu_and_mul_out(queue& q, tensor& out, const tensor& x, gelu_approx approximate = gelu_approx::none);
 
 // ---------------------------------------------------------------------------------------------
@@ -213,8 +233,13 @@ tensor bmm(queue& q, const tensor& a, const tensor& b);
 /// beta * bias + alpha * (a @ b); bias broadcasts to [m, n] (typically [n]).
 tensor addmm(queue& q, const tensor& bias, const tensor& a, const tensor& b, double beta = 1.0,
              double alpha = 1.0);
-/// x: [..., in], weight: [out, in] (PyTorch layout), bias: [out] or undefined -> [..., out].
-tensor linear(queue& q, const tensor& x, const tensor& weight, const tensor& bias = {});
+/// The activation linear applies in its GEMM's store epilogue, after the bias (no extra pass):
+/// GELU (erf, as torch's F.gelu), GELU's tanh approximation (approximate='tanh'), SiLU.
+enum class linear_activation { none, gelu, gelu_tanh, silu };
+/// x: [..., in], weight: [out, in] (PyTorch layout), bias: [out] or undefined -> [..., out],
+/// then `act` elementwise (BERT's intermediate dense + GELU is linear(q, x, w, b, gelu)).
+tensor linear(queue& q, const tensor& x, const tensor& weight, const tensor& bias = {},
+              linear_activation act = linear_activation::none);
 /// numpy's matmul for the forms prism serves: 2-D @ 2-D, 3-D @ 3-D (batched), N-D @ 2-D (over
 /// the leading dims of a; a 1-D a is one row). Its own op: tuned, logged and replayed as "matmul".
 tensor matmul(queue& q, const tensor& a, const tensor& b);
@@ -224,20 +249,55 @@ tensor& mm_out(queue& q, tensor& out, const tensor& a, const tensor& b);
 tensor& bmm_out(queue& q, tensor& out, const tensor& a, const tensor& b);
 tensor& addmm_out(queue& q, tensor& out, const tensor& bias, const tensor& a, const tensor& b,
                   double beta = 1.0, double alpha = 1.0);
-tensor& linear_out(queue& q, tensor& out, const tensor& x, const tensor& weight, const tensor& bias = {});
+tensor& linear_out(queue& q, tensor& out, const tensor& x, const tensor& weight, const tensor& bias = {},
+                   linear_activation act = linear_activation::none);
 
 // ---------------------------------------------------------------------------------------------
 // Attention. query: [batch, heads_q, len_q, d], key/value: [batch, heads_kv, len_kv, d(v)],
 // heads_q a multiple of heads_kv (GQA: query head h reads kv head h / (heads_q / heads_kv)).
 // attn_mask (optional): bool (true = keep) or float (added to scores), broadcastable to
 // [batch, heads_q, len_q, len_kv]. is_causal masks key j > i + (len_kv - len_q) (bottom-right
-// aligned, as in decoding with a KV cache); it excludes attn_mask. scale defaults to 1/sqrt(d).
-// Result: [batch, heads_q, len_q, dv].
+// aligned, as in decoding with a KV cache). key_mask (optional): [batch, len_kv], bool / i32 /
+// i64, nonzero = attend (Hugging Face's attention_mask; the opposite of nn.MultiheadAttention's
+// key_padding_mask). All three combine: a key is seen when causal order, attn_mask and key_mask
+// all allow it, as torch SDPA with the masks merged into one. A query row that sees no key gives
+// zeros (torch gives NaN there). scale defaults to 1/sqrt(d). Result: [batch, heads_q, len_q, dv].
 tensor scaled_dot_product_attention(queue& q, const tensor& query, const tensor& key, const tensor& value,
                                     const tensor& attn_mask = {}, bool is_causal = false,
-                                    std::optional<double> scale = std::nullopt);
+                                    std::optional<double> scale = std::nullopt, const tensor& key_mask = {});
 tensor& scaled_dot_product_attention_out(queue& q, tensor& out, const tensor& query, const tensor& key,
                                          const tensor& value, const tensor& attn_mask = {},
-                                         bool is_causal = false, std::optional<double> scale = std::nullopt);
+                                         bool is_causal = false, std::optional<double> scale = std::nullopt,
+                                         const tensor& key_mask = {});
+
+// Decoding with a KV cache: kv_cache is [2, kv_heads, max_seq, head_dim] (keys, then values),
+// and the tokens' positions [T] (i32/i64) are a device tensor, so the write position and the
+// visible length are read on the device: a recorded prism::graph replays these calls for every
+// decode step with only the positions changed.
+/// qkv: [T, (heads + 2 kv_heads) * head_dim], the rows of a fused q|k|v projection (last dim
+/// contiguous). Each q head is RMS-normalized with q_norm [head_dim] and each k head with k_norm
+/// when given (Qwen3), then RoPE rotates the first rot dims by cos_sin_cache [max_pos, rot]
+/// (cos | sin); returns query [T, heads, head_dim] and writes k and v to
+/// kv_cache[0 / 1, :, positions[t], :]. One kernel. A position outside the cache writes nothing.
+tensor qkv_rope_cache(queue& q, const tensor& qkv, const tensor& positions, const tensor& cos_sin_cache,
+                      tensor& kv_cache, const tensor& q_norm = {}, const tensor& k_norm = {},
+                      double eps = 1e-6, rope_style style = rope_style::neox);
+tensor& qkv_rope_cache_out(queue& q, tensor& query, const tensor& qkv, const tensor& positions,
+                           const tensor& cos_sin_cache, tensor& kv_cache, const tensor& q_norm = {},
+                           const tensor& k_norm = {}, double eps = 1e-6, rope_style style = rope_style::neox);
+/// query [T, heads, head_dim] attends kv_cache positions 0 .. positions[t] (causal by position;
+/// query head h reads kv head h / (heads / kv_heads)); returns [T, heads * head_dim], the row
+/// layout an output projection reads. scale defaults to 1/sqrt(head_dim).
+/// One decode token: qkv_rope_cache and kv_cache_attention in one kernel. qkv is [1, (heads +
+/// 2 kv_heads) * head_dim], positions [1]; writes k/v into kv_cache and returns the attention
+/// output [1, heads * head_dim].
+tensor decode_attention(queue& q, const tensor& qkv, const tensor& positions, const tensor& cos_sin_cache,
+                        tensor& kv_cache, const tensor& q_norm = {}, const tensor& k_norm = {},
+                        double eps = 1e-6, rope_style style = rope_style::neox,
+                        std::optional<double> scale = std::nullopt);
+tensor kv_cache_attention(queue& q, const tensor& query, const tensor& kv_cache, const tensor& positions,
+                          std::optional<double> scale = std::nullopt);
+tensor& kv_cache_attention_out(queue& q, tensor& out, const tensor& query, const tensor& kv_cache,
+                               const tensor& positions, std::optional<double> scale = std::nullopt);
 
 }  // namespace prism::ops

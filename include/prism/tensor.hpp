@@ -55,10 +55,21 @@ class tensor {
 
   /// Contiguous, uninitialised.
   static tensor empty(const queue& q, const dims& shape, dtype t);
-  /// Contiguous copy of `bytes` (numel * dtype_size bytes, in `t`'s storage format).
+  /// Contiguous copy of `bytes` (dtype_storage_bytes(t, numel) bytes, in `t`'s storage format:
+  /// whole blocks for the quantized dtypes).
   static tensor from_host(const queue& q, const void* bytes, const dims& shape, dtype t);
-  /// From f32 values converted to `t` (RNE for f16/bf16, truncation toward zero for ints).
+  /// From f32 values converted to `t` (RNE for f16/bf16, truncation toward zero for ints,
+  /// ggml's reference quantizers for q8_0, q4_0 and q4_1).
   static tensor from_floats(const queue& q, std::span<const float> values, const dims& shape, dtype t);
+  /// A view over foreign host memory, without a copy where the device shares host memory (see
+  /// buffer::wrap_host): `data` is the address of element [0, ..., 0]; `strides` (in elements,
+  /// negative ones too) give the layout; `owner` keeps the memory alive until the storage and
+  /// every command using it are gone. The storage begins at the lowest element rounded down to
+  /// 128 bytes (what CPU drivers need to use memory in place), so it may include up to 127
+  /// bytes before the view that commands never touch. Throws errc::invalid_argument when `data`
+  /// is not aligned to the dtype's size or the layout does not fit (rank, shape).
+  static tensor wrap_host(const queue& q, void* data, const dims& shape, const dims& strides, dtype t,
+                          std::shared_ptr<const void> owner);
   /// A view over existing storage.
   tensor(buffer<std::byte> storage, const dims& shape, const dims& strides, std::int64_t offset, dtype t);
 
@@ -69,7 +80,7 @@ class tensor {
   int dim() const noexcept { return shape_.size(); }
   std::int64_t size(int d) const;  ///< negative d counts from the end
   std::int64_t numel() const noexcept { return shape_.product(); }
-  std::size_t nbytes() const noexcept { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
+  std::size_t nbytes() const noexcept { return dtype_storage_bytes(dtype_, numel()); }
   bool is_contiguous() const noexcept;
   bool defined() const noexcept { return static_cast<bool>(storage_); }
   const buffer<std::byte>& storage() const noexcept { return storage_; }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// prism's tuning database: per-device, per-shape measured-best backend + config, on SQLite.
+// prism's tuning database: per-device, per-shape measured-best backend + config, in an SQLite
+// file or on a PostgreSQL server shared by a fleet.
 // Knows nothing of kernels or dispatch: rows are keyed by (device, op, dtype, shape key).
 #pragma once
 
@@ -149,8 +150,10 @@ struct database_counters {
   std::uint64_t busy_retries = 0;  ///< times SQLITE_BUSY was retried
 };
 
-/// One SQLite tuning database file.
+/// The tuning database: an SQLite file, or a PostgreSQL server (a postgresql:// or postgres://
+/// URL) that a fleet shares. Both keep the same rows and rules; the faster row wins per key.
 ///
+/// SQLite file:
 /// - Opening only reads and never throws for a bad file. A missing file is created (with its
 ///   directory) by the first write, never by a lookup. A file that is not a usable prism
 ///   database (not SQLite, damaged, or another program's database: prism databases carry
@@ -162,23 +165,45 @@ struct database_counters {
 ///   on one file; each put_* call is one committed transaction. checkpoint() (run after
 ///   imports and merges) and close() (run at exit for process_default()) fold the WAL into
 ///   the .db file, so that the file alone is complete.
-/// - Lookups are memoized in-process: the first lookup for (device, op, dtype) loads its rows
-///   once; any later lookup for them runs no SQL. Writes through this object refresh the memo.
+///
+/// PostgreSQL server (docs/tuning.md, "A fleet"):
+/// - Lookups never touch the network: the first lookup for a device takes a snapshot of all
+///   its rows, refreshed in the background every PRISM_TUNING_DB_REFRESH seconds (default
+///   300; 0 = never). Connecting waits at most PRISM_TUNING_DB_TIMEOUT seconds (default 5).
+/// - The schema is created by init() (`prism db init URL`), never implicitly; a server
+///   without it, or with a newer one, is refused: nothing is written there.
+/// - A server that is down, unreachable, refuses the login or times out is reported once;
+///   lookups then use the local file (PRISM_TUNING_DB_LOCAL, default the usual tuning.db) and
+///   writes go there (queued_to()), to be sent later with `prism db push URL`.
+///
+/// Lookups are memoized in-process: the first lookup for (device, op, dtype) loads its rows
+/// once; any later lookup for them runs no query. Writes through this object refresh the memo.
 ///
 /// Thread safety: safe; calls are serialized by an internal mutex.
 class database {
  public:
   enum class access { read_write, read_only };
 
-  /// Opens the database at `path` for lookups; with read_write the first write creates it.
-  /// read_only never writes, creates or renames anything.
+  /// Opens the database at `path` (a file path or a PostgreSQL URL, see location_error()) for
+  /// lookups; with read_write the first write creates a file. read_only never writes, creates
+  /// or renames anything.
   explicit database(std::string path, access mode = access::read_write);
   ~database();
   database(const database&) = delete;
   database& operator=(const database&) = delete;
 
-  /// PRISM_TUNING_DB, else ${XDG_CACHE_HOME:-$HOME/.cache}/prism/tuning.db.
+  /// PRISM_TUNING_DB, else local_path().
   static std::string default_path();
+  /// The local file: PRISM_TUNING_DB_LOCAL, else ${XDG_CACHE_HOME:-$HOME/.cache}/prism/tuning.db.
+  /// A PostgreSQL database falls back to it; `prism db push/pull` copy between it and a server.
+  static std::string local_path();
+  /// "" when `location` names a store this prism can open, else what is wrong with it and
+  /// what is valid (an SQLite file path, or a postgresql:// or postgres:// URL).
+  static std::string location_error(const std::string& location);
+  /// True for a postgresql:// or postgres:// URL.
+  static bool is_server_location(const std::string& location);
+  /// `location` as messages show it: a URL's password replaced by "***".
+  static std::string redact(const std::string& location);
   /// The process-wide database at the path given to set_default_path(), else default_path().
   /// Opened on first use, never destroyed; closed (WAL folded in) at process exit, reopened
   /// if used after that.
@@ -187,14 +212,24 @@ class database {
   /// was opened with another path reopens it there.
   static void set_default_path(std::string path);
 
+  /// The file path, or the URL with its password hidden.
   const std::string& path() const noexcept;
+  /// True for a PostgreSQL server.
+  bool is_server() const noexcept;
+  /// Where results are written instead of the server when it cannot take them (the local
+  /// file), or "" when they go to path().
+  std::string queued_to() const;
+  /// Creates (or upgrades) the schema on a PostgreSQL server; returns the version found before
+  /// (0 = none). A file needs no init (its first write creates it). Throws database_error.
+  int init();
   /// False when the file is refused or cannot be read or created (lookups then find nothing).
   bool is_open() const noexcept;
   bool writable() const noexcept;
   /// Why results cannot be saved ("" when writable()).
   const std::string& read_only_reason() const noexcept;
   /// Why the existing file is not used at all ("" when it is, or when there is no file yet):
-  /// it is not SQLite, it is damaged, or it belongs to another program.
+  /// it is not SQLite, it is damaged, or it belongs to another program; for a server: it
+  /// cannot be reached, refused the login, lacks prism's schema or has a newer one.
   const std::string& refusal() const noexcept;
   /// Moves a damaged database at `path` (with its -wal; its -shm is removed) to
   /// `path.corrupt-<UTC time>-<pid>` and returns that name; returns "" when the file is a sound
@@ -205,7 +240,7 @@ class database {
   void checkpoint();
   /// Checkpoints and closes the connection; a later call reopens it.
   void close();
-  /// PRAGMA user_version of the open file.
+  /// The schema version of the open file (PRAGMA user_version) or server.
   int schema_version() const;
   static int current_schema_version() noexcept;
 
@@ -252,8 +287,9 @@ class database {
   /// Imports an export_json() document; per key the faster row wins unless `replace`.
   /// Validates every field (types, ranges) first and names the bad one; checkpoints after.
   merge_report import_json(std::string_view json_text, bool replace = false);
-  /// Merges another database file: devices and results, the faster row per key.
-  merge_report merge_from(const std::string& other_path);
+  /// Merges another database (a file or a server URL): devices, candidates and results
+  /// (those `filter` selects), the faster row per key. `prism db push` and `pull` are merges.
+  merge_report merge_from(const std::string& other_location, const row_filter& filter = {});
 
   database_counters counters() const;
 
@@ -262,12 +298,20 @@ class database {
   std::unique_ptr<impl> impl_;
 };
 
+/// One result row as a JSON object (the fields export_json writes per row, plus "speedup").
+std::string to_json(const result_row& row);
+
 /// PRISM_RECORD_UNTUNED: appends each (op, dtype, shape) that missed the database, once per
-/// process, to the shapes file named by the variable, in a form `prism pretune --shapes`
-/// reads. Cheap no-op when the variable is unset. Thread safety: safe.
+/// process, to the shapes file named by the variable (or set_untuned_record_path), in a form
+/// `prism pretune --shapes` reads. Cheap no-op when no file is set. Thread safety: safe.
 void record_untuned(std::string_view op, std::string_view dtype, const shape_key& shape);
-/// The file record_untuned writes to ("" when PRISM_RECORD_UNTUNED is unset).
-const std::string& untuned_record_path();
+/// The file record_untuned writes to ("" when none: PRISM_RECORD_UNTUNED unset).
+std::string untuned_record_path();
+/// Records into `path` from now on, instead of PRISM_RECORD_UNTUNED's file ("" stops recording):
+/// for embedders that turn recording on at run time (the Python module's record=PATH). Entries
+/// already in the file are not written again. Calls of dispatch::use_tuning_database() make the
+/// dispatcher look shapes up (and so record them) afresh. Thread safety: safe.
+void set_untuned_record_path(std::string path);
 
 /// One entry of a shape set: an op, a dtype and a concrete shape.
 struct shape_entry {

@@ -7,11 +7,13 @@
 // local memory (GPU); without it every work-item reads K/V directly (CPU, no barriers).
 // CAUSAL: query i sees keys j <= Lk - Lq + i (q rows are the last Lq positions, KV cache decode).
 // MASK_KIND: 0 none, 1 additive (the storage dtype), 2 boolean (uchar, nonzero = attend); mask strides may be 0
-// (broadcast). A row that sees no key outputs zeros.
+// (broadcast). KEY_MASK: a [B, Lk] key mask (padding) on top of both. A row that sees no key
+// outputs zeros.
 // VW > 1 (without USE_LOCAL, unit head-dim strides, D and DV multiples of VW): q, K, V and the
 // accumulator move as floatVW vectors along the head dim (the CPU path: one row per work-item
 // leaves nothing for PoCL to vectorise across work-items in decode).
-// Build defines: PRISM_DTYPE, D, DV, BQ (work-group size), BK, USE_LOCAL, CAUSAL, MASK_KIND, VW.
+// Build defines: PRISM_DTYPE, D, DV, BQ (work-group size), BK, USE_LOCAL, CAUSAL, MASK_KIND, KEY_MASK
+// (with KM_T), VW.
 // Validity: BQ <= max work-group size; with USE_LOCAL, BK*(D+DV)*4 bytes <= local memory.
 
 #include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
@@ -36,7 +38,8 @@ __kernel __attribute__((reqd_work_group_size(BQ, 1, 1)))
 void attention(int Hq, int Hkv, int Lq, int Lk, float scale,
                __global const GT* Q, long q_off, long4 sq, __global const GT* Kp, long k_off, long4 sk,
                __global const GT* Vp, long v_off, long4 sv, __global GT* O, long o_off, long4 so,
-               __global const mask_t* Mk, long m_off, long4 sm) {
+               __global const mask_t* Mk, long m_off, long4 sm, __global const km_t* Km, long km_off,
+               long skb, long skt) {
   // Strides (.s0 batch, .s1 head, .s2 row, .s3 column) in elements; sm may hold zeros.
   const int i = get_global_id(0);
   const int h = get_global_id(1);
@@ -49,6 +52,9 @@ void attention(int Hq, int Hkv, int Lq, int Lk, float scale,
   Vp += v_off + b * sv.s0 + hk * sv.s1;
 #if MASK_KIND != 0
   Mk += m_off + b * sm.s0 + h * sm.s1 + qi * sm.s2;
+#endif
+#if KEY_MASK
+  Km += km_off + b * skb;
 #endif
 
   VT q[D / VW];
@@ -102,7 +108,7 @@ void attention(int Hq, int Hkv, int Lq, int Lk, float scale,
     for (int jj = 0; jj < BK; ++jj) {
       const int j = j0 + jj;
       float v = -INFINITY;
-      if (j < my_end) {
+      if (j < my_end && KEY_OK(j)) {
         VT dot = (VT)(0.0f);
 #pragma unroll
         for (int c = 0; c < D / VW; ++c) dot = fma(q[c], KEYV(jj, c), dot);

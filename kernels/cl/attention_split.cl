@@ -6,8 +6,8 @@
 // d = t, t+WG, ... and accumulate p_j * V[j][d], so V rows are read coalesced.
 // Semantics as attention.cl: Q [B,Hq,Lq,D], K [B,Hkv,Lk,D], V [B,Hkv,Lk,DV], any strides; GQA;
 // CAUSAL (query i sees keys j <= Lk - Lq + i); MASK_KIND 0 none / 1 additive / 2 boolean;
-// a row that sees no key outputs zeros.
-// Build defines: PRISM_DTYPE, D, DV, WG (power of two), CAUSAL, MASK_KIND.
+// KEY_MASK a [B, Lk] key mask on top; a row that sees no key outputs zeros.
+// Build defines: PRISM_DTYPE, D, DV, WG (power of two), CAUSAL, MASK_KIND, KEY_MASK (with KM_T).
 // Validity: WG <= max work-group size; (D + 2*WG) * 4 bytes <= local memory.
 
 #include "gemm_common.cl"  // dtype load/store macros (resolved by build_kernel)
@@ -20,7 +20,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void attention_split(int Hq, int Hkv, int Lq, int Lk, float scale,
                      __global const GT* Q, long q_off, long4 sq, __global const GT* Kp, long k_off, long4 sk,
                      __global const GT* Vp, long v_off, long4 sv, __global GT* O, long o_off, long4 so,
-                     __global const mask_t* Mk, long m_off, long4 sm) {
+                     __global const mask_t* Mk, long m_off, long4 sm, __global const km_t* Km, long km_off,
+                     long skb, long skt) {
   __local float qs[D];
   __local float ps[WG];
   __local float red[WG];
@@ -34,6 +35,9 @@ void attention_split(int Hq, int Hkv, int Lq, int Lk, float scale,
   Vp += v_off + b * sv.s0 + hk * sv.s1;
 #if MASK_KIND != 0
   Mk += m_off + b * sm.s0 + h * sm.s1 + i * sm.s2;
+#endif
+#if KEY_MASK
+  Km += km_off + b * skb;
 #endif
   for (int d = t; d < D; d += WG) qs[d] = PRISM_LOAD(Q + d * sq.s3) * scale;
 #if CAUSAL
@@ -50,7 +54,7 @@ void attention_split(int Hq, int Hkv, int Lq, int Lk, float scale,
   for (int j0 = 0; j0 < end; j0 += WG) {
     const int j = j0 + t;
     float s = -INFINITY;
-    if (j < end) {
+    if (j < end && KEY_OK(j)) {
       const __global GT* kr = Kp + (long)j * sk.s2;
       float dot = 0.0f;
       for (int d = 0; d < D; ++d) dot = fma(qs[d], PRISM_LOAD(kr + d * sk.s3), dot);

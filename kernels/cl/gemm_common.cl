@@ -55,12 +55,35 @@ inline float prism_hsum8(float8 v) { return prism_hsum4(v.lo + v.hi); }
 inline float prism_hsum16(float16 v) { return prism_hsum8(v.lo + v.hi); }
 #define prism_hsum GEMM_CAT(prism_hsum, VW)
 
-// alpha * acc (+ beta * bias(m, n) when HAS_BIAS).
-inline float prism_epilogue(float acc, float alpha, float beta, __global const GT* X, long x_off, int sxm,
-                            int sxn, int m, int n) {
+// The store epilogue every GEMM kernel applies (gemm_cpu/gpu/gemv/nv/mma.cl and their split-K
+// reductions): act(alpha * acc (+ beta * bias(m, n) when HAS_BIAS)). ACT: 0 none, 1 GELU (erf),
+// 2 GELU (tanh approximation), 3 SiLU (linear's `activation` attribute).
+#ifndef ACT
+#define ACT 0
+#endif
+inline float prism_activation(float v) {
+#if ACT == 1
+  return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
+#elif ACT == 2
+  return 0.5f * v * (1.0f + tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+#elif ACT == 3
+  return v / (1.0f + exp(-v));
+#else
+  return v;
+#endif
+}
+
+// alpha * acc (+ beta * bias(m, n) when HAS_BIAS), before the activation.
+inline float prism_bias_epilogue(float acc, float alpha, float beta, __global const GT* X, long x_off, int sxm,
+                                 int sxn, int m, int n) {
 #if HAS_BIAS
   return alpha * acc + beta * PRISM_LOAD(X + x_off + (long)m * sxm + (long)n * sxn);
 #else
   return alpha * acc;
 #endif
+}
+
+inline float prism_epilogue(float acc, float alpha, float beta, __global const GT* X, long x_off, int sxm,
+                            int sxn, int m, int n) {
+  return prism_activation(prism_bias_epilogue(acc, alpha, beta, X, x_off, sxm, sxn, m, n));
 }

@@ -9,7 +9,9 @@
 //              of B when B_NCONTIG (sbn == 1), per-lane strided loads otherwise.
 //   FORM_DOT   needs sak == sbk == 1: VW-wide partial dot products along k, summed at the end.
 // K-blocking without barriers: the host may split K into slices of kc launched in turn, each
-// covering a cache-sized panel; slices after the first run with accumulate=1 (C += alpha*A@B).
+// covering a cache-sized panel. `accumulate`: 0 one launch over all of K (the full epilogue);
+// with slices, 3 the first (C = alpha*A@B + beta*bias, no activation), 1 a middle one
+// (C += alpha*A@B), 2 the last (C = act(C + alpha*A@B)); without ACT the host passes 0 and 1 only.
 // Edge rows/columns are clamped for loads and skipped for stores, so every work-item runs the
 // vector path; only FORM_OUTER's last column block falls back to per-lane loads.
 // Build defines: PRISM_DTYPE (0 f32, 1 f16, 2 bf16), VW (1,2,4,8,16), RM, RN, FORM_OUTER|FORM_DOT,
@@ -18,6 +20,12 @@
 #include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
 
 #define VT GEMM_CAT(float, VW)
+
+#define CPU_STORE(p, v, m, n)                                                                      \
+  PRISM_STORE(p, accumulate == 0   ? prism_epilogue(v, alpha, beta, X, x_off, sxm, sxn, m, n)      \
+                 : accumulate == 3 ? prism_bias_epilogue(v, alpha, beta, X, x_off, sxm, sxn, m, n) \
+                 : accumulate == 2 ? prism_activation(PRISM_LOAD(p) + alpha * (v))                 \
+                                   : PRISM_LOAD(p) + alpha * (v))
 
 #if defined(FORM_OUTER)
 __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
@@ -108,8 +116,7 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
         for (int l = 0; l < VW; ++l) {
           const int n = n0 + j * VW + l;
           if (n < N)
-            PRISM_STORE(crow + n, accumulate ? PRISM_LOAD(crow + n) + alpha * lanes[l]
-                                             : prism_epilogue(lanes[l], alpha, beta, X, x_off, sxm, sxn, m, n));
+            CPU_STORE(crow + n, lanes[l], m, n);
         }
       }
     }
@@ -176,8 +183,7 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
         const int n = n0 + j;
         __global GT* c = C + (long)m * scm + n;
         if (n < N)
-          PRISM_STORE(c, accumulate ? PRISM_LOAD(c) + alpha * sum[i][j]
-                                    : prism_epilogue(sum[i][j], alpha, beta, X, x_off, sxm, sxn, m, n));
+          CPU_STORE(c, sum[i][j], m, n);
       }
     }
   }

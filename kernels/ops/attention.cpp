@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // scaled_dot_product_attention: descriptor over the online-softmax kernel in
-// kernels/cl/attention.cl (GQA, causal with a KV-cache offset, additive or boolean masks, scale).
+// kernels/cl/attention.cl (GQA, causal with a KV-cache offset, additive or boolean masks, a
+// [batch, keys] padding mask, any of them together, scale).
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -45,6 +46,13 @@ bool has_mask(const op_call& c) {
 int mask_kind(const op_call& c) {
   if (!has_mask(c)) return 0;
   return c.inputs[3].type() == dtype::boolean ? 2 : 1;
+}
+bool has_key_mask(const op_call& c) {
+  return c.inputs.size() > 4 && c.inputs[4].defined();
+}
+// The shape key's "mask": attn_mask kind (0 none, 1 additive, 2 bool) + 3 with a key mask.
+int mask_key(const op_call& c) {
+  return mask_kind(c) + (has_key_mask(c) ? 3 : 0);
 }
 
 // Strides of a mask broadcast to [b, hq, lq, lk] (right-aligned, size-1 dims get stride 0).
@@ -100,6 +108,15 @@ void check(const op_call& c) {
                       dtype_name(m.type()), dtype_name(q.type())));
     mask_strides(m, shape_of(c));
   }
+  if (has_key_mask(c)) {
+    const tensor& km = c.inputs[4];
+    if (km.type() != dtype::boolean && km.type() != dtype::i32 && km.type() != dtype::i64)
+      bad(fmt::format("key_mask has dtype {}; valid: bool, i32 or i64 (nonzero = attend)",
+                      dtype_name(km.type())));
+    if (km.dim() != 2 || km.size(0) != q.size(0) || km.size(1) != k.size(2))
+      bad(fmt::format("key_mask has shape {}; expected [batch, kv_len] = [{}, {}]", km.shape().str(),
+                      q.size(0), k.size(2)));
+  }
   if (c.get_f64("scale") < 0.0)
     bad(fmt::format("scale must be >= 0 (0 = 1/sqrt(head_dim)), got {}", c.get_f64("scale")));
 }
@@ -138,14 +155,21 @@ event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_overr
   if (s.b == 0 || s.hq == 0 || s.lq == 0 || s.dv == 0) return {};
   const tensor& out = c.outputs[0];
   const int mk = mask_kind(c);
+  const bool km = has_key_mask(c);
+  const std::string km_opts =
+      !km ? std::string(" -DKEY_MASK=0")
+          : fmt::format(" -DKEY_MASK=1 -DKM_T={}", c.inputs[4].type() == dtype::boolean ? "uchar"
+                                                   : c.inputs[4].type() == dtype::i32   ? "int"
+                                                                                        : "long");
   const int dt = out.type() == dtype::f32 ? 0 : out.type() == dtype::f16 ? 1 : 2;
   const int causal = c.get_bool("is_causal") ? 1 : 0;
   const std::int64_t bq = std::min(cfg.at("bq"), next_pow2(s.lq)), wg = cfg.at("wg");
   kernel k;
   nd_range r;
   if (split) {
-    const std::string opts = fmt::format("-DPRISM_DTYPE={} -DD={} -DDV={} -DWG={} -DCAUSAL={} -DMASK_KIND={}",
-                                         dt, s.d, s.dv, wg, causal, mk);
+    const std::string opts =
+        fmt::format("-DPRISM_DTYPE={} -DD={} -DDV={} -DWG={} -DCAUSAL={} -DMASK_KIND={}{}", dt, s.d, s.dv, wg,
+                    causal, mk, km_opts);
     k = build_kernel(q.get_context(), "attention_split.cl", src, opts, "attention_split");
     r = nd_range(range<3>(s.lq * wg, s.hq, s.b), range<3>(wg, 1, 1));
   } else {
@@ -160,8 +184,8 @@ event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_overr
           break;
         }
     const std::string opts = fmt::format(
-        "-DPRISM_DTYPE={} -DD={} -DDV={} -DBQ={} -DBK={} -DUSE_LOCAL={} -DCAUSAL={} -DMASK_KIND={} -DVW={}",
-        dt, s.d, s.dv, bq, cfg.at("bk"), cfg.at("local"), causal, mk, vw);
+        "-DPRISM_DTYPE={} -DD={} -DDV={} -DBQ={} -DBK={} -DUSE_LOCAL={} -DCAUSAL={} -DMASK_KIND={} -DVW={}{}",
+        dt, s.d, s.dv, bq, cfg.at("bk"), cfg.at("local"), causal, mk, vw, km_opts);
     k = build_kernel(q.get_context(), "attention.cl", src, opts, "attention");
     r = nd_range(range<3>(ceil_div(s.lq, bq) * bq, s.hq, s.b), range<3>(bq, 1, 1));
   }
@@ -188,14 +212,18 @@ event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_overr
   auto bv_buf = tv.storage();
   auto bo_buf = out.storage();
   auto bm_buf = mk ? c.inputs[3].storage() : tq.storage();
+  const tensor& tkm = km ? c.inputs[4] : tq;  // bound, never read without KEY_MASK
+  const std::int64_t km_off = tkm.offset(), skb = km ? tkm.strides()[0] : 0, skt = km ? tkm.strides()[1] : 0;
+  auto bkm_buf = tkm.storage();
   return q.submit([&](handler& h) {
     accessor<std::byte> aq(bq_buf, h, read_only, tq.byte_extent());
     accessor<std::byte> ak(bk_buf, h, read_only, tk.byte_extent());
     accessor<std::byte> av(bv_buf, h, read_only, tv.byte_extent());
     accessor<std::byte> ao(bo_buf, h, write_only, out.byte_extent());
     accessor<std::byte> am(bm_buf, h, read_only, mk ? c.inputs[3].byte_extent() : tq.byte_extent());
+    accessor<std::byte> akm(bkm_buf, h, read_only, tkm.byte_extent());
     h.parallel_for(r, k, hq, hkv, lq, lk, scale, aq, q_off, sq, ak, k_off, sk, av, v_off, sv, ao, o_off, so,
-                   am, m_off, sm);
+                   am, m_off, sm, akm, km_off, skb, skt);
   });
 }
 
@@ -206,6 +234,7 @@ void reference(host_call& hc) {
   const host_tensor& k = hc.inputs[1];
   const host_tensor& v = hc.inputs[2];
   const host_tensor* m = hc.inputs.size() > 3 && hc.inputs[3].defined ? &hc.inputs[3] : nullptr;
+  const host_tensor* km = hc.inputs.size() > 4 && hc.inputs[4].defined ? &hc.inputs[4] : nullptr;
   const std::int64_t B = q.shape[0], Hq = q.shape[1], Lq = q.shape[2], D = q.shape[3];
   const std::int64_t Hkv = k.shape[1], Lk = k.shape[2], DV = v.shape[3];
   const bool causal = c.get_bool("is_causal");
@@ -232,7 +261,7 @@ void reference(host_call& hc) {
         double mx = -INFINITY;
         for (std::int64_t j = 0; j < Lk; ++j) {
           double s = -INFINITY;
-          if (!causal || j <= Lk - Lq + i) {
+          if ((!causal || j <= Lk - Lq + i) && (!km || km->values[b * Lk + j] != 0.0)) {
             double dot = 0;
             for (std::int64_t d = 0; d < D; ++d)
               dot += q.values[((b * Hq + h) * Lq + i) * D + d] * k.values[((b * Hkv + hk) * Lk + j) * D + d];
@@ -277,7 +306,8 @@ tolerance tol(const op_call& c, int) {
   return tolerance{1.0, 0.0, 0.0, eps};
 }
 
-// Sample: contiguous [b, h, l, d] tensors; "causal" and "mask" (0 none, 1 additive, 2 bool)
+// Sample: contiguous [b, h, l, d] tensors; "causal" and "mask" (0 none, 1 additive, 2 bool; +3:
+// with a key padding mask)
 // from the key. Values in [-1, 1], so softmax weights stay well conditioned.
 op_call sample(queue& q, const shape_key& key, const sample_options& o0) {
   sample_options o = o0;
@@ -286,8 +316,18 @@ op_call sample(queue& q, const shape_key& key, const sample_options& o0) {
                      lk = key.at("lk"), d = key.at("d"), dv = key.get("dv", d);
   op_call c{"scaled_dot_product_attention", {}, {}, {}};
   c.inputs = {random_tensor(q, {b, hq, lq, d}, o.type, o, 1), random_tensor(q, {b, hkv, lk, d}, o.type, o, 2),
-              random_tensor(q, {b, hkv, lk, dv}, o.type, o, 3), tensor()};
-  const std::int64_t mk = key.get("mask", 0);
+              random_tensor(q, {b, hkv, lk, dv}, o.type, o, 3), tensor(), tensor()};
+  const std::int64_t mk = key.get("mask", 0) % 3;
+  if (key.get("mask", 0) >= 3) {
+    // Padding at the end of each sequence; the first keeps every key.
+    std::mt19937_64 rng(o.seed + 78);
+    std::vector<float> keep(static_cast<std::size_t>(b * lk));
+    for (std::int64_t i = 0; i < b; ++i) {
+      const std::int64_t len = i == 0 ? lk : lk - static_cast<std::int64_t>(rng() % (lk / 2 + 1));
+      for (std::int64_t j = 0; j < lk; ++j) keep[i * lk + j] = j < len ? 1.0f : 0.0f;
+    }
+    c.inputs[4] = tensor::from_floats(q, keep, {b, lk}, b % 2 == 0 ? dtype::boolean : dtype::i64);
+  }
   if (mk == 1) {
     c.inputs[3] = random_tensor(q, {lq, lk}, o.type, o, 4);
   } else if (mk == 2) {
@@ -321,6 +361,9 @@ std::vector<test_case> cases(dtype) {
       keyed("large", "b=1,hq=4,hkv=4,lq=64,lk=64,d=64,causal=1,mask=0"),
       keyed("broadcast", "b=2,hq=2,hkv=2,lq=5,lk=9,d=16,causal=0,mask=1"),
       keyed("broadcast", "b=2,hq=2,hkv=2,lq=5,lk=9,d=16,causal=1,mask=2"),
+      // Encoder batches: a padding mask, alone and with causal + an additive mask together.
+      keyed("padding", "b=3,hq=2,hkv=2,lq=6,lk=6,d=16,causal=0,mask=3"),
+      keyed("padding", "b=2,hq=4,hkv=2,lq=7,lk=7,d=16,causal=1,mask=4"),
   };
   // [b, l, h, d] storage viewed as [b, h, l, d] (the usual projection layout), explicit scale.
   v.push_back({"strided", [](queue& q, const sample_options& o0) {
@@ -329,7 +372,8 @@ std::vector<test_case> cases(dtype) {
                  op_call c{"scaled_dot_product_attention", {}, {}, {}};
                  c.inputs = {random_tensor(q, {2, 6, 4, 16}, o.type, o, 1).transpose(1, 2),
                              random_tensor(q, {2, 10, 2, 16}, o.type, o, 2).transpose(1, 2),
-                             random_tensor(q, {2, 10, 2, 12}, o.type, o, 3).transpose(1, 2), tensor()};
+                             random_tensor(q, {2, 10, 2, 12}, o.type, o, 3).transpose(1, 2), tensor(),
+                             tensor()};
                  c.set("scale", 0.3).set("is_causal", false);
                  allocate_outputs(q, op_registry::instance().get("scaled_dot_product_attention"), c);
                  return c;
@@ -345,9 +389,10 @@ void register_attention_ops(op_registry& r) {
   d.family = "attention";
   d.summary =
       "softmax(scale * query @ key^T + mask) @ value, online softmax; GQA, causal (KV-cache offset), "
-      "additive/bool mask";
-  d.inputs = {{"query"}, {"key"}, {"value"}, {"attn_mask", true}};
+      "additive/bool mask, [batch, keys] padding mask (any together)";
+  d.inputs = {{"query"}, {"key"}, {"value"}, {"attn_mask", true}, {"key_mask", true}};
   d.outputs = {{"out"}};
+  d.strided_outputs_ok = {true};  // the kernels write through the output's strides ([B, T, H] heads)
   d.attrs = {{"is_causal", false, "query i attends keys j <= kv_len - q_len + i"},
              {"scale", 0.0, "score scale; 0 = 1/sqrt(head_dim)"}};
   d.dtypes = {dtype::f32, dtype::f16, dtype::bf16};
@@ -359,15 +404,10 @@ void register_attention_ops(op_registry& r) {
   d.key_names = {"b", "hq", "hkv", "lq", "lk", "d", "dv", "causal", "mask"};
   d.key = [](const op_call& c) {
     const attn_shape s = shape_of(c);
-    return shape_key{{"b", s.b},
-                     {"hq", s.hq},
-                     {"hkv", s.hkv},
-                     {"lq", s.lq},
-                     {"lk", s.lk},
-                     {"d", s.d},
-                     {"dv", s.dv},
-                     {"causal", c.get_bool("is_causal") ? 1 : 0},
-                     {"mask", mask_kind(c)}};
+    return shape_key{
+        {"b", s.b},           {"hq", s.hq}, {"hkv", s.hkv}, {"lq", s.lq},
+        {"lk", s.lk},         {"d", s.d},   {"dv", s.dv},   {"causal", c.get_bool("is_causal") ? 1 : 0},
+        {"mask", mask_key(c)}};
   };
   d.flops = [](const op_call& c) {
     const attn_shape s = shape_of(c);

@@ -20,6 +20,23 @@ event copy_into(queue& q, const tensor& src, const tensor& dst) {
 
 namespace {
 
+// The element dtype an attribute names; block-quantized dtypes are weights for linear and matmul
+// only, never an element-wise result.
+dtype element_dtype(const op_call& c, const std::string& text) {
+  dtype t;
+  try {
+    t = parse_dtype(text);
+  } catch (const error& e) {
+    fail(c, "attribute 'dtype': " + e.message());
+  }
+  if (is_quantized(t))
+    fail(
+        c,
+        "attribute 'dtype': " + text +
+            " is block-quantized (weights of linear and matmul only); valid: f32, f16, bf16, i32, i64, bool");
+  return t;
+}
+
 std::vector<dtype> all() {
   return {std::begin(all_dtypes), std::end(all_dtypes)};
 }
@@ -146,13 +163,7 @@ op_descriptor make_cast() {
   d.outputs = {{"out"}};
   d.attrs = {{"dtype", std::string("f32"), "the output dtype"}};
   d.dtypes = all();
-  d.check = [](const op_call& c) {
-    try {
-      parse_dtype(c.get_str("dtype"));
-    } catch (const error& e) {
-      fail(c, "attribute 'dtype': " + e.message());
-    }
-  };
+  d.check = [](const op_call& c) { element_dtype(c, c.get_str("dtype")); };
   d.infer_outputs = [](const op_call& c) {
     return std::vector<tensor_spec>{{c.inputs[0].shape(), parse_dtype(c.get_str("dtype"))}};
   };
@@ -250,7 +261,7 @@ op_descriptor make_fill(const std::string& name) {
     if (!has_output && !(c.has("shape") && c.has("dtype")))
       fail(c, "without an output the attributes 'shape' and 'dtype' are required; got " +
                   (c.attrs.empty() ? std::string("none") : format_attrs(c.attrs)));
-    if (c.has("dtype")) parse_dtype(c.get_str("dtype"));
+    if (c.has("dtype")) element_dtype(c, c.get_str("dtype"));
     if (c.has("shape"))
       for (auto e : c.get_ints("shape"))
         if (e < 0) fail(c, "attribute 'shape' has a negative extent");
@@ -323,7 +334,7 @@ op_descriptor make_arange() {
       fail(c, "attribute 'step' must be finite and non-zero; got " + format_attr(step));
     if (!std::isfinite(c.get_f64("start")) || !std::isfinite(c.get_f64("end")))
       fail(c, "attributes 'start' and 'end' must be finite");
-    parse_dtype(c.get_str("dtype"));
+    element_dtype(c, c.get_str("dtype"));
   };
   d.infer_outputs = [count](const op_call& c) {
     return std::vector<tensor_spec>{{dims{count(c)}, parse_dtype(c.get_str("dtype"))}};

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The matmul family (mm, bmm, addmm, linear, matmul): descriptors over prism's GEMM kernels,
 // kernels/cl/gemm_cpu.cl (register-blocked, no barriers), gemm_gpu.cl (local-memory tiles),
-// gemm_gemv.cl (small M, parallel over N and K), and for NVIDIA GPUs gemm_nv.cl (FP32 register
-// tiles, split-K, small-M) and gemm_mma.cl (tensor cores through inline PTX). Each op owns its
+// gemm_gemv.cl (small M, parallel over N and K), for NVIDIA GPUs gemm_nv.cl (FP32 register
+// tiles, split-K, small-M) and gemm_mma.cl (tensor cores through inline PTX), and for weights in
+// GGUF's block formats (q8_0, q4_0, q4_1; linear and matmul) gemm_quant.cl. Each op owns its
 // lowering to the one strided gemm_problem (kernels/gemm_lowering.hpp): kernels, keys, FLOP
 // counts, tolerances and the BLAS backends all read that, never the op's name.
 #include <cmath>
@@ -175,6 +176,7 @@ gemm_problem lower_linear(const op_call& call) {
     p.sxm = 0, p.sxn = p.bias.size(0) == 1 ? 0 : p.bias.strides()[0];
     p.beta = 1.0;
   }
+  if (call.has("activation")) p.activation = parse_gemm_activation(call.get_str("activation"), "ops::linear");
   return finish(p, call);
 }
 
@@ -258,6 +260,8 @@ config_schema gemm_schema() {
        0,
        {0, 1},
        "nv, mma: 1 = f32 inputs may use TF32 tensor cores (opt-in; never in a tune space)"},
+      {"qrn", 8, {1, 2, 4, 8, 16}, "quantized weights, cpu: weight rows (output columns) per work-item"},
+      {"qwg", 1, {1, 2, 4, 8, 16, 32, 64}, "quantized weights, cpu: work-items per work-group"},
   };
   s.rule = [](const kernel_config& c) -> std::optional<std::string> {
     const auto tm = c.at("tm"), tn = c.at("tn"), wm = c.at("wm"), wn = c.at("wn");
@@ -284,6 +288,13 @@ config_schema gemm_schema() {
 
 std::string dtype_define(dtype t) {
   return fmt::format("-DPRISM_DTYPE={}", t == dtype::f32 ? 0 : t == dtype::f16 ? 1 : 2);
+}
+
+// The store epilogue's activation (kernels/cl/gemm_common.cl); none adds nothing, so the programs
+// of plain GEMMs keep their build options.
+std::string act_define(const gemm_problem& p) {
+  return p.activation == gemm_activation::none ? std::string()
+                                               : fmt::format(" -DACT={}", static_cast<int>(p.activation));
 }
 
 // `accumulate` < 0: the kernel has no accumulate argument (gpu, gemv); 0/1 otherwise (cpu).
@@ -329,7 +340,7 @@ event enqueue_cpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
   std::string opts = fmt::format("{} -DHAS_BIAS={} -DVW={} -DRM={} -DRN={} -DKU={} -DB_NCONTIG={} {}",
                                  dtype_define(p.c.type()), p.bias.defined() ? 1 : 0, vw, rm, rn, ku,
                                  p.sbn == 1 ? 1 : 0, outer ? "-DFORM_OUTER" : "-DFORM_DOT");
-  kernel k = build_kernel(q.get_context(), "gemm_cpu.cl", src, opts, "gemm_cpu");
+  kernel k = build_kernel(q.get_context(), "gemm_cpu.cl", src, opts + act_define(p), "gemm_cpu");
   const std::int64_t gx = ceil_div(p.n, outer ? rn * vw : rn), gy = ceil_div(p.m, rm);
   // Keep the configured work-group size but do not pad a short dim far past its extent.
   const std::int64_t wg = c.at("lx") * c.at("ly");
@@ -340,9 +351,15 @@ event enqueue_cpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
   // share them; slices after the first add into C (f32 only: f16/bf16 C would round per slice).
   const std::int64_t kc = c.at("kc");
   if (kc == 0 || p.k <= kc || p.c.type() != dtype::f32) return launch(q, p, k, r, 0);
+  // accumulate (gemm_cpu.cl): 0/1 first/later slices; with an activation 3 first, 1 middle,
+  // 2 last, so it is applied once, to the whole sum.
+  const bool act = p.activation != gemm_activation::none;
   event last;
-  for (std::int64_t k0 = 0; k0 < p.k; k0 += kc)
-    last = launch(q, p, k, r, k0 > 0 ? 1 : 0, k0, std::min(kc, p.k - k0));
+  for (std::int64_t k0 = 0; k0 < p.k; k0 += kc) {
+    const bool first = k0 == 0, final_slice = k0 + kc >= p.k;
+    const int accumulate = first ? (act ? 3 : 0) : (act && final_slice ? 2 : 1);
+    last = launch(q, p, k, r, accumulate, k0, std::min(kc, p.k - k0));
+  }
   return last;
 }
 
@@ -353,7 +370,7 @@ event enqueue_gpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
       "{} -DHAS_BIAS={} -DTM={} -DTN={} -DTK={} -DWM={} -DWN={} -DGV={} -DA_KCONTIG={} -DB_NCONTIG={}",
       dtype_define(p.c.type()), p.bias.defined() ? 1 : 0, tm, tn, tk, wm, wn, c.at("gv"), p.sak == 1 ? 1 : 0,
       p.sbn == 1 ? 1 : 0);
-  kernel k = build_kernel(q.get_context(), "gemm_gpu.cl", src, opts, "gemm_gpu");
+  kernel k = build_kernel(q.get_context(), "gemm_gpu.cl", src, opts + act_define(p), "gemm_gpu");
   const std::int64_t lx = tn / wn, ly = tm / wm;
   nd_range r(range<3>(ceil_div(p.n, tn) * lx, ceil_div(p.m, tm) * ly, p.batch), range<3>(lx, ly, 1));
   return launch(q, p, k, r);
@@ -365,7 +382,7 @@ event enqueue_gemv(queue& q, const gemm_problem& p, const kernel_config& c, sour
                      wg = c.at("wg");
   std::string opts = fmt::format("{} -DHAS_BIAS={} -DMB={} -DNB={} -DWG={}", dtype_define(p.c.type()),
                                  p.bias.defined() ? 1 : 0, mb, nb, wg);
-  kernel k = build_kernel(q.get_context(), "gemm_gemv.cl", src, opts, "gemm_gemv");
+  kernel k = build_kernel(q.get_context(), "gemm_gemv.cl", src, opts + act_define(p), "gemm_gemv");
   nd_range r(range<3>(ceil_div(p.n, nb) * wg, ceil_div(p.m, mb), p.batch), range<3>(wg, 1, 1));
   return launch(q, p, k, r);
 }
@@ -575,13 +592,14 @@ event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source
       "-DBM={} -DBN={} -DBK={} -DTM={} -DTN={} -DA_KCONTIG={} -DB_NCONTIG={} -DHAS_BIAS={} -DSPLITK={} "
       "-DREDUCE",
       t.bm, t.bn, t.bk, t.tm, t.tn, a_kcontig ? 1 : 0, b_ncontig ? 1 : 0, p.bias.defined() ? 1 : 0, t.sk);
-  kernel k = build_kernel(q.get_context(), "gemm_nv.cl", src, opts, "gemm_nv");
+  kernel k = build_kernel(q.get_context(), "gemm_nv.cl", src, opts + act_define(p), "gemm_nv");
   const std::int64_t local = (t.bn / t.tn) * (t.bm / t.tm);
   nd_range r(range<3>(ceil_div(p.n, t.bn) * local, ceil_div(p.m, t.bm), p.batch * t.sk),
              range<3>(local, 1, 1));
   if (t.sk <= 1) return launch(q, p, k, r);
-  return launch_split_k(q, p, k, r, build_kernel(q.get_context(), "gemm_nv.cl", src, opts, "gemm_nv_reduce"),
-                        t.sk);
+  return launch_split_k(
+      q, p, k, r, build_kernel(q.get_context(), "gemm_nv.cl", src, opts + act_define(p), "gemm_nv_reduce"),
+      t.sk);
 }
 
 event enqueue_nv_skinny(queue& q, const gemm_problem& p, std::int64_t mb, std::int64_t nb, std::int64_t warps,
@@ -589,7 +607,7 @@ event enqueue_nv_skinny(queue& q, const gemm_problem& p, std::int64_t mb, std::i
   if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
   const std::string opts =
       fmt::format("-DMB={} -DNB={} -DWARPS={} -DHAS_BIAS={}", mb, nb, warps, p.bias.defined() ? 1 : 0);
-  kernel k = build_kernel(q.get_context(), "gemm_nv.cl", src, opts, "gemm_nv_skinny");
+  kernel k = build_kernel(q.get_context(), "gemm_nv.cl", src, opts + act_define(p), "gemm_nv_skinny");
   nd_range r(range<3>(ceil_div(p.n, nb * warps) * 32 * warps, ceil_div(p.m, mb), p.batch),
              range<3>(32 * warps, 1, 1));
   return launch(q, p, k, r);
@@ -616,13 +634,14 @@ event enqueue_mma(queue& q, const gemm_problem& p, const mma_tile_cfg& t, source
       "-DSTAGES={} -DSPLITK={} -DREDUCE",
       dtype_define(p.c.type()), t.bm, t.bn, t.bk, t.wpm, t.wpn, b_ncontig ? 1 : 0, p.bias.defined() ? 1 : 0,
       t.ldsm, t.cpa, t.cpa ? t.st : 2, t.sk);
-  kernel k = build_kernel(q.get_context(), "gemm_mma.cl", src, opts, "gemm_mma");
+  kernel k = build_kernel(q.get_context(), "gemm_mma.cl", src, opts + act_define(p), "gemm_mma");
   const std::int64_t threads = 32 * t.wpm * t.wpn;
   nd_range r(range<3>(ceil_div(p.n, t.bn) * threads, ceil_div(p.m, t.bm), p.batch * t.sk),
              range<3>(threads, 1, 1));
   if (t.sk <= 1) return launch(q, p, k, r);
-  return launch_split_k(q, p, k, r,
-                        build_kernel(q.get_context(), "gemm_mma.cl", src, opts, "gemm_mma_reduce"), t.sk);
+  return launch_split_k(
+      q, p, k, r, build_kernel(q.get_context(), "gemm_mma.cl", src, opts + act_define(p), "gemm_mma_reduce"),
+      t.sk);
 }
 
 // Why the mma kernel cannot serve this call with this tile (nullopt: it can).
@@ -736,10 +755,140 @@ std::optional<std::string> variant_mismatch(const kernel_config& c, variant v) {
   return std::nullopt;
 }
 
+// The block-quantized weight of a call (linear's weight, matmul's other), or null.
+const tensor* quantized_weight(const op_call& call) {
+  for (const auto& t : call.inputs)
+    if (t.defined() && is_quantized(t.type())) return &t;
+  return nullptr;
+}
+
 std::optional<std::string> dtype_unsupported(const op_call& call) {
   const dtype t = call.outputs.empty() ? call.inputs[0].type() : call.outputs[0].type();
   if (!is_floating(t)) return fmt::format("dtype {} is not a float dtype (f32, f16, bf16)", dtype_name(t));
+  if (const tensor* w = quantized_weight(call))
+    return fmt::format("weight is {} (block-quantized): opencl.quant serves it", dtype_name(w->type()));
   return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Weight-only quantized GEMM (gemm_quant.cl). The config's variant picks the kernel family and
+// its tile parameters: 0 (cpu) gemm_q_cpu with rm x qrn per work-item and qwg per group; 2 (gemv) and 4
+// (nv_skinny) gemm_q_gemv with mb, nb and wg (nv_skinny: 32 * warps); 1, 5 and 3 (auto=0)
+// gemm_q_tiled with tm, tn, wm, wn; 3 with auto=1 lets the shape choose (M <= 8: gemv).
+
+int qtype_define(dtype t) {
+  return t == dtype::q8_0 ? 0 : t == dtype::q4_0 ? 1 : 2;
+}
+
+enum class qkernel { cpu, gemv, tiled };
+
+struct qplan {
+  qkernel kind = qkernel::cpu;
+  std::int64_t a = 0, b = 0, c = 0, d = 0;  // cpu: rm, rn, lx, ly; gemv: mb, nb, wg; tiled: tm, tn, wm, wn
+};
+
+qplan plan_quant(const kernel_config& c, std::int64_t m) {
+  switch (c.at("variant")) {
+    case 0:  // at most 16 float16 accumulators: rm shrinks as qrn grows
+      return {qkernel::cpu, std::min(c.at("rm"), std::max<std::int64_t>(1, 16 / c.at("qrn"))), c.at("qrn"),
+              c.at("qwg"), 1};
+    case 2:
+      return {qkernel::gemv, c.at("mb"), c.at("nb"), c.at("wg"), 0};
+    case 4:
+      return {qkernel::gemv, c.at("mb"), c.at("nb"), 32 * c.at("warps"), 0};
+    case 3:
+      if (c.at("auto") == 1)
+        return m <= 8 ? qplan{qkernel::gemv, 8, 4, 128, 0} : qplan{qkernel::tiled, 64, 64, 4, 4};
+      [[fallthrough]];
+    default:
+      return {qkernel::tiled, c.at("tm"), c.at("tn"), c.at("wm"), c.at("wn")};
+  }
+}
+
+std::optional<std::string> quant_unsupported(const device& dev, const op_call& call, const kernel_config& c) {
+  const tensor* w = quantized_weight(call);
+  if (!w)
+    return std::string(
+        "weight is not block-quantized (q8_0, q4_0, q4_1): the float GEMM implementations serve it");
+  const dtype t = call.outputs.empty() ? call.inputs[0].type() : call.outputs[0].type();
+  if (!is_floating(t)) return fmt::format("dtype {} is not a float dtype (f32, f16, bf16)", dtype_name(t));
+  std::int64_t m = 1;
+  for (int i = 0; i + 1 < call.inputs[0].dim(); ++i) m *= call.inputs[0].size(i);
+  const qplan pl = plan_quant(c, m);
+  std::uint64_t threads = 1, local = 0;
+  if (pl.kind == qkernel::cpu) {
+    threads = static_cast<std::uint64_t>(pl.c * pl.d);
+  } else if (pl.kind == qkernel::gemv) {
+    threads = static_cast<std::uint64_t>(pl.c);
+    local = static_cast<std::uint64_t>(std::min<std::int64_t>(pl.a, next_pow2(m)) * pl.b * pl.c * 4);
+  } else {
+    threads = static_cast<std::uint64_t>((pl.a / pl.c) * (pl.b / pl.d));
+    local = static_cast<std::uint64_t>((pl.a + pl.b + 2) * 32 * 4);
+  }
+  if (threads > dev.max_work_group_size())
+    return fmt::format("work-group of {} items > device maximum {}", threads, dev.max_work_group_size());
+  if (local > dev.local_mem_size())
+    return fmt::format("needs local memory {} B > device {} B", local, dev.local_mem_size());
+  return std::nullopt;
+}
+
+// The GEMM with A's rows k-contiguous (the quantized kernels read activations 16 wide).
+gemm_problem with_k_rows(queue& q, gemm_problem p) {
+  if (p.a_folds && (p.sak == 1 || p.k <= 1)) return p;
+  p.a = p.a.contiguous(q);
+  p.sam = p.k;
+  p.sak = 1;
+  p.a_folds = true;
+  return p;
+}
+
+event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, source_override src) {
+  if (p0.m == 0 || p0.n == 0 || p0.batch == 0) return {};
+  const gemm_problem p = with_k_rows(q, p0);
+  const char* op = "gemm";
+  const qplan pl = plan_quant(c, p.m);
+  std::string opts = fmt::format("{} -DQTYPE={} -DHAS_BIAS={}", dtype_define(p.c.type()),
+                                 qtype_define(p.b.type()), p.bias.defined() ? 1 : 0);
+  const char* name = "gemm_q_cpu";
+  nd_range r(range<3>(1, 1, 1), range<3>(1, 1, 1));
+  if (pl.kind == qkernel::cpu) {
+    const std::int64_t rm = std::min<std::int64_t>(pl.a, p.m), rn = pl.b;
+    opts += fmt::format(" -DRM={} -DRN={}", rm, rn);
+    const std::int64_t gx = ceil_div(p.n, rn), gy = ceil_div(p.m, rm);
+    const std::int64_t lx = std::min(next_pow2(gx), pl.c);
+    r = nd_range(range<3>(ceil_div(gx, lx) * lx, gy, 1), range<3>(lx, 1, 1));
+  } else if (pl.kind == qkernel::gemv) {
+    const std::int64_t mb = std::min<std::int64_t>(pl.a, next_pow2(p.m));
+    opts += fmt::format(" -DMB={} -DNB={} -DWG={}", mb, pl.b, pl.c);
+    name = "gemm_q_gemv";
+    r = nd_range(range<3>(ceil_div(p.n, pl.b) * pl.c, ceil_div(p.m, mb), 1), range<3>(pl.c, 1, 1));
+  } else {
+    opts += fmt::format(" -DTM={} -DTN={} -DWM={} -DWN={}", pl.a, pl.b, pl.c, pl.d);
+    name = "gemm_q_tiled";
+    const std::int64_t lx = pl.b / pl.d, ly = pl.a / pl.c;
+    r = nd_range(range<3>(ceil_div(p.n, pl.b) * lx, ceil_div(p.m, pl.a) * ly, 1), range<3>(lx, ly, 1));
+  }
+  kernel k = build_kernel(q.get_context(), "gemm_quant.cl", src, opts, name);
+  const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), K = to_int(p.k, op, "K");
+  const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
+  const int sam = to_int(p.sam, op, "A row stride"), scm = to_int(p.scm, op, "C row stride");
+  const int sxm = to_int(p.sxm, op, "bias row stride"), sxn = to_int(p.sxn, op, "bias column stride");
+  const std::int64_t block = static_cast<std::int64_t>(dtype_block_elements(p.b.type()));
+  const std::int64_t w_off = p.b.offset() / block, swn = p.n > 1 ? p.sbn / block : 0;
+  const std::int64_t a_off = p.a.offset(), c_off = p.c.offset(),
+                     x_off = p.bias.defined() ? p.bias.offset() : 0;
+  auto sa = p.a.storage();
+  auto sb = p.b.storage();
+  auto sc = p.c.storage();
+  auto sx = p.bias.defined() ? p.bias.storage() : p.a.storage();
+  return q.submit([&](handler& h) {
+    accessor<std::byte> aa(sa, h, read_only);
+    accessor<std::byte> ab(sb, h, read_only);
+    accessor<std::byte> ac(sc, h, write_only, p.c.byte_extent());
+    accessor<std::byte> ax(sx, h, read_only);
+    h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_off, sam, ab, w_off, swn, ac, c_off, scm, ax, x_off, sxm,
+                   sxn);
+  });
 }
 
 std::vector<op_implementation> gemm_implementations(lowering lower) {
@@ -868,6 +1017,10 @@ std::vector<op_implementation> gemm_implementations(lowering lower) {
          }
          return enqueue_mma(q, p, t, src);
        }});
+  impls.push_back({"opencl.quant", "gemm_quant.cl", quant_unsupported,
+                   [lower](queue& q, const op_call& call, const kernel_config& c, source_override src) {
+                     return enqueue_quant(q, lower(call), c, src);
+                   }});
   return impls;
 }
 
@@ -950,8 +1103,17 @@ void reference_rows(host_call& hc, bool w_nk) {
                  hc.outputs[0]);
 }
 
+// With an activation: y = act(v); its slope is at most 1.13 (GELU) / 1.1 (SiLU), so the error of v
+// carries over scaled by 1.2, and the f32 evaluation of erf / tanh / exp adds a few ulps of |v|.
 void reference_linear(host_call& hc) {
   reference_rows(hc, true);
+  const auto act = parse_gemm_activation(hc.call->get_str("activation"), "ops::linear");
+  if (act == gemm_activation::none) return;
+  host_tensor& out = hc.outputs[0];
+  for (std::size_t i = 0; i < out.values.size(); ++i) {
+    out.magnitude[i] = 1.2 * out.magnitude[i] + 8.0 * std::fabs(out.values[i]);
+    out.values[i] = apply_gemm_activation(act, out.values[i]);
+  }
 }
 
 void reference_matmul(host_call& hc) {
@@ -967,7 +1129,8 @@ void reference_matmul(host_call& hc) {
 std::function<tolerance(const op_call&, int)> gemm_tolerance(lowering lower) {
   return [lower](const op_call& call, int) {
     const double k = static_cast<double>(lower(call).k);
-    const double f32 = std::ldexp(1.0, -23) * (2.0 + std::sqrt(k));
+    // A block-quantized weight adds one rounding per block (d * (a . q)).
+    const double f32 = std::ldexp(1.0, -23) * ((quantized_weight(call) ? 4.0 : 2.0) + std::sqrt(k));
     return tolerance{1.0, 0.0, 0.0, tf32_requested(call) ? f32 + std::ldexp(1.0, -9) : f32};
   };
 }
@@ -1018,11 +1181,23 @@ op_call sample_addmm(queue& q, const shape_key& key, const sample_options& o) {
   return finish(q, self("addmm"), std::move(c));
 }
 
+// The activation dtype of a sample in `t`: t itself, or f32 when t is a block-quantized weight
+// dtype (k must then be a whole number of blocks).
+dtype activation_type(const char* op, dtype t, std::int64_t k) {
+  if (!is_quantized(t)) return t;
+  if (k % 32 != 0)
+    throw error(errc::invalid_argument, fmt::format("ops::{}", op),
+                fmt::format("a {} weight needs k to be a multiple of 32 (its blocks run along k), got k={}",
+                            dtype_name(t), k));
+  return dtype::f32;
+}
+
 op_call sample_linear(queue& q, const shape_key& key, const sample_options& o) {
   op_call c{"linear", {}, {}, {}};
-  c.inputs = {random_tensor(q, {key.at("m"), key.at("k")}, o.type, o, 1),
+  const dtype at = activation_type("linear", o.type, key.at("k"));
+  c.inputs = {random_tensor(q, {key.at("m"), key.at("k")}, at, o, 1),
               random_tensor(q, {key.at("n"), key.at("k")}, o.type, o, 2),
-              random_tensor(q, {key.at("n")}, o.type, o, 3)};
+              random_tensor(q, {key.at("n")}, at, o, 3)};
   return finish(q, self("linear"), std::move(c));
 }
 
@@ -1092,7 +1267,33 @@ std::vector<test_case> addmm_cases(dtype) {
   return cases;
 }
 
-std::vector<test_case> linear_cases(dtype) {
+// A quantized weight [n, k] (k whole blocks) with activations in `at`: M = 1 (decode), small M,
+// large M (prefill), a 3-D input, and a weight that is a row slice of a larger one.
+std::vector<test_case> quant_linear_cases() {
+  std::vector<test_case> cases = {
+      keyed("one", "linear", "m=1,n=1,k=32"),
+      keyed("decode", "linear", "m=1,n=75,k=160"),
+      keyed("odd", "linear", "m=5,n=67,k=96"),
+      keyed("large", "linear", "m=64,n=192,k=256"),
+  };
+  cases.push_back({"broadcast", [](queue& q, const sample_options& o) {
+                     op_call c{"linear", {}, {}, {}};
+                     c.inputs = {random_tensor(q, {2, 3, 64}, dtype::f32, o, 1),
+                                 random_tensor(q, {9, 64}, o.type, o, 2), tensor()};
+                     return finish(q, self("linear"), std::move(c));
+                   }});
+  cases.push_back({"strided", [](queue& q, const sample_options& o) {
+                     op_call c{"linear", {}, {}, {}};
+                     c.inputs = {random_tensor(q, {2, 6, 64}, dtype::f32, o, 1).slice(1, 0, 6, 2),
+                                 random_tensor(q, {20, 64}, o.type, o, 2).slice(0, 3, 14),
+                                 random_tensor(q, {11}, dtype::f32, o, 3)};
+                     return finish(q, self("linear"), std::move(c));
+                   }});
+  return cases;
+}
+
+std::vector<test_case> linear_cases(dtype t) {
+  if (is_quantized(t)) return quant_linear_cases();
   std::vector<test_case> cases = {
       keyed("one", "linear", "m=1,n=1,k=1"),
       keyed("odd", "linear", "m=5,n=67,k=45"),
@@ -1118,12 +1319,30 @@ std::vector<test_case> linear_cases(dtype) {
                                  random_tensor(q, {9}, o.type, o, 3)};
                      return finish(q, self("linear"), std::move(c));
                    }});
+  // Activation epilogues (an encoder's FFN): K = 600 runs PoCL's default kc = 512 as two slices,
+  // so the activation must wait for the last one; 3-D input, with and without bias.
+  for (const char* act : {"gelu", "gelu_tanh", "silu"})
+    cases.push_back({act, [act](queue& q, const sample_options& o) {
+                       const bool bias = std::string_view(act) != "silu";
+                       op_call c{"linear", {}, {}, {}};
+                       c.inputs = {random_tensor(q, {2, 3, 600}, o.type, o, 1),
+                                   random_tensor(q, {37, 600}, o.type, o, 2),
+                                   bias ? random_tensor(q, {37}, o.type, o, 3) : tensor()};
+                       c.set("activation", std::string(act));
+                       return finish(q, self("linear"), std::move(c));
+                     }});
   return cases;
 }
 
 op_call sample_matmul(queue& q, const shape_key& key, const sample_options& o) {
   op_call c{"matmul", {}, {}, {}};
   const std::int64_t b = key.get("b", 1);
+  if (is_quantized(o.type)) {  // other: the transpose of a quantized [n, k] weight
+    const dtype at = activation_type("matmul", o.type, key.at("k"));
+    c.inputs = {make_operand(q, key.at("m"), key.at("k"), false, at, o, 1),
+                random_tensor(q, {key.at("n"), key.at("k")}, o.type, o, 2).transpose(0, 1)};
+    return finish(q, self("matmul"), std::move(c));
+  }
   if (b == 1)
     c.inputs = {make_operand(q, key.at("m"), key.at("k"), key.get("ta", 0) != 0, o.type, o, 1),
                 make_operand(q, key.at("k"), key.at("n"), key.get("tb", 0) != 0, o.type, o, 2)};
@@ -1133,7 +1352,18 @@ op_call sample_matmul(queue& q, const shape_key& key, const sample_options& o) {
   return finish(q, self("matmul"), std::move(c));
 }
 
-std::vector<test_case> matmul_cases(dtype) {
+std::vector<test_case> matmul_cases(dtype t) {
+  if (is_quantized(t)) {
+    std::vector<test_case> cases = {keyed("one", "matmul", "m=1,n=5,k=64"),
+                                    keyed("odd", "matmul", "m=7,n=37,k=96")};
+    cases.push_back({"broadcast", [](queue& q, const sample_options& o) {
+                       op_call c{"matmul", {}, {}, {}};
+                       c.inputs = {random_tensor(q, {2, 3, 64}, dtype::f32, o, 1),
+                                   random_tensor(q, {9, 64}, o.type, o, 2).transpose(0, 1)};
+                       return finish(q, self("matmul"), std::move(c));
+                     }});
+    return cases;
+  }
   std::vector<test_case> cases = {
       keyed("odd", "matmul", "b=1,m=19,n=23,k=29,ta=0,tb=1"),
       keyed("strided", "matmul", "b=2,m=9,n=20,k=24,ta=1,tb=0"),
@@ -1181,6 +1411,23 @@ op_descriptor base(const char* name, const char* summary, lowering lower, void (
     return b;
   };
   return d;
+}
+
+// A block-quantized weight operand: 2-D with its blocks along k (dim k_dim, contiguous), the
+// activations a float dtype.
+void check_quantized_weight(const op_call& call, const tensor& w, const char* name, int k_dim) {
+  if (!is_floating(call.inputs[0].type()))
+    bad(call, fmt::format("input has dtype {}; a {} {} takes f32, f16 or bf16 activations",
+                          dtype_name(call.inputs[0].type()), dtype_name(w.type()), name));
+  const auto block = static_cast<std::int64_t>(dtype_block_elements(w.type()));
+  const bool whole_blocks = w.dim() == 2 && w.strides()[k_dim] == 1 && w.size(k_dim) % block == 0 &&
+                            w.offset() % block == 0 &&
+                            (w.size(1 - k_dim) <= 1 || w.strides()[1 - k_dim] % block == 0);
+  if (!whole_blocks)
+    bad(call, fmt::format("{} {} must be a 2-D {} with its blocks of 32 along k (dim {}): k contiguous, a "
+                          "multiple of 32, starting on a block; got shape {} strides {} offset {}",
+                          name, w.str(), dtype_name(w.type()), k_dim, w.shape().str(), w.strides().str(),
+                          w.offset()));
 }
 
 void check_matrix_pair(const op_call& call, const tensor& a, const char* an, const tensor& b, const char* bn,
@@ -1263,11 +1510,15 @@ void register_matmul_ops(op_registry& r) {
     r.add(std::move(d));
   }
   {
-    op_descriptor d = base("linear", "out[..., n] = input[..., k] @ weight[n, k]^T (+ bias[n])", lower_linear,
-                           reference_linear);
+    op_descriptor d = base("linear", "out[..., n] = act(input[..., k] @ weight[n, k]^T (+ bias[n]))",
+                           lower_linear, reference_linear);
     d.inputs = {{"input"}, {"weight"}, {"bias", true}};
     d.outputs = {{"out"}};
+    d.attrs.push_back(
+        {"activation", std::string("none"),
+         "applied in the GEMM's store epilogue after the bias: none, gelu (erf), gelu_tanh, silu"});
     d.check = [](const op_call& c) {
+      parse_gemm_activation(c.get_str("activation"), "ops::linear");
       const tensor& x = c.inputs[0];
       const tensor& w = c.inputs[1];
       if (x.dim() < 1) bad(c, fmt::format("input must be at least 1-D, got shape {}", x.shape().str()));
@@ -1278,7 +1529,12 @@ void register_matmul_ops(op_registry& r) {
                 "input {} and weight {} do not match: input's last dim ({}) must equal weight's dim 1 ({})",
                 x.shape().str(), w.shape().str(), x.size(-1), w.size(1)));
       const tensor* bias = c.inputs.size() > 2 && c.inputs[2].defined() ? &c.inputs[2] : nullptr;
-      check_same_dtype(c, {{"input", &x}, {"weight", &w}, {"bias", bias ? bias : &x}});
+      if (is_quantized(w.type())) {
+        check_quantized_weight(c, w, "weight", 1);
+        check_same_dtype(c, {{"input", &x}, {"bias", bias ? bias : &x}});
+      } else {
+        check_same_dtype(c, {{"input", &x}, {"weight", &w}, {"bias", bias ? bias : &x}});
+      }
       if (bias && (bias->dim() != 1 || (bias->size(0) != w.size(0) && bias->size(0) != 1)))
         bad(c, fmt::format("bias must be 1-D of size {} (weight's dim 0) or 1, got shape {}", w.size(0),
                            bias->shape().str()));
@@ -1291,6 +1547,9 @@ void register_matmul_ops(op_registry& r) {
     d.key_names = {"m", "n", "k"};
     d.key = [](const op_call& c) { return gemm_key(lower_linear(c), false, false); };
     d.sample = sample_linear;
+    // The suite's dtypes: f32, f16 and bf16 operands, then a q8_0, q4_0 or q4_1 weight with f32
+    // activations (gemm_quant.cl; tests/ops/quant_test.cpp covers f16/bf16 activations).
+    d.dtypes = {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0, dtype::q4_1};
     d.config_test_shapes = {"m=3,n=67,k=45"};  // dot form, rows per work-item clamped to M
     d.test_cases = linear_cases;
     r.add(std::move(d));
@@ -1305,6 +1564,15 @@ void register_matmul_ops(op_registry& r) {
     d.check = [](const op_call& c) {
       const tensor& a = c.inputs[0];
       const tensor& b = c.inputs[1];
+      if (is_quantized(b.type())) {
+        check_quantized_weight(c, b, "other", 0);
+        if (a.dim() < 1 || a.size(-1) != b.size(0))
+          bad(c,
+              fmt::format("input {} and other {} cannot be multiplied: input's last dim must equal other's "
+                          "dim 0 ({})",
+                          a.shape().str(), b.shape().str(), b.size(0)));
+        return;
+      }
       if (a.dim() == 3 && b.dim() == 3) {
         check_matrix_pair(c, a, "input", b, "other", 3);
       } else if (a.dim() >= 1 && b.dim() == 2) {
@@ -1331,6 +1599,7 @@ void register_matmul_ops(op_registry& r) {
     d.key_names = {"b", "m", "n", "k", "ta", "tb"};
     d.key = [](const op_call& c) { return gemm_key(lower_matmul(c), true, true); };
     d.sample = sample_matmul;
+    d.dtypes = {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0, dtype::q4_1};
     d.config_test_shapes = {"b=1,m=19,n=23,k=29,ta=0,tb=0"};
     d.test_cases = matmul_cases;
     r.add(std::move(d));

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Norms over the last dim: layer_norm (weight, bias, eps), rms_norm (weight, eps) and
-// fused_add_rms_norm (residual <- input + residual in place, out <- rms_norm of that sum).
-// A strided input is copied to contiguous rows first; the in-place residual must be contiguous.
+// Norms over the last dim: layer_norm (weight, bias, eps), rms_norm (weight, eps), the fused
+// fused_add_rms_norm and fused_add_layer_norm (residual <- input + residual in place, out <- the
+// norm of that sum: a pre- or post-norm block's residual step in one pass) and l2_normalize
+// (x / max(||x||, eps), torch.nn.functional.normalize). A strided input is copied to contiguous
+// rows first; the in-place residual must be contiguous.
 #include <cmath>
 
 #include "kernels/op_support.hpp"
@@ -16,7 +18,29 @@ std::vector<dtype> floats() {
   return {dtype::f32, dtype::f16, dtype::bf16};
 }
 
-enum class norm_kind { layer, rms, fused };
+enum class norm_kind { layer, rms, fused, fused_layer, l2 };
+
+bool centred(norm_kind k) {  // subtracts the mean and takes a bias
+  return k == norm_kind::layer || k == norm_kind::fused_layer;
+}
+bool adds_residual(norm_kind k) {
+  return k == norm_kind::fused || k == norm_kind::fused_layer;
+}
+const char* norm_name(norm_kind k) {
+  switch (k) {
+    case norm_kind::layer:
+      return "layer_norm";
+    case norm_kind::rms:
+      return "rms_norm";
+    case norm_kind::fused:
+      return "fused_add_rms_norm";
+    case norm_kind::fused_layer:
+      return "fused_add_layer_norm";
+    case norm_kind::l2:
+      return "l2_normalize";
+  }
+  return "?";
+}
 
 std::int64_t last_dim(const tensor& t) {
   return t.dim() ? t.size(-1) : 1;
@@ -34,11 +58,11 @@ void check_param(const op_call& c, int idx, const std::string& name) {
 
 op_descriptor make_norm(norm_kind kind) {
   op_descriptor d;
-  const bool fused = kind == norm_kind::fused;
-  d.name = kind == norm_kind::layer ? "layer_norm" : fused ? "fused_add_rms_norm" : "rms_norm";
+  const bool fused = adds_residual(kind);
+  d.name = norm_name(kind);
   d.family = "norm";
-  const int w_idx = fused ? 2 : 1;
-  const int b_idx = kind == norm_kind::layer ? 2 : -1;
+  const int w_idx = kind == norm_kind::l2 ? -1 : fused ? 2 : 1;
+  const int b_idx = kind == norm_kind::layer ? 2 : kind == norm_kind::fused_layer ? 3 : -1;
   switch (kind) {
     case norm_kind::layer:
       d.summary = "(x - mean) / sqrt(var + eps) * weight + bias over the last dim";
@@ -58,6 +82,18 @@ op_descriptor make_norm(norm_kind kind) {
       d.outputs = {{"out"}, {"residual", false, "residual"}};
       d.attrs = {{"eps", 1e-6, "added to the mean square"}};
       break;
+    case norm_kind::fused_layer:
+      d.summary = "residual <- input + residual (in place); out <- layer_norm(residual) * weight + bias";
+      d.inputs = {{"input"}, {"residual"}, {"weight", true}, {"bias", true}};
+      d.outputs = {{"out"}, {"residual", false, "residual"}};
+      d.attrs = {{"eps", 1e-5, "added to the variance"}};
+      break;
+    case norm_kind::l2:
+      d.summary = "x / max(||x||_2, eps) over the last dim (torch.nn.functional.normalize, p=2, dim=-1)";
+      d.inputs = {{"input"}};
+      d.outputs = {{"out"}};
+      d.attrs = {{"eps", 1e-12, "lower bound of the norm (a zero row stays zero)"}};
+      break;
   }
   d.dtypes = floats();
   d.check = [fused, w_idx, b_idx](const op_call& c) {
@@ -71,12 +107,12 @@ op_descriptor make_norm(norm_kind kind) {
                     "; they must match");
       require_contiguous(c, r, "residual");
     }
-    check_param(c, w_idx, "weight");
+    if (w_idx > 0) check_param(c, w_idx, "weight");
     if (b_idx > 0) check_param(c, b_idx, "bias");
     double eps = c.get_f64("eps");
     if (!(eps >= 0)) fail(c, "attribute 'eps' must be >= 0; got " + format_attr(eps));
-    if (c.inputs.size() > static_cast<std::size_t>(w_idx) && c.inputs[w_idx].defined() && b_idx > 0 &&
-        c.inputs.size() > static_cast<std::size_t>(b_idx) && c.inputs[b_idx].defined())
+    if (w_idx > 0 && c.inputs.size() > static_cast<std::size_t>(w_idx) && c.inputs[w_idx].defined() &&
+        b_idx > 0 && c.inputs.size() > static_cast<std::size_t>(b_idx) && c.inputs[b_idx].defined())
       require_same_dtype(c, c.inputs[w_idx], "weight", c.inputs[b_idx], "bias");
   };
   d.infer_outputs = [fused](const op_call& c) {
@@ -96,8 +132,9 @@ op_descriptor make_norm(norm_kind kind) {
   d.reference = [kind, w_idx, b_idx](host_call& h) {
     const op_call& c = *h.call;
     const auto& x = h.inputs[0];
-    const host_tensor* w =
-        static_cast<int>(h.inputs.size()) > w_idx && h.inputs[w_idx].defined ? &h.inputs[w_idx] : nullptr;
+    const host_tensor* w = w_idx > 0 && static_cast<int>(h.inputs.size()) > w_idx && h.inputs[w_idx].defined
+                               ? &h.inputs[w_idx]
+                               : nullptr;
     const host_tensor* b = b_idx > 0 && static_cast<int>(h.inputs.size()) > b_idx && h.inputs[b_idx].defined
                                ? &h.inputs[b_idx]
                                : nullptr;
@@ -110,13 +147,13 @@ op_descriptor make_norm(norm_kind kind) {
     for (std::int64_t r = 0; r < rows; ++r) {
       for (std::int64_t j = 0; j < D; ++j) {
         t[j] = x.values[r * D + j];
-        if (kind == norm_kind::fused) {
+        if (adds_residual(kind)) {
           t[j] += h.inputs[1].values[r * D + j];
           h.outputs[1].values[r * D + j] = t[j];
         }
       }
       double mean = 0, absmean = 0;
-      if (kind == norm_kind::layer) {
+      if (centred(kind)) {
         for (double v : t) mean += v;
         mean /= static_cast<double>(D);
       }
@@ -126,8 +163,9 @@ op_descriptor make_norm(norm_kind kind) {
         absmean += std::fabs(v);
       }
       absmean /= static_cast<double>(D);
-      var /= static_cast<double>(D);
-      const double rs = 1.0 / std::sqrt(var + eps);
+      // l2: var holds the sum of squares, rs = 1 / max(||x||, eps).
+      const double rs = kind == norm_kind::l2 ? 1.0 / std::max(std::sqrt(var), eps)
+                                              : 1.0 / std::sqrt(var / static_cast<double>(D) + eps);
       const double Dd = static_cast<double>(D);
       for (std::int64_t j = 0; j < D; ++j) {
         double wj = w ? w->values[j] : 1.0;
@@ -158,7 +196,7 @@ op_descriptor make_norm(norm_kind kind) {
     const tensor& out = c.outputs[0];
     if (out.numel() == 0) return event{};
     tensor x = c.inputs[0].contiguous(q);
-    tensor w = static_cast<int>(c.inputs.size()) > w_idx ? c.inputs[w_idx] : tensor();
+    tensor w = w_idx > 0 && static_cast<int>(c.inputs.size()) > w_idx ? c.inputs[w_idx] : tensor();
     tensor b = b_idx > 0 && static_cast<int>(c.inputs.size()) > b_idx ? c.inputs[b_idx] : tensor();
     if (w.defined()) w = w.contiguous(q);
     if (b.defined()) b = b.contiguous(q);
@@ -170,10 +208,7 @@ op_descriptor make_norm(norm_kind kind) {
                        " -DWG=" + std::to_string(wg) + " -DVEC=" + std::to_string(cfg.at("vec")) +
                        " -DNT=" + (cfg.at("variant") == 2 ? "1" : "0");
     const bool per_item = cfg.at("variant") >= 1;
-    std::string kname = kind == norm_kind::layer ? "layer_norm"
-                        : kind == norm_kind::rms ? "rms_norm"
-                                                 : "fused_add_rms_norm";
-    kname += per_item ? "_row_per_item" : "_rows";
+    std::string kname = std::string(norm_name(kind)) + (per_item ? "_row_per_item" : "_rows");
     kernel k = build_kernel(q.get_context(), "norm.cl", src, opts, kname);
     const std::int64_t D = last_dim(x), rows = x.numel() / D;
     const float eps = static_cast<float>(c.get_f64("eps"));
@@ -192,11 +227,21 @@ op_descriptor make_norm(norm_kind kind) {
           h.parallel_for(r, k, rows, D, X, x.offset(), W, wb.offset(), B, bb.offset(), O, o.offset(), eps);
         else
           h.parallel_for(r, k, D, X, x.offset(), W, wb.offset(), B, bb.offset(), O, o.offset(), eps);
-      } else if (kind == norm_kind::rms) {
+      } else if (kind == norm_kind::rms || kind == norm_kind::l2) {
         if (per_item)
           h.parallel_for(r, k, rows, D, X, x.offset(), W, wb.offset(), O, o.offset(), eps);
         else
           h.parallel_for(r, k, D, X, x.offset(), W, wb.offset(), O, o.offset(), eps);
+      } else if (kind == norm_kind::fused_layer) {
+        tensor res = c.inputs[1];
+        accessor<std::byte> R(res.storage(), h, read_write, res.byte_extent());
+        accessor<std::byte> B(bb.storage(), h, read_only, bb.byte_extent());
+        if (per_item)
+          h.parallel_for(r, k, rows, D, X, x.offset(), R, res.offset(), W, wb.offset(), B, bb.offset(), O,
+                         o.offset(), eps);
+        else
+          h.parallel_for(r, k, D, X, x.offset(), R, res.offset(), W, wb.offset(), B, bb.offset(), O,
+                         o.offset(), eps);
       } else {
         tensor res = c.inputs[1];
         accessor<std::byte> R(res.storage(), h, read_write, res.byte_extent());
@@ -223,10 +268,15 @@ op_descriptor make_norm(norm_kind kind) {
       c.inputs = {x, w, b};
     } else if (kind == norm_kind::rms) {
       c.inputs = {x, w};
-    } else {
+    } else if (kind == norm_kind::l2) {
+      c.inputs = {x};
+    } else if (kind == norm_kind::fused) {
       c.inputs = {x, random_tensor(q, shape, o.type, rng, -3, 3, o.small_integers), w};
+    } else {
+      tensor b = bias ? random_tensor(q, {D}, o.type, rng, -1, 1, false) : tensor();
+      c.inputs = {x, random_tensor(q, shape, o.type, rng, -3, 3, o.small_integers), w, b};
     }
-    c.set("eps", 1e-5);
+    c.set("eps", kind == norm_kind::l2 ? 1e-12 : 1e-5);
     allocate_outputs(q, op_registry::instance().get(name), c);
     return c;
   };
@@ -234,10 +284,17 @@ op_descriptor make_norm(norm_kind kind) {
     return make(q, o, {k.at("rows"), k.at("d")}, true, true, false);
   };
   d.config_test_shapes = {"rows=1,d=1", "rows=5,d=1031"};
-  d.test_cases = [make](dtype) {
+  const bool new_op = kind == norm_kind::fused_layer || kind == norm_kind::l2;
+  d.test_cases = [make, new_op](dtype) {
     auto tc = [make](dims s, bool w, bool b, bool strided) {
       return [=](queue& q, const sample_options& o) { return make(q, o, s, w, b, strided); };
     };
+    if (new_op)  // few variants: each costs a PoCL compile
+      return std::vector<test_case>{{"empty", tc({0, 64}, true, true, false)},
+                                    {"one", tc({1}, true, true, false)},
+                                    {"odd", tc({7, 1031}, true, true, false)},
+                                    {"no_weight", tc({3, 130}, false, false, false)},
+                                    {"strided", tc({33, 65}, true, true, true)}};
     return std::vector<test_case>{
         {"empty", tc({0, 64}, true, true, false)},    {"one", tc({1}, true, true, false)},
         {"odd", tc({7, 1031}, true, true, false)},    {"no_weight", tc({3, 130}, false, false, false)},
@@ -253,6 +310,8 @@ void register_norm_ops(op_registry& r) {
   r.add(make_norm(norm_kind::layer));
   r.add(make_norm(norm_kind::rms));
   r.add(make_norm(norm_kind::fused));
+  r.add(make_norm(norm_kind::fused_layer));
+  r.add(make_norm(norm_kind::l2));
 }
 
 }  // namespace prism

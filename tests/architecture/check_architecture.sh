@@ -54,5 +54,6 @@ rule "layers import only downward: kernels" '#include "(tuning_db|dispatch|cli)/
 rule "layers import only downward: tuning_db" '#include "(kernels|dispatch|cli)/' tuning_db
 rule "layers import only downward: dispatch" '#include "(cli|io)/' dispatch
 rule "layers import only downward: io" '#include "(tuning_db|dispatch|cli)/' io
+rule "the Python module uses only the public API" '#include "(runtime|kernels|tuning_db|dispatch|cli|io)/' python
 [ "$failed" = 0 ] && echo "architecture: all rules hold"
 exit "$failed"

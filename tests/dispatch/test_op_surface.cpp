@@ -91,6 +91,12 @@ std::map<std::string, public_call> public_calls() {
     tensor residual = x(q);
     ops::fused_add_rms_norm(q, x(q), residual);
   }};
+  t["fused_add_layer_norm"] = {[=](queue& q) {
+    tensor residual = x(q);
+    ops::fused_add_layer_norm(q, x(q), residual);
+  }};
+  t["l2_normalize"] = {[=](queue& q) { ops::l2_normalize(q, x(q)); }};
+  t["masked_mean"] = {[](queue& q) { ops::masked_mean(q, filled(q, {2, 3, 4})); }};
   // cos and sin as the two halves of one cache: separate caches are concatenated along dim 1
   // first, and that cat's log line does not replay (cat's shape key, inputs and n, does not say
   // the rank and dim, so replay rebuilds 1-D inputs).
@@ -100,6 +106,22 @@ std::map<std::string, public_call> public_calls() {
                           cache.slice(1, 2, 4));
   }};
   t["silu_and_mul"] = {[=](queue& q) { ops::silu_and_mul(q, x(q)); }};
+  t["linear_silu_and_mul"] = {[](queue& q) {
+    ops::linear_silu_and_mul(q, filled(q, {2, 3}), filled(q, {4, 3}));
+  }};
+  // A KV cache [2, 1 kv head, 8 positions, head_dim 4] and a qkv row of 2 q heads + k + v.
+  t["qkv_rope_cache"] = {[](queue& q) {
+    tensor cache = filled(q, {2, 1, 8, 4});
+    ops::qkv_rope_cache(q, filled(q, {1, 16}), filled(q, {1}, 1.0f, dtype::i64), filled(q, {8, 4}), cache);
+  }};
+  t["kv_cache_attention"] = {[](queue& q) {
+    ops::kv_cache_attention(q, filled(q, {1, 2, 4}), filled(q, {2, 1, 8, 4}),
+                            filled(q, {1}, 1.0f, dtype::i64));
+  }};
+  t["decode_attention"] = {[](queue& q) {
+    tensor cache = filled(q, {2, 1, 8, 4});
+    ops::decode_attention(q, filled(q, {1, 16}), filled(q, {1}, 1.0f, dtype::i64), filled(q, {8, 4}), cache);
+  }};
   t["gelu_and_mul"] = {[=](queue& q) { ops::gelu_and_mul(q, x(q)); }};
   t["embedding"] = {[](queue& q) { ops::embedding(q, filled(q, {5, 3}), filled(q, {4}, 2.0f, dtype::i64)); }};
   t["cat"] = {[=](queue& q) { ops::cat(q, {x(q), x(q)}); }};

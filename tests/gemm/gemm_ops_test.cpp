@@ -191,12 +191,13 @@ TEST(GemmErrors, NameOpArgumentAndShapes) {
   expect_error(c3, {"linear", "bias", "[6]"});
   op_call c4 = make_call("scaled_dot_product_attention",
                          {rand_tensor({1, 3, 2, 8}, dtype::f32, 1), rand_tensor({1, 2, 4, 8}, dtype::f32, 2),
-                          rand_tensor({1, 2, 4, 8}, dtype::f32, 3), tensor()});
+                          rand_tensor({1, 2, 4, 8}, dtype::f32, 3), tensor(), tensor()});
   c4.outputs = {tensor::empty(q, {1, 3, 2, 8}, dtype::f32)};
   expect_error(c4, {"scaled_dot_product_attention", "multiple", "3", "2"});
-  op_call c5 = make_call("scaled_dot_product_attention",
-                         {rand_tensor({1, 2, 2, 8}, dtype::f32, 1), rand_tensor({1, 2, 4, 8}, dtype::f32, 2),
-                          rand_tensor({1, 2, 4, 8}, dtype::f32, 3), rand_tensor({3, 4}, dtype::f32, 4)});
+  op_call c5 =
+      make_call("scaled_dot_product_attention",
+                {rand_tensor({1, 2, 2, 8}, dtype::f32, 1), rand_tensor({1, 2, 4, 8}, dtype::f32, 2),
+                 rand_tensor({1, 2, 4, 8}, dtype::f32, 3), rand_tensor({3, 4}, dtype::f32, 4), tensor()});
   c5.outputs = {tensor::empty(q, {1, 2, 2, 8}, dtype::f32)};
   expect_error(c5, {"attn_mask", "[3, 4]", "broadcast"});
 }
@@ -205,7 +206,7 @@ TEST(GemmErrors, NameOpArgumentAndShapes) {
 // Attention
 
 op_call sdpa(tensor q, tensor k, tensor v, tensor mask = {}, bool causal = false) {
-  op_call c = make_call("scaled_dot_product_attention", {q, k, v, mask});
+  op_call c = make_call("scaled_dot_product_attention", {q, k, v, mask, tensor()});
   c.set("is_causal", causal);
   return c;
 }

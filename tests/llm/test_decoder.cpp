@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "examples/llm/decoder.hpp"
 #include "examples/llm/reference.hpp"
 #include "examples/llm/run.hpp"
+#include "prism/dispatch.hpp"
 #include "prism/runtime.hpp"
 
 namespace prism::llm {
@@ -100,6 +102,97 @@ TEST(Decoder, GreedyTokensEqualReferenceTokens) {
   // The decoder restarts cleanly: a second generation gives the same ids.
   dec.reset();
   EXPECT_EQ(dec.generate(prompt, 20).tokens, want);
+}
+
+// Every decode step's logits and ids, graph on or off, greedy or sampled.
+struct decoded {
+  std::vector<std::int32_t> tokens;
+  std::vector<std::vector<float>> logits;
+};
+decoded decode(decoder& dec, std::span<const std::int32_t> prompt, bool graph, sampler* chooser) {
+  decoded d;
+  decoder::controls c;
+  c.chooser = chooser;
+  c.on_logits = [&](const std::vector<float>& l) { d.logits.push_back(l); };
+  dec.set_graph(graph);
+  dec.reset();
+  d.tokens = dec.generate(prompt, 9, &c).tokens;
+  return d;
+}
+
+// The graph replays the very kernels and arguments eager decoding launches: the outputs are the
+// same bits, for every op of the decoder (the Qwen variant: qkv bias, q/k norm, tied head).
+TEST(Decoder, GraphDecodeIsBitIdenticalToEager) {
+  auto c = preset("tiny");
+  c.attention_bias = true;
+  c.qk_norm = true;
+  c.tie_embeddings = true;
+  const auto weights = model_weights::random(c, 3);
+  const auto prompt = random_prompt(6, c.vocab_size, 3);
+  decoder dec(test_queue(), weights);
+  for (bool greedy : {true, false}) {
+    sampling_options so;
+    so.temperature = greedy ? 0.0 : 0.9;
+    so.seed = 11;
+    sampler s1(so), s2(so);
+    const auto eager = decode(dec, prompt, false, greedy ? nullptr : &s1);
+    const auto graphed = decode(dec, prompt, true, greedy ? nullptr : &s2);
+    ASSERT_EQ(eager.logits.size(), 8u);
+    EXPECT_EQ(graphed.tokens, eager.tokens) << (greedy ? "greedy" : "sampled");
+    ASSERT_EQ(graphed.logits.size(), eager.logits.size());
+    for (std::size_t i = 0; i < eager.logits.size(); ++i)
+      EXPECT_EQ(0, std::memcmp(graphed.logits[i].data(), eager.logits[i].data(),
+                               eager.logits[i].size() * sizeof(float)))
+          << (greedy ? "greedy" : "sampled") << " step " << i << ": logits differ";
+  }
+  // One recording per mode (greedy records argmax into the graph, sampling does not); a later
+  // generation replays the same graph.
+  EXPECT_EQ(dec.graph_recordings(), 2u);
+  decode(dec, prompt, true, nullptr);
+  EXPECT_EQ(dec.graph_recordings(), 3u);  // back to greedy
+  decode(dec, prompt, true, nullptr);
+  EXPECT_EQ(dec.graph_recordings(), 3u);
+  // 2 layers x 7 ops (decode_attention fuses q/k norm, RoPE, the cache write and attention;
+  // linear_silu_and_mul the gate/up GEMV and SiLU * mul) + embedding, final norm, head, argmax.
+  EXPECT_EQ(dec.decode_step_commands(), 18u);
+}
+
+// A routing change (here: tuning lookups replaced) makes the decoder record its graph again,
+// and the new routes serve the replays; a backend that cannot be recorded is named.
+TEST(Decoder, GraphIsRecordedAgainWhenRoutingChanges) {
+  const auto c = preset("tiny");
+  const auto weights = model_weights::random(c, 4);
+  const auto prompt = random_prompt(5, c.vocab_size, 4);
+  decoder dec(test_queue(), weights);
+  const auto want = decode(dec, prompt, false, nullptr).tokens;
+  EXPECT_EQ(decode(dec, prompt, true, nullptr).tokens, want);
+  EXPECT_EQ(dec.graph_recordings(), 1u);
+
+  struct restore {
+    ~restore() { dispatch::use_tuning_database(); }
+  } at_exit;
+  dispatch::set_tuning_lookup([](const dispatch::tuning_query& qy) -> std::optional<dispatch::tuned_choice> {
+    if (qy.op == "fused_add_rms_norm") return dispatch::tuned_choice{"opencl", "wg=32,vec=1"};
+    return std::nullopt;
+  });
+  EXPECT_EQ(decode(dec, prompt, true, nullptr).tokens, want);
+  EXPECT_EQ(dec.graph_recordings(), 2u);
+
+  dispatch::set_tuning_lookup([](const dispatch::tuning_query& qy) -> std::optional<dispatch::tuned_choice> {
+    if (qy.op == "fused_add_rms_norm") return dispatch::tuned_choice{"host", ""};
+    return std::nullopt;
+  });
+  try {
+    decode(dec, prompt, true, nullptr);
+    ADD_FAILURE() << "a host-backend op was recorded into a graph";
+  } catch (const prism::error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), errc::unsupported) << what;
+    EXPECT_NE(what.find("fused_add_rms_norm on the host backend"), std::string::npos) << what;
+    EXPECT_NE(what.find("cannot be recorded in a graph"), std::string::npos) << what;
+  }
+  // Eager decoding still runs it on the host, and the queue is usable again.
+  EXPECT_EQ(decode(dec, prompt, false, nullptr).tokens, want);
 }
 
 TEST(Decoder, RejectsBadTokensAndCacheOverflow) {

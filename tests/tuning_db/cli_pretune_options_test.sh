@@ -23,6 +23,6 @@ refused "--max-runs must be a whole number in [1, 100000]" --model llama-2-7b --
 refused "has no entry for --dtypes f99 (its dtypes:" --model llama-2-7b --dtypes f99
 refused "has no entry for --ops nope (its ops:" --model llama-2-7b --ops nope
 if "$prism" pretune --model llama-2-7b --db "" > "$dir/out" 2>&1; then fail "accepted --db ''"; fi
-grep -qF -- "--db needs a file name, got an empty string" "$dir/out" || { cat "$dir/out" >&2; fail "--db '' message"; }
+grep -qF -- "--db: needs a file name or a postgresql:// URL, got an empty string" "$dir/out" || { cat "$dir/out" >&2; fail "--db '' message"; }
 [ ! -e "$dir/t.db" ] || fail "a refused pretune created the database"
 echo "prism pretune options: ok"

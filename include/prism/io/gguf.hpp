@@ -141,7 +141,10 @@ class gguf_file {
   /// The tensor's elements as f32 in row-major order. Throws prism::error(unsupported) naming
   /// the tensor and its type for types other than F32, F16, BF16, Q8_0, Q4_0 and Q4_1.
   std::vector<float> dequantize(const std::string& name) const;
-  /// The dequantized tensor on q's device as `as` (a float dtype).
+  /// The tensor on q's device as `as`: a float dtype (dequantized), or q8_0, q4_0, q4_1. When
+  /// `as` is the file's own type the blocks are copied as they are (a Q4_0 tensor loaded as q4_0
+  /// stays quantized); otherwise the values are dequantized and, for a quantized `as`,
+  /// requantized (the last dim must then be a multiple of 32).
   tensor load(const queue& q, const std::string& name, prism::dtype as = prism::dtype::f32) const;
 
  private:
@@ -153,6 +156,9 @@ class gguf_file {
   std::vector<gguf_tensor_info> tensors_;
   std::map<std::string, std::size_t> index_;
 };
+
+/// prism's dtype for a GGUF type stored as it is (F32, F16, BF16, Q8_0, Q4_0, Q4_1), else nullopt.
+std::optional<prism::dtype> gguf_prism_dtype(gguf_type t) noexcept;
 
 /// Dequantizes `count` elements of `type` from `blocks` (whole blocks) into `out`. Throws
 /// prism::error(unsupported) for types other than F32, F16, BF16, Q8_0, Q4_0 and Q4_1.

@@ -54,6 +54,11 @@ class safetensors_file {
   /// The tensor on q's device, contiguous, stored as `as` (default: its own type). Floats convert
   /// between f32, f16 and bf16 (RNE); a same-type load is one copy from the mapped file.
   tensor load(const queue& q, const std::string& name, std::optional<prism::dtype> as = {}) const;
+  /// Every tensor, as load() gives it, by name. Tensors that load as stored share one device
+  /// buffer (views at their file offsets), filled by one copy of the file's data section: the
+  /// fast way to load a checkpoint (on CPU devices with huge pages; benchmarks/io). Tensors that
+  /// convert, or that the device's largest allocation cannot hold together, load one by one.
+  std::map<std::string, tensor> load_all(const queue& q, std::optional<prism::dtype> as = {}) const;
 
  private:
   explicit safetensors_file(std::shared_ptr<const mapped_file> file);
@@ -76,6 +81,8 @@ class safetensors_checkpoint {
   std::vector<std::string> names() const;
   const std::vector<safetensors_file>& shards() const { return shards_; }
   tensor load(const queue& q, const std::string& name, std::optional<prism::dtype> as = {}) const;
+  /// Every tensor of every shard (safetensors_file::load_all, one buffer per shard).
+  std::map<std::string, tensor> load_all(const queue& q, std::optional<prism::dtype> as = {}) const;
 
  private:
   std::string path_;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "prism/runtime/context.hpp"
@@ -59,6 +60,16 @@ struct buffer_impl;
 /// contents are read back into `host` when the last handle goes away.
 std::shared_ptr<buffer_impl> make_buffer(const context& ctx, std::size_t bytes, void* host, bool copy_in,
                                          bool write_back);
+/// A buffer over `bytes` of foreign host memory at `host` (CL_MEM_USE_HOST_PTR); `owner` is
+/// released only after the buffer and every command that used it are done.
+std::shared_ptr<buffer_impl> wrap_host_memory(const context& ctx, void* host, std::size_t bytes,
+                                              std::shared_ptr<const void> owner);
+/// The host memory a wrapped buffer uses (nullptr for prism's own allocations).
+void* buffer_host_memory(const buffer_impl& b) noexcept;
+/// Over `host` without a copy, on CPU devices only (nullptr elsewhere): wrap_host_memory where
+/// the device reads host memory in place (safetensors load_all's zero-copy path).
+std::shared_ptr<buffer_impl> make_host_backed_buffer(const context& ctx, void* host, std::size_t bytes,
+                                                     std::shared_ptr<const void> owner);
 std::size_t buffer_bytes(const buffer_impl& b) noexcept;
 const context& buffer_context(const buffer_impl& b) noexcept;
 void buffer_set_write_back(buffer_impl& b, void* host) noexcept;
@@ -96,7 +107,31 @@ class buffer {
         count_(count) {}
   buffer(const queue& q, std::size_t count);
   buffer(const queue& q, T* host, std::size_t count);
+  /// Zero copy over host memory that `owner` keeps alive (released once the device is done with
+  /// it), on CPU devices, whose memory is the host's: commands read and write `host` itself. An
+  /// empty buffer (false) on other devices: copy instead. Used by safetensors_file::load_all
+  /// over a file's private mapping.
+  static buffer over_host(const context& ctx, T* host, std::size_t count, std::shared_ptr<const void> owner) {
+    buffer b;
+    b.impl_ = detail::make_host_backed_buffer(ctx, host, count * sizeof(T), std::move(owner));
+    if (b.impl_) b.count_ = count;
+    return b;
+  }
   buffer(const queue& q, const T* host, std::size_t count);
+
+  /// A buffer over foreign host memory (a NumPy array, a PyTorch tensor, a mapped file), made
+  /// with CL_MEM_USE_HOST_PTR: where the device shares host memory (CPU devices such as PoCL)
+  /// commands read and write `host` itself, without a copy; other devices may cache it and
+  /// synchronise on maps (host_accessor). `owner` keeps the memory alive: it is released after
+  /// the last copy of the buffer is gone and every command that used the buffer has finished.
+  /// Nothing is written back at destruction: the memory is the buffer's own storage.
+  static buffer wrap_host(const context& ctx, T* host, std::size_t count, std::shared_ptr<const void> owner) {
+    return buffer(detail::wrap_host_memory(ctx, host, count * sizeof(T), std::move(owner)), count);
+  }
+  /// The foreign host memory of a wrap_host buffer; nullptr for prism's own allocations.
+  T* host_memory() const noexcept {
+    return impl_ ? static_cast<T*>(detail::buffer_host_memory(*impl_)) : nullptr;
+  }
 
   std::size_t size() const noexcept { return count_; }
   std::size_t byte_size() const noexcept { return count_ * sizeof(T); }
@@ -116,11 +151,24 @@ class buffer {
     if (!src.empty()) detail::buffer_write(*impl_, offset * sizeof(T), src.size_bytes(), src.data());
   }
 
+  /// The same allocation (and dependency state) seen as elements of U, as SYCL's
+  /// buffer::reinterpret: e.g. a graph_param's buffer as the bytes of a tensor. The size is
+  /// byte_size() / sizeof(U), rounded down.
+  template <class U>
+  buffer<U> reinterpret() const {
+    return buffer<U>(impl_, byte_size() / sizeof(U));
+  }
+
   const std::shared_ptr<detail::buffer_impl>& get_impl() const noexcept { return impl_; }
   explicit operator bool() const noexcept { return impl_ != nullptr; }
   bool operator==(const buffer& o) const noexcept { return impl_ == o.impl_; }
 
  private:
+  template <class>
+  friend class buffer;
+  buffer(std::shared_ptr<detail::buffer_impl> impl, std::size_t count)
+      : impl_(std::move(impl)), count_(count) {}
+
   std::shared_ptr<detail::buffer_impl> impl_;
   std::size_t count_ = 0;
 };

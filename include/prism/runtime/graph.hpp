@@ -49,6 +49,14 @@ graph_totals graph_counters() noexcept;
 /// Commands replay in recording order; a replay as a whole is ordered against other work on the
 /// graph's buffers like one command group that uses all of them. Kernel arguments are taken by
 /// value at recording time: values that change per replay go through graph_param.
+/// Buffers created while the graph records (op outputs, temporaries, workspaces) belong to the
+/// graph, which keeps them alive, as a CUDA graph owns the allocations made during its capture;
+/// buffers created before recording must outlive the graph's replays (a replay after one was
+/// destroyed is an error naming the command that used it).
+/// What invalidates a graph: destroying a buffer it uses (an error at replay), and anything that
+/// changes what an op call would launch: routes, the tuning database, env overrides (the graph
+/// still replays what it recorded; record again to pick the change up, see
+/// dispatch::routing_generation()).
 /// Host tasks, native commands, host-to-device copies, USM transfers, blocking reads or writes,
 /// host accessors and queue waits cannot be recorded: each is an error naming what it was.
 /// Thread safety: safe; replays of one graph are serialised.

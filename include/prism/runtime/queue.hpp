@@ -45,6 +45,8 @@ class queue {
   const context& get_context() const;
   bool is_profiling_enabled() const;
   bool is_in_order() const;
+  /// True while a prism::graph records this queue's submissions (they are recorded, not run).
+  bool is_recording() const noexcept;
   std::uint32_t lane_count() const;
   std::uint64_t id() const;
 

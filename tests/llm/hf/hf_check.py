@@ -12,7 +12,15 @@
                    run on the same weights dequantized (so the bound stays 2e-4), identical greedy
                    ids; against the original weights, no further than the quantization moves
                    transformers' own logits; the embedded tokenizer's ids
-Usage: python hf_check.py PRISM_LLM WORKDIR {logits|tokenizer|gguf} NAME...
+  perplexity llama a small Llama trained here on a text the check writes, saved as an F32 GGUF and
+                   quantized to Q8_0, Q4_0 and Q4_1 by llama.cpp's own quantizer (llama-cpp-python,
+                   benchmarks/llm/llamacpp-env.sh; else by the `gguf` package, and the llama.cpp
+                   comparison is skipped: exit 77): perplexity of held-out text, token by token, by
+                   prism-llm --perplexity and by llama.cpp on the same files. Q8_0 within 1% of F32;
+                   Q4_0 and Q4_1 no further from F32 than llama.cpp's own gap (+ 1/4 of it); the
+                   quantized weights kept on the device equal --dequantize; --quantize q8_0|q4_0
+                   of the F32 file matches llama.cpp's file of that type
+Usage: python hf_check.py PRISM_LLM WORKDIR {logits|tokenizer|gguf|perplexity} NAME...
 (one process for several names: importing torch and transformers is most of a check's time)"""
 import json
 import os
@@ -133,7 +141,8 @@ def write_gguf(model, arch, qtype, path, tok):
     import torch
     cfg = model.config
     gtype = {"F32": gguf.GGMLQuantizationType.F32, "F16": gguf.GGMLQuantizationType.F16,
-             "Q8_0": gguf.GGMLQuantizationType.Q8_0, "Q4_0": gguf.GGMLQuantizationType.Q4_0}[qtype]
+             "Q8_0": gguf.GGMLQuantizationType.Q8_0, "Q4_0": gguf.GGMLQuantizationType.Q4_0,
+             "Q4_1": gguf.GGMLQuantizationType.Q4_1}[qtype]
     w = gguf.GGUFWriter(path, arch)
     w.add_name(f"prism-test-{arch}")
     w.add_context_length(cfg.max_position_embeddings)
@@ -249,6 +258,132 @@ def check_gguf(prism_llm, work, qtype):
                              f"{tok.encode(text, add_special_tokens=False).ids}")
 
 
+# A text from a small grammar (seeded): learnable enough that a tiny model trained for a few
+# seconds reaches a low perplexity, so that quantization visibly moves it.
+GRAMMAR = (["the cat", "a dog", "my friend", "the old man", "every child", "the teacher", "her brother"],
+           ["sees", "likes", "finds", "takes", "wants", "makes", "paints"],
+           ["the ball", "a red apple", "the small house", "some water", "the blue sky", "a good book", "his coat"],
+           ["today", "again", "at night", "in the park", "with joy", "before lunch", ""])
+
+
+def grammar_text(seed, sentences):
+    import random
+    rng = random.Random(seed)
+    return " ".join(" ".join(w for w in (rng.choice(part) for part in GRAMMAR) if w) + " ." for _ in range(sentences))
+
+
+def llamacpp_python():
+    """The python with llama-cpp-python: PRISM_LLAMACPP_PYTHON, else the benchmark venv's."""
+    import subprocess
+    cand = os.environ.get("PRISM_LLAMACPP_PYTHON") or os.path.join(
+        os.environ.get("PRISM_BENCH_VENV", os.path.expanduser("~/.cache/prism/bench-venv")), "bin", "python")
+    if os.path.exists(cand) and subprocess.run([cand, "-c", "import llama_cpp"], capture_output=True).returncode == 0:
+        return cand
+    return None
+
+
+def check_perplexity(prism_llm, work, arch):
+    import time
+    import torch
+    import transformers as tf
+    t_start = time.time()
+    words = sorted({w for part in GRAMMAR for phrase in part for w in phrase.split()} | {"."})
+    ids_of = {w: 3 + i for i, w in enumerate(words)}
+    train_text, eval_text = grammar_text(1, 600), grammar_text(2, 40)
+    _write(work, "train.txt", train_text)
+    _write(work, "eval.txt", eval_text)
+    train = torch.tensor([ids_of[w] for w in train_text.split()])
+    eval_ids = [ids_of[w] for w in eval_text.split()][:200]
+    torch.manual_seed(0)
+    cfg = tf.LlamaConfig(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=True, bos_token_id=1,
+                         eos_token_id=2)
+    model = tf.LlamaForCausalLM(cfg).float()
+    saved = os.path.join(work, "trained.pt")  # a rerun in the same folder reuses the training
+    if os.path.exists(saved):
+        model.load_state_dict(torch.load(saved))
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=4e-3)
+        model.train()
+        for step in range(80):
+            starts = torch.randint(0, len(train) - 49, (8,))
+            x = torch.stack([train[s:s + 48] for s in starts.tolist()])
+            loss = model(input_ids=x, labels=x).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        print(f"perplexity: trained {sum(p.numel() for p in model.parameters())} parameters to loss "
+              f"{loss.item():.3f} in {time.time() - t_start:.1f} s")
+        torch.save(model.state_dict(), saved)
+    model.eval()
+    tok = common.train_tokenizer("llama3")
+    f32 = os.path.join(work, f"{arch}-F32.gguf")
+    write_gguf(model, arch, "F32", f32, tok)
+    ids_arg = ",".join(map(str, eval_ids))
+    llama_py = llamacpp_python()
+
+    def prism_nll(path, *extra):
+        out = os.path.join(work, "ppl.json")
+        common.run([prism_llm, "--model", path, "--prompt-ids", ids_arg, "--perplexity", "--new-tokens", "1",
+                    "--warmup", "0", "--max-context", "512", "--json", out, *extra])
+        with open(out) as f:
+            return json.load(f)["mean_nll"]
+
+    def llama_nll(path):
+        return json.loads(common.run([llama_py, os.path.join(os.path.dirname(__file__), "llamacpp_tool.py"),
+                                      "score", path, ids_arg]))["mean_nll"]
+
+    import math
+    files = {"F32": f32}
+    for kind in ("Q8_0", "Q4_0", "Q4_1"):
+        files[kind] = os.path.join(work, f"{arch}-{kind}.gguf")
+        if llama_py:
+            common.run([llama_py, os.path.join(os.path.dirname(__file__), "llamacpp_tool.py"), "quantize", f32,
+                        files[kind], kind])
+        else:
+            write_gguf(model, arch, kind, files[kind], tok)
+    prism = {k: prism_nll(p) for k, p in files.items()}
+    llama = {k: llama_nll(p) for k, p in files.items()} if llama_py else {}
+    ppl = {k: math.exp(v) for k, v in prism.items()}
+    for k in files:
+        line = f"perplexity {k}: prism {ppl[k]:.4f} (gap {ppl[k] / ppl['F32'] - 1:+.4%})"
+        if llama:
+            line += f", llama.cpp {math.exp(llama[k]):.4f} (gap {math.exp(llama[k] - llama['F32']) - 1:+.4%})"
+        print(line)
+    failures = []
+    if llama and abs(prism["F32"] - llama["F32"]) > 0.01:
+        failures.append(f"F32: prism mean NLL {prism['F32']:.5f} vs llama.cpp {llama['F32']:.5f}")
+    if not ppl["Q8_0"] <= 1.01 * ppl["F32"]:
+        failures.append(f"Q8_0 perplexity {ppl['Q8_0']:.4f} is more than 1% above F32's {ppl['F32']:.4f}")
+    for k in ("Q4_0", "Q4_1"):
+        gap = ppl[k] / ppl["F32"] - 1
+        if llama:
+            ref = math.exp(llama[k] - llama["F32"]) - 1
+            if gap > ref + 0.25 * abs(ref) + 0.002:
+                failures.append(f"{k}: prism's perplexity gap {gap:+.4%} exceeds llama.cpp's {ref:+.4%}")
+        elif gap > 0.10:
+            failures.append(f"{k}: perplexity gap {gap:+.4%} > 10% without a llama.cpp reference")
+    # The blocks kept on the device against the same weights expanded (--dequantize).
+    deq = prism_nll(files["Q4_0"], "--dequantize")
+    print(f"perplexity Q4_0 --dequantize: {math.exp(deq):.4f}")
+    if abs(deq - prism["Q4_0"]) > 1e-4:
+        failures.append(f"Q4_0 kept quantized (NLL {prism['Q4_0']:.6f}) != --dequantize ({deq:.6f})")
+    # prism's quantizer and llama-quantize's rules: the same perplexity as llama.cpp's files.
+    for kind in ("q8_0", "q4_0"):
+        own = prism_nll(f32, "--quantize", kind)
+        print(f"perplexity F32 --quantize {kind}: {math.exp(own):.4f}")
+        if abs(own - prism[kind.upper()]) > 0.005:
+            failures.append(f"--quantize {kind}: NLL {own:.5f} vs {prism[kind.upper()]:.5f} on the {kind.upper()} file")
+    if failures:
+        raise SystemExit("perplexity: " + "; ".join(failures))
+    print(f"perplexity: checks passed in {time.time() - t_start:.1f} s")
+    if not llama:
+        print("perplexity: no llama-cpp-python (benchmarks/llm/llamacpp-env.sh): the comparison with llama.cpp "
+              "was skipped")
+        sys.exit(77)
+
+
 def _write(work, name, text):
     path = os.path.join(work, name)
     with open(path, "w", encoding="utf-8") as f:
@@ -262,7 +397,8 @@ def main():
     torch.set_num_threads(2)
     for name in names:
         os.makedirs(os.path.join(work, name), exist_ok=True)
-        {"logits": check_logits, "tokenizer": check_tokenizer, "gguf": check_gguf}[what](
+        {"logits": check_logits, "tokenizer": check_tokenizer, "gguf": check_gguf,
+         "perplexity": check_perplexity}[what](
             prism_llm, os.path.join(work, name), name)
     print("PASS")
 

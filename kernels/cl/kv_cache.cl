@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: Apache-2.0
+// kv_cache.cl: the two decoder steps around a KV cache [2, Hk, S, D] (keys, then values), whose
+// write position and visible length come from a device positions tensor, so that one recorded
+// graph serves every decode step.
+// - qkv_rope_cache: one work-group per (head, token) of a fused qkv row [Hq + 2 Hk heads of D]:
+//   optional RMSNorm of q and k heads (q_norm / k_norm weights), RoPE of the first ROT dims,
+//   then q to `query` [T, Hq, D] and k, v to the cache at the token's position.
+// - kv_cache_attention: one work-group per (query head, token); the token sees cache positions
+//   0 .. positions[t] (causal by position); keys in chunks of WG with an online softmax.
+// - decode_attention: both for one token, one work-group per query head: each group normalizes
+//   and rotates its q head and its kv head's new key itself (so no group waits for another), the
+//   first q head of each kv group writes the new k/v to the cache, and the new position's key
+//   and value are taken from local memory, rounded to the cache's storage type as a reader of
+//   the cache would see them.
+// Defines: A_K (qkv / query / output kind), K_K (cache kind), W_K (norm weight kind), C_K
+// (cos/sin kind), P_K (positions kind), D, ROT, WG (power of two), NEOX, HAS_QN, HAS_KN,
+// ACC_N (ceil(D / WG)).
+
+#if defined(QKV_ROPE_CACHE) || defined(DECODE_ATTENTION)
+// One head row of D values -> optional RMSNorm (weight wt) -> RoPE of the first ROT dims by the
+// cos/sin row c (when rotate) -> dst (local). Uses row and part; ends with a barrier.
+void head_norm_rope(__global const STYPE(A_K)* src, __global const STYPE(W_K)* wt, bool norm, float eps,
+                    __global const STYPE(C_K)* c, bool rotate, __local float* row, __local float* part,
+                    __local float* dst) {
+  const int lid = get_local_id(0);
+  float ss = 0;
+  for (int i = lid; i < D; i += WG) {
+    const float v = LOAD(A_K, src, i);
+    row[i] = v;
+    ss += v * v;
+  }
+  if (norm) {  // uniform over the work-group
+    part[lid] = ss;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int w = WG / 2; w > 0; w >>= 1) {
+      if (lid < w) part[lid] += part[lid + w];
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float r = rsqrt(part[0] / (float)D + eps);
+    for (int i = lid; i < D; i += WG) row[i] = row[i] * r * LOAD(W_K, wt, i);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int hr = ROT / 2;
+  for (int i = lid; i < D; i += WG) {
+    float v = row[i];
+    if (rotate && i < ROT) {
+#if NEOX
+      const int j = i < hr ? i : i - hr;
+      const float x1 = row[j], x2 = row[j + hr];
+#else
+      const int j = i / 2;
+      const float x1 = row[2 * j], x2 = row[2 * j + 1];
+#endif
+      const float cc = LOAD(C_K, c, j), sn = LOAD(C_K, c, hr + j);
+#if NEOX
+      v = i < hr ? x1 * cc - x2 * sn : x2 * cc + x1 * sn;
+#else
+      v = (i & 1) == 0 ? x1 * cc - x2 * sn : x2 * cc + x1 * sn;
+#endif
+    }
+    dst[i] = v;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+#endif
+
+#ifdef QKV_ROPE_CACHE
+__kernel void qkv_rope_cache(long hq, long hk, long S, long max_pos, __global const STYPE(A_K)* qkv,
+                             long qkv_off, long qkv_st, __global const STYPE(P_K)* pos, long p_off,
+                             __global const STYPE(C_K)* cs, long c_off, __global STYPE(A_K)* qout, long q_off,
+                             __global STYPE(K_K)* cache, long cache_off, __global const STYPE(W_K)* qn, long qn_off,
+                             __global const STYPE(W_K)* kn, long kn_off, float eps) {
+  __local float row[D], part[WG], res[D];
+  const int lid = get_local_id(0);
+  const long h = get_group_id(0), t = get_group_id(1);
+  const bool is_q = h < hq;
+  const long p = LOADL(P_K, pos, p_off + t);
+  const bool rotate = p >= 0 && p < max_pos;
+  head_norm_rope(qkv + qkv_off + t * qkv_st + h * D, is_q ? qn + qn_off : kn + kn_off, is_q ? HAS_QN : HAS_KN,
+                 eps, cs + c_off + (rotate ? p : 0) * ROT, rotate, row, part, res);
+  if (is_q) {
+    __global STYPE(A_K)* qdst = qout + q_off + (t * hq + h) * D;
+    for (int i = lid; i < D; i += WG) STORE(A_K, qdst, i, res[i]);
+    return;
+  }
+  if (p < 0 || p >= S) return;
+  const long kh = h - hq;
+  __global STYPE(K_K)* kdst = cache + cache_off + (kh * S + p) * D;
+  for (int i = lid; i < D; i += WG) STORE(K_K, kdst, i, res[i]);
+  // The k work-group of a kv head also moves its v row.
+  __global const STYPE(A_K)* vsrc = qkv + qkv_off + t * qkv_st + (hq + hk + kh) * D;
+  __global STYPE(K_K)* vdst = cache + cache_off + ((hk + kh) * S + p) * D;
+  for (int i = lid; i < D; i += WG) STORE(K_K, vdst, i, LOAD(A_K, vsrc, i));
+}
+#endif
+
+#if defined(KV_CACHE_ATTENTION) || defined(DECODE_ATTENTION)
+// The online softmax of both attention kernels over cache keys [kb, ke): qs holds the scaled
+// query; in chunks of WG keys each work-item scores one key, the group reduces max and sum, and
+// item d accumulates output dim d. Position p (decode_attention's new token; -1: none) takes its
+// key and value from kr / vr in local memory instead of the cache. Ends with a barrier.
+void attend_keys(__local const float* qs, __global const STYPE(K_K)* K, __global const STYPE(K_K)* V, long kb,
+                 long ke, long p, __local const float* kr, __local const float* vr, __local float* ps,
+                 __local float* red, float* m_io, float* l_io, float* acc) {
+  const int lid = get_local_id(0);
+  float m = *m_io, l = *l_io;
+  for (long j0 = kb; j0 < ke; j0 += WG) {
+    const long j = j0 + lid;
+    float s = -INFINITY;
+    if (j < ke) {
+      float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+      int d = 0;
+      if (j == p) {
+        for (; d + 4 <= D; d += 4) {
+          d0 += qs[d] * kr[d];
+          d1 += qs[d + 1] * kr[d + 1];
+          d2 += qs[d + 2] * kr[d + 2];
+          d3 += qs[d + 3] * kr[d + 3];
+        }
+        for (; d < D; ++d) d0 += qs[d] * kr[d];
+      } else {
+        __global const STYPE(K_K)* k = K + j * D;
+        for (; d + 4 <= D; d += 4) {
+          d0 += qs[d] * LOAD(K_K, k, d);
+          d1 += qs[d + 1] * LOAD(K_K, k, d + 1);
+          d2 += qs[d + 2] * LOAD(K_K, k, d + 2);
+          d3 += qs[d + 3] * LOAD(K_K, k, d + 3);
+        }
+        for (; d < D; ++d) d0 += qs[d] * LOAD(K_K, k, d);
+      }
+      s = (d0 + d1) + (d2 + d3);
+    }
+    red[lid] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int w = WG / 2; w > 0; w >>= 1) {
+      if (lid < w) red[lid] = fmax(red[lid], red[lid + w]);
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float mnew = fmax(m, red[0]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float e = j < ke ? exp(s - mnew) : 0.0f;
+    ps[lid] = e;
+    red[lid] = e;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int w = WG / 2; w > 0; w >>= 1) {
+      if (lid < w) red[lid] += red[lid + w];
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float alpha = exp(m - mnew);
+    l = l * alpha + red[0];
+    const int cnt = (int)min((long)WG, ke - j0);
+    for (int a = 0; a < ACC_N; ++a) {
+      const int d = lid + a * WG;
+      if (d < D) {  // four independent sums keep four value loads in flight
+#define VAL(jv) ((jv) == p ? vr[d] : LOAD(K_K, V + (jv) * D, d))
+        float x0 = acc[a] * alpha, x1 = 0, x2 = 0, x3 = 0;
+        int jj = 0;
+        for (; jj + 4 <= cnt; jj += 4) {
+          const long jv = j0 + jj;
+          x0 += ps[jj] * VAL(jv);
+          x1 += ps[jj + 1] * VAL(jv + 1);
+          x2 += ps[jj + 2] * VAL(jv + 2);
+          x3 += ps[jj + 3] * VAL(jv + 3);
+        }
+        for (; jj < cnt; ++jj) x0 += ps[jj] * VAL(j0 + jj);
+#undef VAL
+        acc[a] = (x0 + x1) + (x2 + x3);
+      }
+    }
+    m = mnew;
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  *m_io = m;
+  *l_io = l;
+}
+#endif
+
+#ifdef KV_CACHE_ATTENTION
+__kernel void kv_cache_attention(long hq, long hk, long S, float scale, __global const STYPE(A_K)* qp, long q_off,
+                                 long q_st, long q_sh, __global const STYPE(K_K)* cache, long c_off,
+                                 __global const STYPE(P_K)* pos, long p_off, __global STYPE(A_K)* out,
+                                 long o_off) {
+  __local float qs[D];
+  __local float ps[WG];
+  __local float red[WG];
+  const int lid = get_local_id(0);
+  const long h = get_group_id(0), t = get_group_id(1);
+  const long kvh = h / (hq / hk);
+  for (int i = lid; i < D; i += WG) qs[i] = LOAD(A_K, qp, q_off + t * q_st + h * q_sh + i) * scale;
+  const long p = LOADL(P_K, pos, p_off + t);
+  const long L = p < 0 ? 0 : min(p + 1, S);
+  __global const STYPE(K_K)* K = cache + c_off + kvh * S * D;
+  __global const STYPE(K_K)* V = cache + c_off + (hk + kvh) * S * D;
+  float m = -INFINITY, l = 0;
+  float acc[ACC_N];
+  for (int a = 0; a < ACC_N; ++a) acc[a] = 0;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  attend_keys(qs, K, V, 0, L, -1, qs, qs, ps, red, &m, &l, acc);
+  __global STYPE(A_K)* o = out + o_off + (t * hq + h) * D;
+  const float inv = L > 0 ? 1.0f / l : 0.0f;
+  for (int a = 0; a < ACC_N; ++a) {
+    const int d = lid + a * WG;
+    if (d < D) STORE(A_K, o, d, acc[a] * inv);
+  }
+}
+#endif
+
+#ifdef DECODE_ATTENTION
+// A value as a store to, then a load from, storage of kind K would give it.
+inline float round_f32(float v) { return v; }
+inline float round_bf16(float v) { return bf16_to_f(f_to_bf16(v)); }
+inline float round_f16(float v) {
+  ushort bits;
+  vstore_half_rte(v, 0, (__private half*)&bits);
+  return vload_half(0, (__private const half*)&bits);
+}
+#define ROUND(K, v) PRISM_XCAT(round_, K)(v)
+
+// Split over keys when SPLIT: work-group (h, s) takes keys [s * CHUNK, (s + 1) * CHUNK) of head
+// h and writes its unnormalized output, max and sum to `part`; the last of the head's groups to
+// finish (an atomic counter, reset by it for the next launch) combines them. The grid covers the
+// cache's capacity: groups past the visible length only report empty partials.
+__kernel void decode_attention(long hq, long hk, long S, long max_pos, float scale, float eps,
+                               __global const STYPE(A_K)* qkv, long qkv_off, __global const STYPE(P_K)* pos,
+                               long p_off, __global const STYPE(C_K)* cs, long c_off, __global STYPE(K_K)* cache,
+                               long cache_off, __global const STYPE(W_K)* qn, long qn_off,
+                               __global const STYPE(W_K)* kn, long kn_off, __global STYPE(A_K)* out, long o_off,
+                               __global float* part, __global int* counters) {
+  __local float row[D], part_l[WG], qs[D], kr[D], vr[D], ps[WG], red[WG];
+  __local int last_l;
+  const int lid = get_local_id(0);
+  const long h = get_group_id(0), sidx = get_group_id(1), splits = get_num_groups(1);
+  const long group = hq / hk, kvh = h / group;
+  const long p = LOADL(P_K, pos, p_off);
+  const long L = p < 0 ? 0 : min(p + 1, S);
+#if SPLIT
+  const long kb = min(sidx * CHUNK, L), ke = min(kb + CHUNK, L);
+  // A split past the visible length (most of the grid early in a sequence) only reports empty.
+  const bool empty = kb >= ke && sidx > 0;
+#else
+  const long kb = 0, ke = L;
+  const bool empty = false;
+#endif
+  float m = -INFINITY, l = 0;
+  float acc[ACC_N];
+  for (int a = 0; a < ACC_N; ++a) acc[a] = 0;
+  if (!empty) {
+  const bool rotate = p >= 0 && p < max_pos;
+  __global const STYPE(C_K)* c = cs + c_off + (rotate ? p : 0) * ROT;
+  head_norm_rope(qkv + qkv_off + h * D, qn + qn_off, HAS_QN, eps, c, rotate, row, part_l, qs);
+  head_norm_rope(qkv + qkv_off + (hq + kvh) * D, kn + kn_off, HAS_KN, eps, c, rotate, row, part_l, kr);
+  __global const STYPE(A_K)* vsrc = qkv + qkv_off + (hq + hk + kvh) * D;
+  const bool writer = h % group == 0 && sidx == 0 && p >= 0 && p < S;
+  __global STYPE(K_K)* K = cache + cache_off + kvh * S * D;
+  __global STYPE(K_K)* V = cache + cache_off + (hk + kvh) * S * D;
+  for (int i = lid; i < D; i += WG) {
+    const float v = LOAD(A_K, vsrc, i);
+    if (writer) {
+      STORE(K_K, K + p * D, i, kr[i]);
+      STORE(K_K, V + p * D, i, v);
+    }
+    kr[i] = ROUND(K_K, kr[i]);
+    vr[i] = ROUND(K_K, v);
+    qs[i] = ROUND(A_K, qs[i]) * scale;  // as kv_cache_attention reads a stored query
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  attend_keys(qs, K, V, kb, ke, p, kr, vr, ps, red, &m, &l, acc);
+  }  // !empty
+  __global STYPE(A_K)* o = out + o_off + h * D;
+#if SPLIT
+  __global float* mine = part + (h * splits + sidx) * (D + 2);
+  for (int a = 0; a < ACC_N; ++a) {
+    const int d = lid + a * WG;
+    if (d < D) mine[d] = acc[a];
+  }
+  if (lid == 0) {
+    mine[D] = m;
+    mine[D + 1] = l;
+  }
+  // Publish the partial device-wide, then count this group in; the last one combines.
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  barrier(CLK_GLOBAL_MEM_FENCE);
+  if (lid == 0) last_l = atomic_inc(counters + h) == splits - 1;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (!last_l) return;
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  volatile __global const float* all = part + h * splits * (D + 2);
+  // Only the splits below the visible length hold keys (volatile loads are L2 round trips).
+  const long used = max((L + CHUNK - 1) / CHUNK, 1L);
+  float mx = -INFINITY;
+  for (long t = 0; t < used; ++t) mx = fmax(mx, all[t * (D + 2) + D]);
+  float sum = 0;
+  for (long t = 0; t < used; ++t) {
+    const float mt = all[t * (D + 2) + D];
+    sum += mt == -INFINITY ? 0.0f : all[t * (D + 2) + D + 1] * exp(mt - mx);
+  }
+  for (int d = lid; d < D; d += WG) {
+    float x = 0;
+    for (long t = 0; t < used; ++t) {
+      const float mt = all[t * (D + 2) + D];
+      if (mt != -INFINITY) x += all[t * (D + 2) + d] * exp(mt - mx);
+    }
+    STORE(A_K, o, d, sum > 0 ? x / sum : 0.0f);
+  }
+  if (lid == 0) counters[h] = 0;  // ready for the next launch
+#else
+  const float inv = L > 0 ? 1.0f / l : 0.0f;
+  for (int a = 0; a < ACC_N; ++a) {
+    const int d = lid + a * WG;
+    if (d < D) STORE(A_K, o, d, acc[a] * inv);
+  }
+#endif
+}
+#endif
