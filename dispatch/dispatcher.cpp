@@ -692,8 +692,21 @@ int op_index(std::string_view op) {
 }
 
 namespace {
+void forget_decisions();
+
+// The tuning database's rows changed behind the memo (a PostgreSQL snapshot refresh, another
+// database file): decide afresh, and recorded graphs record again.
+void follow_tuning_changes() {
+  static std::atomic<std::uint64_t> seen{0};
+  const std::uint64_t now = tuning::database::changes();
+  if (now == seen.load(std::memory_order_relaxed)) return;
+  seen.store(now, std::memory_order_relaxed);
+  forget_decisions();
+}
+
 dispatch_result route_and_run(queue& q, int op, op_call& call, const dispatch_options& options,
                               bool dry_run) {
+  follow_tuning_changes();
   auto& s = get_state();
   auto& o = s.ops[op];
   complete_attrs(*o.desc, call);  // before the memo: an omitted default is the explicit one

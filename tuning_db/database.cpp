@@ -2,6 +2,7 @@
 // prism::tuning::database: the store-independent half of the tuning database (memoized
 // exact/nearest lookups, validators, check, stats) over a store (SQLite file or PostgreSQL).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -147,6 +148,20 @@ database* make_default(default_state& s, const std::string& path) {
 }
 }  // namespace
 
+namespace {
+std::atomic<std::uint64_t>& rows_changed() {
+  static std::atomic<std::uint64_t> n{0};
+  return n;
+}
+}  // namespace
+
+void note_rows_changed() noexcept {
+  rows_changed().fetch_add(1, std::memory_order_acq_rel);
+}
+std::uint64_t database::changes() noexcept {
+  return rows_changed().load(std::memory_order_acquire);
+}
+
 database& database::process_default() {
   auto& s = defaults();
   std::lock_guard lock(s.mu);
@@ -159,7 +174,10 @@ void database::set_default_path(std::string path) {
   std::lock_guard lock(s.mu);
   s.path = std::move(path);
   // The old object stays alive (deliberately leaked): callers may still hold a reference.
-  if (s.db && !s.path.empty() && s.db->impl_->location != s.path) s.db = make_default(s, s.path);
+  if (s.db && !s.path.empty() && s.db->impl_->location != s.path) {
+    s.db = make_default(s, s.path);
+    note_rows_changed();
+  }
 }
 
 const std::string& database::path() const noexcept {

@@ -637,6 +637,7 @@ void postgres_store::refresh_loop() {
         for (auto& [d, groups] : fresh) snapshot_[d] = std::move(groups);
       }
       generation_.fetch_add(1, std::memory_order_release);
+      note_rows_changed();  // the dispatcher's remembered decisions may be out of date now
       if (failing || faulted_)
         log().info("tuning database {}: the snapshot is refreshed from the server again", shown_);
       failing = false;

@@ -76,4 +76,7 @@ class store {
 /// Opens the store `location` names. Never throws for an unusable store: its refusal() says why.
 std::unique_ptr<store> open_store(const std::string& location, database::access mode);
 
+/// Moves database::changes(): a store calls it after rows changed behind lookups' backs.
+void note_rows_changed() noexcept;
+
 }  // namespace prism::tuning

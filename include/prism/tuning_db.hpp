@@ -211,6 +211,11 @@ class database {
   /// Sets the path process_default() opens (the CLI's --db). Calling it after process_default()
   /// was opened with another path reopens it there.
   static void set_default_path(std::string path);
+  /// A process-wide count that changes whenever rows behind earlier answers may have changed
+  /// without this process writing them: a PostgreSQL snapshot refresh, or set_default_path()
+  /// switching databases. The dispatcher drops its remembered decisions when it moves (and
+  /// so bumps dispatch::routing_generation()). One atomic load.
+  static std::uint64_t changes() noexcept;
 
   /// The file path, or the URL with its password hidden.
   const std::string& path() const noexcept;

@@ -21,6 +21,7 @@
 #include "prism/dispatch.hpp"
 #include "prism/ops.hpp"
 #include "prism/runtime.hpp"
+#include "prism/tuning_db.hpp"
 #include "tests/dispatch/test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -205,6 +206,34 @@ TEST(Dispatch, TuningLookupIsMemoizedPerShapeAndGetsTheKey) {
   ASSERT_EQ(keys.size(), 1u) << "one lookup per (device, op, dtypes, shape)";
   EXPECT_EQ(keys[0].rfind("add f32|f32 n=4 ", 0), 0u) << keys[0];
   EXPECT_NE(keys[0].find(q.get_device().fingerprint().hash), std::string::npos);
+}
+
+// Rows that changed behind the memo (a PostgreSQL snapshot refresh, another database file)
+// are looked up again, and recorded graphs learn it through routing_generation().
+TEST(Dispatch, ChangedTuningRowsAreLookedUpAgain) {
+  auto& q = test_queue();
+  env_scope env(env_vars{});
+  pd::testing::reload_config();
+  int lookups = 0;
+  pd::set_tuning_lookup([&lookups](const pd::tuning_query&) -> std::optional<pd::tuned_choice> {
+    ++lookups;
+    return std::nullopt;
+  });
+  const std::string original = tuning::database::process_default().path();
+  dispatch_add(q);
+  dispatch_add(q);
+  ASSERT_EQ(lookups, 1);
+  const auto generation = pd::routing_generation();
+  const auto changes = tuning::database::changes();
+  temp_dir d;
+  tuning::database::set_default_path((d.path / "other.db").string());
+  EXPECT_GT(tuning::database::changes(), changes);
+  dispatch_add(q);
+  EXPECT_EQ(lookups, 2) << "the decision made with the old database's rows was kept";
+  EXPECT_GT(pd::routing_generation(), generation);
+  dispatch_add(q);
+  EXPECT_EQ(lookups, 2);
+  tuning::database::set_default_path(original);
 }
 
 TEST(Dispatch, EnvOverridesAnOpNoFileNames) {
