@@ -48,6 +48,29 @@ inline ushort prism_to_bf16(float f) {
   return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+// 16 bytes of storage in one load, for GPU GEMVs whose rows are 16-byte aligned: V16 elements
+// (4 f32, 8 f16/bf16) as a float vector VT16; prism_vdot16 sums their products in f32.
+#if PRISM_DTYPE == 0
+#define V16 4
+typedef float4 VT16;
+inline VT16 prism_load16(__global const GT* p) { return *(__global const float4*)p; }
+inline float prism_vdot16(VT16 a, VT16 b) { return dot(a, b); }
+#else
+#define V16 8
+typedef float8 VT16;
+#if PRISM_DTYPE == 1
+inline VT16 prism_load16(__global const GT* p) { return vload_half8(0, p); }
+#else
+inline VT16 prism_load16(__global const GT* p) {
+  const uint4 u = *(__global const uint4*)p;  // little-endian: element 2i is the low half
+  return (float8)(as_float(u.s0 << 16), as_float(u.s0 & 0xffff0000u), as_float(u.s1 << 16),
+                  as_float(u.s1 & 0xffff0000u), as_float(u.s2 << 16), as_float(u.s2 & 0xffff0000u),
+                  as_float(u.s3 << 16), as_float(u.s3 & 0xffff0000u));
+}
+#endif
+inline float prism_vdot16(VT16 a, VT16 b) { return dot(a.lo, b.lo) + dot(a.hi, b.hi); }
+#endif
+
 inline float prism_hsum1(float v) { return v; }
 inline float prism_hsum2(float2 v) { return v.s0 + v.s1; }
 inline float prism_hsum4(float4 v) { return prism_hsum2(v.lo + v.hi); }

@@ -8,9 +8,10 @@
 // the current one is multiplied, so there is one barrier per step. A work-item's TM x TN register
 // block is split into float4 groups spread over the tile (row = g*(BM/(TM/4)) + ty*4 + r), so a
 // warp's local reads are consecutive float4s: conflict-free.
-// gemm_nv_skinny (small M, B k-contiguous, e.g. linear weights [N, K]): each warp owns NB output
-// columns of MB rows; lane l sums k = 4l, 4l + 128, ... with float4 loads of A and B, then the
-// 32 partial sums meet in local memory.
+// gemm_nv_skinny (small M, B k-contiguous, e.g. linear weights [N, K]; f32, f16 or bf16 storage
+// by PRISM_DTYPE): each warp owns NB output columns of MB rows; lane l sums its 16-byte pieces
+// of k (4 f32 or 8 16-bit elements: k = 4l, 4l + 128, ... for f32), then the 32 partial sums
+// meet in local memory.
 // Build defines: TM, TN multiples of 4; BM, BN, BK; A_KCONTIG, B_NCONTIG (0/1); HAS_BIAS; SPLITK
 // (default 1; > 1: partial sums to a workspace, then gemm_nv_reduce, built with -DREDUCE);
 // skinny: MB, NB, WARPS. Operand alignment: contiguous dims' partner strides and offsets are
@@ -207,10 +208,10 @@ __kernel void gemm_nv_reduce(int M, int N, int S, long slab, __global const floa
 // Small M, both A and B k-contiguous (sak == sbk == 1), K a multiple of 4 not required.
 __kernel __attribute__((reqd_work_group_size(32 * WARPS, 1, 1)))
 void gemm_nv_skinny(int M, int N, int K, float alpha, float beta,
-                    __global const float* A, long a_off, int sam, int sak, long sab,
-                    __global const float* B, long b_off, int sbk, int sbn, long sbb,
-                    __global float* C, long c_off, int scm, long scb,
-                    __global const float* X, long x_off, int sxm, int sxn) {
+                    __global const GT* A, long a_off, int sam, int sak, long sab,
+                    __global const GT* B, long b_off, int sbk, int sbn, long sbb,
+                    __global GT* C, long c_off, int scm, long scb,
+                    __global const GT* X, long x_off, int sxm, int sxn) {
   __local float red[WARPS][MB * NB][33];
   const int lane = get_local_id(0) % 32, warp = get_local_id(0) / 32;
   const int n0 = (get_group_id(0) * WARPS + warp) * NB;
@@ -225,30 +226,31 @@ void gemm_nv_skinny(int M, int N, int K, float alpha, float beta,
 #pragma unroll
     for (int j = 0; j < NB; ++j) acc[i][j] = 0.0f;
   // Rows past M / columns past N read row 0 / column 0 (in bounds) and are never stored.
-  __global const float* brow[NB];
+  __global const GT* brow[NB];
 #pragma unroll
   for (int j = 0; j < NB; ++j) brow[j] = B + (long)(n0 + j < N ? n0 + j : 0) * sbn;
-  __global const float* arow[MB];
+  __global const GT* arow[MB];
 #pragma unroll
   for (int i = 0; i < MB; ++i) arow[i] = A + (long)(m0 + i < M ? m0 + i : 0) * sam;
-  const int kmain = K & ~127;
+  // 16-byte loads: a warp covers 32 * V16 elements of k per step (128 f32, 256 f16/bf16).
+  const int kmain = K & ~(32 * V16 - 1);
 #pragma unroll 2
-  for (int k = lane * 4; k < kmain; k += 128) {
-    float4 b[NB];
+  for (int k = lane * V16; k < kmain; k += 32 * V16) {
+    VT16 b[NB];
 #pragma unroll
-    for (int j = 0; j < NB; ++j) b[j] = *(__global const float4*)(brow[j] + k);
+    for (int j = 0; j < NB; ++j) b[j] = prism_load16(brow[j] + k);
 #pragma unroll
     for (int i = 0; i < MB; ++i) {
-      const float4 a = *(__global const float4*)(arow[i] + k);
+      const VT16 a = prism_load16(arow[i] + k);
 #pragma unroll
-      for (int j = 0; j < NB; ++j) acc[i][j] += dot(a, b[j]);
+      for (int j = 0; j < NB; ++j) acc[i][j] += prism_vdot16(a, b[j]);
     }
   }
   for (int k = kmain + lane; k < K; k += 32) {
 #pragma unroll
     for (int i = 0; i < MB; ++i)
 #pragma unroll
-      for (int j = 0; j < NB; ++j) acc[i][j] = fma(arow[i][k], brow[j][k], acc[i][j]);
+      for (int j = 0; j < NB; ++j) acc[i][j] = fma(PRISM_LOAD(arow[i] + k), PRISM_LOAD(brow[j] + k), acc[i][j]);
   }
 #pragma unroll
   for (int i = 0; i < MB; ++i)
@@ -260,7 +262,8 @@ void gemm_nv_skinny(int M, int N, int K, float alpha, float beta,
 #pragma unroll
     for (int l = 0; l < 32; ++l) s += red[warp][o][l];
     const int m = m0 + o / NB, n = n0 + o % NB;
-    if (m < M && n < N) C[(long)m * scm + n] = prism_epilogue(s, alpha, beta, X, x_off, sxm, sxn, m, n);
+    if (m < M && n < N)
+      PRISM_STORE(C + (long)m * scm + n, prism_epilogue(s, alpha, beta, X, x_off, sxm, sxn, m, n));
   }
 }
 #endif  // NB

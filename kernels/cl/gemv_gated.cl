@@ -3,10 +3,14 @@
 // weight [2F, K] (the SwiGLU MLP's first half in one kernel, for decode's small M). Parallel over
 // output pairs and K like gemm_gemv.cl: a work-group owns NB pairs (2 NB weight rows) of MB input
 // rows; work-item t sums k = t, t + WG, ... (weight rows read coalesced), then a local-memory tree
-// reduction and the gated store.
-// Build defines: PRISM_DTYPE, HAS_BIAS=0, MB, NB, WG (power of two).
+// reduction and the gated store. VEC16=1 (rows 16-byte aligned) reads 16 bytes per load.
+// Build defines: PRISM_DTYPE, HAS_BIAS=0, MB, NB, WG (power of two), VEC16 (0/1).
 
 #include "gemm_common.cl"
+
+#ifndef VEC16
+#define VEC16 0
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void gemv_silu_and_mul(int M, int F, int K, __global const GT* A, long a_off, int sam, __global const GT* W,
@@ -30,7 +34,26 @@ void gemv_silu_and_mul(int M, int F, int K, __global const GT* A, long a_off, in
     wrow[2 * c] = W + w_off + (long)j * swn;
     wrow[2 * c + 1] = W + w_off + (long)(F + j) * swn;
   }
+#if VEC16
+  // 16-byte loads (rows 16-byte aligned): work-item t takes the V16-element pieces t, t + WG, ...;
+  // the last K % V16 elements go one by one below.
+  for (int k = t * V16; k + V16 <= K; k += WG * V16) {
+    VT16 b[2 * NB];
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c) b[c] = prism_load16(wrow[c] + k);
+#pragma unroll
+    for (int i = 0; i < MB; ++i) {
+      if (i < rows) {
+        const VT16 a = prism_load16(A + (long)i * sam + k);
+#pragma unroll
+        for (int c = 0; c < 2 * NB; ++c) acc[i][c] += prism_vdot16(a, b[c]);
+      }
+    }
+  }
+  for (int k = K / V16 * V16 + t; k < K; k += WG) {
+#else
   for (int k = t; k < K; k += WG) {
+#endif
     float b[2 * NB];
 #pragma unroll
     for (int c = 0; c < 2 * NB; ++c) b[c] = PRISM_LOAD(wrow[c] + k);

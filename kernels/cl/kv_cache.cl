@@ -14,7 +14,7 @@
 //   the cache would see them.
 // Defines: A_K (qkv / query / output kind), K_K (cache kind), W_K (norm weight kind), C_K
 // (cos/sin kind), P_K (positions kind), D, ROT, WG (power of two), NEOX, HAS_QN, HAS_KN,
-// ACC_N (ceil(D / WG)).
+// ACC_N (ceil(D / WG)), KROW16 (0/1: cache rows 16-byte aligned, read 16 bytes per load).
 
 #if defined(QKV_ROPE_CACHE) || defined(DECODE_ATTENTION)
 // One head row of D values -> optional RMSNorm (weight wt) -> RoPE of the first ROT dims by the
@@ -95,6 +95,33 @@ __kernel void qkv_rope_cache(long hq, long hk, long S, long max_pos, __global co
 #endif
 
 #if defined(KV_CACHE_ATTENTION) || defined(DECODE_ATTENTION)
+#ifndef KROW16
+#define KROW16 0
+#endif
+#if KROW16
+// KROW16 (cache rows 16-byte aligned): a key row is read 16 bytes per load, KV_N values (4 f32,
+// 8 f16/bf16), instead of one scalar load per element; q . k of such a piece, in f32.
+inline float kdot16_f32(__local const float* q, __global const float* k) {
+  const float4 v = *(__global const float4*)k;
+  return q[0] * v.s0 + q[1] * v.s1 + q[2] * v.s2 + q[3] * v.s3;
+}
+inline float kdot16_bf16(__local const float* q, __global const ushort* k) {
+  const uint4 u = *(__global const uint4*)k;  // little-endian: element 2i is the low half
+  return q[0] * as_float(u.s0 << 16) + q[1] * as_float(u.s0 & 0xffff0000u) + q[2] * as_float(u.s1 << 16) +
+         q[3] * as_float(u.s1 & 0xffff0000u) + q[4] * as_float(u.s2 << 16) + q[5] * as_float(u.s2 & 0xffff0000u) +
+         q[6] * as_float(u.s3 << 16) + q[7] * as_float(u.s3 & 0xffff0000u);
+}
+inline float kdot16_f16(__local const float* q, __global const half* k) {
+  const float8 v = vload_half8(0, k);
+  return q[0] * v.s0 + q[1] * v.s1 + q[2] * v.s2 + q[3] * v.s3 + q[4] * v.s4 + q[5] * v.s5 + q[6] * v.s6 +
+         q[7] * v.s7;
+}
+#define kv_n_f32 4
+#define kv_n_f16 8
+#define kv_n_bf16 8
+#define KV_N PRISM_XCAT(kv_n_, K_K)
+#define KDOT16(q, k) PRISM_XCAT(kdot16_, K_K)(q, k)
+#endif
 // The online softmax of both attention kernels over cache keys [kb, ke): qs holds the scaled
 // query; in chunks of WG keys each work-item scores one key, the group reduces max and sum, and
 // item d accumulates output dim d. Position p (decode_attention's new token; -1: none) takes its
@@ -120,6 +147,14 @@ void attend_keys(__local const float* qs, __global const STYPE(K_K)* K, __global
         for (; d < D; ++d) d0 += qs[d] * kr[d];
       } else {
         __global const STYPE(K_K)* k = K + j * D;
+#if KROW16
+        for (; d + 4 * KV_N <= D; d += 4 * KV_N) {
+          d0 += KDOT16(qs + d, k + d);
+          d1 += KDOT16(qs + d + KV_N, k + d + KV_N);
+          d2 += KDOT16(qs + d + 2 * KV_N, k + d + 2 * KV_N);
+          d3 += KDOT16(qs + d + 3 * KV_N, k + d + 3 * KV_N);
+        }
+#endif
         for (; d + 4 <= D; d += 4) {
           d0 += qs[d] * LOAD(K_K, k, d);
           d1 += qs[d + 1] * LOAD(K_K, k, d + 1);

@@ -121,8 +121,11 @@ op_descriptor make_linear_silu_and_mul() {
     if (M == 0 || F == 0) return event{};
     const std::int64_t mb = std::min<std::int64_t>(cfg.at("mb"), M), nb = cfg.at("nb"), wg = cfg.at("wg");
     const bool rows = cfg.at("variant") == 1;
-    const std::string opts = fmt::format("-DPRISM_DTYPE={} -DHAS_BIAS=0 -DMB={} -DNB={} -DWG={} -DVW={}",
-                                         dtype_code(x.type()), mb, nb, wg, rows ? cfg.at("vw") : 1);
+    // Variant 0 reads 16 bytes per load when both operands' rows start 16-byte aligned.
+    const auto es = static_cast<std::int64_t>(dtype_size(x.type()));
+    const bool vec16 = !rows && (K * es) % 16 == 0 && (x.offset() * es) % 16 == 0 && (w.offset() * es) % 16 == 0;
+    const std::string opts = fmt::format("-DPRISM_DTYPE={} -DHAS_BIAS=0 -DMB={} -DNB={} -DWG={} -DVW={} -DVEC16={}",
+                                         dtype_code(x.type()), mb, nb, wg, rows ? cfg.at("vw") : 1, vec16 ? 1 : 0);
     kernel k = build_kernel(q.get_context(), "gemv_gated.cl", src, opts,
                             rows ? "gemv_silu_and_mul_rows" : "gemv_silu_and_mul");
     const auto uwg = static_cast<std::size_t>(wg);

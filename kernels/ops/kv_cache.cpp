@@ -240,6 +240,14 @@ void check_qkv_call(const op_call& c) {
 
 // ---- qkv_rope_cache ------------------------------------------------------------------------
 
+// The attention kernels read a cache row 16 bytes per load when every row starts 16-byte
+// aligned (the offset and a row of D elements both whole 16-byte units).
+std::string krow16_define(const tensor& cache, std::int64_t d) {
+  const auto es = static_cast<std::int64_t>(dtype_size(cache.type()));
+  const bool ok = is_floating(cache.type()) && (d * es) % 16 == 0 && (cache.offset() * es) % 16 == 0;
+  return fmt::format(" -DKROW16={}", ok ? 1 : 0);
+}
+
 op_descriptor make_qkv_rope_cache() {
   op_descriptor d;
   d.name = "qkv_rope_cache";
@@ -449,7 +457,8 @@ op_descriptor make_kv_cache_attention() {
     const std::int64_t wg = cfg.at("wg");
     const std::string opts = "-DKV_CACHE_ATTENTION " + dtype_defines("A", qt.type()) +
                              dtype_defines("K", cache.type()) + dtype_defines("P", pos.type()) +
-                             fmt::format("-DD={} -DWG={} -DACC_N={}", D, wg, (D + wg - 1) / wg);
+                             fmt::format("-DD={} -DWG={} -DACC_N={}", D, wg, (D + wg - 1) / wg) +
+                             krow16_define(cache, D);
     kernel k = build_kernel(q.get_context(), "kv_cache.cl", src, opts, "kv_cache_attention");
     const auto uwg = static_cast<std::size_t>(wg);
     const nd_range r(range<2>(uwg * static_cast<std::size_t>(hq), static_cast<std::size_t>(T)),
@@ -592,7 +601,8 @@ op_descriptor make_decode_attention() {
         fmt::format(
             "-DD={} -DROT={} -DWG={} -DNEOX={} -DHAS_QN={} -DHAS_KN={} -DACC_N={} -DSPLIT={} -DCHUNK={}", h.d,
             cs.size(1), wg, c.get_bool("is_neox") ? 1 : 0, has_qn ? 1 : 0, has_kn ? 1 : 0,
-            (h.d + wg - 1) / wg, splits > 1 ? 1 : 0, std::max<std::int64_t>(chunk, 1));
+            (h.d + wg - 1) / wg, splits > 1 ? 1 : 0, std::max<std::int64_t>(chunk, 1)) +
+        krow16_define(cache, h.d);
     kernel k = build_kernel(q.get_context(), "kv_cache.cl", src, opts, "decode_attention");
     const auto uwg = static_cast<std::size_t>(wg);
     const nd_range r(range<2>(uwg * static_cast<std::size_t>(h.hq), static_cast<std::size_t>(splits)),

@@ -528,8 +528,9 @@ bool nv_layout(const gemm_problem& p, bool& a_kcontig, bool& b_ncontig) {
 }
 
 bool skinny_layout(const gemm_problem& p) {
-  return p.sak == 1 && p.sbk == 1 && vec_ok(p.a.offset(), p.sam, p.sab, p.batch, 4) &&
-         vec_ok(p.b.offset(), p.sbn, p.sbb, p.batch, 4);
+  const std::size_t es = elem_size(p.c.type());  // one storage dtype for A, B and C
+  return p.sak == 1 && p.sbk == 1 && vec_ok(p.a.offset(), p.sam, p.sab, p.batch, es) &&
+         vec_ok(p.b.offset(), p.sbn, p.sbb, p.batch, es);
 }
 
 // gemm_mma's layouts: A k-contiguous; B k-contiguous (any) or n-contiguous (not with cp.async).
@@ -605,8 +606,8 @@ event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source
 event enqueue_nv_skinny(queue& q, const gemm_problem& p, std::int64_t mb, std::int64_t nb, std::int64_t warps,
                         source_override src) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
-  const std::string opts =
-      fmt::format("-DMB={} -DNB={} -DWARPS={} -DHAS_BIAS={}", mb, nb, warps, p.bias.defined() ? 1 : 0);
+  const std::string opts = fmt::format("{} -DMB={} -DNB={} -DWARPS={} -DHAS_BIAS={}", dtype_define(p.c.type()),
+                                       mb, nb, warps, p.bias.defined() ? 1 : 0);
   kernel k = build_kernel(q.get_context(), "gemm_nv.cl", src, opts + act_define(p), "gemm_nv_skinny");
   nd_range r(range<3>(ceil_div(p.n, nb * warps) * 32 * warps, ceil_div(p.m, mb), p.batch),
              range<3>(32 * warps, 1, 1));
@@ -708,15 +709,15 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
     if (!f32)
       log::get("kernels")->debug("GEMM {}: no tensor-core path ({}); local-memory tiles", call.op, *why);
   }
-  if (p.c.type() != dtype::f32) {
-    if (p.m <= 16) return enqueue_gemv(q, p, nv_fallback_config(), {});
-    return enqueue_gpu(q, p, nv_fallback_config(), {});
-  }
   if (p.m <= 16 && skinny_layout(p)) {
     const std::int64_t mb = p.m == 1 ? 1 : std::min<std::int64_t>(8, next_pow2(p.m));
     const std::int64_t nb = p.m == 1 ? 1 : 8, warps = p.m == 1 ? 8 : 4;
     if (static_cast<std::uint64_t>(warps * mb * nb * 33 * 4) <= dev.local_mem_size())
       return enqueue_nv_skinny(q, p, mb, nb, warps, src);
+  }
+  if (p.c.type() != dtype::f32) {
+    if (p.m <= 16) return enqueue_gemv(q, p, nv_fallback_config(), {});
+    return enqueue_gpu(q, p, nv_fallback_config(), {});
   }
   bool a_kcontig = true, b_ncontig = true;
   if (!nv_layout(p, a_kcontig, b_ncontig)) {
@@ -983,7 +984,7 @@ std::vector<op_implementation> gemm_implementations(lowering lower) {
        },
        [lower](queue& q, const op_call& call, const kernel_config& c, source_override src) {
          const gemm_problem p = for_kernels(q, lower(call));
-         if (p.c.type() != dtype::f32 || !skinny_layout(p)) return enqueue_nv_auto(q, call, p, c, src);
+         if (!skinny_layout(p)) return enqueue_nv_auto(q, call, p, c, src);
          return enqueue_nv_skinny(q, p, c.at("mb"), c.at("nb"), c.at("warps"), src);
        }});
   impls.push_back(

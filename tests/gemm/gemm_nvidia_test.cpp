@@ -132,6 +132,25 @@ TEST(NvGemm, Fp32KernelsMatchReference) {
   }
 }
 
+// The small-M kernel on 16-bit storage (16-byte loads of 8 elements): decode and small-M linears,
+// a k with a tail past the last 256 (520) and one not 8-aligned (the gemv fallback inside).
+TEST(NvGemm, SixteenBitSkinnyMatchesReference) {
+  if (test_queue().get_device().is_cpu()) GTEST_SKIP() << "the nv variants are refused on CPU devices";
+  const char* configs[] = {"variant=3,auto=1", "variant=4,mb=1,nb=1,warps=8", "variant=4,mb=4,nb=2,warps=2"};
+  for (dtype dt : {dtype::f16, dtype::bf16})
+    for (const char* cfg : configs)
+      for (std::int64_t m : {1, 5, 16})
+        for (std::int64_t k : {512, 520, 45}) {
+          op_call call{"linear",
+                       {rand_tensor({m, k}, dt, 4), rand_tensor({72, k}, dt, 5), rand_tensor({72}, dt, 6)},
+                       {},
+                       {}};
+          const comparison r = run_and_compare(call, cfg);
+          EXPECT_TRUE(r.ok) << cfg << " " << dtype_name(dt) << " linear m=" << m << " k=" << k << ": "
+                            << r.message;
+        }
+}
+
 TEST(NvGemm, TensorCoreFormsMatchReference) {
   if (!on_nvidia()) GTEST_SKIP() << "inline PTX runs only on NVIDIA's OpenCL";
   const char* configs[] = {
