@@ -78,6 +78,7 @@ std::optional<tuned_choice> tuning_tier::lookup(const op_descriptor& d, const st
   q.dtype = dtype_key(dtypes);
   q.shape = key;
   q.driver_version = driver_;
+  q.splits = d.nearest_splits;
   q.validator = [this](const tuning::result_row& row) { return staleness(row); };
   std::optional<tuning::match> m;
   try {

@@ -274,6 +274,9 @@ struct op_descriptor {
   /// The component names `key` produces, declared so routes files and vendor profiles can be
   /// checked at start-up without a call (conditional routes, `when: "m <= 16"`).
   std::vector<std::string> key_names;
+  /// Tuned rows of another shape serve a call only from its side of each (component, value)
+  /// split (tuning::lookup_query::splits): where the op switches kernels, e.g. {"m", 16}.
+  std::vector<std::pair<std::string, std::int64_t>> nearest_splits;
   /// GEMM-family ops only: the call as one strided GEMM (kernels/gemm_lowering.hpp). Every
   /// backend that serves GEMMs (prism's kernels, CLBlast, OpenBLAS) reads this lowering; an op
   /// without one is not a GEMM to them.

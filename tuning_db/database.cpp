@@ -309,6 +309,16 @@ std::string database::impl::skip_reason(const result_row& row, const std::string
   return {};
 }
 
+namespace {
+bool same_side_of_splits(const lookup_query& q, const shape_key& row) {
+  for (const auto& [name, value] : q.splits) {
+    const auto a = q.shape.find(name), b = row.find(name);
+    if (a && b && ((*a <= value) != (*b <= value))) return false;
+  }
+  return true;
+}
+}  // namespace
+
 std::optional<match> database::lookup(const lookup_query& q) {
   auto& d = *impl_;
   std::lock_guard lock(d.mu);
@@ -375,6 +385,7 @@ std::optional<match> database::lookup(const lookup_query& q) {
     for (auto& c : git->second) {
       double dist = shape_distance(q.shape, c.key);
       if (!(dist <= q.max_distance) || dist == 0) continue;
+      if (!same_side_of_splits(q, c.key)) continue;
       // Ties go to the smaller shape key text so every process picks the same row.
       if (best && (dist > best_d || (dist == best_d && c.row.shape >= best->row.shape))) continue;
       if (!usable(c)) continue;

@@ -103,6 +103,10 @@ struct lookup_query {
   std::string driver_version;
   /// Nearest-shape answers farther than this (see shape_distance) are not used.
   double max_distance = 8.0;
+  /// Nearest-shape answers must lie on the query's side of each (component, value) split:
+  /// both <= value or both > value (GEMMs: m <= 16 runs other kernels than larger m, so a row
+  /// tuned at m = 128 must not serve m = 1). Exact answers are not affected.
+  std::vector<std::pair<std::string, std::int64_t>> splits;
   /// Checked for this query's rows after the driver check (and instead of set_validator's):
   /// the caller's own staleness rule, which must not call back into the database.
   row_validator validator;

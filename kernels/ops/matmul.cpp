@@ -1460,6 +1460,7 @@ void register_matmul_ops(op_registry& r) {
       return std::vector<tensor_spec>{{{c.inputs[0].size(0), c.inputs[1].size(1)}, c.inputs[0].type()}};
     };
     d.key_names = {"m", "n", "k", "ta", "tb"};
+    d.nearest_splits = {{"m", 16}};  // small-M kernels (GEMV, skinny) below, tiles above
     d.key = [](const op_call& c) { return gemm_key(lower_mm(c), false, true); };
     d.sample = sample_mm;
     // Outer form (b rows contiguous) and the strided-gather path; linear covers the dot form.
@@ -1482,6 +1483,7 @@ void register_matmul_ops(op_registry& r) {
           {{c.inputs[0].size(0), c.inputs[0].size(1), c.inputs[1].size(2)}, c.inputs[0].type()}};
     };
     d.key_names = {"b", "m", "n", "k", "ta", "tb"};
+    d.nearest_splits = {{"m", 16}};  // small-M kernels (GEMV, skinny) below, tiles above
     d.key = [](const op_call& c) { return gemm_key(lower_bmm(c), true, true); };
     d.sample = sample_bmm;
     d.config_test_shapes = {"b=3,m=17,n=29,k=33,ta=0,tb=0"};
@@ -1504,6 +1506,7 @@ void register_matmul_ops(op_registry& r) {
       return std::vector<tensor_spec>{{{c.inputs[1].size(0), c.inputs[2].size(1)}, c.inputs[1].type()}};
     };
     d.key_names = {"m", "n", "k", "ta", "tb"};
+    d.nearest_splits = {{"m", 16}};  // small-M kernels (GEMV, skinny) below, tiles above
     d.key = [](const op_call& c) { return gemm_key(lower_addmm(c), false, true); };
     d.sample = sample_addmm;
     d.config_test_shapes = {"m=23,n=37,k=41,ta=0,tb=0"};
@@ -1546,6 +1549,7 @@ void register_matmul_ops(op_registry& r) {
       return std::vector<tensor_spec>{{s, c.inputs[0].type()}};
     };
     d.key_names = {"m", "n", "k"};
+    d.nearest_splits = {{"m", 16}};  // small-M kernels (GEMV, skinny) below, tiles above
     d.key = [](const op_call& c) { return gemm_key(lower_linear(c), false, false); };
     d.sample = sample_linear;
     // The suite's dtypes: f32, f16 and bf16 operands, then a q8_0, q4_0 or q4_1 weight with f32
@@ -1598,6 +1602,7 @@ void register_matmul_ops(op_registry& r) {
       return std::vector<tensor_spec>{{s, a.type()}};
     };
     d.key_names = {"b", "m", "n", "k", "ta", "tb"};
+    d.nearest_splits = {{"m", 16}};  // small-M kernels (GEMV, skinny) below, tiles above
     d.key = [](const op_call& c) { return gemm_key(lower_matmul(c), true, true); };
     d.sample = sample_matmul;
     d.dtypes = {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0, dtype::q4_1};

@@ -125,6 +125,23 @@ TEST(TuningDatabase, ExactThenNearestThenNothing) {
   EXPECT_FALSE(db.lookup(other_dtype));
 }
 
+TEST(TuningDatabase, NearestAnswersStayOnTheQuerysSideOfSplits) {
+  database db(fresh_db("splits"));
+  db.put_result(make_row(dev_a, "m=128,n=4096,k=4096", 1000, 3000, "big"));
+  auto q = query(dev_a, "m=1,n=4096,k=4096");
+  ASSERT_TRUE(db.lookup(q));  // distance 7: near enough without splits
+  q.splits = {{"m", 16}};
+  EXPECT_FALSE(db.lookup(q));
+  q.shape = shape_key::parse("m=16,n=4096,k=4096");
+  EXPECT_FALSE(db.lookup(q));  // 16 is on the small side
+  q.shape = shape_key::parse("m=32,n=4096,k=4096");
+  auto near = db.lookup(q);
+  ASSERT_TRUE(near);
+  EXPECT_EQ(near->row.config, "big");
+  q.shape = shape_key::parse("m=128,n=4096,k=4096");
+  EXPECT_EQ(db.lookup(q)->tier, match_tier::exact);
+}
+
 TEST(TuningDatabase, OtherDevicesRowsAreNeverUsed) {
   database db(fresh_db("otherdev"));
   db.put_device(device_record{dev_b, "Other GPU", "drv9", "{}"});

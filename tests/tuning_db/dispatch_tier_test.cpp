@@ -89,6 +89,25 @@ TEST(TuningDispatch, ExactAndNearestRowsRouteDispatch) {
   EXPECT_NE(r.tier, dispatch::source_tier::db_nearest);
 }
 
+// A GEMM row tuned at prefill size never serves a decode-size call (other kernels below m = 16),
+// though it is within the nearest-shape distance; a row on the same side does.
+TEST(TuningDispatch, GemmRowsServeOnlyTheirSideOfSmallM) {
+  auto& db = test_db();
+  queue q;
+  auto dev = q.get_device();
+  db.put_result(row_for(dev, "linear", "m=128,n=64,k=64", "host", ""));
+  dispatch::use_tuning_database();
+  auto decode = sample(q, "linear", "m=1,n=64,k=64");
+  auto r = dispatch::dispatch_call(q, decode);
+  q.wait();
+  EXPECT_NE(r.tier, dispatch::source_tier::db_nearest) << r.reason;
+  auto prefill = sample(q, "linear", "m=64,n=64,k=64");
+  r = dispatch::dispatch_call(q, prefill);
+  q.wait();
+  EXPECT_EQ(r.tier, dispatch::source_tier::db_nearest) << r.reason;
+  EXPECT_EQ(r.backend, "host");
+}
+
 TEST(TuningDispatch, StaleAndForeignRowsAreNotUsed) {
   auto& db = test_db();
   queue q;
