@@ -91,7 +91,70 @@ tensor upload_cat(queue& q, const std::vector<const host_tensor*>& parts, dtype 
   return upload_values(q, values, shape, type);
 }
 
+// Row-wise concatenation of device tensors: a view when the parts lie back to back in one
+// storage (a checkpoint that stores q, k, v or gate, up in this order, as save_hf_checkpoint
+// does), else one copy on the device (ops::cat).
+tensor fuse_rows(queue& q, const std::vector<const tensor*>& parts) {
+  const tensor& first = *parts[0];
+  bool adjacent = true;
+  std::int64_t rows = 0, next = first.offset();
+  for (const tensor* p : parts) {
+    adjacent = adjacent && p->storage() == first.storage() && p->type() == first.type() &&
+               p->is_contiguous() && p->offset() == next && p->dim() == first.dim() &&
+               (p->dim() == 1 || p->shape()[1] == first.shape()[1]);
+    next = p->offset() + p->numel();
+    rows += p->shape()[0];
+  }
+  if (!adjacent) {
+    std::vector<tensor> list;
+    for (const tensor* p : parts) list.push_back(*p);
+    return ops::cat(q, list, 0);
+  }
+  const dims shape = first.dim() == 2 ? dims{rows, first.shape()[1]} : dims{rows};
+  const dims strides = first.dim() == 2 ? dims{first.shape()[1], 1} : dims{1};
+  return tensor(first.storage(), shape, strides, first.offset(), first.type());
+}
+
 }  // namespace
+
+decoder::decoder(queue& q, const device_weights& weights) : q_(q), c_(weights.config) {
+  c_.validate();
+  const dtype t = c_.weight_dtype;
+  auto get = [&](const std::string& name) -> const tensor& {
+    auto it = weights.tensors.find(name);
+    if (it == weights.tensors.end())
+      throw error(errc::not_found, "llm::decoder", fmt::format("no device weight named '{}'", name));
+    if (it->second.type() != t)
+      throw error(errc::invalid_argument, "llm::decoder",
+                  fmt::format("device weight '{}' is {}, the model's dtype is {}", name,
+                              dtype_name(it->second.type()), dtype_name(t)));
+    return it->second;
+  };
+  embed_ = get("model.embed_tokens.weight");
+  final_norm_ = get("model.norm.weight");
+  lm_head_ = c_.tie_embeddings || !weights.tensors.count("lm_head.weight") ? embed_ : get("lm_head.weight");
+  for (std::int64_t l = 0; l < c_.num_layers; ++l) {
+    auto W = [&](const char* s) -> const tensor& { return get(model_weights::layer_name(l, s)); };
+    layer_weights L;
+    L.input_norm = W("input_layernorm.weight");
+    L.qkv = fuse_rows(q_, {&W("self_attn.q_proj.weight"), &W("self_attn.k_proj.weight"),
+                           &W("self_attn.v_proj.weight")});
+    if (c_.attention_bias)
+      L.qkv_bias = fuse_rows(
+          q_, {&W("self_attn.q_proj.bias"), &W("self_attn.k_proj.bias"), &W("self_attn.v_proj.bias")});
+    if (c_.qk_norm) {
+      L.q_norm = W("self_attn.q_norm.weight");
+      L.k_norm = W("self_attn.k_norm.weight");
+    }
+    L.o_proj = W("self_attn.o_proj.weight");
+    L.post_norm = W("post_attention_layernorm.weight");
+    L.gate_up = fuse_rows(q_, {&W("mlp.gate_proj.weight"), &W("mlp.up_proj.weight")});
+    L.down = W("mlp.down_proj.weight");
+    L.kv_cache = ops::zeros(q_, {2, c_.num_kv_heads, c_.max_seq_len, c_.head_dim}, t);
+    layers_.push_back(std::move(L));
+  }
+  init_tables();
+}
 
 decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.config()) {
   c_.validate();
@@ -122,6 +185,10 @@ decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.con
     L.kv_cache = ops::zeros(q_, {2, c_.num_kv_heads, c_.max_seq_len, c_.head_dim}, t);
     layers_.push_back(std::move(L));
   }
+  init_tables();
+}
+
+void decoder::init_tables() {
   // RoPE table in double, stored f32: [max_seq, head_dim] = cos | sin of pos * inv_freq[i], i < d/2
   // (theta^(-2i/d), with the checkpoint's rope_scaling applied).
   const std::int64_t half = c_.head_dim / 2;

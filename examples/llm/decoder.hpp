@@ -52,6 +52,11 @@ class decoder {
   /// silu_and_mul reads the gate/up GEMM's output directly), a KV cache of max_seq_len per layer
   /// and the RoPE cos/sin caches.
   decoder(queue& q, const model_weights& weights);
+  /// The same from weights already on q's device in config.weight_dtype (load_device_weights):
+  /// tensors are used in place; q/k/v and gate/up are fused as views when the parts lie back to
+  /// back in one buffer, else by one copy on the device. Throws prism::error(not_found) naming a
+  /// missing weight, (invalid_argument) one of another dtype.
+  decoder(queue& q, const device_weights& weights);
 
   /// Runs `tokens` at positions position() .. position()+n-1 and appends their keys and values
   /// to the cache. Returns the next-token logits (of the last token), [1, vocab], on the device.
@@ -121,6 +126,7 @@ class decoder {
     tensor kv_cache;
   };
   void step(const char* name);
+  void init_tables();  ///< the RoPE cos/sin table, positions, per-layer capture slots
   /// The forward pass of `n` tokens at device positions `positions` (i64 [n]); `pos` is their
   /// first position when known on the host (eager), -1 inside a graph recording. One-token steps
   /// never read `pos` (their cache length comes from `positions`), so a recording is always one.

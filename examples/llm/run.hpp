@@ -67,6 +67,12 @@ struct run_result {
   /// CPU time (user + system, all threads) of the weight load and the upload: on a busy machine
   /// the wall times above also hold the time spent waiting for a core.
   double weights_cpu_seconds = 0, upload_cpu_seconds = 0;
+  /// The checkpoint's load up to a ready decoder (weights + upload) and the bytes of its weight
+  /// files (0 for random weights); load_path says how: "device" (a Hugging Face folder mapped
+  /// straight onto the device, load_device_weights) or "host" (f32 host arrays, then upload).
+  double load_seconds = 0;
+  std::uint64_t load_bytes = 0;
+  std::string load_path;
   double prefill_seconds = 0, decode_seconds = 0;
   bool graph = false;                                       ///< decode replayed a recorded graph
   double graph_probe_eager_s = 0, graph_probe_graph_s = 0;  ///< --graph auto's measurement (0: none)
