@@ -190,38 +190,88 @@ std::vector<std::string> safetensors_file::names() const {
 
 namespace {
 
+// Makes a range of the mapping resident and mapped now, so a load is done when it returns
+// (reading a cold file included) rather than at the first kernel's page faults: one
+// MADV_POPULATE_READ (Linux 5.14), else a read of one byte per page.
+void populate(const std::byte* p, std::size_t bytes) {
+#ifndef MADV_POPULATE_READ
+  constexpr int MADV_POPULATE_READ = 22;
+#endif
+  if (::madvise(const_cast<std::byte*>(p), bytes, MADV_POPULATE_READ) == 0) return;
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  volatile std::byte sink{};
+  for (std::size_t i = 0; i < bytes; i += page) sink = p[i];
+  (void)sink;
+}
+
+}  // namespace
+
+namespace {
+
+enum class float_kind { f32, f16, bf16 };
+
+float_kind kind_of(prism::dtype t) {
+  return t == prism::dtype::f32 ? float_kind::f32 : t == prism::dtype::f16 ? float_kind::f16 : float_kind::bf16;
+}
+
+// float_to_bf16 and bf16_to_float (kernels/dtype.cpp), bit for bit, inline so that the
+// conversion loop vectorizes: a load converting to bf16 is bound by memory, not by calls.
+inline std::uint16_t to_bf16_inline(float f) {
+  std::uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const std::uint32_t nan = (x >> 16) | 0x40u, rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return static_cast<std::uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+inline float from_bf16_inline(std::uint16_t b) {
+  const std::uint32_t x = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+// One element of `From` at `in` as float (exact), then stored as `To` (RNE) at `out`.
+template <float_kind From, float_kind To>
+void convert_range(const std::byte* in, std::byte* out, std::size_t first, std::size_t last) {
+  constexpr std::size_t in_size = From == float_kind::f32 ? 4 : 2, out_size = To == float_kind::f32 ? 4 : 2;
+  for (std::size_t i = first; i < last; ++i) {
+    float f;
+    if constexpr (From == float_kind::f32) {
+      std::memcpy(&f, in + in_size * i, 4);
+    } else {
+      std::uint16_t bits;
+      std::memcpy(&bits, in + in_size * i, 2);
+      f = From == float_kind::f16 ? half_to_float(bits) : from_bf16_inline(bits);
+    }
+    if constexpr (To == float_kind::f32) {
+      std::memcpy(out + out_size * i, &f, 4);
+    } else {
+      const std::uint16_t bits = To == float_kind::f16 ? float_to_half(f) : to_bf16_inline(f);
+      std::memcpy(out + out_size * i, &bits, 2);
+    }
+  }
+}
+
+template <float_kind From>
+void convert_range_to(float_kind to, const std::byte* in, std::byte* out, std::size_t first, std::size_t last) {
+  if (to == float_kind::f32) convert_range<From, float_kind::f32>(in, out, first, last);
+  if (to == float_kind::f16) convert_range<From, float_kind::f16>(in, out, first, last);
+  if (to == float_kind::bf16) convert_range<From, float_kind::bf16>(in, out, first, last);
+}
+
 // The float conversions a load makes (f32, f16, bf16 both ways), element by element from the
-// mapped bytes into `out` (RNE, as tensor::from_floats; rounding is exact when widening).
+// mapped bytes into `out` (RNE, as tensor::from_floats; exact when widening).
 void convert_floats(const safetensor_view& v, prism::dtype target, std::byte* out) {
   const auto n = static_cast<std::size_t>(v.numel());
   const std::byte* in = v.data.data();
-  auto read = [&](std::size_t i) -> float {
-    if (v.dtype == "F32") {
-      float f;
-      std::memcpy(&f, in + 4 * i, 4);
-      return f;
-    }
-    std::uint16_t bits;
-    std::memcpy(&bits, in + 2 * i, 2);
-    return v.dtype == "F16" ? half_to_float(bits) : bf16_to_float(bits);
-  };
+  const float_kind from = kind_of(*v.prism_dtype()), to = kind_of(target);
   auto work = [&](std::size_t first, std::size_t last) {
-    if (target == prism::dtype::f32) {
-      for (std::size_t i = first; i < last; ++i) {
-        const float f = read(i);
-        std::memcpy(out + 4 * i, &f, 4);
-      }
-      return;
-    }
-    const bool half = target == prism::dtype::f16;
-    for (std::size_t i = first; i < last; ++i) {
-      const std::uint16_t bits = half ? float_to_half(read(i)) : float_to_bf16(read(i));
-      std::memcpy(out + 2 * i, &bits, 2);
-    }
+    if (from == float_kind::f32) convert_range_to<float_kind::f32>(to, in, out, first, last);
+    if (from == float_kind::f16) convert_range_to<float_kind::f16>(to, in, out, first, last);
+    if (from == float_kind::bf16) convert_range_to<float_kind::bf16>(to, in, out, first, last);
   };
   // Large tensors convert on every core: the pass is bound by memory and page faults.
   const std::size_t threads =
-      n >= (std::size_t{1} << 20) ? std::max(1u, std::thread::hardware_concurrency()) : 1;
+      n >= (std::size_t{1} << 16) ? std::max(1u, std::thread::hardware_concurrency()) : 1;
   std::vector<std::thread> pool;
   const std::size_t per = (n + threads - 1) / threads;
   for (std::size_t t = 1; t < threads; ++t)
@@ -260,6 +310,15 @@ tensor load_view(const queue& q, const safetensor_view& v, std::optional<prism::
   return tensor::from_host(q, converted.data(), shape, target);
 }
 
+// Fresh memory faulted in now by one MADV_POPULATE_WRITE (Linux 5.14); nothing when the kernel
+// lacks it (the first writes fault it in instead).
+void prefault_write(std::byte* p, std::size_t bytes) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+  ::madvise(p, bytes, MADV_POPULATE_WRITE);
+}
+
 // Contiguous strides of a shape.
 dims contiguous_strides(const std::vector<std::int64_t>& shape) {
   std::vector<std::int64_t> strides(shape.size(), 1);
@@ -272,24 +331,6 @@ dims contiguous_strides(const std::vector<std::int64_t>& shape) {
 tensor safetensors_file::load(const queue& q, const std::string& name, std::optional<prism::dtype> as) const {
   return load_view(q, get(name), as, path());
 }
-
-namespace {
-
-// Makes a range of the mapping resident and mapped now, so a load is done when it returns
-// (reading a cold file included) rather than at the first kernel's page faults: one
-// MADV_POPULATE_READ (Linux 5.14), else a read of one byte per page.
-void populate(const std::byte* p, std::size_t bytes) {
-#ifndef MADV_POPULATE_READ
-  constexpr int MADV_POPULATE_READ = 22;
-#endif
-  if (::madvise(const_cast<std::byte*>(p), bytes, MADV_POPULATE_READ) == 0) return;
-  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  volatile std::byte sink{};
-  for (std::size_t i = 0; i < bytes; i += page) sink = p[i];
-  (void)sink;
-}
-
-}  // namespace
 
 std::map<std::string, tensor> safetensors_file::load_all(const queue& q,
                                                          std::optional<prism::dtype> as) const {
@@ -373,6 +414,11 @@ std::map<std::string, tensor> safetensors_file::load_named(const queue& q, const
                     fmt::format("'{}': cannot allocate {} bytes to convert {} tensors to {}", path(), total,
                                 converted.size(), dtype_name(t)));
       std::shared_ptr<std::byte> host(static_cast<std::byte*>(raw), [](std::byte* p) { std::free(p); });
+      // Page faults, not the conversion, dominate: fault in the destination and the sources
+      // each in one call rather than page by page.
+      prefault_write(host.get(), total);
+      if (file_->mapping())
+        for (const safetensor_view* v : converted) populate(v->data.data(), v->data.size());
       for (std::size_t i = 0; i < converted.size(); ++i) convert_floats(*converted[i], t, host.get() + offsets[i]);
       auto storage = buffer<std::byte>::over_host(q.get_context(), host.get(), total, host);
       if (!storage) {

@@ -85,6 +85,12 @@ class decoder {
                       const controls* options = nullptr);
 
   std::int64_t position() const { return pos_; }
+  /// Where the constructor's time went: the weights (upload or use in place, q/k/v and gate/up
+  /// fusion) and the caches (KV caches zeroed, RoPE table, positions); each up to a queue wait.
+  struct setup_times {
+    double weights_seconds = 0, caches_seconds = 0;
+  };
+  const setup_times& setup() const { return setup_; }
   void reset() { pos_ = 0; }
 
   /// Decode through a recorded prism::graph: the first decode step records one step (forward of
@@ -126,7 +132,7 @@ class decoder {
     tensor kv_cache;
   };
   void step(const char* name);
-  void init_tables();  ///< the RoPE cos/sin table, positions, per-layer capture slots
+  void init_caches();  ///< KV caches (zeroed), the RoPE cos/sin table, positions, capture slots
   /// The forward pass of `n` tokens at device positions `positions` (i64 [n]); `pos` is their
   /// first position when known on the host (eager), -1 inside a graph recording. One-token steps
   /// never read `pos` (their cache length comes from `positions`), so a recording is always one.
@@ -139,6 +145,7 @@ class decoder {
   tensor positions_;  ///< i64 [max_seq] = 0, 1, ...: a step's positions are a slice, not a dispatch  ///<
                       ///< cos_sin_: [max_seq, head_dim] (cos | sin)
   std::vector<layer_weights> layers_;
+  setup_times setup_;
   std::int64_t pos_ = 0;
   step_timer* timer_ = nullptr;
   bool capture_ = false;

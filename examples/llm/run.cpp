@@ -279,7 +279,8 @@ run_result run_model(const run_options& opt) {
   }
   r.upload_seconds = seconds_since(t0);
   r.upload_cpu_seconds = cpu_seconds() - cpu0;
-  r.load_seconds = r.weights_seconds + r.upload_seconds;
+  r.load_seconds = r.weights_seconds + dec.setup().weights_seconds;
+  r.caches_seconds = dec.setup().caches_seconds;
 
   if (opt.perplexity) {
     const auto p = score_perplexity(dec, r.prompt);
@@ -450,6 +451,7 @@ run_result run_model(const run_options& opt) {
                         {"load_path", r.load_path},
                         {"weights_seconds", r.weights_seconds},
                         {"upload_seconds", r.upload_seconds},
+                        {"caches_seconds", r.caches_seconds},
                         {"prefill_seconds", r.prefill_seconds},
                         {"decode_seconds", r.decode_seconds},
                         {"prefill_tokens_per_s", r.prefill_tokens_per_s()},
@@ -496,9 +498,11 @@ void print_report(const run_result& r, std::FILE* out) {
       "{:.2f} s\n",
       r.weights_seconds, r.weights_cpu_seconds, r.upload_seconds, r.upload_cpu_seconds, r.warmup_seconds);
   if (r.load_bytes > 0)
-    fmt::print(out, "load    {:.3f} s for {} bytes of weights ({} path: {})\n", r.load_seconds, r.load_bytes,
-               r.load_path,
-               r.load_path == "device" ? "mapped file straight to device tensors" : "host f32 arrays, then upload");
+    fmt::print(out,
+               "load    {:.3f} s for {} bytes of weights ({} path: {}); KV caches and RoPE table {:.3f} s\n",
+               r.load_seconds, r.load_bytes, r.load_path,
+               r.load_path == "device" ? "mapped file straight to device tensors" : "host f32 arrays, then upload",
+               r.caches_seconds);
   if (r.perplexity_tokens > 0) {
     fmt::print(out, "perplexity {:.4f} (mean NLL {:.6f} over {} tokens)\n", r.perplexity, r.mean_nll,
                r.perplexity_tokens);
