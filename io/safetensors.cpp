@@ -211,7 +211,9 @@ namespace {
 enum class float_kind { f32, f16, bf16 };
 
 float_kind kind_of(prism::dtype t) {
-  return t == prism::dtype::f32 ? float_kind::f32 : t == prism::dtype::f16 ? float_kind::f16 : float_kind::bf16;
+  return t == prism::dtype::f32   ? float_kind::f32
+         : t == prism::dtype::f16 ? float_kind::f16
+                                  : float_kind::bf16;
 }
 
 // float_to_bf16 and bf16_to_float (kernels/dtype.cpp), bit for bit, inline so that the
@@ -252,7 +254,8 @@ void convert_range(const std::byte* in, std::byte* out, std::size_t first, std::
 }
 
 template <float_kind From>
-void convert_range_to(float_kind to, const std::byte* in, std::byte* out, std::size_t first, std::size_t last) {
+void convert_range_to(float_kind to, const std::byte* in, std::byte* out, std::size_t first,
+                      std::size_t last) {
   if (to == float_kind::f32) convert_range<From, float_kind::f32>(in, out, first, last);
   if (to == float_kind::f16) convert_range<From, float_kind::f16>(in, out, first, last);
   if (to == float_kind::bf16) convert_range<From, float_kind::bf16>(in, out, first, last);
@@ -337,7 +340,8 @@ std::map<std::string, tensor> safetensors_file::load_all(const queue& q,
   return load_named(q, names(), as);
 }
 
-std::map<std::string, tensor> safetensors_file::load_named(const queue& q, const std::vector<std::string>& names,
+std::map<std::string, tensor> safetensors_file::load_named(const queue& q,
+                                                           const std::vector<std::string>& names,
                                                            std::optional<prism::dtype> as) const {
   std::map<std::string, tensor> out;
   const std::byte* file_begin = file_->bytes().data();
@@ -419,7 +423,8 @@ std::map<std::string, tensor> safetensors_file::load_named(const queue& q, const
       prefault_write(host.get(), total);
       if (file_->mapping())
         for (const safetensor_view* v : converted) populate(v->data.data(), v->data.size());
-      for (std::size_t i = 0; i < converted.size(); ++i) convert_floats(*converted[i], t, host.get() + offsets[i]);
+      for (std::size_t i = 0; i < converted.size(); ++i)
+        convert_floats(*converted[i], t, host.get() + offsets[i]);
       auto storage = buffer<std::byte>::over_host(q.get_context(), host.get(), total, host);
       if (!storage) {
         storage = tensor::empty(q, dims{static_cast<std::int64_t>(total)}, prism::dtype::boolean).storage();

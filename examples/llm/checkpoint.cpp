@@ -213,8 +213,8 @@ std::string read_text(const std::string& path) {
 }
 }  // namespace
 
-checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max_context,
-                           bool keep_quantized, const queue* device) {
+checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max_context, bool keep_quantized,
+                           const queue* device) {
   namespace fs = std::filesystem;
   if (!fs::exists(path))
     throw error(

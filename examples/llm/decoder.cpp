@@ -161,8 +161,8 @@ decoder::decoder(queue& q, const device_weights& weights) : q_(q), c_(weights.co
     auto W = [&](const char* s) -> const tensor& { return get(model_weights::layer_name(l, s)); };
     layer_weights L;
     L.input_norm = W("input_layernorm.weight");
-    L.qkv = fuse_rows(q_, {&W("self_attn.q_proj.weight"), &W("self_attn.k_proj.weight"),
-                           &W("self_attn.v_proj.weight")});
+    L.qkv = fuse_rows(
+        q_, {&W("self_attn.q_proj.weight"), &W("self_attn.k_proj.weight"), &W("self_attn.v_proj.weight")});
     if (c_.attention_bias)
       L.qkv_bias = fuse_rows(
           q_, {&W("self_attn.q_proj.bias"), &W("self_attn.k_proj.bias"), &W("self_attn.v_proj.bias")});
@@ -220,7 +220,8 @@ decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.con
 }
 
 void decoder::init_caches() {
-  for (auto& L : layers_) L.kv_cache = zeroed(q_, {2, c_.num_kv_heads, c_.max_seq_len, c_.head_dim}, c_.weight_dtype);
+  for (auto& L : layers_)
+    L.kv_cache = zeroed(q_, {2, c_.num_kv_heads, c_.max_seq_len, c_.head_dim}, c_.weight_dtype);
   // RoPE table in double, stored f32: [max_seq, head_dim] = cos | sin of pos * inv_freq[i], i < d/2
   // (theta^(-2i/d), with the checkpoint's rope_scaling applied).
   const std::int64_t half = c_.head_dim / 2;

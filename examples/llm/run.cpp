@@ -292,8 +292,8 @@ run_result run_model(const run_options& opt) {
                           {"device", r.device_name},      {"quantize", opt.quantize},
                           {"dequantize", opt.dequantize}, {"load_seconds", r.load_seconds},
                           {"load_bytes", r.load_bytes},   {"load_path", r.load_path},
-                          {"scored_tokens", p.scored},
-                          {"mean_nll", p.mean_nll},       {"perplexity", r.perplexity}};
+                          {"scored_tokens", p.scored},    {"mean_nll", p.mean_nll},
+                          {"perplexity", r.perplexity}};
       std::ofstream f(opt.json_path);
       f << j.dump(2) << "\n";
       if (!f)
@@ -498,11 +498,11 @@ void print_report(const run_result& r, std::FILE* out) {
       "{:.2f} s\n",
       r.weights_seconds, r.weights_cpu_seconds, r.upload_seconds, r.upload_cpu_seconds, r.warmup_seconds);
   if (r.load_bytes > 0)
-    fmt::print(out,
-               "load    {:.3f} s for {} bytes of weights ({} path: {}); KV caches and RoPE table {:.3f} s\n",
-               r.load_seconds, r.load_bytes, r.load_path,
-               r.load_path == "device" ? "mapped file straight to device tensors" : "host f32 arrays, then upload",
-               r.caches_seconds);
+    fmt::print(
+        out, "load    {:.3f} s for {} bytes of weights ({} path: {}); KV caches and RoPE table {:.3f} s\n",
+        r.load_seconds, r.load_bytes, r.load_path,
+        r.load_path == "device" ? "mapped file straight to device tensors" : "host f32 arrays, then upload",
+        r.caches_seconds);
   if (r.perplexity_tokens > 0) {
     fmt::print(out, "perplexity {:.4f} (mean NLL {:.6f} over {} tokens)\n", r.perplexity, r.mean_nll,
                r.perplexity_tokens);

@@ -131,8 +131,8 @@ TEST(SafetensorsIo, LoadAllSharesOneStorageAndLeavesTheFileAlone) {
   EXPECT_EQ(safetensors_file(path).load_all(q).at("b").to_floats(q), b);
 }
 
-// load_named converting: each tensor has the bits of tensor::from_floats (RNE), as load(), the converted tensors share
-// one storage, a subset loads only its names, and a missing name is refused before any load.
+// load_named converting: each tensor has the bits of tensor::from_floats (RNE), as load(), the converted
+// tensors share one storage, a subset loads only its names, and a missing name is refused before any load.
 TEST(SafetensorsIo, LoadNamedConvertsFromTheMappingIntoOneStorage) {
   queue& q = test_queue();
   const auto path = (temp_dir("load_named") / "m.safetensors").string();
@@ -148,9 +148,12 @@ TEST(SafetensorsIo, LoadNamedConvertsFromTheMappingIntoOneStorage) {
     EXPECT_TRUE(some.at("a").same_storage(some.at("c")));
     EXPECT_EQ(some.at("a").to_host(q), tensor::from_floats(q, a, {30, 100}, t).to_host(q)) << dtype_name(t);
     EXPECT_EQ(some.at("c").to_host(q), tensor::from_floats(q, c, {1}, t).to_host(q)) << dtype_name(t);
-    EXPECT_EQ(file.load(q, "b", t).to_host(q), tensor::from_floats(q, b, {77}, t).to_host(q)) << dtype_name(t);
+    EXPECT_EQ(file.load(q, "b", t).to_host(q), tensor::from_floats(q, b, {77}, t).to_host(q))
+        << dtype_name(t);
   }
-  EXPECT_NE(error_text([&] { file.load_named(q, {"a", "zzz"}, dtype::bf16); }).find("'zzz' is missing"),
+  EXPECT_NE(error_text([&] {
+              file.load_named(q, {"a", "zzz"}, dtype::bf16);
+            }).find("'zzz' is missing"),
             std::string::npos);
   const auto back = safetensors_file(path).load_named(q, {"b"}, dtype::f32);
   EXPECT_EQ(back.at("b").to_floats(q), b);
