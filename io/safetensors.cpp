@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -188,35 +190,6 @@ std::vector<std::string> safetensors_file::names() const {
 
 namespace {
 
-tensor load_view(const queue& q, const safetensor_view& v, std::optional<prism::dtype> as,
-                 const std::string& path) {
-  const auto own = v.prism_dtype();
-  const prism::dtype target = as.value_or(own.value_or(prism::dtype::f32));
-  if (!as && !own)
-    throw error(
-        errc::unsupported, "io::safetensors load",
-        fmt::format("'{}': tensor '{}' has dtype {}, which prism has no type for; valid: F32, F16, BF16, "
-                    "I32, I64, BOOL",
-                    path, v.name, v.dtype));
-  const dims shape(std::span<const std::int64_t>(v.shape));
-  if (own && *own == target) return tensor::from_host(q, v.data.data(), shape, target);
-  if (!is_floating(target) || !own || !is_floating(*own))
-    throw error(errc::unsupported, "io::safetensors load",
-                fmt::format("'{}': tensor '{}' of dtype {} cannot be loaded as {}; conversions are between "
-                            "F32, F16 and BF16",
-                            path, v.name, v.dtype, dtype_name(target)));
-  const auto values = v.to_floats();
-  return tensor::from_floats(q, values, shape, target);
-}
-
-}  // namespace
-
-tensor safetensors_file::load(const queue& q, const std::string& name, std::optional<prism::dtype> as) const {
-  return load_view(q, get(name), as, path());
-}
-
-namespace {
-
 // Makes a range of the mapping resident and mapped now, so a load is done when it returns
 // (reading a cold file included) rather than at the first kernel's page faults: one
 // MADV_POPULATE_READ (Linux 5.14), else a read of one byte per page.
@@ -233,25 +206,175 @@ void populate(const std::byte* p, std::size_t bytes) {
 
 }  // namespace
 
+namespace {
+
+enum class float_kind { f32, f16, bf16 };
+
+float_kind kind_of(prism::dtype t) {
+  return t == prism::dtype::f32   ? float_kind::f32
+         : t == prism::dtype::f16 ? float_kind::f16
+                                  : float_kind::bf16;
+}
+
+// float_to_bf16 and bf16_to_float (kernels/dtype.cpp), bit for bit, inline so that the
+// conversion loop vectorizes: a load converting to bf16 is bound by memory, not by calls.
+inline std::uint16_t to_bf16_inline(float f) {
+  std::uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const std::uint32_t nan = (x >> 16) | 0x40u, rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return static_cast<std::uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+inline float from_bf16_inline(std::uint16_t b) {
+  const std::uint32_t x = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+// One element of `From` at `in` as float (exact), then stored as `To` (RNE) at `out`.
+template <float_kind From, float_kind To>
+void convert_range(const std::byte* in, std::byte* out, std::size_t first, std::size_t last) {
+  constexpr std::size_t in_size = From == float_kind::f32 ? 4 : 2, out_size = To == float_kind::f32 ? 4 : 2;
+  for (std::size_t i = first; i < last; ++i) {
+    float f;
+    if constexpr (From == float_kind::f32) {
+      std::memcpy(&f, in + in_size * i, 4);
+    } else {
+      std::uint16_t bits;
+      std::memcpy(&bits, in + in_size * i, 2);
+      f = From == float_kind::f16 ? half_to_float(bits) : from_bf16_inline(bits);
+    }
+    if constexpr (To == float_kind::f32) {
+      std::memcpy(out + out_size * i, &f, 4);
+    } else {
+      const std::uint16_t bits = To == float_kind::f16 ? float_to_half(f) : to_bf16_inline(f);
+      std::memcpy(out + out_size * i, &bits, 2);
+    }
+  }
+}
+
+template <float_kind From>
+void convert_range_to(float_kind to, const std::byte* in, std::byte* out, std::size_t first,
+                      std::size_t last) {
+  if (to == float_kind::f32) convert_range<From, float_kind::f32>(in, out, first, last);
+  if (to == float_kind::f16) convert_range<From, float_kind::f16>(in, out, first, last);
+  if (to == float_kind::bf16) convert_range<From, float_kind::bf16>(in, out, first, last);
+}
+
+// The float conversions a load makes (f32, f16, bf16 both ways), element by element from the
+// mapped bytes into `out` (RNE, as tensor::from_floats; exact when widening).
+void convert_floats(const safetensor_view& v, prism::dtype target, std::byte* out) {
+  const auto n = static_cast<std::size_t>(v.numel());
+  const std::byte* in = v.data.data();
+  const float_kind from = kind_of(*v.prism_dtype()), to = kind_of(target);
+  auto work = [&](std::size_t first, std::size_t last) {
+    if (from == float_kind::f32) convert_range_to<float_kind::f32>(to, in, out, first, last);
+    if (from == float_kind::f16) convert_range_to<float_kind::f16>(to, in, out, first, last);
+    if (from == float_kind::bf16) convert_range_to<float_kind::bf16>(to, in, out, first, last);
+  };
+  // Large tensors convert on every core: the pass is bound by memory and page faults.
+  const std::size_t threads =
+      n >= (std::size_t{1} << 16) ? std::max(1u, std::thread::hardware_concurrency()) : 1;
+  std::vector<std::thread> pool;
+  const std::size_t per = (n + threads - 1) / threads;
+  for (std::size_t t = 1; t < threads; ++t)
+    pool.emplace_back(work, std::min(n, t * per), std::min(n, (t + 1) * per));
+  work(0, std::min(n, per));
+  for (auto& th : pool) th.join();
+}
+
+// Throws unless `v` can load as `target`; returns whether that is a conversion.
+bool check_loadable(const safetensor_view& v, std::optional<prism::dtype> as, const std::string& path) {
+  const auto own = v.prism_dtype();
+  if (!as && !own)
+    throw error(
+        errc::unsupported, "io::safetensors load",
+        fmt::format("'{}': tensor '{}' has dtype {}, which prism has no type for; valid: F32, F16, BF16, "
+                    "I32, I64, BOOL",
+                    path, v.name, v.dtype));
+  const prism::dtype target = as.value_or(*own);
+  if (own && *own == target) return false;
+  if (!is_floating(target) || !own || !is_floating(*own))
+    throw error(errc::unsupported, "io::safetensors load",
+                fmt::format("'{}': tensor '{}' of dtype {} cannot be loaded as {}; conversions are between "
+                            "F32, F16 and BF16",
+                            path, v.name, v.dtype, dtype_name(target)));
+  return true;
+}
+
+tensor load_view(const queue& q, const safetensor_view& v, std::optional<prism::dtype> as,
+                 const std::string& path) {
+  const bool convert = check_loadable(v, as, path);
+  const prism::dtype target = as.value_or(v.prism_dtype().value_or(prism::dtype::f32));
+  const dims shape(std::span<const std::int64_t>(v.shape));
+  if (!convert) return tensor::from_host(q, v.data.data(), shape, target);
+  std::vector<std::byte> converted(static_cast<std::size_t>(v.numel()) * dtype_size(target));
+  convert_floats(v, target, converted.data());
+  return tensor::from_host(q, converted.data(), shape, target);
+}
+
+// Fresh memory faulted in now by one MADV_POPULATE_WRITE (Linux 5.14); nothing when the kernel
+// lacks it (the first writes fault it in instead).
+void prefault_write(std::byte* p, std::size_t bytes) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+  ::madvise(p, bytes, MADV_POPULATE_WRITE);
+}
+
+// Contiguous strides of a shape.
+dims contiguous_strides(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> strides(shape.size(), 1);
+  for (std::size_t i = strides.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
+  return dims(std::span<const std::int64_t>(strides));
+}
+
+}  // namespace
+
+tensor safetensors_file::load(const queue& q, const std::string& name, std::optional<prism::dtype> as) const {
+  return load_view(q, get(name), as, path());
+}
+
 std::map<std::string, tensor> safetensors_file::load_all(const queue& q,
                                                          std::optional<prism::dtype> as) const {
+  return load_named(q, names(), as);
+}
+
+std::map<std::string, tensor> safetensors_file::load_named(const queue& q,
+                                                           const std::vector<std::string>& names,
+                                                           std::optional<prism::dtype> as) const {
   std::map<std::string, tensor> out;
   const std::byte* file_begin = file_->bytes().data();
+  std::vector<const safetensor_view*> selected;
+  for (const auto& name : names) {
+    const safetensor_view& v = get(name);
+    check_loadable(v, as, path());  // every error before any work
+    selected.push_back(&v);
+  }
   // The tensors that load as stored, at offsets their element size divides: one buffer over
   // the byte range they span, one copy into it, a view each.
   std::vector<const safetensor_view*> shared;
+  // The tensors that convert: one host allocation, each converted straight from the mapping to
+  // its offset there, which becomes the buffer (CPU devices) or is copied to it once.
+  std::vector<const safetensor_view*> converted;
   std::uint64_t lo = UINT64_MAX, hi = 0;
-  for (const auto& [name, v] : tensors_) {
-    const auto own = v.prism_dtype();
-    const auto begin = static_cast<std::uint64_t>(v.data.data() - file_begin);
-    if (!own || (as && *as != *own) || v.numel() == 0 || begin % dtype_size(*own) != 0) continue;
-    shared.push_back(&v);
+  for (const safetensor_view* v : selected) {
+    if (v->numel() == 0) continue;
+    const auto own = v->prism_dtype();
+    if (own && as && *as != *own) {
+      converted.push_back(v);
+      continue;
+    }
+    const auto begin = static_cast<std::uint64_t>(v->data.data() - file_begin);
+    if (!own || begin % dtype_size(*own) != 0) continue;
+    shared.push_back(v);
     lo = std::min(lo, begin);
-    hi = std::max<std::uint64_t>(hi, begin + v.data.size());
+    hi = std::max<std::uint64_t>(hi, begin + v->data.size());
   }
+  const std::uint64_t max_alloc = q.get_device().max_mem_alloc_size();
   if (!shared.empty()) {
     lo &= ~std::uint64_t{7};  // every element size divides 8, so views keep whole-element offsets
-    if (hi - lo > q.get_device().max_mem_alloc_size()) shared.clear();
+    if (hi - lo > max_alloc) shared.clear();
   }
   if (!shared.empty()) {
     // CPU devices: the buffer is the file's private mapping itself, from the page holding the
@@ -272,16 +395,51 @@ std::map<std::string, tensor> safetensors_file::load_all(const queue& q,
     }
     for (const safetensor_view* v : shared) {
       const prism::dtype t = *v->prism_dtype();
-      const dims shape(std::span<const std::int64_t>(v->shape));
-      std::vector<std::int64_t> strides(v->shape.size(), 1);
-      for (std::size_t i = strides.size(); i-- > 1;) strides[i - 1] = strides[i] * v->shape[i];
       const auto offset = static_cast<std::int64_t>(
           (static_cast<std::uint64_t>(v->data.data() - file_begin) - lo) / dtype_size(t));
-      out.emplace(v->name, tensor(storage, shape, dims(std::span<const std::int64_t>(strides)), offset, t));
+      out.emplace(v->name, tensor(storage, dims(std::span<const std::int64_t>(v->shape)),
+                                  contiguous_strides(v->shape), offset, t));
     }
   }
-  for (const auto& [name, v] : tensors_)
-    if (!out.count(name)) out.emplace(name, load_view(q, v, as, path()));
+  if (!converted.empty()) {
+    const prism::dtype t = *as;
+    constexpr std::uint64_t align = 64;
+    std::vector<std::uint64_t> offsets;
+    std::uint64_t total = 0;
+    for (const safetensor_view* v : converted) {
+      offsets.push_back(total);
+      total += (static_cast<std::uint64_t>(v->numel()) * dtype_size(t) + align - 1) / align * align;
+    }
+    if (total <= max_alloc) {
+      const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+      void* raw = std::aligned_alloc(page, (total + page - 1) / page * page);
+      if (!raw)
+        throw error(errc::out_of_memory, "io::safetensors load_all",
+                    fmt::format("'{}': cannot allocate {} bytes to convert {} tensors to {}", path(), total,
+                                converted.size(), dtype_name(t)));
+      std::shared_ptr<std::byte> host(static_cast<std::byte*>(raw), [](std::byte* p) { std::free(p); });
+      // Page faults, not the conversion, dominate: fault in the destination and the sources
+      // each in one call rather than page by page.
+      prefault_write(host.get(), total);
+      if (file_->mapping())
+        for (const safetensor_view* v : converted) populate(v->data.data(), v->data.size());
+      for (std::size_t i = 0; i < converted.size(); ++i)
+        convert_floats(*converted[i], t, host.get() + offsets[i]);
+      auto storage = buffer<std::byte>::over_host(q.get_context(), host.get(), total, host);
+      if (!storage) {
+        storage = tensor::empty(q, dims{static_cast<std::int64_t>(total)}, prism::dtype::boolean).storage();
+        storage.write(std::span<const std::byte>(host.get(), total));
+      }
+      for (std::size_t i = 0; i < converted.size(); ++i) {
+        const safetensor_view* v = converted[i];
+        out.emplace(v->name, tensor(storage, dims(std::span<const std::int64_t>(v->shape)),
+                                    contiguous_strides(v->shape),
+                                    static_cast<std::int64_t>(offsets[i] / dtype_size(t)), t));
+      }
+    }
+  }
+  for (const safetensor_view* v : selected)
+    if (!out.count(v->name)) out.emplace(v->name, load_view(q, *v, as, path()));
   return out;
 }
 
@@ -353,12 +511,21 @@ tensor safetensors_checkpoint::load(const queue& q, const std::string& name,
 
 std::map<std::string, tensor> safetensors_checkpoint::load_all(const queue& q,
                                                                std::optional<prism::dtype> as) const {
+  return load_named(q, names(), as);
+}
+
+std::map<std::string, tensor> safetensors_checkpoint::load_named(const queue& q,
+                                                                 const std::vector<std::string>& names,
+                                                                 std::optional<prism::dtype> as) const {
+  std::vector<std::vector<std::string>> per_shard(shards_.size());
+  for (const auto& name : names) {
+    auto it = where_.find(name);
+    if (it == where_.end()) get(name);  // throws the not_found error
+    per_shard[it->second].push_back(name);
+  }
   std::map<std::string, tensor> out;
   for (std::size_t i = 0; i < shards_.size(); ++i)
-    for (auto& [name, t] : shards_[i].load_all(q, as)) {
-      auto it = where_.find(name);
-      if (it != where_.end() && it->second == i) out.emplace(name, std::move(t));
-    }
+    if (!per_shard[i].empty()) out.merge(shards_[i].load_named(q, per_shard[i], as));
   return out;
 }
 

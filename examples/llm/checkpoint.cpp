@@ -213,8 +213,8 @@ std::string read_text(const std::string& path) {
 }
 }  // namespace
 
-checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max_context,
-                           bool keep_quantized) {
+checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max_context, bool keep_quantized,
+                           const queue* device) {
   namespace fs = std::filesystem;
   if (!fs::exists(path))
     throw error(
@@ -233,7 +233,12 @@ checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max
     ck.config.max_seq_len = std::min(ck.config.max_position_embeddings, max_context);
     if (ck.config.sliding_window > 0)
       ck.config.max_seq_len = std::min(ck.config.max_seq_len, ck.config.sliding_window);
-    ck.weights = model_weights::load(ck.config, path);
+    if (device) {
+      ck.device = load_device_weights(*device, ck.config, path);
+      ck.config = ck.device->config;
+    } else {
+      ck.weights = model_weights::load(ck.config, path);
+    }
     const auto tok_path = (fs::path(path) / "tokenizer.json").string();
     if (fs::exists(tok_path))
       ck.tok = std::make_shared<const tokenizer>(tokenizer::from_json(read_text(tok_path), tok_path));
@@ -256,7 +261,7 @@ checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max
     if (file.contains_key("tokenizer.chat_template"))
       ck.chat_template = file.get_string("tokenizer.chat_template");
   }
-  ck.config = ck.weights.config();
+  if (!ck.device) ck.config = ck.weights.config();
   return ck;
 }
 

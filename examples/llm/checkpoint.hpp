@@ -28,7 +28,8 @@ model_config config_from_gguf(const io::gguf_file& file);
 /// A loaded checkpoint.
 struct checkpoint {
   model_config config;
-  model_weights weights;
+  model_weights weights;                 ///< empty when the weights went to a device instead
+  std::optional<device_weights> device;  ///< open_checkpoint with a queue, Hugging Face folders
   std::shared_ptr<const tokenizer> tok;  ///< null when the checkpoint has none
   std::string chat_template;             ///< the Jinja text, "" when none
 };
@@ -37,8 +38,11 @@ struct checkpoint {
 /// tokenizer.json / tokenizer_config.json when present) or a .gguf file. Weights are stored as
 /// `type`; the KV cache holds min(max_position_embeddings, max_context) positions. With
 /// keep_quantized, a GGUF file's Q8_0/Q4_0/Q4_1 projections and head stay block-quantized.
+/// With `device`, a Hugging Face folder's weights load straight onto its device
+/// (load_device_weights: the mapped file, no host f32 copies) into `device` and `weights` stays
+/// empty; GGUF files load to host weights as without it.
 checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max_context,
-                           bool keep_quantized = false);
+                           bool keep_quantized = false, const queue* device = nullptr);
 
 /// Writes `weights` as a Hugging Face model folder that transformers and open_checkpoint read:
 /// config.json (LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM), model.safetensors (f32)

@@ -91,9 +91,100 @@ tensor upload_cat(queue& q, const std::vector<const host_tensor*>& parts, dtype 
   return upload_values(q, values, shape, type);
 }
 
+// Row-wise concatenation of contiguous device tensors: a view when the parts lie back to back
+// in one storage (a checkpoint that stores q, k, v or gate, up in this order, as
+// save_hf_checkpoint does), else one buffer filled by a device copy per part (no kernel, so a
+// load builds no program).
+tensor fuse_rows(queue& q, const std::vector<const tensor*>& parts) {
+  const tensor& first = *parts[0];
+  bool adjacent = true, contiguous = true;
+  std::int64_t rows = 0, next = first.offset();
+  for (const tensor* p : parts) {
+    contiguous = contiguous && p->is_contiguous() && p->type() == first.type() && p->dim() == first.dim() &&
+                 (p->dim() == 1 || p->shape()[1] == first.shape()[1]);
+    adjacent = adjacent && p->storage() == first.storage() && p->offset() == next;
+    next = p->offset() + p->numel();
+    rows += p->shape()[0];
+  }
+  const dims shape = first.dim() == 2 ? dims{rows, first.shape()[1]} : dims{rows};
+  if (!contiguous) {
+    std::vector<tensor> list;
+    for (const tensor* p : parts) list.push_back(*p);
+    return ops::cat(q, list, 0);
+  }
+  if (adjacent) {
+    const dims strides = first.dim() == 2 ? dims{first.shape()[1], 1} : dims{1};
+    return tensor(first.storage(), shape, strides, first.offset(), first.type());
+  }
+  tensor out = tensor::empty(q, shape, first.type());
+  const std::size_t elem = dtype_size(first.type());
+  std::size_t at = 0;
+  for (const tensor* p : parts) {
+    buffer<std::byte> src = p->storage();
+    q.submit([&](handler& h) {
+      accessor<std::byte> from(src, h, read_only);
+      accessor<std::byte> to(out.storage(), h, write_only);
+      h.copy(from, to, p->nbytes(), static_cast<std::size_t>(p->offset()) * elem, at);
+    });
+    at += p->nbytes();
+  }
+  return out;
+}
+
+// A zeroed tensor by a buffer fill (no kernel): every float dtype's zero is all-zero bytes.
+tensor zeroed(queue& q, const dims& shape, dtype t) {
+  tensor out = tensor::empty(q, shape, t);
+  q.fill(out.storage(), std::byte{0});
+  return out;
+}
+
 }  // namespace
 
+decoder::decoder(queue& q, const device_weights& weights) : q_(q), c_(weights.config) {
+  const auto t0 = std::chrono::steady_clock::now();
+  c_.validate();
+  const dtype t = c_.weight_dtype;
+  auto get = [&](const std::string& name) -> const tensor& {
+    auto it = weights.tensors.find(name);
+    if (it == weights.tensors.end())
+      throw error(errc::not_found, "llm::decoder", fmt::format("no device weight named '{}'", name));
+    if (it->second.type() != t)
+      throw error(errc::invalid_argument, "llm::decoder",
+                  fmt::format("device weight '{}' is {}, the model's dtype is {}", name,
+                              dtype_name(it->second.type()), dtype_name(t)));
+    return it->second;
+  };
+  embed_ = get("model.embed_tokens.weight");
+  final_norm_ = get("model.norm.weight");
+  lm_head_ = c_.tie_embeddings || !weights.tensors.count("lm_head.weight") ? embed_ : get("lm_head.weight");
+  for (std::int64_t l = 0; l < c_.num_layers; ++l) {
+    auto W = [&](const char* s) -> const tensor& { return get(model_weights::layer_name(l, s)); };
+    layer_weights L;
+    L.input_norm = W("input_layernorm.weight");
+    L.qkv = fuse_rows(
+        q_, {&W("self_attn.q_proj.weight"), &W("self_attn.k_proj.weight"), &W("self_attn.v_proj.weight")});
+    if (c_.attention_bias)
+      L.qkv_bias = fuse_rows(
+          q_, {&W("self_attn.q_proj.bias"), &W("self_attn.k_proj.bias"), &W("self_attn.v_proj.bias")});
+    if (c_.qk_norm) {
+      L.q_norm = W("self_attn.q_norm.weight");
+      L.k_norm = W("self_attn.k_norm.weight");
+    }
+    L.o_proj = W("self_attn.o_proj.weight");
+    L.post_norm = W("post_attention_layernorm.weight");
+    L.gate_up = fuse_rows(q_, {&W("mlp.gate_proj.weight"), &W("mlp.up_proj.weight")});
+    L.down = W("mlp.down_proj.weight");
+    layers_.push_back(std::move(L));
+  }
+  q_.wait();
+  setup_.weights_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  init_caches();
+  setup_.caches_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - setup_.weights_seconds;
+}
+
 decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.config()) {
+  const auto t0 = std::chrono::steady_clock::now();
   c_.validate();
   const dtype t = c_.weight_dtype;
   embed_ = upload(q_, weights.get("model.embed_tokens.weight"), t);
@@ -119,9 +210,18 @@ decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.con
     L.post_norm = upload(q_, W("post_attention_layernorm.weight"), t);
     L.gate_up = upload_cat(q_, {&W("mlp.gate_proj.weight"), &W("mlp.up_proj.weight")}, t);
     L.down = upload(q_, W("mlp.down_proj.weight"), t);
-    L.kv_cache = ops::zeros(q_, {2, c_.num_kv_heads, c_.max_seq_len, c_.head_dim}, t);
     layers_.push_back(std::move(L));
   }
+  q_.wait();
+  setup_.weights_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  init_caches();
+  setup_.caches_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - setup_.weights_seconds;
+}
+
+void decoder::init_caches() {
+  for (auto& L : layers_)
+    L.kv_cache = zeroed(q_, {2, c_.num_kv_heads, c_.max_seq_len, c_.head_dim}, c_.weight_dtype);
   // RoPE table in double, stored f32: [max_seq, head_dim] = cos | sin of pos * inv_freq[i], i < d/2
   // (theta^(-2i/d), with the checkpoint's rope_scaling applied).
   const std::int64_t half = c_.head_dim / 2;
@@ -133,8 +233,10 @@ decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.con
       table[p * c_.head_dim + i] = static_cast<float>(std::cos(angle));
       table[p * c_.head_dim + half + i] = static_cast<float>(std::sin(angle));
     }
-  cos_sin_ = tensor::from_floats(q_, table, {c_.max_seq_len, c_.head_dim}, dtype::f32);
-  positions_ = ops::arange(q_, static_cast<double>(c_.max_seq_len), dtype::i64);
+  cos_sin_ = tensor::from_host(q_, table.data(), {c_.max_seq_len, c_.head_dim}, dtype::f32);
+  std::vector<std::int64_t> positions(static_cast<std::size_t>(c_.max_seq_len));
+  for (std::size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<std::int64_t>(i);
+  positions_ = tensor::from_host(q_, positions.data(), {c_.max_seq_len}, dtype::i64);
   layer_out_.resize(c_.num_layers);
   q_.wait();
 }

@@ -52,6 +52,11 @@ class decoder {
   /// silu_and_mul reads the gate/up GEMM's output directly), a KV cache of max_seq_len per layer
   /// and the RoPE cos/sin caches.
   decoder(queue& q, const model_weights& weights);
+  /// The same from weights already on q's device in config.weight_dtype (load_device_weights):
+  /// tensors are used in place; q/k/v and gate/up are fused as views when the parts lie back to
+  /// back in one buffer, else by one copy on the device. Throws prism::error(not_found) naming a
+  /// missing weight, (invalid_argument) one of another dtype.
+  decoder(queue& q, const device_weights& weights);
 
   /// Runs `tokens` at positions position() .. position()+n-1 and appends their keys and values
   /// to the cache. Returns the next-token logits (of the last token), [1, vocab], on the device.
@@ -80,6 +85,12 @@ class decoder {
                       const controls* options = nullptr);
 
   std::int64_t position() const { return pos_; }
+  /// Where the constructor's time went: the weights (upload or use in place, q/k/v and gate/up
+  /// fusion) and the caches (KV caches zeroed, RoPE table, positions); each up to a queue wait.
+  struct setup_times {
+    double weights_seconds = 0, caches_seconds = 0;
+  };
+  const setup_times& setup() const { return setup_; }
   void reset() { pos_ = 0; }
 
   /// Decode through a recorded prism::graph: the first decode step records one step (forward of
@@ -121,6 +132,7 @@ class decoder {
     tensor kv_cache;
   };
   void step(const char* name);
+  void init_caches();  ///< KV caches (zeroed), the RoPE cos/sin table, positions, capture slots
   /// The forward pass of `n` tokens at device positions `positions` (i64 [n]); `pos` is their
   /// first position when known on the host (eager), -1 inside a graph recording. One-token steps
   /// never read `pos` (their cache length comes from `positions`), so a recording is always one.
@@ -133,6 +145,7 @@ class decoder {
   tensor positions_;  ///< i64 [max_seq] = 0, 1, ...: a step's positions are a slice, not a dispatch  ///<
                       ///< cos_sin_: [max_seq, head_dim] (cos | sin)
   std::vector<layer_weights> layers_;
+  setup_times setup_;
   std::int64_t pos_ = 0;
   step_timer* timer_ = nullptr;
   bool capture_ = false;

@@ -149,8 +149,13 @@ run_result run_model(const run_options& opt) {
   double cpu0 = cpu_seconds();
   std::optional<checkpoint> ck;
   model_config config;
+  // A Hugging Face folder loads straight onto the device unless the host f32 weights are
+  // needed themselves (quantizing, saving); --check reads them apart, after the timed load.
+  const bool device_load = !opt.model.empty() && std::filesystem::is_directory(opt.model) &&
+                           opt.quantize.empty() && opt.save_weights.empty() && opt.save_model.empty();
   if (!opt.model.empty()) {
-    ck = open_checkpoint(opt.model, parse_dtype(opt.dtype), opt.max_context, !opt.dequantize);
+    ck = open_checkpoint(opt.model, parse_dtype(opt.dtype), opt.max_context, !opt.dequantize,
+                         device_load ? &q : nullptr);
     config = ck->config;
   } else {
     config = preset(opt.preset);
@@ -162,9 +167,24 @@ run_result run_model(const run_options& opt) {
                           : opt.weights.empty() ? model_weights::random(config, opt.seed)
                                                 : model_weights::load(config, opt.weights);
   if (!opt.quantize.empty()) weights.quantize(quantize_type(opt));
+  if (device_load) q.wait();
   r.weights_seconds = seconds_since(t0);
   r.weights_cpu_seconds = cpu_seconds() - cpu0;
-  r.model_summary = weights.config().summary();
+  r.model_summary = config.summary();
+  if (!device_load) r.model_summary = weights.config().summary();
+  r.load_path = device_load ? "device" : "host";
+  if (ck && ck->device) {
+    r.load_bytes = ck->device->file_bytes;
+  } else if (!opt.model.empty() || !opt.weights.empty()) {
+    namespace fs = std::filesystem;
+    const fs::path file = opt.model.empty() ? fs::path(opt.weights) : fs::path(opt.model);
+    if (fs::is_regular_file(file)) {
+      r.load_bytes = fs::file_size(file);
+    } else if (fs::is_directory(file)) {
+      for (const auto& entry : fs::directory_iterator(file))
+        if (entry.path().extension() == ".safetensors") r.load_bytes += fs::file_size(entry.path());
+    }
+  }
   if (!opt.save_weights.empty()) weights.save(opt.save_weights, dtype::f32);
   if (!opt.save_model.empty()) save_hf_checkpoint(weights, opt.save_model);
 
@@ -240,7 +260,8 @@ run_result run_model(const run_options& opt) {
 
   t0 = clock::now();
   cpu0 = cpu_seconds();
-  decoder dec(q, weights);
+  decoder dec = ck && ck->device ? decoder(q, *ck->device) : decoder(q, weights);
+  if (ck) ck->device.reset();  // the decoder holds what it uses
   {
     decoder::fusions f{false, false};
     std::stringstream list(opt.fuse);
@@ -258,6 +279,8 @@ run_result run_model(const run_options& opt) {
   }
   r.upload_seconds = seconds_since(t0);
   r.upload_cpu_seconds = cpu_seconds() - cpu0;
+  r.load_seconds = r.weights_seconds + dec.setup().weights_seconds;
+  r.caches_seconds = dec.setup().caches_seconds;
 
   if (opt.perplexity) {
     const auto p = score_perplexity(dec, r.prompt);
@@ -267,8 +290,10 @@ run_result run_model(const run_options& opt) {
     if (!opt.json_path.empty()) {
       nlohmann::json j = {{"model", r.model_summary},     {"dtype", r.dtype},
                           {"device", r.device_name},      {"quantize", opt.quantize},
-                          {"dequantize", opt.dequantize}, {"scored_tokens", p.scored},
-                          {"mean_nll", p.mean_nll},       {"perplexity", r.perplexity}};
+                          {"dequantize", opt.dequantize}, {"load_seconds", r.load_seconds},
+                          {"load_bytes", r.load_bytes},   {"load_path", r.load_path},
+                          {"scored_tokens", p.scored},    {"mean_nll", p.mean_nll},
+                          {"perplexity", r.perplexity}};
       std::ofstream f(opt.json_path);
       f << j.dump(2) << "\n";
       if (!f)
@@ -395,6 +420,7 @@ run_result run_model(const run_options& opt) {
 
   if (opt.check) {
     r.checked = true;
+    if (device_load) weights = model_weights::load(config, opt.model);  // the host reference's copy
     reference_decoder ref(weights);
     const auto ref_logits = ref.forward(r.prompt);
     const std::size_t vocab = static_cast<std::size_t>(config.vocab_size);
@@ -420,6 +446,12 @@ run_result run_model(const run_options& opt) {
                         {"prompt_tokens", r.prompt.size()},
                         {"new_tokens", r.tokens.size()},
                         {"repeat", opt.repeat},
+                        {"load_seconds", r.load_seconds},
+                        {"load_bytes", r.load_bytes},
+                        {"load_path", r.load_path},
+                        {"weights_seconds", r.weights_seconds},
+                        {"upload_seconds", r.upload_seconds},
+                        {"caches_seconds", r.caches_seconds},
                         {"prefill_seconds", r.prefill_seconds},
                         {"decode_seconds", r.decode_seconds},
                         {"prefill_tokens_per_s", r.prefill_tokens_per_s()},
@@ -465,6 +497,12 @@ void print_report(const run_result& r, std::FILE* out) {
       "setup   weights {:.2f} s (cpu {:.2f} s), upload {:.2f} s (cpu {:.2f} s), warm-up (kernel builds) "
       "{:.2f} s\n",
       r.weights_seconds, r.weights_cpu_seconds, r.upload_seconds, r.upload_cpu_seconds, r.warmup_seconds);
+  if (r.load_bytes > 0)
+    fmt::print(
+        out, "load    {:.3f} s for {} bytes of weights ({} path: {}); KV caches and RoPE table {:.3f} s\n",
+        r.load_seconds, r.load_bytes, r.load_path,
+        r.load_path == "device" ? "mapped file straight to device tensors" : "host f32 arrays, then upload",
+        r.caches_seconds);
   if (r.perplexity_tokens > 0) {
     fmt::print(out, "perplexity {:.4f} (mean NLL {:.6f} over {} tokens)\n", r.perplexity, r.mean_nll,
                r.perplexity_tokens);

@@ -67,6 +67,14 @@ struct run_result {
   /// CPU time (user + system, all threads) of the weight load and the upload: on a busy machine
   /// the wall times above also hold the time spent waiting for a core.
   double weights_cpu_seconds = 0, upload_cpu_seconds = 0;
+  /// The checkpoint's load: the weights phase plus the decoder's use of them (upload or use in
+  /// place, q/k/v and gate/up fusion; decoder::setup()), without the KV caches and RoPE table
+  /// (caches_seconds), which do not depend on the file. load_bytes: the weight files' sizes (0
+  /// for random weights); load_path: "device" (a Hugging Face folder mapped straight onto the
+  /// device, load_device_weights) or "host" (f32 host arrays, then upload).
+  double load_seconds = 0, caches_seconds = 0;
+  std::uint64_t load_bytes = 0;
+  std::string load_path;
   double prefill_seconds = 0, decode_seconds = 0;
   bool graph = false;                                       ///< decode replayed a recorded graph
   double graph_probe_eager_s = 0, graph_probe_graph_s = 0;  ///< --graph auto's measurement (0: none)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
@@ -224,16 +225,19 @@ void quantize_tensor(host_tensor& t, dtype type, const std::string& name) {
 
 }  // namespace
 
-model_weights model_weights::load(const model_config& config, const std::string& path) {
-  config.validate();
-  io::safetensors_checkpoint file(path);
-  model_weights w;
-  w.config_ = config;
+namespace {
+
+// The expected tensors a safetensors checkpoint holds, checked for presence, shape and dtype
+// (every problem named at once); `config` comes back with tie_embeddings set when the file has
+// no lm_head.weight.
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> checked_tensors(
+    model_config& config, const io::safetensors_checkpoint& file, const std::string& path) {
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> found;
   std::vector<std::string> problems;
-  for (const auto& [name, shape] : expected(config)) {
+  for (const auto& [name, shape] : model_weights::expected(config)) {
     if (!file.contains(name)) {
       if (name == "lm_head.weight") {
-        w.config_.tie_embeddings = true;  // checkpoints with tied embeddings omit lm_head
+        config.tie_embeddings = true;  // checkpoints with tied embeddings omit lm_head
         continue;
       }
       problems.push_back(fmt::format("missing '{}' (expected shape {})", name, fmt::join(shape, "x")));
@@ -249,14 +253,39 @@ model_weights model_weights::load(const model_config& config, const std::string&
       problems.push_back(fmt::format("'{}' has dtype {}; supported: F32, F16, BF16", name, view.dtype));
       continue;
     }
+    found.push_back({name, shape});
+  }
+  if (!problems.empty()) throw_problems(problems, path, config);
+  return found;
+}
+
+}  // namespace
+
+model_weights model_weights::load(const model_config& config, const std::string& path) {
+  config.validate();
+  io::safetensors_checkpoint file(path);
+  model_weights w;
+  w.config_ = config;
+  for (const auto& [name, shape] : checked_tensors(w.config_, file, path)) {
     host_tensor t;
     t.shape = shape;
-    t.values = view.to_floats();
+    t.values = file.get(name).to_floats();
     if (config.weight_dtype != dtype::f32)
       for (auto& v : t.values) v = round_to(v, config.weight_dtype);
     w.tensors_.emplace(name, std::move(t));
   }
-  if (!problems.empty()) throw_problems(problems, path, config);
+  return w;
+}
+
+device_weights load_device_weights(const queue& q, const model_config& config, const std::string& path) {
+  config.validate();
+  io::safetensors_checkpoint file(path);
+  device_weights w;
+  w.config = config;
+  std::vector<std::string> names;
+  for (const auto& [name, shape] : checked_tensors(w.config, file, path)) names.push_back(name);
+  w.tensors = file.load_named(q, names, config.weight_dtype);
+  for (const auto& shard : file.shards()) w.file_bytes += std::filesystem::file_size(shard.path());
   return w;
 }
 

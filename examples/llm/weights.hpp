@@ -10,6 +10,7 @@
 
 #include "examples/llm/model_config.hpp"
 #include "prism/io/gguf.hpp"
+#include "prism/tensor.hpp"
 
 namespace prism::llm {
 
@@ -83,6 +84,22 @@ class model_weights {
   std::map<std::string, host_tensor> tensors_;
   host_tensor head_;  ///< the tied head's blocks (the embedding itself stays float)
 };
+
+/// Weights already on a device, by Hugging Face name, each stored as config.weight_dtype:
+/// what load_device_weights gives the decoder without host f32 copies.
+struct device_weights {
+  model_config config;  ///< tie_embeddings set when the checkpoint has no lm_head.weight
+  std::map<std::string, tensor> tensors;
+  std::uint64_t file_bytes = 0;  ///< the safetensors files' sizes together
+};
+
+/// The expected tensors of a safetensors checkpoint (as model_weights::load: one file, or a
+/// folder with model.safetensors or an index and its shards) straight onto q's device through
+/// io::safetensors_checkpoint::load_named: tensors stored as config.weight_dtype are views of
+/// the file's mapping (no copy on CPU devices), others are converted from the mapping into one
+/// allocation. The values are bit-identical to uploading model_weights::load's. Errors as
+/// model_weights::load, checked before anything loads.
+device_weights load_device_weights(const queue& q, const model_config& config, const std::string& path);
 
 /// Writes config as JSON metadata strings (for the safetensors header) and reads them back.
 std::map<std::string, std::string> config_metadata(const model_config& config);

@@ -131,5 +131,33 @@ TEST(SafetensorsIo, LoadAllSharesOneStorageAndLeavesTheFileAlone) {
   EXPECT_EQ(safetensors_file(path).load_all(q).at("b").to_floats(q), b);
 }
 
+// load_named converting: each tensor has the bits of tensor::from_floats (RNE), as load(), the converted
+// tensors share one storage, a subset loads only its names, and a missing name is refused before any load.
+TEST(SafetensorsIo, LoadNamedConvertsFromTheMappingIntoOneStorage) {
+  queue& q = test_queue();
+  const auto path = (temp_dir("load_named") / "m.safetensors").string();
+  std::vector<float> a(3000), b(77), c = {1.0f / 3.0f};
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = 1.0f + static_cast<float>(i) * 1.0e-3f / 7.0f;
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = -static_cast<float>(i) / 13.0f;
+  write_safetensors(path, {{"a", {30, 100}, a}, {"b", {77}, b}, {"c", {1}, c}}, dtype::f32);
+  const safetensors_file file(path);
+  for (dtype t : {dtype::bf16, dtype::f16}) {
+    const auto some = file.load_named(q, {"a", "c"}, t);
+    ASSERT_EQ(some.size(), 2u);
+    EXPECT_FALSE(some.count("b"));
+    EXPECT_TRUE(some.at("a").same_storage(some.at("c")));
+    EXPECT_EQ(some.at("a").to_host(q), tensor::from_floats(q, a, {30, 100}, t).to_host(q)) << dtype_name(t);
+    EXPECT_EQ(some.at("c").to_host(q), tensor::from_floats(q, c, {1}, t).to_host(q)) << dtype_name(t);
+    EXPECT_EQ(file.load(q, "b", t).to_host(q), tensor::from_floats(q, b, {77}, t).to_host(q))
+        << dtype_name(t);
+  }
+  EXPECT_NE(error_text([&] {
+              file.load_named(q, {"a", "zzz"}, dtype::bf16);
+            }).find("'zzz' is missing"),
+            std::string::npos);
+  const auto back = safetensors_file(path).load_named(q, {"b"}, dtype::f32);
+  EXPECT_EQ(back.at("b").to_floats(q), b);
+}
+
 }  // namespace
 }  // namespace prism::io

@@ -54,11 +54,17 @@ class safetensors_file {
   /// The tensor on q's device, contiguous, stored as `as` (default: its own type). Floats convert
   /// between f32, f16 and bf16 (RNE); a same-type load is one copy from the mapped file.
   tensor load(const queue& q, const std::string& name, std::optional<prism::dtype> as = {}) const;
-  /// Every tensor, as load() gives it, by name. Tensors that load as stored share one device
-  /// buffer (views at their file offsets), filled by one copy of the file's data section: the
-  /// fast way to load a checkpoint (on CPU devices with huge pages; benchmarks/io). Tensors that
-  /// convert, or that the device's largest allocation cannot hold together, load one by one.
+  /// Every tensor, as load() gives it, by name: load_named() of names().
   std::map<std::string, tensor> load_all(const queue& q, std::optional<prism::dtype> as = {}) const;
+  /// The named tensors, as load() gives them, by name: the fast way to load a checkpoint
+  /// (benchmarks/io). Tensors that load as stored share one buffer over the byte range they span
+  /// (views at their file offsets): on CPU devices the file's private mapping itself, made
+  /// resident, with no copy; elsewhere one copy. Tensors that convert (f32, f16, bf16) are
+  /// converted straight from the mapping into one shared allocation (the buffer itself on CPU
+  /// devices, else copied once). Whatever the device's largest allocation cannot hold together
+  /// loads one by one. Every name is checked (not_found, unsupported) before anything loads.
+  std::map<std::string, tensor> load_named(const queue& q, const std::vector<std::string>& names,
+                                           std::optional<prism::dtype> as = {}) const;
 
  private:
   explicit safetensors_file(std::shared_ptr<const mapped_file> file);
@@ -83,6 +89,10 @@ class safetensors_checkpoint {
   tensor load(const queue& q, const std::string& name, std::optional<prism::dtype> as = {}) const;
   /// Every tensor of every shard (safetensors_file::load_all, one buffer per shard).
   std::map<std::string, tensor> load_all(const queue& q, std::optional<prism::dtype> as = {}) const;
+  /// The named tensors, each from the shard the index names (safetensors_file::load_named per
+  /// shard). Throws prism::error(not_found) naming a tensor the checkpoint lacks.
+  std::map<std::string, tensor> load_named(const queue& q, const std::vector<std::string>& names,
+                                           std::optional<prism::dtype> as = {}) const;
 
  private:
   std::string path_;
