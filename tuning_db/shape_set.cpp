@@ -365,9 +365,8 @@ bool append_lines(const std::string& path, const std::string& lines) {
   std::string text;
   if (::fstat(fd, &st) == 0 && st.st_size == 0)
     text =
-        "# Shapes dispatched without a tuning database entry (PRISM_RECORD_UNTUNED); `calls:` lines\n"
-        "# add the dispatches counted since the entry was first written.\n"
-        "# Tune them with: prism pretune --shapes " +
+        "# Shapes dispatched without a tuning database entry (PRISM_RECORD_UNTUNED); an entry's\n"
+        "# `calls:` lines add up. Tune them with: prism pretune --shapes " +
         path + "\nshapes:\n";
   text += lines;
   ssize_t written = ::write(fd, text.data(), text.size());
