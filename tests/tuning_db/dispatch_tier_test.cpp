@@ -410,11 +410,16 @@ TEST(TuningDispatch, PretuneTunesOneShapePerKvBucket) {
   o.max_runs = 3;
   o.target_s_per_candidate = 0.01;
   auto report = dispatch::tuner::pretune(dev, db, o);
+  // The report is in tuning order: the bucket's representative, then the members it covers.
   ASSERT_EQ(report.shapes.size(), 3u);
-  EXPECT_EQ(report.shapes[0].status, dispatch::tuner::shape_outcome::state::covered);
-  EXPECT_NE(report.shapes[0].detail.find("lk=16"), std::string::npos) << report.shapes[0].detail;
-  EXPECT_EQ(report.shapes[1].status, dispatch::tuner::shape_outcome::state::tuned) << report.shapes[1].detail;
-  EXPECT_EQ(report.shapes[2].status, dispatch::tuner::shape_outcome::state::covered);
+  EXPECT_EQ(report.shapes[0].status, dispatch::tuner::shape_outcome::state::tuned) << report.shapes[0].detail;
+  EXPECT_EQ(report.shapes[0].entry.shape.find("lk"), std::optional<std::int64_t>(16));
+  for (int i : {1, 2}) {
+    EXPECT_EQ(report.shapes[i].status, dispatch::tuner::shape_outcome::state::covered);
+    EXPECT_NE(report.shapes[i].detail.find("lk=16"), std::string::npos) << report.shapes[i].detail;
+  }
+  EXPECT_EQ(report.shapes[1].entry.shape.find("lk"), std::optional<std::int64_t>(8));
+  EXPECT_EQ(report.shapes[2].entry.shape.find("lk"), std::optional<std::int64_t>(32));
   auto summary = dispatch::tuner::summary_table(report);
   EXPECT_NE(summary.find("1 tuned, 0 already tuned, 2 in a KV-length bucket"), std::string::npos) << summary;
   dispatch::use_tuning_database();
