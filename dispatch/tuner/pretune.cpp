@@ -195,11 +195,14 @@ class pretune_run {
       if (rep == i) order.push_back(i);
     }
     std::vector<double> default_ns(entries.size(), 0);
+    std::vector<char> already(entries.size(), 0);  // found tuned while timing the defaults
     auto payoff = [&](std::size_t i) { return default_ns[i] * static_cast<double>(std::max<std::uint64_t>(calls[i], 1)); };
     if (o_.payoff_order && order.size() > 1) {
       for (std::size_t i : order) {
         if (o_.budget_s > 0 && seconds_since(start_) >= o_.budget_s) break;  // the rest: unknown payoff
-        default_ns[i] = time_default(entries[i]);
+        const double ns = time_default(entries[i]);
+        already[i] = ns < 0;
+        default_ns[i] = std::max(ns, 0.0);
       }
       // Largest payoff first; shapes whose default was not timed follow, by calls; ties keep the
       // set's order.
@@ -214,7 +217,7 @@ class pretune_run {
         prog_.line(fmt::format("pretune: payoff order {}/{}: {} {} [{}]  default {} x {} calls = {}", r + 1,
                                order.size(), e.op, e.dtype, e.shape.str(), human_ns(default_ns[i]),
                                calls[i] ? std::to_string(calls[i]) : "1 (not counted)",
-                               payoff(i) > 0 ? human_ns(payoff(i)) : "unknown"));
+                               payoff(i) > 0 ? human_ns(payoff(i)) : already[i] ? "none (already tuned)" : "unknown"));
       }
     }
     for (std::size_t i : order) {
@@ -279,7 +282,7 @@ class pretune_run {
   }
 
   // Payoff order: the default route's p50 for `entry` (one warm run, then min_runs timed
-  // runs), or 0 when it cannot be timed (the shape is already tuned, or sampling or the route
+  // runs); -1 when the shape is already tuned, 0 when it cannot be timed (sampling or the route
   // fails: the tuning pass reports why). Its kernels stay in the program cache for that pass.
   double time_default(const tuning::shape_entry& entry) {
     const std::string label = fmt::format("{} {} [{}]", entry.op, entry.dtype, entry.shape.str());
@@ -296,7 +299,7 @@ class pretune_run {
       if (!o_.force) {
         const auto key = desc->key ? desc->key(call) : entry.shape;
         if (auto row = db_.find_result(fp_, entry.op, dtype_key(call_dtypes(call)), key))
-          if (row->kernel_hash == route_hash(dev_, *desc, row->backend, row->config)) return 0;
+          if (row->kernel_hash == route_hash(dev_, *desc, row->backend, row->config)) return -1;
       }
       dispatch_options untuned;
       untuned.skip_tuning_db = true;
