@@ -259,9 +259,10 @@ PRISM_CLI_COMMAND(60) {
                   "on (default): attention shapes that differ only in KV length are tuned as one bucket; "
                   "off: each shape")
       ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--order", a->order,
-                  "payoff (default): time each shape's default route first and tune the largest default time x "
-                  "recorded calls first; file: the set's order")
+  cmd->add_option(
+         "--order", a->order,
+         "payoff (default): time each shape's default route first and tune the largest default time x "
+         "recorded calls first; file: the set's order")
       ->check(CLI::IsMember({"payoff", "file"}));
   cmd->add_option("--compile-threads", a->compile_threads,
                   "threads that build a shape's candidate kernels before they are measured one at a time "

@@ -12,9 +12,9 @@
 #include <cctype>
 #include <cstdlib>
 #include <deque>
-#include <map>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -185,7 +185,8 @@ shape_set parse_shape_set(std::string_view yaml_text, const std::string& origin)
       }
       if (!ok || used != text.size() || calls > (std::uint64_t(1) << 62))
         bad(origin, where + ".calls",
-            "'" + text + "' is not a number of calls (valid: a whole number from 0 to 2^62; 0 = not counted)");
+            "'" + text +
+                "' is not a number of calls (valid: a whole number from 0 to 2^62; 0 = not counted)");
     }
 
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> dims;
@@ -228,7 +229,8 @@ shape_set parse_shape_set(std::string_view yaml_text, const std::string& origin)
         if (fresh)
           set.entries.push_back(shape_entry{op, dt, key, note, calls});
         else
-          set.entries[it->second].calls = std::min(set.entries[it->second].calls + calls, std::uint64_t(1) << 62);
+          set.entries[it->second].calls =
+              std::min(set.entries[it->second].calls + calls, std::uint64_t(1) << 62);
       }
       std::size_t i = dims.size();
       while (i > 0) {
@@ -430,7 +432,8 @@ void flush_untuned_record() {
   flush_locked(r);
 }
 
-std::atomic<std::uint64_t>* record_untuned(std::string_view op, std::string_view dtype, const shape_key& shape) {
+std::atomic<std::uint64_t>* record_untuned(std::string_view op, std::string_view dtype,
+                                           const shape_key& shape) {
   auto& r = recorder();
   if (!r.on.load(std::memory_order_relaxed)) return nullptr;
   std::lock_guard lock(r.mu);

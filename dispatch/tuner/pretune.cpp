@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <atomic>
 #include <future>
 #include <map>
 #include <thread>
@@ -22,7 +22,6 @@
 #include "dispatch/dispatcher.hpp"
 #include "dispatch/tuning_tier.hpp"
 #include "kernels/op_descriptor.hpp"
-#include "kernels/shape_limits.hpp"
 #include "kernels/shape_limits.hpp"
 #include "prism/dispatch.hpp"
 #include "prism/error.hpp"
@@ -196,7 +195,9 @@ class pretune_run {
     }
     std::vector<double> default_ns(entries.size(), 0);
     std::vector<char> already(entries.size(), 0);  // found tuned while timing the defaults
-    auto payoff = [&](std::size_t i) { return default_ns[i] * static_cast<double>(std::max<std::uint64_t>(calls[i], 1)); };
+    auto payoff = [&](std::size_t i) {
+      return default_ns[i] * static_cast<double>(std::max<std::uint64_t>(calls[i], 1));
+    };
     if (o_.payoff_order && order.size() > 1) {
       for (std::size_t i : order) {
         if (o_.budget_s > 0 && seconds_since(start_) >= o_.budget_s) break;  // the rest: unknown payoff
@@ -217,7 +218,9 @@ class pretune_run {
         prog_.line(fmt::format("pretune: payoff order {}/{}: {} {} [{}]  default {} x {} calls = {}", r + 1,
                                order.size(), e.op, e.dtype, e.shape.str(), human_ns(default_ns[i]),
                                calls[i] ? std::to_string(calls[i]) : "1 (not counted)",
-                               payoff(i) > 0 ? human_ns(payoff(i)) : already[i] ? "none (already tuned)" : "unknown"));
+                               payoff(i) > 0 ? human_ns(payoff(i))
+                               : already[i]  ? "none (already tuned)"
+                                             : "unknown"));
       }
     }
     for (std::size_t i : order) {
@@ -308,7 +311,8 @@ class pretune_run {
       for (int r = 0; r < o_.min_runs; ++r) t.push_back(run_once_ns(q_, call, untuned));
       return percentile(t, 0.5);
     } catch (const prism::error& e) {
-      log::get("dispatch")->info("pretune: {}: default not timed for the payoff order: {}", label, e.message());
+      log::get("dispatch")
+          ->info("pretune: {}: default not timed for the payoff order: {}", label, e.message());
       drain();
       return 0;
     }
@@ -432,7 +436,8 @@ class pretune_run {
       std::vector<const candidate*> todo;
       for (const auto& c : cands) {
         auto prev = previous.find(c.backend + '\x1f' + c.config);
-        if (prev == previous.end() || prev->second.kernel_hash != route_hash(dev_, *w.desc, c.backend, c.config))
+        if (prev == previous.end() ||
+            prev->second.kernel_hash != route_hash(dev_, *w.desc, c.backend, c.config))
           todo.push_back(&c);
       }
       prog_.update(w.label + " (building candidates)", 0, cands.size());

@@ -136,11 +136,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string pretune_text;
   auto* pretune =
-      app.add_option("--pretune", pretune_text,
-                     "before the run, tune this model's own shapes into the tuning database (PRISM_TUNING_DB): "
-                     "record them with their call counts in a short generation, tune the largest default "
-                     "time x calls first, stop after SECONDS (default 120; 0: no limit), then run on the new "
-                     "rows")
+      app.add_option(
+             "--pretune", pretune_text,
+             "before the run, tune this model's own shapes into the tuning database (PRISM_TUNING_DB): "
+             "record them with their call counts in a short generation, tune the largest default "
+             "time x calls first, stop after SECONDS (default 120; 0: no limit), then run on the new "
+             "rows")
           ->expected(0, 1)
           ->type_name("[SECONDS]");
   app.add_option("--pretune-candidates", opt.pretune_candidates,

@@ -324,11 +324,16 @@ run_result run_model(const run_options& opt) {
       const auto summary = dispatch::pretune(q.get_device(), db, req);
       db.checkpoint();
       for (const auto& sh : summary.shapes) {
-        if (sh.status == "tuned") ++r.pretune_tuned;
-        else if (sh.status == "already_tuned") ++r.pretune_already;
-        else if (sh.status == "covered") ++r.pretune_covered;
-        else if (sh.status == "failed") ++r.pretune_failed;
-        else ++r.pretune_not_reached;
+        if (sh.status == "tuned")
+          ++r.pretune_tuned;
+        else if (sh.status == "already_tuned")
+          ++r.pretune_already;
+        else if (sh.status == "covered")
+          ++r.pretune_covered;
+        else if (sh.status == "failed")
+          ++r.pretune_failed;
+        else
+          ++r.pretune_not_reached;
       }
     }
     r.pretune_seconds = seconds_since(t0);
@@ -508,11 +513,16 @@ run_result run_model(const run_options& opt) {
                        {"device_ns", s.time_ns}});
     j["dispatch"] = stats;
     if (r.pretuned)
-      j["pretune"] = {{"recorded", r.pretune_recorded},         {"tuned", r.pretune_tuned},
-                      {"already_tuned", r.pretune_already},     {"covered", r.pretune_covered},
-                      {"not_reached", r.pretune_not_reached},   {"failed", r.pretune_failed},
-                      {"record_seconds", r.pretune_record_seconds}, {"seconds", r.pretune_seconds},
-                      {"budget_s", opt.pretune_s},              {"database", r.pretune_database}};
+      j["pretune"] = {{"recorded", r.pretune_recorded},
+                      {"tuned", r.pretune_tuned},
+                      {"already_tuned", r.pretune_already},
+                      {"covered", r.pretune_covered},
+                      {"not_reached", r.pretune_not_reached},
+                      {"failed", r.pretune_failed},
+                      {"record_seconds", r.pretune_record_seconds},
+                      {"seconds", r.pretune_seconds},
+                      {"budget_s", opt.pretune_s},
+                      {"database", r.pretune_database}};
     std::ofstream f(opt.json_path);
     f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!f) throw error(errc::io_error, "prism-llm --json", fmt::format("cannot write '{}'", opt.json_path));

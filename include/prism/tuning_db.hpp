@@ -313,7 +313,8 @@ std::string to_json(const result_row& row);
 /// dispatcher to add each later dispatch of the shape to, or nullptr when nothing is recorded.
 /// flush_untuned_record (also run at exit) appends the counts as `calls:`. Cheap no-op when no
 /// file is set. Thread safety: safe.
-std::atomic<std::uint64_t>* record_untuned(std::string_view op, std::string_view dtype, const shape_key& shape);
+std::atomic<std::uint64_t>* record_untuned(std::string_view op, std::string_view dtype,
+                                           const shape_key& shape);
 /// Appends, for each recorded shape dispatched since the last flush, a line with the new calls
 /// (`calls: N`; a shape set sums the calls of an entry listed several times). Runs at exit too.
 /// Thread safety: safe.

@@ -484,9 +484,11 @@ TEST(TuningDispatch, ParallelCompilesGiveTheSameCandidates) {
     o.compile_threads = threads;
     auto report = dispatch::tuner::pretune(dev, db, o);
     ASSERT_EQ(report.shapes.size(), 1u);
-    EXPECT_EQ(report.shapes[0].status, dispatch::tuner::shape_outcome::state::tuned) << report.shapes[0].detail;
+    EXPECT_EQ(report.shapes[0].status, dispatch::tuner::shape_outcome::state::tuned)
+        << report.shapes[0].detail;
     std::set<std::string> rows;
-    for (auto& c : db.candidates(dev.fingerprint().hash, "softmax", "f32", tuning::shape_key::parse(report.shapes[0].shape)))
+    for (auto& c : db.candidates(dev.fingerprint().hash, "softmax", "f32",
+                                 tuning::shape_key::parse(report.shapes[0].shape)))
       rows.insert(c.backend + " " + c.config + " " + tuning::candidate_status_name(c.status));
     EXPECT_GE(rows.size(), 2u);
     outcomes.push_back(rows);

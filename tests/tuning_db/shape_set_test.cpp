@@ -179,10 +179,11 @@ TEST(ShapeSet, CallsAreReadSummedAndChecked) {
   EXPECT_EQ(old.entries[0].shape.find("calls"), std::nullopt);
   for (const char* bad : {"-3", "1.5", "abc", "[1, 2]", "99999999999999999999"}) {
     try {
-      parse_shape_set(std::string("shapes:\n  - {op: softmax, rows: 4, cols: 64}\n  - {op: matmul, m: 1, n: 4, "
-                                  "k: 4, calls: ") +
-                          bad + "}\n",
-                      "bad.yaml");
+      parse_shape_set(
+          std::string("shapes:\n  - {op: softmax, rows: 4, cols: 64}\n  - {op: matmul, m: 1, n: 4, "
+                      "k: 4, calls: ") +
+              bad + "}\n",
+          "bad.yaml");
       ADD_FAILURE() << "calls: " << bad << " was accepted";
     } catch (const prism::error& e) {
       const std::string what = e.what();
@@ -198,9 +199,9 @@ TEST(ShapeSet, RecorderCountsCalls) {
   auto dir = make_temp_dir("record-count");
   auto file = dir + "/untuned.yaml";
   std::map<std::string, std::string> env{{"PRISM_RECORD_UNTUNED", file}, {"PRISM_RECORD_UNTUNED_EXACT", "1"}};
-  auto a = spawn_helper({"count", "matmul", "f32", "m=1,n=64,k=64", "m=2,n=64,k=64", "m=1,n=64,k=64",
-                         "m=1,n=64,k=64"},
-                        dir + "/a.out", env);
+  auto a = spawn_helper(
+      {"count", "matmul", "f32", "m=1,n=64,k=64", "m=2,n=64,k=64", "m=1,n=64,k=64", "m=1,n=64,k=64"},
+      dir + "/a.out", env);
   ASSERT_EQ(wait_child(a), 0) << read_file(dir + "/a.out");
   auto b = spawn_helper({"count", "matmul", "f32", "m=1,n=64,k=64", "m=4,n=64,k=64"}, dir + "/b.out", env);
   ASSERT_EQ(wait_child(b), 0) << read_file(dir + "/b.out");
