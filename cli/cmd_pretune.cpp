@@ -39,6 +39,8 @@ struct pretune_args {
   bool list_models = false;
   std::string progress = "auto";
   std::string kv_buckets = "on";
+  std::string order = "payoff";
+  unsigned compile_threads = 0;
   std::uint64_t seed = 1;
   bool json = false;
 };
@@ -122,6 +124,7 @@ std::string compact_summary(const tuner::pretune_report& report, std::size_t wid
 nlohmann::json report_json(const tuner::pretune_report& report) {
   nlohmann::json shapes = nlohmann::json::array();
   std::map<std::string, std::size_t> counts;
+  std::size_t order = 0;  // the position in the tuning order (payoff order unless --order set)
   for (const auto& s : report.shapes) {
     const char* status = s.status == state::tuned           ? "tuned"
                          : s.status == state::already_tuned ? "already_tuned"
@@ -135,7 +138,10 @@ nlohmann::json report_json(const tuner::pretune_report& report) {
                         {"status", status},
                         {"detail", s.detail},
                         {"candidates", s.candidates},
-                        {"failed_candidates", s.failed_candidates}};
+                        {"failed_candidates", s.failed_candidates},
+                        {"calls", s.calls},
+                        {"payoff_ns", s.payoff_ns}};
+    if (s.status != state::covered) j["order"] = ++order;
     if (s.status == state::tuned || s.status == state::already_tuned) {
       j["backend"] = s.row.backend;
       j["config"] = s.row.config;
@@ -253,6 +259,15 @@ PRISM_CLI_COMMAND(60) {
                   "on (default): attention shapes that differ only in KV length are tuned as one bucket; "
                   "off: each shape")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option(
+         "--order", a->order,
+         "payoff (default): time each shape's default route first and tune the largest default time x "
+         "recorded calls first; file: the set's order")
+      ->check(CLI::IsMember({"payoff", "file"}));
+  cmd->add_option("--compile-threads", a->compile_threads,
+                  "threads that build a shape's candidate kernels before they are measured one at a time "
+                  "(default 0: the hardware's concurrency; 1: build each as it is measured)")
+      ->check(whole_in("--compile-threads", 0, 64));
   cmd->add_option("--progress", a->progress, "auto (bar on a terminal), bar, or lines")
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
   cmd->add_option("--db", global.db, prism::cli::db_option_help)->check(prism::cli::db_location());
@@ -312,6 +327,8 @@ PRISM_CLI_COMMAND(60) {
     o.max_runs = a->max_runs;
     o.force = a->force;
     o.fold_kv_lengths = a->kv_buckets == "on";
+    o.payoff_order = a->order == "payoff";
+    o.compile_threads = a->compile_threads;
     o.seed = a->seed;
     // The bar is drawn by the CLI, fitted to the terminal; finished shapes print as lines above it.
     const bool bar = a->progress == "bar" || (a->progress == "auto" && ::isatty(2));

@@ -107,6 +107,8 @@ struct decision {
   std::string dtypes, shape;
   std::string borrowed_shape;  // db-nearest: the tuned row's shape key
   device_state* dev = nullptr;
+  // PRISM_RECORD_UNTUNED: the recorded shape's counter, bumped per dispatch (null: not recorded).
+  std::atomic<std::uint64_t>* untuned_calls = nullptr;
 };
 
 constexpr std::size_t max_memo_entries = 16384;
@@ -387,13 +389,14 @@ std::optional<std::string> config_problem(const op_state& o, const backend& be, 
 
 // Where tier 3's answer for a call comes from: the device's tuning tier, or the replacement.
 std::optional<tuned_choice> ask_tuning(device_state& dev, const op_state& o, const std::string& dtypes,
-                                       const shape_key& key, std::string_view sample_dtype) {
+                                       const shape_key& key, std::string_view sample_dtype,
+                                       std::atomic<std::uint64_t>** untuned_calls) {
   tuning_override replacement;
   {
     std::lock_guard lock(tuning_mutex());
     replacement = tuning_replacement();
   }
-  if (!replacement.active) return dev.tuning->lookup(*o.desc, dtypes, key, sample_dtype);
+  if (!replacement.active) return dev.tuning->lookup(*o.desc, dtypes, key, sample_dtype, untuned_calls);
   if (!replacement.lookup) return std::nullopt;
   const std::string shape = key.str();
   return replacement.lookup(tuning_query{dev.fingerprint, o.desc->name, dtypes, shape, sample_dtype});
@@ -433,7 +436,7 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
     d->tier = r.tier;
     d->origin = r.origin;
     if (!r.above_db() && !options.skip_tuning_db) {
-      if (auto choice = ask_tuning(dev, o, d->dtypes, key, sample_dtype_of(call))) {
+      if (auto choice = ask_tuning(dev, o, d->dtypes, key, sample_dtype_of(call), &d->untuned_calls)) {
         const backend* chosen = serving(o, choice->backend);
         if (!chosen) {
           log::get("dispatch")
@@ -585,6 +588,7 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
     }
     const bool fell_back = st.impl->owner != d.steps[0].impl->owner;
     st.count->calls.fetch_add(1, std::memory_order_relaxed);
+    if (d.untuned_calls) d.untuned_calls->fetch_add(1, std::memory_order_relaxed);
     if (fell_back) st.count->fallbacks.fetch_add(1, std::memory_order_relaxed);
     dispatch_result res;
     res.done = ev;

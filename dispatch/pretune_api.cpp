@@ -69,6 +69,8 @@ pretune_summary pretune(const device& dev, tuning::database& db, const pretune_r
   o.max_runs = r.max_runs;
   o.force = r.force;
   o.seed = r.seed;
+  o.payoff_order = r.payoff_order;
+  o.compile_threads = r.compile_threads;
   // Without a callback nothing is printed: the sink swallows the progress.
   auto sink = r.on_progress;
   o.on_progress = [sink](std::string_view line, std::size_t done, std::size_t total, std::string_view label,
@@ -88,6 +90,8 @@ pretune_summary pretune(const device& dev, tuning::database& db, const pretune_r
     p.shape = sh.shape;
     p.status = status_name(sh.status);
     p.detail = sh.detail;
+    p.calls = sh.calls;
+    p.payoff_ns = sh.payoff_ns;
     if (sh.status == tuner::shape_outcome::state::tuned ||
         sh.status == tuner::shape_outcome::state::already_tuned) {
       p.backend = sh.row.backend;

@@ -71,7 +71,8 @@ std::string tuning_tier::staleness(const tuning::result_row& row) const {
 }
 
 std::optional<tuned_choice> tuning_tier::lookup(const op_descriptor& d, const std::string& dtypes,
-                                                const shape_key& key, std::string_view sample_dtype) const {
+                                                const shape_key& key, std::string_view sample_dtype,
+                                                std::atomic<std::uint64_t>** untuned_calls) const {
   tuning::lookup_query q;
   q.device = fingerprint_;
   q.op = d.name;
@@ -91,7 +92,10 @@ std::optional<tuned_choice> tuning_tier::lookup(const op_descriptor& d, const st
   if (!m) {
     // Recorded as a shape-set entry: the dtype pretune samples with (not the row's collapsed
     // input dtypes like "f32|i64", which no shape set can name), and only ops pretune can sample.
-    if (!sample_dtype.empty() && d.sample) tuning::record_untuned(d.name, sample_dtype, key);
+    if (!sample_dtype.empty() && d.sample) {
+      auto* calls = tuning::record_untuned(d.name, sample_dtype, key);
+      if (untuned_calls) *untuned_calls = calls;
+    }
     return std::nullopt;
   }
   tuned_choice c;

@@ -33,10 +33,12 @@ class tuning_tier {
   tuning_tier(device dev, vendor_context vendor);
 
   /// The database's choice for a call of `d`, or nullopt (a miss is recorded for
-  /// PRISM_RECORD_UNTUNED as `sample_dtype` + `key`). Never throws: a database problem is a
-  /// warning and a miss.
+  /// PRISM_RECORD_UNTUNED as `sample_dtype` + `key`, and `*untuned_calls`, when given, is set
+  /// to the recorded shape's dispatch counter). Never throws: a database problem is a warning
+  /// and a miss.
   std::optional<tuned_choice> lookup(const op_descriptor& d, const std::string& dtypes, const shape_key& key,
-                                     std::string_view sample_dtype) const;
+                                     std::string_view sample_dtype,
+                                     std::atomic<std::uint64_t>** untuned_calls = nullptr) const;
 
   /// The hash stored with a tuned row: what decides its speed besides the device (the backend,
   /// its config and the backend's sources under this device's vendor profile), 16 hex digits.

@@ -10,11 +10,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "prism/error.hpp"
@@ -154,7 +158,7 @@ shape_set parse_shape_set(std::string_view yaml_text, const std::string& origin)
   if (!shapes || !(shapes.IsSequence() || shapes.IsNull()))
     bad(origin, "top level", "missing 'shapes:' list (see docs/tuning.md)");
 
-  std::unordered_set<std::string> seen;
+  std::unordered_map<std::string, std::size_t> seen;  // op|dtype|key -> index in set.entries
   std::size_t index = 0;
   for (const auto& entry : shapes) {
     budget.take(origin, "shapes");
@@ -168,11 +172,27 @@ shape_set parse_shape_set(std::string_view yaml_text, const std::string& origin)
     if (entry["dtype"]) dtypes = strings_of(entry["dtype"], origin, where + ".dtype", budget);
     if (entry["dtypes"]) dtypes = strings_of(entry["dtypes"], origin, where + ".dtypes", budget);
     std::string note = entry["note"] ? scalar(entry["note"], where + ".note", "a text") : "";
+    // calls: the recorder's dispatch count (optional; files without it stay valid).
+    std::uint64_t calls = 0;
+    if (auto c = entry["calls"]) {
+      const std::string text = scalar(c, where + ".calls", "a whole number of calls");
+      std::size_t used = 0;
+      bool ok = !text.empty() && std::isdigit(static_cast<unsigned char>(text[0]));
+      try {
+        if (ok) calls = std::stoull(text, &used);
+      } catch (const std::exception&) {
+        ok = false;
+      }
+      if (!ok || used != text.size() || calls > (std::uint64_t(1) << 62))
+        bad(origin, where + ".calls",
+            "'" + text +
+                "' is not a number of calls (valid: a whole number from 0 to 2^62; 0 = not counted)");
+    }
 
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> dims;
     for (auto it = entry.begin(); it != entry.end(); ++it) {
       std::string name = scalar(it->first, where, "a component name");
-      if (name == "op" || name == "dtype" || name == "dtypes" || name == "note") continue;
+      if (name == "op" || name == "dtype" || name == "dtypes" || name == "note" || name == "calls") continue;
       dims.emplace_back(name, values_of(it->second, vars, origin, where + "." + name, budget));
     }
     if (dims.empty()) bad(origin, where, "no shape components (e.g. m: 1, n: 4096, k: 4096)");
@@ -204,7 +224,13 @@ shape_set parse_shape_set(std::string_view yaml_text, const std::string& origin)
       }
       for (auto& dt : dtypes) {
         std::string id = op + '|' + dt + '|' + key.canonical();
-        if (seen.insert(id).second) set.entries.push_back(shape_entry{op, dt, key, note});
+        // An entry listed again (the recorder appends new counts) adds its calls to the first.
+        auto [it, fresh] = seen.emplace(id, set.entries.size());
+        if (fresh)
+          set.entries.push_back(shape_entry{op, dt, key, note, calls});
+        else
+          set.entries[it->second].calls =
+              std::min(set.entries[it->second].calls + calls, std::uint64_t(1) << 62);
       }
       std::size_t i = dims.size();
       while (i > 0) {
@@ -284,27 +310,23 @@ bool exact_from_env() {
   return false;
 }
 
-bool record_exact() {
-  static const bool exact = exact_from_env();  // read once, at the first recording
-  return exact;
-}
+// One recorded shape: its entry text (without calls) and its dispatch counter. Counters are
+// never freed (the dispatcher's cached decisions point at them), even when the path changes.
+struct recorded_shape {
+  std::string entry;  // "op: matmul, dtype: f32, m: 1, ..."
+  std::atomic<std::uint64_t> calls{0};
+  std::uint64_t flushed = 0;  // calls already appended to the file
+};
 
-// By default one recorded shape per log2 bucket (shape_key::bucket): a decode loop records its
-// attention once per power of two of the KV length instead of once per step.
-std::string record_signature(std::string_view op, std::string_view dtype, const shape_key& shape) {
-  return std::string(op) + '|' + std::string(dtype) + '|' +
-         (record_exact() ? shape.canonical() : shape.bucket());
-}
-}  // namespace
-
-namespace {
 // The recorder's file and the entries it holds; the path starts as PRISM_RECORD_UNTUNED.
 struct recorder_state {
   std::mutex mu;
   std::atomic<bool> on{false};  // the unlocked fast check of record_untuned
   std::string path;
+  std::optional<bool> exact;  // set_untuned_record_path's choice; else the environment's
   bool loaded = false;
-  std::set<std::string> seen;
+  bool at_exit = false;
+  std::map<std::string, recorded_shape*> shapes;  // signature -> shape, of the current path
 };
 recorder_state& recorder() {
   static auto* r = [] {
@@ -315,6 +337,76 @@ recorder_state& recorder() {
   }();
   return *r;
 }
+
+bool record_exact(const recorder_state& r) {
+  static const bool exact = exact_from_env();  // read once, at the first recording
+  return r.exact.value_or(exact);
+}
+
+// By default one recorded shape per log2 bucket (shape_key::bucket): a decode loop records its
+// attention once per power of two of the KV length instead of once per step.
+std::string record_signature(const recorder_state& r, std::string_view op, std::string_view dtype,
+                             const shape_key& shape) {
+  return std::string(op) + '|' + std::string(dtype) + '|' +
+         (record_exact(r) ? shape.canonical() : shape.bucket());
+}
+
+std::string entry_text(std::string_view op, std::string_view dtype, const shape_key& shape) {
+  std::string text = "op: " + std::string(op) + ", dtype: " + std::string(dtype);
+  for (auto& [name, value] : shape.components()) text += ", " + name + ": " + std::to_string(value);
+  return text;
+}
+
+// Appends `lines` to `path` under an exclusive lock (several processes may record at once),
+// with the file's header when it is empty. False when the file cannot be opened.
+bool append_lines(const std::string& path, const std::string& lines) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  ::flock(fd, LOCK_EX);
+  struct stat st {};
+  std::string text;
+  if (::fstat(fd, &st) == 0 && st.st_size == 0)
+    text =
+        "# Shapes dispatched without a tuning database entry (PRISM_RECORD_UNTUNED); an entry's\n"
+        "# `calls:` lines add up. Tune them with: prism pretune --shapes " +
+        path + "\nshapes:\n";
+  text += lines;
+  ssize_t written = ::write(fd, text.data(), text.size());
+  (void)written;
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
+  return true;
+}
+
+void warn_cannot_open(const std::string& path) {
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) detail::log().warn("PRISM_RECORD_UNTUNED: cannot open {} for appending", path);
+}
+
+// The counts not yet in the file, appended as one `calls:` line per shape. Caller holds r.mu.
+void flush_locked(recorder_state& r) {
+  if (r.path.empty()) return;
+  std::string lines;
+  std::vector<std::pair<recorded_shape*, std::uint64_t>> taken;
+  for (auto& [sig, shape] : r.shapes) {
+    const std::uint64_t now = shape->calls.load(std::memory_order_relaxed);
+    if (now <= shape->flushed) continue;
+    lines += "  - {" + shape->entry + ", calls: " + std::to_string(now - shape->flushed) + "}\n";
+    taken.emplace_back(shape, now);
+  }
+  if (lines.empty()) return;
+  if (!append_lines(r.path, lines)) {
+    warn_cannot_open(r.path);
+    return;
+  }
+  for (auto& [shape, now] : taken) shape->flushed = now;
+}
+
+void flush_at_exit() {
+  auto& r = recorder();
+  std::lock_guard lock(r.mu);
+  flush_locked(r);
+}
 }  // namespace
 
 std::string untuned_record_path() {
@@ -323,59 +415,59 @@ std::string untuned_record_path() {
   return r.path;
 }
 
-void set_untuned_record_path(std::string path) {
+void set_untuned_record_path(std::string path, std::optional<bool> exact) {
   auto& r = recorder();
   std::lock_guard lock(r.mu);
+  flush_locked(r);
   r.path = std::move(path);
+  r.exact = exact;
   r.loaded = false;
-  r.seen.clear();
+  r.shapes.clear();  // the counters stay alive for decisions that still point at them
   r.on = !r.path.empty();
 }
 
-void record_untuned(std::string_view op, std::string_view dtype, const shape_key& shape) {
+void flush_untuned_record() {
   auto& r = recorder();
-  if (!r.on.load(std::memory_order_relaxed)) return;
   std::lock_guard lock(r.mu);
-  const std::string& path = r.path;
-  if (path.empty()) return;
-  auto* seen = &r.seen;
+  flush_locked(r);
+}
+
+std::atomic<std::uint64_t>* record_untuned(std::string_view op, std::string_view dtype,
+                                           const shape_key& shape) {
+  auto& r = recorder();
+  if (!r.on.load(std::memory_order_relaxed)) return nullptr;
+  std::lock_guard lock(r.mu);
+  if (r.path.empty()) return nullptr;
+  if (!r.at_exit) {
+    r.at_exit = true;
+    std::atexit(flush_at_exit);
+  }
   if (!r.loaded) {
     r.loaded = true;
-    // Entries already in the file (from an earlier run) are not written again.
+    // Entries already in the file (from an earlier run) are not written again; their new calls
+    // are appended against the entry as it is written there.
     try {
-      if (fs::exists(path))
-        for (auto& e : load_shape_set(path).entries) seen->insert(record_signature(e.op, e.dtype, e.shape));
+      if (fs::exists(r.path))
+        for (auto& e : load_shape_set(r.path).entries) {
+          auto sig = record_signature(r, e.op, e.dtype, e.shape);
+          if (r.shapes.count(sig)) continue;
+          auto* s = new recorded_shape;
+          s->entry = entry_text(e.op, e.dtype, e.shape);
+          r.shapes.emplace(std::move(sig), s);
+        }
     } catch (const prism::error& e) {
-      detail::log().warn("PRISM_RECORD_UNTUNED: cannot read existing {} ({}); appending anyway", path,
+      detail::log().warn("PRISM_RECORD_UNTUNED: cannot read existing {} ({}); appending anyway", r.path,
                          e.message());
     }
   }
-  if (!seen->insert(record_signature(op, dtype, shape)).second) return;
-
-  std::string line = "  - {op: " + std::string(op) + ", dtype: " + std::string(dtype);
-  for (auto& [name, value] : shape.components()) line += ", " + name + ": " + std::to_string(value);
-  line += "}\n";
-  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    static bool warned = false;
-    if (!warned) detail::log().warn("PRISM_RECORD_UNTUNED: cannot open {} for appending", path);
-    warned = true;
-    return;
-  }
-  // The lock keeps the header and each line whole when several processes record at once.
-  ::flock(fd, LOCK_EX);
-  struct stat st {};
-  std::string text;
-  if (::fstat(fd, &st) == 0 && st.st_size == 0)
-    text =
-        "# Shapes dispatched without a tuning database entry (PRISM_RECORD_UNTUNED).\n"
-        "# Tune them with: prism pretune --shapes " +
-        path + "\nshapes:\n";
-  text += line;
-  ssize_t written = ::write(fd, text.data(), text.size());
-  (void)written;
-  ::flock(fd, LOCK_UN);
-  ::close(fd);
+  auto sig = record_signature(r, op, dtype, shape);
+  auto it = r.shapes.find(sig);
+  if (it != r.shapes.end()) return &it->second->calls;
+  auto* s = new recorded_shape;
+  s->entry = entry_text(op, dtype, shape);
+  r.shapes.emplace(std::move(sig), s);
+  if (!append_lines(r.path, "  - {" + s->entry + "}\n")) warn_cannot_open(r.path);
+  return &s->calls;
 }
 
 }  // namespace prism::tuning

@@ -9,10 +9,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <future>
 #include <map>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -20,9 +23,9 @@
 #include "dispatch/tuning_tier.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "kernels/shape_limits.hpp"
-#include "kernels/shape_limits.hpp"
 #include "prism/dispatch.hpp"
 #include "prism/error.hpp"
+#include "prism/runtime/graph.hpp"
 #include "prism/runtime/queue.hpp"
 #include "prism/version.hpp"
 #include "runtime/log.hpp"
@@ -178,28 +181,72 @@ class pretune_run {
     prog_.bar = o_.progress_bar;
     prog_.sink = o_.on_progress;
     prog_.total = entries.size();
-    const auto reps = o_.fold_kv_lengths ? kv_length_buckets(entries)
-                                         : std::vector<std::size_t>(entries.size(), std::size_t(-1));
+    constexpr std::size_t none = std::size_t(-1);
+    const auto reps =
+        o_.fold_kv_lengths ? kv_length_buckets(entries) : std::vector<std::size_t>(entries.size(), none);
+    // The shapes to tune (bucket representatives and unbucketed shapes), each with the calls of
+    // the entries it stands for.
+    std::vector<std::size_t> order;
+    std::vector<std::uint64_t> calls(entries.size(), 0);
     for (std::size_t i = 0; i < entries.size(); ++i) {
-      const auto& entry = entries[i];
-      if (reps[i] != std::size_t(-1) && reps[i] != i) {
-        shape_outcome out;
-        out.entry = entry;
-        out.shape = entry.shape.str();
-        out.status = shape_outcome::state::covered;
-        out.detail = "KV-length bucket of [" + entries[reps[i]].shape.str() + "] (nearest-shape lookup)";
-        report(out);
-        continue;
+      const std::size_t rep = reps[i] == none ? i : reps[i];
+      calls[rep] = std::min(calls[rep] + entries[i].calls, std::uint64_t(1) << 62);
+      if (rep == i) order.push_back(i);
+    }
+    std::vector<double> default_ns(entries.size(), 0);
+    std::vector<char> already(entries.size(), 0);  // found tuned while timing the defaults
+    auto payoff = [&](std::size_t i) {
+      return default_ns[i] * static_cast<double>(std::max<std::uint64_t>(calls[i], 1));
+    };
+    if (o_.payoff_order && order.size() > 1) {
+      for (std::size_t i : order) {
+        if (o_.budget_s > 0 && seconds_since(start_) >= o_.budget_s) break;  // the rest: unknown payoff
+        const double ns = time_default(entries[i]);
+        already[i] = ns < 0;
+        default_ns[i] = std::max(ns, 0.0);
       }
+      // Largest payoff first; shapes whose default was not timed follow, by calls; ties keep the
+      // set's order.
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        if ((payoff(a) > 0) != (payoff(b) > 0)) return payoff(a) > 0;
+        if (payoff(a) != payoff(b)) return payoff(a) > payoff(b);
+        return calls[a] > calls[b];
+      });
+      for (std::size_t r = 0; r < order.size(); ++r) {
+        const auto& e = entries[order[r]];
+        const std::size_t i = order[r];
+        prog_.line(fmt::format("pretune: payoff order {}/{}: {} {} [{}]  default {} x {} calls = {}", r + 1,
+                               order.size(), e.op, e.dtype, e.shape.str(), human_ns(default_ns[i]),
+                               calls[i] ? std::to_string(calls[i]) : "1 (not counted)",
+                               payoff(i) > 0 ? human_ns(payoff(i))
+                               : already[i]  ? "none (already tuned)"
+                                             : "unknown"));
+      }
+    }
+    for (std::size_t i : order) {
+      const auto& entry = entries[i];
+      shape_outcome out;
       if (o_.budget_s > 0 && seconds_since(start_) >= o_.budget_s) {
         report_.budget_exhausted = true;
-        shape_outcome out;
         out.entry = entry;
         out.shape = entry.shape.str();
-        report_.shapes.push_back(out);
-        continue;
+      } else {
+        out = tune_shape(entry);
       }
-      report(tune_shape(entry));
+      out.calls = calls[i];
+      out.rank_default_ns = default_ns[i];
+      out.payoff_ns = payoff(i);
+      report(out);
+      for (std::size_t j = 0; j < entries.size(); ++j) {
+        if (reps[j] != i || j == i) continue;
+        shape_outcome member;
+        member.entry = entries[j];
+        member.shape = entries[j].shape.str();
+        member.status = shape_outcome::state::covered;
+        member.detail = "KV-length bucket of [" + entry.shape.str() + "] (nearest-shape lookup)";
+        member.calls = entries[j].calls;
+        report(member);
+      }
     }
     if (prog_.bar) std::fprintf(stderr, "\r\033[K");
     report_.seconds = seconds_since(start_);
@@ -235,6 +282,70 @@ class pretune_run {
       entries.push_back(e);
     }
     return entries;
+  }
+
+  // Payoff order: the default route's p50 for `entry` (one warm run, then min_runs timed
+  // runs); -1 when the shape is already tuned, 0 when it cannot be timed (sampling or the route
+  // fails: the tuning pass reports why). Its kernels stay in the program cache for that pass.
+  double time_default(const tuning::shape_entry& entry) {
+    const std::string label = fmt::format("{} {} [{}]", entry.op, entry.dtype, entry.shape.str());
+    try {
+      const auto* desc = op_registry::instance().find(entry.op);
+      if (!desc || !desc->sample) return 0;
+      sample_options so;
+      so.type = parse_dtype(entry.dtype);
+      so.seed = o_.seed;
+      check_shape_limits("prism pretune", entry.op, entry.shape, so.type, dev_);
+      prog_.update("timing the default of " + label, 0, 0);
+      op_call call = desc->sample(q_, entry.shape, so);
+      q_.wait_and_throw();
+      if (!o_.force) {
+        const auto key = desc->key ? desc->key(call) : entry.shape;
+        if (auto row = db_.find_result(fp_, entry.op, dtype_key(call_dtypes(call)), key))
+          if (row->kernel_hash == route_hash(dev_, *desc, row->backend, row->config)) return -1;
+      }
+      dispatch_options untuned;
+      untuned.skip_tuning_db = true;
+      run_once_ns(q_, call, untuned);  // builds the default's kernels
+      std::vector<double> t;
+      for (int r = 0; r < o_.min_runs; ++r) t.push_back(run_once_ns(q_, call, untuned));
+      return percentile(t, 0.5);
+    } catch (const prism::error& e) {
+      log::get("dispatch")
+          ->info("pretune: {}: default not timed for the payoff order: {}", label, e.message());
+      drain();
+      return 0;
+    }
+  }
+
+  // Stage 2a: the candidates' programs, built on up to compile_threads threads before they are
+  // measured one at a time. Each thread records the candidate's call into a throwaway graph on a
+  // queue of its own: that builds its kernels through the process-wide program cache (shared
+  // futures: one build per key) and runs nothing. Errors are left to the serial pass, which
+  // meets them again (failed builds are cached too) and classifies them.
+  void prebuild(shape_work& w, const std::vector<const candidate*>& todo) {
+    unsigned threads = o_.compile_threads ? o_.compile_threads : std::thread::hardware_concurrency();
+    threads = static_cast<unsigned>(std::min<std::size_t>({std::max(threads, 1u), todo.size(), 64}));
+    if (threads <= 1) return;  // one thread: the serial pass builds each program as it meets it
+    std::atomic<std::size_t> next{0};
+    auto worker = [&] {
+      queue wq(q_.get_context());
+      for (std::size_t i; (i = next.fetch_add(1)) < todo.size();) {
+        forced_route route{todo[i]->backend, todo[i]->config};
+        dispatch_options forced;
+        forced.forced = &route;
+        try {
+          graph::record(wq, [&] { dispatch_call(wq, w.call, forced); });
+        } catch (const std::exception& e) {
+          log::get("dispatch")
+              ->debug("pretune: {}: prebuild of {} '{}': {}", w.label, route.backend, todo[i]->config,
+                      e.what());
+        }
+      }
+    };
+    std::vector<std::future<void>> jobs;
+    for (unsigned t = 0; t < threads; ++t) jobs.push_back(std::async(std::launch::async, worker));
+    for (auto& j : jobs) j.get();
   }
 
   shape_outcome tune_shape(const tuning::shape_entry& entry) {
@@ -321,6 +432,17 @@ class pretune_run {
     std::map<std::string, candidate_row> previous;
     for (auto& c : db_.candidates(fp_, w.desc->name, w.dtype_col, w.key))
       previous[c.backend + '\x1f' + c.config] = c;
+    {
+      std::vector<const candidate*> todo;
+      for (const auto& c : cands) {
+        auto prev = previous.find(c.backend + '\x1f' + c.config);
+        if (prev == previous.end() ||
+            prev->second.kernel_hash != route_hash(dev_, *w.desc, c.backend, c.config))
+          todo.push_back(&c);
+      }
+      prog_.update(w.label + " (building candidates)", 0, cands.size());
+      prebuild(w, todo);
+    }
     for (std::size_t i = 0; i < cands.size(); ++i) {
       if (o_.budget_s > 0 && seconds_since(start_) >= o_.budget_s) {
         report_.budget_exhausted = true;

@@ -40,6 +40,13 @@ struct pretune_options {
   /// Shapes of an op whose key has `lk` (attention) that differ only in KV length are tuned
   /// as one bucket: one representative, the others left to the nearest-shape lookup.
   bool fold_kv_lengths = true;
+  /// Tune in payoff order (default time x recorded calls, largest first; docs/tuning.md) rather
+  /// than in the set's order: each shape's default route is timed first, so a budget-limited run
+  /// spends its time where it pays.
+  bool payoff_order = true;
+  /// Threads that build a shape's candidate programs before they are measured (serially);
+  /// 0 = std::thread::hardware_concurrency(). Capped at the candidates to build and at 64.
+  unsigned compile_threads = 0;
   std::uint64_t seed = 1;
 };
 
@@ -52,6 +59,12 @@ struct shape_outcome {
   std::string detail;  ///< failure reason
   tuning::result_row row;
   std::size_t candidates = 0, failed_candidates = 0, resumed_candidates = 0;
+  /// Payoff order: the recorded calls (those of the KV-length bucket it stands for, summed; 0 =
+  /// not counted), the default route's p50 timed before ordering (0 = not timed) and their
+  /// product with the calls taken as at least 1 (0 = unknown, ordered last).
+  std::uint64_t calls = 0;
+  double rank_default_ns = 0;
+  double payoff_ns = 0;
 };
 
 struct pretune_report {

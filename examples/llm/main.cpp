@@ -134,6 +134,20 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--warmup", opt.warmup_runs, "untimed warm-up generations (build kernels first)")
       ->capture_default_str();
+  std::string pretune_text;
+  auto* pretune =
+      app.add_option(
+             "--pretune", pretune_text,
+             "before the run, tune this model's own shapes into the tuning database (PRISM_TUNING_DB): "
+             "record them with their call counts in a short generation, tune the largest default "
+             "time x calls first, stop after SECONDS (default 120; 0: no limit), then run on the new "
+             "rows")
+          ->expected(0, 1)
+          ->type_name("[SECONDS]");
+  app.add_option("--pretune-candidates", opt.pretune_candidates,
+                 "--pretune: generated candidates per backend and shape (PoCL builds each in about a second)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   app.add_option("--repeat", opt.repeat, "timed generations; the fastest prefill and decode are reported")
       ->capture_default_str();
   app.add_option("--breakdown-steps", opt.breakdown_decode_steps,
@@ -157,6 +171,25 @@ int main(int argc, char** argv) {
   app.add_flag("--list-presets", list, "list the presets and exit");
   CLI11_PARSE(app, argc, argv);
   opt.sampling.seed = opt.seed;
+  if (pretune->count() > 0) {
+    opt.pretune_s = 120;
+    if (!pretune_text.empty()) {
+      std::size_t used = 0;
+      double v = -1;
+      try {
+        v = std::stod(pretune_text, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != pretune_text.size() || !std::isfinite(v) || v < 0 || v > 1e6) {
+        std::fprintf(stderr,
+                     "prism-llm: error: --pretune takes a number of seconds in [0, 1e6] (0: no limit), got "
+                     "'%s'\n",
+                     pretune_text.c_str());
+        return 1;
+      }
+      opt.pretune_s = v;
+    }
+  }
   if (list) {
     for (const auto& p : presets())
       fmt::print("{:16} {}\n  {}\n", p.name, p.description, preset(p.name).summary());

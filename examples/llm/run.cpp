@@ -5,6 +5,7 @@
 #include "examples/llm/perplexity.hpp"
 
 #include <sys/resource.h>
+#include <unistd.h>
 #include <algorithm>
 
 #include <chrono>
@@ -24,8 +25,11 @@
 #include "examples/llm/checkpoint.hpp"
 #include "examples/llm/reference.hpp"
 #include "examples/llm/unicode.hpp"
+#include "prism/dispatch.hpp"
 #include "prism/error.hpp"
+#include "prism/pretune.hpp"
 #include "prism/runtime.hpp"
+#include "prism/tuning_db.hpp"
 
 namespace prism::llm {
 
@@ -302,6 +306,72 @@ run_result run_model(const run_options& opt) {
     return r;
   }
 
+  if (opt.pretune_s >= 0) {
+    // --pretune: this model's shapes recorded exactly, with their call counts, during a short
+    // generation; then tuned in payoff order (default time x calls) within the budget. The
+    // dispatcher picks the new rows up (dispatch::pretune calls use_tuning_database).
+    namespace fs = std::filesystem;
+    r.pretuned = true;
+    t0 = clock::now();
+    const fs::path shapes =
+        fs::temp_directory_path() / fmt::format("prism-llm-shapes-{}.yaml", static_cast<long>(::getpid()));
+    std::error_code ec;
+    fs::remove(shapes, ec);
+    const std::string previous = tuning::untuned_record_path();
+    tuning::set_untuned_record_path(shapes.string(), true);
+    dispatch::use_tuning_database();  // decide afresh, so that every shape is looked up (and recorded)
+    try {
+      dec.reset();
+      sampler s(opt.sampling);
+      const auto c = controls_for(s, false);
+      dec.generate(r.prompt, std::min<std::int64_t>(opt.new_tokens, 8), &c);
+      q.wait_and_throw();
+    } catch (...) {
+      tuning::set_untuned_record_path(previous);
+      fs::remove(shapes, ec);
+      throw;
+    }
+    tuning::set_untuned_record_path(previous);  // appends the counts to `shapes`
+    r.pretune_record_seconds = seconds_since(t0);
+    auto& db = tuning::database::process_default();
+    r.pretune_database = db.path();
+    if (fs::exists(shapes)) {
+      dispatch::pretune_request req;
+      req.shapes = tuning::load_shape_set(shapes.string());
+      fs::remove(shapes, ec);
+      req.shapes.name = r.model_summary;
+      r.pretune_recorded = req.shapes.entries.size();
+      req.budget_s = opt.pretune_s;
+      req.max_candidates = std::max<std::size_t>(opt.pretune_candidates, 1);
+      req.on_progress = [](const dispatch::pretune_progress& p) {
+        if (!p.line.empty()) std::fprintf(stderr, "%s\n", p.line.c_str());
+      };
+      const auto summary = dispatch::pretune(q.get_device(), db, req);
+      db.checkpoint();
+      for (const auto& sh : summary.shapes) {
+        if (sh.status == "tuned")
+          ++r.pretune_tuned;
+        else if (sh.status == "already_tuned")
+          ++r.pretune_already;
+        else if (sh.status == "covered")
+          ++r.pretune_covered;
+        else if (sh.status == "failed")
+          ++r.pretune_failed;
+        else
+          ++r.pretune_not_reached;
+      }
+    }
+    r.pretune_seconds = seconds_since(t0);
+    std::printf(
+        "prism-llm: pretune: %zu shapes recorded in %.1f s; %zu tuned, %zu already tuned, %zu covered by a "
+        "KV-length bucket, %zu not reached, %zu failed; %.1f s in all (budget %s), database %s\n",
+        r.pretune_recorded, r.pretune_record_seconds, r.pretune_tuned, r.pretune_already, r.pretune_covered,
+        r.pretune_not_reached, r.pretune_failed, r.pretune_seconds,
+        opt.pretune_s > 0 ? fmt::format("{:g} s", opt.pretune_s).c_str() : "none",
+        r.pretune_database.c_str());
+    std::fflush(stdout);
+  }
+
   // Warm-up: builds every kernel variant the timed run needs (prefill and decode shapes).
   t0 = clock::now();
   for (int i = 0; i < opt.warmup_runs; ++i) {
@@ -474,6 +544,17 @@ run_result run_model(const run_options& opt) {
                        {"fallbacks", s.fallbacks},
                        {"device_ns", s.time_ns}});
     j["dispatch"] = stats;
+    if (r.pretuned)
+      j["pretune"] = {{"recorded", r.pretune_recorded},
+                      {"tuned", r.pretune_tuned},
+                      {"already_tuned", r.pretune_already},
+                      {"covered", r.pretune_covered},
+                      {"not_reached", r.pretune_not_reached},
+                      {"failed", r.pretune_failed},
+                      {"record_seconds", r.pretune_record_seconds},
+                      {"seconds", r.pretune_seconds},
+                      {"budget_s", opt.pretune_s},
+                      {"database", r.pretune_database}};
     std::ofstream f(opt.json_path);
     f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!f) throw error(errc::io_error, "prism-llm --json", fmt::format("cannot write '{}'", opt.json_path));

@@ -43,6 +43,11 @@ struct run_options {
   sampling_options sampling;
   std::int64_t new_tokens = 32;
   int warmup_runs = 1;
+  /// --pretune [SECONDS]: before the warm-up, record this model's shapes (exact, with call
+  /// counts) in a short generation, tune them in payoff order into the tuning database within
+  /// this budget (0 = no limit; < 0 = off), then run on the new rows.
+  double pretune_s = -1;
+  std::size_t pretune_candidates = 4;  ///< --pretune-candidates: per backend and shape
   std::string graph = "auto";
   std::string fuse = "attention,mlp";  ///< decode fusions: attention, mlp, both, or none  ///< decode through a recorded graph: on, off, auto (measured)
   int repeat = 1;              ///< timed generations; the fastest prefill and decode are reported
@@ -93,6 +98,12 @@ struct run_result {
   bool checked = false, check_passed = false;
   double logits_max_abs_diff = 0, logits_max_abs_ref = 0, logits_tolerance = 0;
   std::vector<std::int32_t> reference_tokens;
+  // --pretune
+  bool pretuned = false;
+  std::size_t pretune_recorded = 0, pretune_tuned = 0, pretune_already = 0, pretune_covered = 0,
+              pretune_not_reached = 0, pretune_failed = 0;
+  double pretune_record_seconds = 0, pretune_seconds = 0;
+  std::string pretune_database;
   // --perplexity
   std::int64_t perplexity_tokens = 0;  ///< tokens scored (0: not run)
   double mean_nll = 0, perplexity = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -36,6 +37,12 @@ struct pretune_request {
   int min_runs = 3;
   int max_runs = 25;
   bool force = false;  ///< re-tune shapes that already have a valid row
+  /// Tune the largest default time x recorded calls first (each default route is timed first);
+  /// false: the set's order.
+  bool payoff_order = true;
+  /// Threads building a shape's candidate kernels before the serial measurement; 0 = the
+  /// hardware's concurrency.
+  unsigned compile_threads = 0;
   std::uint64_t seed = 1;
   /// Called on the calling thread; nullptr = print nothing.
   std::function<void(const pretune_progress&)> on_progress;
@@ -53,6 +60,8 @@ struct pretuned_shape {
   std::string config;
   double p50_ns = 0;
   double default_ns = 0;
+  std::uint64_t calls = 0;  ///< recorded calls it stands for (0 = not counted)
+  double payoff_ns = 0;     ///< default time x calls that set its place in the order (0 = unknown)
 };
 
 struct pretune_summary {

@@ -4,6 +4,7 @@
 // Knows nothing of kernels or dispatch: rows are keyed by (device, op, dtype, shape key).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -312,15 +313,25 @@ std::string to_json(const result_row& row);
 
 /// PRISM_RECORD_UNTUNED: appends each (op, dtype, shape) that missed the database, once per
 /// process, to the shapes file named by the variable (or set_untuned_record_path), in a form
-/// `prism pretune --shapes` reads. Cheap no-op when no file is set. Thread safety: safe.
-void record_untuned(std::string_view op, std::string_view dtype, const shape_key& shape);
+/// `prism pretune --shapes` reads. Returns the shape's dispatch counter (never freed) for the
+/// dispatcher to add each later dispatch of the shape to, or nullptr when nothing is recorded.
+/// flush_untuned_record (also run at exit) appends the counts as `calls:`. Cheap no-op when no
+/// file is set. Thread safety: safe.
+std::atomic<std::uint64_t>* record_untuned(std::string_view op, std::string_view dtype,
+                                           const shape_key& shape);
+/// Appends, for each recorded shape dispatched since the last flush, a line with the new calls
+/// (`calls: N`; a shape set sums the calls of an entry listed several times). Runs at exit too.
+/// Thread safety: safe.
+void flush_untuned_record();
 /// The file record_untuned writes to ("" when none: PRISM_RECORD_UNTUNED unset).
 std::string untuned_record_path();
 /// Records into `path` from now on, instead of PRISM_RECORD_UNTUNED's file ("" stops recording):
 /// for embedders that turn recording on at run time (the Python module's record=PATH). Entries
 /// already in the file are not written again. Calls of dispatch::use_tuning_database() make the
-/// dispatcher look shapes up (and so record them) afresh. Thread safety: safe.
-void set_untuned_record_path(std::string path);
+/// dispatcher look shapes up (and so record them) afresh. Counts not yet flushed are flushed to
+/// the previous file first. `exact` overrides PRISM_RECORD_UNTUNED_EXACT (true: every distinct
+/// shape; false: one per log2 bucket). Thread safety: safe.
+void set_untuned_record_path(std::string path, std::optional<bool> exact = std::nullopt);
 
 /// One entry of a shape set: an op, a dtype and a concrete shape.
 struct shape_entry {
@@ -328,6 +339,9 @@ struct shape_entry {
   std::string dtype;
   shape_key shape;
   std::string note;  ///< where it comes from (e.g. "q_proj"); may be empty
+  /// Dispatches counted by PRISM_RECORD_UNTUNED (`calls:`; an entry listed several times sums
+  /// them); 0 = not counted, which pretune's payoff order takes as 1.
+  std::uint64_t calls = 0;
 };
 
 /// A shape set: the shapes a model dispatches (tuning_db/shapes/*.yaml, see docs/tuning.md).

@@ -218,6 +218,11 @@ TEST(TuningDispatch, RecordsMissesForPretune) {
     EXPECT_EQ(d.key(call).str(), prism::shape_key::parse(e.shape.str()).str()) << e.op;
   }
   EXPECT_EQ(set.entries.size(), 5u) << test::read_file(file);
+  // Each dispatch of a recorded shape is counted (rows=3 twice), and written at exit.
+  for (auto& e : set.entries)
+    EXPECT_EQ(e.calls, e.op == "rms_norm" && e.shape.str() == "rows=3,d=64" ? 2u : 1u)
+        << e.op << " " << e.shape.str() << "\n"
+        << test::read_file(file);
   EXPECT_EQ(got, (std::set<std::string>{"rms_norm f32", "embedding f32", "argmax f32", "zeros f32"}))
       << test::read_file(file);
 }
@@ -424,11 +429,16 @@ TEST(TuningDispatch, PretuneTunesOneShapePerKvBucket) {
   o.max_runs = 3;
   o.target_s_per_candidate = 0.01;
   auto report = dispatch::tuner::pretune(dev, db, o);
+  // The report is in tuning order: the bucket's representative, then the members it covers.
   ASSERT_EQ(report.shapes.size(), 3u);
-  EXPECT_EQ(report.shapes[0].status, dispatch::tuner::shape_outcome::state::covered);
-  EXPECT_NE(report.shapes[0].detail.find("lk=16"), std::string::npos) << report.shapes[0].detail;
-  EXPECT_EQ(report.shapes[1].status, dispatch::tuner::shape_outcome::state::tuned) << report.shapes[1].detail;
-  EXPECT_EQ(report.shapes[2].status, dispatch::tuner::shape_outcome::state::covered);
+  EXPECT_EQ(report.shapes[0].status, dispatch::tuner::shape_outcome::state::tuned) << report.shapes[0].detail;
+  EXPECT_EQ(report.shapes[0].entry.shape.find("lk"), std::optional<std::int64_t>(16));
+  for (int i : {1, 2}) {
+    EXPECT_EQ(report.shapes[i].status, dispatch::tuner::shape_outcome::state::covered);
+    EXPECT_NE(report.shapes[i].detail.find("lk=16"), std::string::npos) << report.shapes[i].detail;
+  }
+  EXPECT_EQ(report.shapes[1].entry.shape.find("lk"), std::optional<std::int64_t>(8));
+  EXPECT_EQ(report.shapes[2].entry.shape.find("lk"), std::optional<std::int64_t>(32));
   auto summary = dispatch::tuner::summary_table(report);
   EXPECT_NE(summary.find("1 tuned, 0 already tuned, 2 in a KV-length bucket"), std::string::npos) << summary;
   dispatch::use_tuning_database();
@@ -437,4 +447,70 @@ TEST(TuningDispatch, PretuneTunesOneShapePerKvBucket) {
   auto r = dispatch::dispatch_call(q, call);
   q.wait();
   EXPECT_EQ(r.tier, dispatch::source_tier::db_nearest) << r.reason;
+}
+
+// Payoff order: each shape's default route is timed first and the shapes are tuned largest
+// default time x calls first. The counts dominate here (a million calls against one), so the
+// order does not depend on the timings: the small, often-called shape comes first although the
+// set lists it last; with payoff_order off the set's order holds.
+TEST(TuningDispatch, PretuneTunesTheLargestPayoffFirst) {
+  auto& db = test_db();
+  queue q;
+  auto dev = q.get_device();
+  dispatch::tuner::pretune_options o;
+  o.shapes = parse_shape_set(
+      "shapes:\n"
+      "  - {op: rms_norm, rows: 64, d: 256, calls: 1}\n"
+      "  - {op: rms_norm, rows: 2, d: 32, calls: 1000000}\n",
+      "payoff");
+  o.backends = {"opencl"};
+  o.max_per_backend = 1;
+  o.min_runs = 1;
+  o.max_runs = 2;
+  o.target_s_per_candidate = 0.01;
+  o.force = true;
+  auto report = dispatch::tuner::pretune(dev, db, o);
+  ASSERT_EQ(report.shapes.size(), 2u);
+  EXPECT_EQ(report.shapes[0].shape, "rows=2,d=32");
+  EXPECT_EQ(report.shapes[0].calls, 1000000u);
+  EXPECT_GT(report.shapes[0].payoff_ns, report.shapes[1].payoff_ns);
+  EXPECT_EQ(report.shapes[1].shape, "rows=64,d=256");
+  for (auto& s : report.shapes) EXPECT_EQ(s.status, dispatch::tuner::shape_outcome::state::tuned) << s.detail;
+
+  o.payoff_order = false;
+  auto in_file_order = dispatch::tuner::pretune(dev, db, o);
+  ASSERT_EQ(in_file_order.shapes.size(), 2u);
+  EXPECT_EQ(in_file_order.shapes[0].shape, "rows=64,d=256");
+  EXPECT_EQ(in_file_order.shapes[1].shape, "rows=2,d=32");
+}
+
+// Candidates built on several threads before the serial measurement give the same candidates
+// with the same outcomes as building each as it is measured.
+TEST(TuningDispatch, ParallelCompilesGiveTheSameCandidates) {
+  queue q;
+  auto dev = q.get_device();
+  std::string dir = test::make_temp_dir("compile-threads");
+  std::vector<std::set<std::string>> outcomes;
+  for (unsigned threads : {4u, 1u}) {  // 4 first: its builds start from a cold program cache
+    database db(dir + "/t" + std::to_string(threads) + ".db");
+    dispatch::tuner::pretune_options o;
+    o.shapes = parse_shape_set("shapes:\n  - {op: softmax, rows: 3, r: 40, inner: 1}\n", "threads");
+    o.backends = {"opencl"};
+    o.max_per_backend = 4;
+    o.min_runs = 1;
+    o.max_runs = 2;
+    o.target_s_per_candidate = 0.01;
+    o.compile_threads = threads;
+    auto report = dispatch::tuner::pretune(dev, db, o);
+    ASSERT_EQ(report.shapes.size(), 1u);
+    EXPECT_EQ(report.shapes[0].status, dispatch::tuner::shape_outcome::state::tuned)
+        << report.shapes[0].detail;
+    std::set<std::string> rows;
+    for (auto& c : db.candidates(dev.fingerprint().hash, "softmax", "f32",
+                                 tuning::shape_key::parse(report.shapes[0].shape)))
+      rows.insert(c.backend + " " + c.config + " " + tuning::candidate_status_name(c.status));
+    EXPECT_GE(rows.size(), 2u);
+    outcomes.push_back(rows);
+  }
+  EXPECT_EQ(outcomes[0], outcomes[1]);
 }

@@ -5,6 +5,7 @@
 //   crash-loop DB        commit shapes forever, printing "committed I" after each commit
 //   readonly DB          open a database the process cannot write; report what works
 //   record OP DTYPE KEY...  call record_untuned for each key (PRISM_RECORD_UNTUNED set by parent)
+//   count OP DTYPE KEY...   the same, counting one dispatch per key (appended as calls: at exit)
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -127,9 +128,14 @@ int main(int argc, char** argv) {
       for (int i = 4; i < argc; ++i) record_untuned(argv[2], argv[3], shape_key::parse(argv[i]));
       return 0;
     }
+    if (mode == "count" && argc >= 4) {  // each key dispatched once: its counter counts it
+      for (int i = 4; i < argc; ++i)
+        if (auto* calls = record_untuned(argv[2], argv[3], shape_key::parse(argv[i]))) calls->fetch_add(1);
+      return 0;  // the counts are appended at exit
+    }
     std::fprintf(stderr,
                  "usage: tuning_db_helper write DB ID N | read DB N | crash-loop DB | readonly DB | "
-                 "record OP DTYPE KEY...\n");
+                 "record OP DTYPE KEY... | count OP DTYPE KEY...\n");
     return 64;
   } catch (const std::exception& e) {
     std::printf("FAIL %s\n", e.what());

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "prism/error.hpp"
@@ -154,5 +155,59 @@ TEST(ShapeSet, RecorderKeepsExactShapesWhenAsked) {
   EXPECT_EQ(got, (std::vector<std::string>{"causal=1,lq=1,lk=129,d=64", "causal=1,lq=1,lk=130,d=64",
                                            "causal=1,lq=1,lk=131,d=64", "causal=1,lq=1,lk=132,d=64",
                                            "causal=1,lq=1,lk=133,d=64"}))
+      << read_file(file);
+}
+
+// calls: (the recorder's dispatch counts) is optional, sums over an entry listed again, and a
+// bad value is an error naming the entry and the valid range.
+TEST(ShapeSet, CallsAreReadSummedAndChecked) {
+  auto set = parse_shape_set(
+      "shapes:\n"
+      "  - {op: matmul, m: 1, n: 64, k: 64}\n"
+      "  - {op: matmul, m: 2, n: 64, k: 64, calls: 7}\n"
+      "  - {op: matmul, m: 1, n: 64, k: 64, calls: 3}\n"
+      "  - {op: matmul, m: 2, n: 64, k: 64, calls: 5}\n",
+      "calls");
+  ASSERT_EQ(set.entries.size(), 2u);
+  EXPECT_EQ(set.entries[0].shape.str(), "m=1,n=64,k=64");
+  EXPECT_EQ(set.entries[0].calls, 3u);
+  EXPECT_EQ(set.entries[1].calls, 12u);
+  // A file without counts stays valid: every entry has calls 0 (not counted).
+  auto old = parse_shape_set("shapes:\n  - {op: softmax, rows: 4, cols: [64, 128]}\n", "old");
+  ASSERT_EQ(old.entries.size(), 2u);
+  for (auto& e : old.entries) EXPECT_EQ(e.calls, 0u);
+  EXPECT_EQ(old.entries[0].shape.find("calls"), std::nullopt);
+  for (const char* bad : {"-3", "1.5", "abc", "[1, 2]", "99999999999999999999"}) {
+    try {
+      parse_shape_set(
+          std::string("shapes:\n  - {op: softmax, rows: 4, cols: 64}\n  - {op: matmul, m: 1, n: 4, "
+                      "k: 4, calls: ") +
+              bad + "}\n",
+          "bad.yaml");
+      ADD_FAILURE() << "calls: " << bad << " was accepted";
+    } catch (const prism::error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("bad.yaml: shapes[1] (matmul).calls"), std::string::npos) << what;
+      EXPECT_NE(what.find("number of calls"), std::string::npos) << what;
+    }
+  }
+}
+
+// The recorder counts each dispatch of a recorded shape and appends the counts at exit; a
+// later run adds its own counts to the entries already in the file.
+TEST(ShapeSet, RecorderCountsCalls) {
+  auto dir = make_temp_dir("record-count");
+  auto file = dir + "/untuned.yaml";
+  std::map<std::string, std::string> env{{"PRISM_RECORD_UNTUNED", file}, {"PRISM_RECORD_UNTUNED_EXACT", "1"}};
+  auto a = spawn_helper(
+      {"count", "matmul", "f32", "m=1,n=64,k=64", "m=2,n=64,k=64", "m=1,n=64,k=64", "m=1,n=64,k=64"},
+      dir + "/a.out", env);
+  ASSERT_EQ(wait_child(a), 0) << read_file(dir + "/a.out");
+  auto b = spawn_helper({"count", "matmul", "f32", "m=1,n=64,k=64", "m=4,n=64,k=64"}, dir + "/b.out", env);
+  ASSERT_EQ(wait_child(b), 0) << read_file(dir + "/b.out");
+  std::map<std::string, std::uint64_t> got;
+  for (auto& e : load_shape_set(file).entries) got[e.shape.str()] = e.calls;
+  EXPECT_EQ(got, (std::map<std::string, std::uint64_t>{
+                     {"m=1,n=64,k=64", 4}, {"m=2,n=64,k=64", 1}, {"m=4,n=64,k=64", 1}}))
       << read_file(file);
 }
