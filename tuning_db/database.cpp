@@ -332,6 +332,7 @@ std::optional<match> database::lookup(const lookup_query& q) {
   std::string gid = d.group_id(q.device, q.op, q.dtype);
   std::string memo_key =
       gid + '\x1f' + canon + '\x1f' + q.driver_version + '\x1f' + std::to_string(q.max_distance);
+  for (const auto& [name, value] : q.splits) memo_key += std::string(1, '\x1f') + name + '<' + std::to_string(value);
   if (auto it = d.memo.find(memo_key); it != d.memo.end()) {
     ++d.memo_hits;
     return it->second;

@@ -5,7 +5,8 @@
 # the model's own recorded linear shapes (the pretune table is default vs best per shape).
 # usage, from the repository root with the bundle (.gpu: prism-llm, prism, prism_op_suite,
 # prism_gemm_nvidia_test, data/vendors) carried:  benchmarks/llm/gpu_session6.sh
-# env: STEPS (letters: c checks, d decode f32+bf16, r record+pretune+after; default cdr),
+# env: STEPS (letters: c checks, d decode f32+bf16, r record+pretune+after, p prism-llm --pretune
+# then prism and PyTorch (eager, CUDA graph f32/bf16) back to back; default cdr),
 # BUDGET (pretune seconds, 150), PRESET (qwen3-0.6b)
 set -u
 G=$PWD/.gpu
@@ -33,4 +34,15 @@ case $steps in *r*)
     --budget-s "${BUDGET:-150}" --progress lines > /tmp/pt.txt 2>/tmp/pt.err; echo "pretune exit $?"
   cat /tmp/pt.txt | tail -40
   llm --graph on --repeat 3 > /tmp/r1.txt 2>&1; echo "after pretune: $(summary /tmp/r1.txt)";; esac
+case $steps in *p*)
+  rm -f "$PRISM_TUNING_DB"; w=/tmp/s6-weights.safetensors
+  timeout 400 "$G/bin/prism-llm" --preset "$preset" --prompt-len 128 --new-tokens 32 --breakdown-steps 0 \
+    --pretune "${BUDGET:-170}" --graph on --repeat 3 --save-weights $w --dump-logits /tmp/p_logits.json > /tmp/p0.txt 2>&1
+  grep -iE "pretune" /tmp/p0.txt | tail -3; echo "prism f32 after --pretune: $(summary /tmp/p0.txt)"
+  llm --graph on --repeat 3 > /tmp/p1.txt 2>&1; echo "prism f32 again: $(summary /tmp/p1.txt)"
+  llm --dtype bf16 --graph on --fuse mlp --repeat 3 > /tmp/p2.txt 2>&1; echo "prism bf16 --fuse mlp: $(summary /tmp/p2.txt)"
+  timeout 200 python3 examples/llm/torch_reference.py --weights $w --compare /tmp/p_logits.json > /tmp/te.txt 2>&1
+  echo "torch eager:"; grep -iE "prefill|decode|max|logit" /tmp/te.txt | head -6
+  timeout 200 python3 examples/llm/torch_graph_reference.py --weights $w --prompt-len 128 --new-tokens 32 > /tmp/tg.txt 2>&1
+  echo "torch graph:"; tail -6 /tmp/tg.txt;; esac
 true

@@ -242,6 +242,11 @@ void check_qkv_call(const op_call& c) {
 
 // The attention kernels read a cache row 16 bytes per load when every row starts 16-byte
 // aligned (the offset and a row of D elements both whole 16-byte units).
+// 1 when a call gives both q_norm and k_norm (inputs 4 and 5), else 0: part of the shape key.
+std::int64_t qk_norm_of(const op_call& c) {
+  return defined_at(c, 4) && defined_at(c, 5) ? 1 : 0;
+}
+
 std::string krow16_define(const tensor& cache, std::int64_t d) {
   const auto es = static_cast<std::int64_t>(dtype_size(cache.type()));
   const bool ok = is_floating(cache.type()) && (d * es) % 16 == 0 && (cache.offset() * es) % 16 == 0;
@@ -266,10 +271,12 @@ op_descriptor make_qkv_rope_cache() {
     return std::vector<tensor_spec>{{{h.T, h.hq, h.d}, c.inputs[0].type()},
                                     {c.inputs[3].shape(), c.inputs[3].type()}};
   };
-  d.key_names = {"tokens", "heads", "kv_heads", "d"};
+  // qk_norm (0/1): whether q_norm/k_norm are given; pretune's sample follows it, so a model
+  // without qk-norm is tuned as it calls the op.
+  d.key_names = {"tokens", "heads", "kv_heads", "d", "qk_norm"};
   d.key = [](const op_call& c) {
     const auto h = heads_of(c);
-    return shape_key{{"tokens", h.T}, {"heads", h.hq}, {"kv_heads", h.hk}, {"d", h.d}};
+    return shape_key{{"tokens", h.T}, {"heads", h.hq}, {"kv_heads", h.hk}, {"d", h.d}, {"qk_norm", qk_norm_of(c)}};
   };
   d.flops = [](const op_call& c) {
     const auto h = heads_of(c);
@@ -356,7 +363,7 @@ op_descriptor make_qkv_rope_cache() {
   };
   d.sample = [make](queue& q, const shape_key& k, const sample_options& o) {
     return make(q, o, k.at("tokens"), k.at("heads"), k.get("kv_heads", k.at("heads")), k.at("d"), k.at("d"),
-                true, true, false);
+                k.get("qk_norm", 1) != 0, true, false);
   };
   d.config_test_shapes = {"tokens=1,heads=2,kv_heads=1,d=8", "tokens=3,heads=4,kv_heads=2,d=128"};
   d.test_cases = [make](dtype) {
@@ -537,10 +544,10 @@ op_descriptor make_decode_attention() {
     return std::vector<tensor_spec>{{{h.T, h.hq * h.d}, c.inputs[0].type()},
                                     {c.inputs[3].shape(), c.inputs[3].type()}};
   };
-  d.key_names = {"heads", "kv_heads", "d", "max_seq"};
+  d.key_names = {"heads", "kv_heads", "d", "max_seq", "qk_norm"};
   d.key = [](const op_call& c) {
     const auto h = heads_of(c);
-    return shape_key{{"heads", h.hq}, {"kv_heads", h.hk}, {"d", h.d}, {"max_seq", h.S}};
+    return shape_key{{"heads", h.hq}, {"kv_heads", h.hk}, {"d", h.d}, {"max_seq", h.S}, {"qk_norm", qk_norm_of(c)}};
   };
   d.flops = [](const op_call& c) {
     const auto h = heads_of(c);
@@ -659,7 +666,7 @@ op_descriptor make_decode_attention() {
     // A cache two thirds full: a mid-sequence step (and, split, some groups past the length).
     const std::int64_t S = k.at("max_seq");
     return make(q, o, k.at("heads"), k.get("kv_heads", k.at("heads")), k.at("d"), k.at("d"), S, 2 * S / 3,
-                true, true);
+                k.get("qk_norm", 1) != 0, true);
   };
   d.config_test_shapes = {"heads=2,kv_heads=1,d=8,max_seq=5", "heads=4,kv_heads=2,d=128,max_seq=300"};
   d.test_cases = [make](dtype) {
