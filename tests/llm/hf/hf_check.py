@@ -211,6 +211,11 @@ def write_gguf(model, arch, qtype, path, tok):
         if permuted:
             x = permute(x, heads)
         kind = gtype if x.ndim == 2 else gguf.GGMLQuantizationType.F32
+        # The output head (output.weight, or token_embd when tied) stays at higher precision
+        # under 4-bit types, as llama-quantize keeps it (Q6_K there; Q8_0 here, prism's rule).
+        head = gname == "output.weight" or (gname == "token_embd.weight" and cfg.tie_word_embeddings)
+        if head and kind in (gguf.GGMLQuantizationType.Q4_0, gguf.GGMLQuantizationType.Q4_1):
+            kind = gguf.GGMLQuantizationType.Q8_0
         data = gguf.quants.quantize(x, kind) if kind != gguf.GGMLQuantizationType.F32 else x
         w.add_tensor(gname, data, raw_dtype=kind)
         back = gguf.quants.dequantize(data, kind) if kind != gguf.GGMLQuantizationType.F32 else x
