@@ -17,6 +17,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -122,19 +123,22 @@ struct signature_hash {
 };
 
 // The state's log sink. set_log_options swaps it while calls run on other threads, so a sink,
-// once set, is never freed (a few per process at most).
+// once set, lives as long as its state (states are never freed; a few sinks per process).
+// Assigned under the state mutex.
 class log_slot {
  public:
   log_sink* operator->() const noexcept { return sink_.load(std::memory_order_acquire); }
   log_sink* get() const noexcept { return sink_.load(std::memory_order_acquire); }
   explicit operator bool() const noexcept { return get() != nullptr; }
-  log_slot& operator=(std::unique_ptr<log_sink> s) noexcept {
-    sink_.store(s.release(), std::memory_order_release);
+  log_slot& operator=(std::unique_ptr<log_sink> s) {
+    sink_.store(s.get(), std::memory_order_release);
+    held_.push_back(std::move(s));
     return *this;
   }
 
  private:
   std::atomic<log_sink*> sink_{nullptr};
+  std::vector<std::unique_ptr<log_sink>> held_;
 };
 
 struct state {

@@ -15,11 +15,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "prism/error.hpp"
 #include "prism/tuning_db.hpp"
@@ -327,6 +329,14 @@ struct recorder_state {
   bool loaded = false;
   bool at_exit = false;
   std::map<std::string, recorded_shape*> shapes;  // signature -> shape, of the current path
+  // Every shape ever recorded, owned here (the state is never destroyed) so that a counter
+  // outlives a path change while cached decisions still point at it.
+  std::vector<std::unique_ptr<recorded_shape>> owned;
+  recorded_shape* make(std::string entry) {
+    owned.push_back(std::make_unique<recorded_shape>());
+    owned.back()->entry = std::move(entry);
+    return owned.back().get();
+  }
 };
 recorder_state& recorder() {
   static auto* r = [] {
@@ -451,9 +461,7 @@ std::atomic<std::uint64_t>* record_untuned(std::string_view op, std::string_view
         for (auto& e : load_shape_set(r.path).entries) {
           auto sig = record_signature(r, e.op, e.dtype, e.shape);
           if (r.shapes.count(sig)) continue;
-          auto* s = new recorded_shape;
-          s->entry = entry_text(e.op, e.dtype, e.shape);
-          r.shapes.emplace(std::move(sig), s);
+          r.shapes.emplace(std::move(sig), r.make(entry_text(e.op, e.dtype, e.shape)));
         }
     } catch (const prism::error& e) {
       detail::log().warn("PRISM_RECORD_UNTUNED: cannot read existing {} ({}); appending anyway", r.path,
@@ -463,8 +471,7 @@ std::atomic<std::uint64_t>* record_untuned(std::string_view op, std::string_view
   auto sig = record_signature(r, op, dtype, shape);
   auto it = r.shapes.find(sig);
   if (it != r.shapes.end()) return &it->second->calls;
-  auto* s = new recorded_shape;
-  s->entry = entry_text(op, dtype, shape);
+  auto* s = r.make(entry_text(op, dtype, shape));
   r.shapes.emplace(std::move(sig), s);
   if (!append_lines(r.path, "  - {" + s->entry + "}\n")) warn_cannot_open(r.path);
   return &s->calls;
