@@ -157,30 +157,14 @@ decoder::decoder(queue& q, const device_weights& weights) : q_(q), c_(weights.co
   embed_ = get("model.embed_tokens.weight");
   final_norm_ = get("model.norm.weight");
   lm_head_ = c_.tie_embeddings || !weights.tensors.count("lm_head.weight") ? embed_ : get("lm_head.weight");
-  for (std::int64_t l = 0; l < c_.num_layers; ++l) {
-    auto W = [&](const char* s) -> const tensor& { return get(model_weights::layer_name(l, s)); };
-    layer_weights L;
-    L.input_norm = W("input_layernorm.weight");
-    L.qkv = fuse_rows(
-        q_, {&W("self_attn.q_proj.weight"), &W("self_attn.k_proj.weight"), &W("self_attn.v_proj.weight")});
-    if (c_.attention_bias)
-      L.qkv_bias = fuse_rows(
-          q_, {&W("self_attn.q_proj.bias"), &W("self_attn.k_proj.bias"), &W("self_attn.v_proj.bias")});
-    if (c_.qk_norm) {
-      L.q_norm = W("self_attn.q_norm.weight");
-      L.k_norm = W("self_attn.k_norm.weight");
-    }
-    L.o_proj = W("self_attn.o_proj.weight");
-    L.post_norm = W("post_attention_layernorm.weight");
-    L.gate_up = fuse_rows(q_, {&W("mlp.gate_proj.weight"), &W("mlp.up_proj.weight")});
-    L.down = W("mlp.down_proj.weight");
-    layers_.push_back(std::move(L));
-  }
-  q_.wait();
-  setup_.weights_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  init_caches();
-  setup_.caches_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - setup_.weights_seconds;
+  build_layers(
+      [&](const std::string& name) { return get(name); },
+      [&](const std::vector<std::string>& names) {
+        std::vector<const tensor*> parts;
+        for (const auto& n : names) parts.push_back(&get(n));
+        return fuse_rows(q_, parts);
+      });
+  finish_setup(t0);
 }
 
 decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.config()) {
@@ -191,27 +175,40 @@ decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.con
   final_norm_ = upload(q_, weights.get("model.norm.weight"), t);
   lm_head_ =
       &weights.head() == &weights.get("model.embed_tokens.weight") ? embed_ : upload(q_, weights.head(), t);
+  build_layers([&](const std::string& name) { return upload(q_, weights.get(name), t); },
+               [&](const std::vector<std::string>& names) {
+                 std::vector<const host_tensor*> parts;
+                 for (const auto& n : names) parts.push_back(&weights.get(n));
+                 return upload_cat(q_, parts, t);
+               });
+  finish_setup(t0);
+}
+
+// Each layer's tensors by their Hugging Face names, whatever the source: `one` gives a tensor,
+// `cat` the row-wise concatenation of several (the fused qkv and gate|up weights).
+void decoder::build_layers(const std::function<tensor(const std::string&)>& one,
+                           const std::function<tensor(const std::vector<std::string>&)>& cat) {
   for (std::int64_t l = 0; l < c_.num_layers; ++l) {
-    auto W = [&](const char* s) -> const host_tensor& {
-      return weights.get(model_weights::layer_name(l, s));
-    };
+    auto name = [&](const char* s) { return model_weights::layer_name(l, s); };
     layer_weights L;
-    L.input_norm = upload(q_, W("input_layernorm.weight"), t);
-    L.qkv = upload_cat(
-        q_, {&W("self_attn.q_proj.weight"), &W("self_attn.k_proj.weight"), &W("self_attn.v_proj.weight")}, t);
+    L.input_norm = one(name("input_layernorm.weight"));
+    L.qkv = cat({name("self_attn.q_proj.weight"), name("self_attn.k_proj.weight"), name("self_attn.v_proj.weight")});
     if (c_.attention_bias)
-      L.qkv_bias = upload_cat(
-          q_, {&W("self_attn.q_proj.bias"), &W("self_attn.k_proj.bias"), &W("self_attn.v_proj.bias")}, t);
+      L.qkv_bias = cat({name("self_attn.q_proj.bias"), name("self_attn.k_proj.bias"), name("self_attn.v_proj.bias")});
     if (c_.qk_norm) {
-      L.q_norm = upload(q_, W("self_attn.q_norm.weight"), t);
-      L.k_norm = upload(q_, W("self_attn.k_norm.weight"), t);
+      L.q_norm = one(name("self_attn.q_norm.weight"));
+      L.k_norm = one(name("self_attn.k_norm.weight"));
     }
-    L.o_proj = upload(q_, W("self_attn.o_proj.weight"), t);
-    L.post_norm = upload(q_, W("post_attention_layernorm.weight"), t);
-    L.gate_up = upload_cat(q_, {&W("mlp.gate_proj.weight"), &W("mlp.up_proj.weight")}, t);
-    L.down = upload(q_, W("mlp.down_proj.weight"), t);
+    L.o_proj = one(name("self_attn.o_proj.weight"));
+    L.post_norm = one(name("post_attention_layernorm.weight"));
+    L.gate_up = cat({name("mlp.gate_proj.weight"), name("mlp.up_proj.weight")});
+    L.down = one(name("mlp.down_proj.weight"));
     layers_.push_back(std::move(L));
   }
+}
+
+// Waits for the weights, then builds the caches, timing each part (setup_).
+void decoder::finish_setup(std::chrono::steady_clock::time_point t0) {
   q_.wait();
   setup_.weights_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   init_caches();

@@ -133,6 +133,9 @@ class decoder {
   };
   void step(const char* name);
   void init_caches();  ///< KV caches (zeroed), the RoPE cos/sin table, positions, capture slots
+  void build_layers(const std::function<tensor(const std::string&)>& one,
+                    const std::function<tensor(const std::vector<std::string>&)>& cat);
+  void finish_setup(std::chrono::steady_clock::time_point t0);
   /// The forward pass of `n` tokens at device positions `positions` (i64 [n]); `pos` is their
   /// first position when known on the host (eager), -1 inside a graph recording. One-token steps
   /// never read `pos` (their cache length comes from `positions`), so a recording is always one.

@@ -201,14 +201,8 @@ __kernel void layer_norm_row_per_item(long rows, long D, __global const STYPE(A_
   nt_fence();
 }
 
-__kernel void rms_norm_row_per_item(long rows, long D, __global const STYPE(A_K)* x, long x_off,
-                                    __global const STYPE(W_K)* w, long w_off, __global STYPE(A_K)* o, long o_off,
-                                    float eps) {
-  const long row = get_global_id(0);
-  if (row >= rows) return;
-  x += x_off + row * D;
-  o += o_off + row * D;
-  w += w_off;
+// The sum of squares of one row of D values: VEC-wide partial sums, then the tail one by one.
+inline float row_sum_squares(__global const STYPE(A_K)* x, long D) {
   const long nv = D / VEC;
   floatv vq = (floatv)(0.0f);
   for (long v = 0; v < nv; ++v) {
@@ -220,6 +214,19 @@ __kernel void rms_norm_row_per_item(long rows, long D, __global const STYPE(A_K)
     const float t = LOAD(A_K, x, j);
     q += t * t;
   }
+  return q;
+}
+
+__kernel void rms_norm_row_per_item(long rows, long D, __global const STYPE(A_K)* x, long x_off,
+                                    __global const STYPE(W_K)* w, long w_off, __global STYPE(A_K)* o, long o_off,
+                                    float eps) {
+  const long row = get_global_id(0);
+  if (row >= rows) return;
+  x += x_off + row * D;
+  o += o_off + row * D;
+  w += w_off;
+  const long nv = D / VEC;
+  const float q = row_sum_squares(x, D);
   const float r = rsqrt(q / (float)D + eps);
   const bool nt = nt_aligned(o);
   for (long v = 0; v < nv; ++v) VSTORE_NT(A_K, o, v * VEC, VLOAD(A_K, x, v * VEC) * r * WV(v * VEC), nt);
@@ -315,16 +322,7 @@ __kernel void l2_normalize_row_per_item(long rows, long D, __global const STYPE(
   x += x_off + row * D;
   o += o_off + row * D;
   const long nv = D / VEC;
-  floatv vq = (floatv)(0.0f);
-  for (long v = 0; v < nv; ++v) {
-    const floatv t = VLOAD(A_K, x, v * VEC);
-    vq += t * t;
-  }
-  float q = hsum(vq);
-  for (long j = nv * VEC; j < D; ++j) {
-    const float t = LOAD(A_K, x, j);
-    q += t * t;
-  }
+  const float q = row_sum_squares(x, D);
   const float r = 1.0f / fmax(sqrt(q), eps);
   const bool nt = nt_aligned(o);
   for (long v = 0; v < nv; ++v) VSTORE_NT(A_K, o, v * VEC, VLOAD(A_K, x, v * VEC) * r, nt);
