@@ -35,7 +35,14 @@ const op_descriptor& descriptor(int op) {
 op_call make_call(const op_descriptor& d, std::vector<tensor> inputs, attr_map attrs) {
   op_call c;
   c.op = d.name;
-  c.inputs = std::move(inputs);  // trailing optional ones left out: complete_attrs adds them
+  c.inputs = std::move(inputs);
+  // Trailing optional inputs may be left out: they are absent (undefined) tensors, so a caller
+  // written before an op grew an optional input (attention's key_mask) keeps working.
+  if (!d.variadic_inputs) {
+    std::size_t n = c.inputs.size();
+    while (n < d.inputs.size() && d.inputs[n].optional) ++n;
+    if (n == d.inputs.size()) c.inputs.resize(n);
+  }
   c.attrs = std::move(attrs);
   return c;
 }

@@ -290,20 +290,7 @@ bool attrs_complete(const op_descriptor& d, const op_call& call) noexcept {
   return required_present == required;
 }
 
-namespace {
-// True when the call left out trailing inputs that are all optional (complete_attrs adds them).
-bool optional_inputs_left_out(const op_descriptor& d, const op_call& call) noexcept {
-  if (d.variadic_inputs || call.inputs.size() >= d.inputs.size()) return false;
-  for (std::size_t i = call.inputs.size(); i < d.inputs.size(); ++i)
-    if (!d.inputs[i].optional) return false;  // check_inputs names the missing required one
-  return true;
-}
-}  // namespace
-
 void complete_attrs(const op_descriptor& d, op_call& call) {
-  // Trailing optional inputs may be left out: they are absent (undefined) tensors, so a caller
-  // written before an op grew an optional input (attention's key_mask) keeps working.
-  if (optional_inputs_left_out(d, call)) call.inputs.resize(d.inputs.size());
   if (attrs_complete(d, call)) return;
   for (auto& [name, v] : call.attrs) {
     const attr_spec* spec = find_spec(d, name);
@@ -587,7 +574,7 @@ bool optional_in_place(const op_descriptor& d, const op_call& call, std::size_t 
 }  // namespace
 
 void check_call(const op_descriptor& d, const op_call& call) {
-  if (!attrs_complete(d, call) || optional_inputs_left_out(d, call)) {
+  if (!attrs_complete(d, call)) {
     op_call full = call;
     complete_attrs(d, full);
     return check_call(d, full);

@@ -339,8 +339,7 @@ std::string describe_call(const op_descriptor& d, const op_call& call);
 /// "true or false", "a word", "an integer list like [0,2]".
 const char* attr_type_name(const attr_value& v) noexcept;
 /// Checks call.attrs against d.attrs and fills in the defaults of absent ones: the one place
-/// attribute defaults are applied. Trailing optional inputs left out become absent (undefined)
-/// tensors here too. The dispatcher calls it before it memoizes and routes, so an
+/// attribute defaults are applied. The dispatcher calls it before it memoizes and routes, so an
 /// omitted attribute and an explicit default make one decision, log line and tuning key.
 /// Values are stored in the declared type (an integer for a number, 0/1 for a flag, one integer
 /// for a list are accepted). Throws errc::invalid_argument naming the op and the attribute: an
