@@ -427,6 +427,7 @@ class pretune_run {
     copt.max_per_backend = o_.max_per_backend;
     copt.seed = o_.seed;
     copt.default_ns = w.def.status == candidate_status::ok ? w.def.p50_ns : 0;
+    w.out.candidates_default_ns = copt.default_ns;
     const auto cands = make_candidates(dev_, *w.desc, w.so.type, vendor_, copt);
     w.out.candidates = cands.size();
     std::map<std::string, candidate_row> previous;

@@ -65,6 +65,8 @@ struct shape_outcome {
   std::uint64_t calls = 0;
   double rank_default_ns = 0;
   double payoff_ns = 0;
+  /// The default route's p50 the candidate policy read (make_candidates' default_ns; 0 = none).
+  double candidates_default_ns = 0;
 };
 
 struct pretune_report {

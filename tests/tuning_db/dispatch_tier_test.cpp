@@ -266,7 +266,8 @@ TEST(TuningDispatch, HostIsACandidateWhenRequestedOrLongOnACpu) {
   ASSERT_EQ(report.shapes[0].status, dispatch::tuner::shape_outcome::state::tuned) << report.shapes[0].detail;
   const auto key = tuning::shape_key::parse(report.shapes[0].shape);
   // The policy reads the measured default: on a loaded machine even this call can take 1 ms.
-  if (report.shapes[0].row.default_ns < dispatch::host_min_default_ns) {
+  // (The row's default_ns is timed again later, so it is not what the policy saw.)
+  if (report.shapes[0].candidates_default_ns < dispatch::host_min_default_ns) {
     EXPECT_NE(report.shapes[0].row.backend, "host");
     for (auto& c : db.candidates(fp, "silu_and_mul", "f32", key)) EXPECT_NE(c.backend, "host");
   }
