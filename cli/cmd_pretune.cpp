@@ -140,7 +140,11 @@ nlohmann::json report_json(const tuner::pretune_report& report) {
                         {"candidates", s.candidates},
                         {"failed_candidates", s.failed_candidates},
                         {"calls", s.calls},
-                        {"payoff_ns", s.payoff_ns}};
+                        {"payoff_ns", s.payoff_ns},
+                        {"seconds", {{"total", s.total_s},
+                                     {"reference", s.reference_s},
+                                     {"builds", s.build_s},
+                                     {"measuring", s.measure_s}}}};
     if (s.status != state::covered) j["order"] = ++order;
     if (s.status == state::tuned || s.status == state::already_tuned) {
       j["backend"] = s.row.backend;

@@ -331,6 +331,7 @@ class pretune_run {
     auto worker = [&] {
       queue wq(q_.get_context());
       for (std::size_t i; (i = next.fetch_add(1)) < todo.size();) {
+        if (o_.budget_s > 0 && seconds_since(start_) >= o_.budget_s) break;  // measure() reports it
         forced_route route{todo[i]->backend, todo[i]->config};
         dispatch_options forced;
         forced.forced = &route;
@@ -356,7 +357,13 @@ class pretune_run {
     const auto shape_start = clock_type::now();
     try {
       if (!prepare(w)) return w.out;  // already tuned
-      if (!measure(w)) return w.out;  // budget spent mid-shape
+      const auto measure_start = clock_type::now();
+      const bool finished = measure(w);
+      w.out.measure_s = seconds_since(measure_start) - w.out.build_s;
+      if (!finished) {  // budget spent mid-shape
+        w.out.total_s = seconds_since(shape_start);
+        return w.out;
+      }
       commit(w, validate(w));
       ++prog_.tuned;
       prog_.tuned_seconds += seconds_since(shape_start);
@@ -365,6 +372,7 @@ class pretune_run {
       w.out.detail = short_reason(e.what());
       drain();
     }
+    w.out.total_s = seconds_since(shape_start);
     return w.out;
   }
 
@@ -403,7 +411,8 @@ class pretune_run {
         if (in.defined() && ou.defined() && in.same_storage(ou)) w.in_place = true;
     const auto ref_start = clock_type::now();
     w.expected = compute_reference(q_, *w.desc, w.call);
-    log::get("dispatch")->info("pretune: {}: host reference in {:.2f} s", w.label, seconds_since(ref_start));
+    w.out.reference_s = seconds_since(ref_start);
+    log::get("dispatch")->info("pretune: {}: host reference in {:.2f} s", w.label, w.out.reference_s);
     return true;
   }
 
@@ -442,7 +451,9 @@ class pretune_run {
           todo.push_back(&c);
       }
       prog_.update(w.label + " (building candidates)", 0, cands.size());
+      const auto build_start = clock_type::now();
       prebuild(w, todo);
+      w.out.build_s = seconds_since(build_start);
     }
     for (std::size_t i = 0; i < cands.size(); ++i) {
       if (o_.budget_s > 0 && seconds_since(start_) >= o_.budget_s) {
@@ -623,11 +634,12 @@ class pretune_run {
       case shape_outcome::state::tuned:
         prog_.line(
             fmt::format("pretune: [{}/{}] {} -> {} {}  {} (default {}, {:.2f}x)  [{} candidates, {} failed, "
-                        "{} resumed]  ETA {}",
+                        "{} resumed; {:.1f} s: reference {:.1f}, builds {:.1f}, measuring {:.1f}]  ETA {}",
                         prog_.done, prog_.total, label, out.row.backend,
                         out.row.config.empty() ? "(default)" : out.row.config, human_ns(out.row.p50_ns),
                         human_ns(out.row.default_ns), out.row.speedup(), out.candidates,
-                        out.failed_candidates, out.resumed_candidates, prog_.eta()));
+                        out.failed_candidates, out.resumed_candidates, out.total_s, out.reference_s,
+                        out.build_s, out.measure_s, prog_.eta()));
         break;
       case shape_outcome::state::already_tuned:
         prog_.line(fmt::format("pretune: [{}/{}] {}: already tuned ({} {}), skipped", prog_.done, prog_.total,

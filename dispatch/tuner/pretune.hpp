@@ -67,6 +67,9 @@ struct shape_outcome {
   double payoff_ns = 0;
   /// The default route's p50 the candidate policy read (make_candidates' default_ns; 0 = none).
   double candidates_default_ns = 0;
+  /// Where the shape's wall time went: the host reference, building the candidates' programs
+  /// (the parallel prebuild), checking and timing candidates, and the whole shape.
+  double reference_s = 0, build_s = 0, measure_s = 0, total_s = 0;
 };
 
 struct pretune_report {

@@ -349,8 +349,10 @@ event enqueue_cpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
   nd_range r(range<3>(ceil_div(gx, lx) * lx, ceil_div(gy, ly) * ly, p.batch), range<3>(lx, ly, 1));
   // K-blocking: each slice's A columns / B rows stay cache-resident across the work-items that
   // share them; slices after the first add into C (f32 only: f16/bf16 C would round per slice).
+  // One row block (M <= rm: decode) reuses no B panel across work-items, and its A rows stay in
+  // cache whole, so slicing would only add launches and passes over C.
   const std::int64_t kc = c.at("kc");
-  if (kc == 0 || p.k <= kc || p.c.type() != dtype::f32) return launch(q, p, k, r, 0);
+  if (kc == 0 || p.k <= kc || gy == 1 || p.c.type() != dtype::f32) return launch(q, p, k, r, 0);
   // accumulate (gemm_cpu.cl): 0/1 first/later slices; with an activation 3 first, 1 middle,
   // 2 last, so it is applied once, to the whole sum.
   const bool act = p.activation != gemm_activation::none;

@@ -113,6 +113,21 @@ TEST(GemmVariants, KSlicesAccumulateOnce) {
     const comparison r = run_and_compare(call, "variant=0,kc=128", true);
     EXPECT_TRUE(r.ok) << "tb=" << tb << ": " << r.message;
   }
+  // One row block (M <= rm: decode) is one launch whatever kc says: slicing K would only add
+  // launches and passes over C. Counted by recording the calls into a graph.
+  auto launches = [](std::int64_t m) {
+    op_call c = make_call(
+        "mm", {rand_tensor({m, 300}, dtype::f32, 20, true), rand_tensor({300, 24}, dtype::f32, 21, true)});
+    const op_descriptor& d = op_registry::instance().get(c.op);
+    allocate_outputs(test_queue(), d, c);
+    graph g = graph::record(test_queue(), [&] {
+      enqueue_opencl(test_queue(), d, c, kernel_config::parse("variant=0,rm=6,kc=128"));
+    });
+    return g.command_count();
+  };
+  EXPECT_EQ(launches(1), 1u);
+  EXPECT_EQ(launches(6), 1u);
+  EXPECT_EQ(launches(7), 3u);
   // f16 output ignores kc (no rounding per slice).
   op_call h =
       make_call("mm", {rand_tensor({9, 300}, dtype::f16, 18), rand_tensor({300, 16}, dtype::f16, 19)});
