@@ -10,10 +10,15 @@
 //   vectors, accumulating float16 lanes (reduced once at the end). No barriers, no local memory.
 // - gemm_q_gemv (GPUs, small M): a work-group of WG items owns NB columns of MB rows; item t
 //   takes blocks t, t + WG, ... (neighbours read neighbouring blocks), then a local-memory tree.
+// - gemm_q_rows (GPUs, small M: decode): a warp-sized team of 32 items owns NB weight rows; the
+//   team walks each row in 4-byte slots of quantized values, lane l taking slots l, l + 32, ...,
+//   so one team-wide load reads 128 contiguous weight bytes (scales aside) and one float4 of
+//   activations per lane serves all NB rows; then a local-memory tree per row. WARPS teams per
+//   work-group, MB activation rows.
 // - gemm_q_tiled (GPUs, large M): TM x TN tiles of C, one 32-wide k block at a time: the A tile
 //   and the TN weight blocks, dequantized, are staged in local memory; each item owns WM x WN.
-// Build defines: PRISM_DTYPE, QTYPE, HAS_BIAS, and RM, RN (cpu) / MB, NB, WG (gemv) / TM, TN,
-// WM, WN (tiled).
+// Build defines: PRISM_DTYPE, QTYPE, HAS_BIAS, and RM, RN (cpu) / MB, NB, WG (gemv) / MB, NB,
+// WARPS, A_VEC4 (rows: activation rows 16-byte aligned in groups of 4) / TM, TN, WM, WN (tiled).
 
 #define VW 16
 #include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
@@ -193,6 +198,147 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void gemm_q_gemv(
     if (i < rows && n < N)
       PRISM_STORE(C + c_off + (long)(m0 + i) * scm + n,
                   prism_epilogue(red[r][0], alpha, beta, X, x_off, sxm, sxn, m0 + i, n));
+  }
+}
+#endif
+
+#ifdef WARPS
+#define LANES 32
+#if QTYPE == 0
+#define SPB 8     // 4-byte slots per block: 4 weights each
+#define QOFF 2    // quantized bytes start after the f16 scale
+#elif QTYPE == 1
+#define SPB 4     // 4 bytes = 4 low nibbles (k 4q..4q+3) and 4 high ones (k 16+4q..)
+#define QOFF 2
+#else
+#define SPB 4
+#define QOFF 4    // after the f16 scale and the f16 min
+#endif
+
+// Four activations from k as f32: one 16-byte (f32) or 8-byte load when A_VEC4.
+inline float4 q_act4(const __global GT* a, int k) {
+#if PRISM_DTYPE == 0
+#if A_VEC4
+  return *(const __global float4*)(a + k);
+#else
+  return vload4(0, a + k);
+#endif
+#elif PRISM_DTYPE == 1
+  return vload_half4(0, a + k);
+#else
+#if A_VEC4
+  const uint2 u = *(const __global uint2*)(a + k);
+#else
+  const uint2 u = as_uint2(vload4(0, a + k));
+#endif
+  return (float4)(as_float(u.s0 << 16), as_float(u.s0 & 0xffff0000u), as_float(u.s1 << 16),
+                  as_float(u.s1 & 0xffff0000u));
+#endif
+}
+
+// The 4 quantized bytes of slot q of the block at byte offset `o` (o + QOFF is 2-byte aligned
+// for q8_0/q4_0, 4-byte aligned for q4_1): two 16-bit loads or one 32-bit load.
+inline uint q_slot(const __global uchar* W, long o, int q) {
+  const long b = o + QOFF + 4 * q;
+#if QTYPE == 2
+  return *(const __global uint*)(W + b);
+#else
+  const __global ushort* h = (const __global ushort*)(W + b);
+  return (uint)h[0] | ((uint)h[1] << 16);
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_rows(
+    int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off, int sam,
+    __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X,
+    long x_off, int sxm, int sxn) {
+  __local float red[MB * NB][LANES * WARPS];
+  const int t = get_local_id(0), lane = t % LANES, team = t / LANES;
+  const int n0 = (get_group_id(0) * WARPS + team) * NB;
+  const int m0 = get_group_id(1) * MB;
+  const int rows = min(MB, M - m0);
+  // Slot s = lane + LANES * it is slot q = s % SPB of block s / SPB: q is the lane's for good
+  // (SPB divides LANES) and the block advances by KSTEP, so the loop only moves pointers.
+  const int blocks = K / 32, q = lane % SPB;
+  const int KSTEP = LANES / SPB;
+  int kb = lane / SPB;
+  const __global uchar* wp[NB];
+#pragma unroll
+  for (int j = 0; j < NB; ++j) wp[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn + kb) * QBYTES;
+  const __global GT* ap[MB];
+#pragma unroll
+  for (int i = 0; i < MB; ++i) ap[i] = A + a_off + (long)(m0 + min(i, rows - 1)) * sam + kb * 32 + 4 * q;
+  float acc[MB][NB];
+#pragma unroll
+  for (int i = 0; i < MB; ++i)
+#pragma unroll
+    for (int j = 0; j < NB; ++j) acc[i][j] = 0.0f;
+#pragma unroll 2
+  for (; kb < blocks; kb += KSTEP) {
+    float4 wl[NB];
+#if QTYPE != 0
+    float4 wh[NB];
+#endif
+    float d[NB];
+#if QTYPE == 2
+    float mn[NB];
+#endif
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      const uint v = q_slot(wp[j], 0, q);
+      d[j] = vload_half(0, (const __global half*)wp[j]);
+#if QTYPE == 0
+      wl[j] = convert_float4(as_char4(v));
+#elif QTYPE == 1
+      const uchar4 u = as_uchar4(v);
+      wl[j] = convert_float4(u & (uchar4)0xF) - 8.0f;
+      wh[j] = convert_float4(u >> (uchar4)4) - 8.0f;
+#else
+      const uchar4 u = as_uchar4(v);
+      wl[j] = convert_float4(u & (uchar4)0xF);
+      wh[j] = convert_float4(u >> (uchar4)4);
+      mn[j] = vload_half(1, (const __global half*)wp[j]);
+#endif
+      wp[j] += KSTEP * QBYTES;
+    }
+#pragma unroll
+    for (int i = 0; i < MB; ++i) {
+      const float4 al = q_act4(ap[i], 0);
+#if QTYPE != 0
+      const float4 ah = q_act4(ap[i], 16);
+#endif
+      ap[i] += KSTEP * 32;
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+#if QTYPE == 0
+        acc[i][j] = fma(d[j], dot(al, wl[j]), acc[i][j]);
+#else
+        acc[i][j] = fma(d[j], dot(al, wl[j]) + dot(ah, wh[j]), acc[i][j]);
+#if QTYPE == 2
+        acc[i][j] = fma(mn[j], dot(al + ah, (float4)1.0f), acc[i][j]);
+#endif
+#endif
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < MB; ++i)
+#pragma unroll
+    for (int j = 0; j < NB; ++j) red[i * NB + j][t] = acc[i][j];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int h = LANES / 2; h > 0; h >>= 1) {
+    if (lane < h) {
+#pragma unroll
+      for (int r = 0; r < MB * NB; ++r) red[r][t] += red[r][t + h];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  // The team's lanes spread its MB * NB stores.
+  for (int r = lane; r < MB * NB; r += LANES) {
+    const int i = r / NB, j = r % NB, n = n0 + j;
+    if (i < rows && n < N)
+      PRISM_STORE(C + c_off + (long)(m0 + i) * scm + n,
+                  prism_epilogue(red[r][team * LANES], alpha, beta, X, x_off, sxm, sxn, m0 + i, n));
   }
 }
 #endif

@@ -775,19 +775,21 @@ std::optional<std::string> dtype_unsupported(const op_call& call) {
 
 // ---------------------------------------------------------------------------------------------
 // Weight-only quantized GEMM (gemm_quant.cl). The config's variant picks the kernel family and
-// its tile parameters: 0 (cpu) gemm_q_cpu with rm x qrn per work-item and qwg per group; 2 (gemv) and 4
-// (nv_skinny) gemm_q_gemv with mb, nb and wg (nv_skinny: 32 * warps); 1, 5 and 3 (auto=0)
-// gemm_q_tiled with tm, tn, wm, wn; 3 with auto=1 lets the shape choose (M <= 8: gemv).
+// its tile parameters: 0 (cpu) gemm_q_cpu with rm x qrn per work-item and qwg per group; 2 (gemv)
+// gemm_q_gemv with mb, nb and wg; 4 (nv_skinny) gemm_q_rows, a 32-item team per nb weight rows,
+// warps teams per group, mb activation rows; 1, 5 and 3 (auto=0) gemm_q_tiled with tm, tn, wm,
+// wn; 3 with auto=1 lets the shape choose (M <= 8: rows with mb 8, nb 2, warps 4).
 
 int qtype_define(dtype t) {
   return t == dtype::q8_0 ? 0 : t == dtype::q4_0 ? 1 : 2;
 }
 
-enum class qkernel { cpu, gemv, tiled };
+enum class qkernel { cpu, gemv, rows, tiled };
 
 struct qplan {
   qkernel kind = qkernel::cpu;
-  std::int64_t a = 0, b = 0, c = 0, d = 0;  // cpu: rm, rn, lx, ly; gemv: mb, nb, wg; tiled: tm, tn, wm, wn
+  // cpu: rm, rn, lx, ly; gemv: mb, nb, wg; rows: mb, nb, warps; tiled: tm, tn, wm, wn
+  std::int64_t a = 0, b = 0, c = 0, d = 0;
 };
 
 qplan plan_quant(const kernel_config& c, std::int64_t m) {
@@ -798,10 +800,10 @@ qplan plan_quant(const kernel_config& c, std::int64_t m) {
     case 2:
       return {qkernel::gemv, c.at("mb"), c.at("nb"), c.at("wg"), 0};
     case 4:
-      return {qkernel::gemv, c.at("mb"), c.at("nb"), 32 * c.at("warps"), 0};
+      return {qkernel::rows, c.at("mb"), c.at("nb"), c.at("warps"), 0};
     case 3:
       if (c.at("auto") == 1)
-        return m <= 8 ? qplan{qkernel::gemv, 8, 4, 128, 0} : qplan{qkernel::tiled, 64, 64, 4, 4};
+        return m <= 8 ? qplan{qkernel::rows, 8, 2, 4, 0} : qplan{qkernel::tiled, 64, 64, 4, 4};
       [[fallthrough]];
     default:
       return {qkernel::tiled, c.at("tm"), c.at("tn"), c.at("wm"), c.at("wn")};
@@ -824,6 +826,9 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
   } else if (pl.kind == qkernel::gemv) {
     threads = static_cast<std::uint64_t>(pl.c);
     local = static_cast<std::uint64_t>(std::min<std::int64_t>(pl.a, next_pow2(m)) * pl.b * pl.c * 4);
+  } else if (pl.kind == qkernel::rows) {
+    threads = static_cast<std::uint64_t>(32 * pl.c);
+    local = static_cast<std::uint64_t>(std::min<std::int64_t>(pl.a, next_pow2(m)) * pl.b * 32 * pl.c * 4);
   } else {
     threads = static_cast<std::uint64_t>((pl.a / pl.c) * (pl.b / pl.d));
     local = static_cast<std::uint64_t>((pl.a + pl.b + 2) * 32 * 4);
@@ -865,6 +870,14 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
     opts += fmt::format(" -DMB={} -DNB={} -DWG={}", mb, pl.b, pl.c);
     name = "gemm_q_gemv";
     r = nd_range(range<3>(ceil_div(p.n, pl.b) * pl.c, ceil_div(p.m, mb), 1), range<3>(pl.c, 1, 1));
+  } else if (pl.kind == qkernel::rows) {
+    const std::int64_t mb = std::min<std::int64_t>(pl.a, next_pow2(p.m)), wg = 32 * pl.c;
+    // Activation rows read 4 elements per load: 16-byte (f32) or 8-byte (16-bit) aligned when the
+    // offset and the row stride are multiples of 4 elements (buffers themselves are aligned).
+    const bool vec4 = p.a.offset() % 4 == 0 && (p.m == 1 || p.sam % 4 == 0);
+    opts += fmt::format(" -DMB={} -DNB={} -DWARPS={} -DA_VEC4={}", mb, pl.b, pl.c, vec4 ? 1 : 0);
+    name = "gemm_q_rows";
+    r = nd_range(range<3>(ceil_div(p.n, pl.b * pl.c) * wg, ceil_div(p.m, mb), 1), range<3>(wg, 1, 1));
   } else {
     opts += fmt::format(" -DTM={} -DTN={} -DWM={} -DWN={}", pl.a, pl.b, pl.c, pl.d);
     name = "gemm_q_tiled";

@@ -42,7 +42,8 @@ const char* const family_configs[] = {
     "variant=0,rm=1,qrn=8,qwg=1",       // cpu, decode form
     "variant=2,mb=4,nb=4,wg=64",        // gemv
     "variant=1,tm=32,tn=32,wm=4,wn=4",  // tiled
-    "variant=3,auto=1",                 // nv's auto: gemv for M <= 8, tiled above
+    "variant=4,mb=2,nb=4,warps=2",      // rows: 32-item teams per nb weight rows, partial groups
+    "variant=3,auto=1",                 // nv's auto: rows for M <= 8, tiled above
 };
 
 TEST(quant, every_kernel_family_matches_the_reference) {
