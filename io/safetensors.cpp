@@ -70,12 +70,7 @@ std::vector<float> safetensor_view::to_floats() const {
     }
   } else if (dtype == "F16" || dtype == "BF16") {
     out.resize(n);
-    const bool half = dtype == "F16";
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint16_t bits;
-      std::memcpy(&bits, data.data() + 2 * i, 2);
-      out[i] = half ? half_to_float(bits) : bf16_to_float(bits);
-    }
+    prism::convert_floats(*prism_dtype(), data.data(), prism::dtype::f32, out.data(), n);
   } else {
     throw error(errc::unsupported, "io::safetensors",
                 fmt::format("tensor '{}' has dtype {}; supported as floats: F32, F16, BF16", name, dtype));
@@ -208,78 +203,61 @@ void populate(const std::byte* p, std::size_t bytes) {
 
 namespace {
 
-enum class float_kind { f32, f16, bf16 };
-
-float_kind kind_of(prism::dtype t) {
-  return t == prism::dtype::f32   ? float_kind::f32
-         : t == prism::dtype::f16 ? float_kind::f16
-                                  : float_kind::bf16;
+// Fresh memory faulted in now by one MADV_POPULATE_WRITE (Linux 5.14) over the whole pages in
+// [p, p + bytes); nothing when the kernel lacks it (the first writes fault it in instead).
+void prefault_write(std::byte* p, std::size_t bytes) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t first = (reinterpret_cast<std::uintptr_t>(p) + page - 1) & ~(page - 1);
+  const std::uintptr_t last = (reinterpret_cast<std::uintptr_t>(p) + bytes) & ~(page - 1);
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
 }
 
-// float_to_bf16 and bf16_to_float (kernels/dtype.cpp), bit for bit, inline so that the
-// conversion loop vectorizes: a load converting to bf16 is bound by memory, not by calls.
-inline std::uint16_t to_bf16_inline(float f) {
-  std::uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const std::uint32_t nan = (x >> 16) | 0x40u, rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-  return static_cast<std::uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-inline float from_bf16_inline(std::uint16_t b) {
-  const std::uint32_t x = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
+// One piece of a conversion: `n` elements of `from` at `in` (the file's mapping) to `out`.
+struct conversion {
+  const std::byte* in;
+  prism::dtype from;
+  std::byte* out;
+  std::size_t n;
+};
 
-// One element of `From` at `in` as float (exact), then stored as `To` (RNE) at `out`.
-template <float_kind From, float_kind To>
-void convert_range(const std::byte* in, std::byte* out, std::size_t first, std::size_t last) {
-  constexpr std::size_t in_size = From == float_kind::f32 ? 4 : 2, out_size = To == float_kind::f32 ? 4 : 2;
-  for (std::size_t i = first; i < last; ++i) {
-    float f;
-    if constexpr (From == float_kind::f32) {
-      std::memcpy(&f, in + in_size * i, 4);
-    } else {
-      std::uint16_t bits;
-      std::memcpy(&bits, in + in_size * i, 2);
-      f = From == float_kind::f16 ? half_to_float(bits) : from_bf16_inline(bits);
-    }
-    if constexpr (To == float_kind::f32) {
-      std::memcpy(out + out_size * i, &f, 4);
-    } else {
-      const std::uint16_t bits = To == float_kind::f16 ? float_to_half(f) : to_bf16_inline(f);
-      std::memcpy(out + out_size * i, &bits, 2);
-    }
-  }
-}
-
-template <float_kind From>
-void convert_range_to(float_kind to, const std::byte* in, std::byte* out, std::size_t first,
-                      std::size_t last) {
-  if (to == float_kind::f32) convert_range<From, float_kind::f32>(in, out, first, last);
-  if (to == float_kind::f16) convert_range<From, float_kind::f16>(in, out, first, last);
-  if (to == float_kind::bf16) convert_range<From, float_kind::bf16>(in, out, first, last);
-}
-
-// The float conversions a load makes (f32, f16, bf16 both ways), element by element from the
-// mapped bytes into `out` (RNE, as tensor::from_floats; exact when widening).
-void convert_floats(const safetensor_view& v, prism::dtype target, std::byte* out) {
-  const auto n = static_cast<std::size_t>(v.numel());
-  const std::byte* in = v.data.data();
-  const float_kind from = kind_of(*v.prism_dtype()), to = kind_of(target);
-  auto work = [&](std::size_t first, std::size_t last) {
-    if (from == float_kind::f32) convert_range_to<float_kind::f32>(to, in, out, first, last);
-    if (from == float_kind::f16) convert_range_to<float_kind::f16>(to, in, out, first, last);
-    if (from == float_kind::bf16) convert_range_to<float_kind::bf16>(to, in, out, first, last);
+// Converts every piece to `to` (prism::convert_floats) on every core. The pieces lie in rising
+// order in one fresh allocation, whose page faults cost more than the conversion: the output is
+// cut into one contiguous range per thread (at 2 MiB boundaries), so the threads take the faults
+// side by side, and each thread faults 1-2 MiB in one MADV_POPULATE_WRITE (no trap per page)
+// right before converting into it, while those pages are still in the cache.
+void convert_all(const std::vector<conversion>& pieces, prism::dtype to) {
+  if (pieces.empty()) return;
+  const std::size_t out_size = dtype_size(to);
+  const std::byte* base = pieces.front().out;
+  const auto end_of = [&](const conversion& c) {
+    return static_cast<std::size_t>(c.out - base) + c.n * out_size;
   };
-  // Large tensors convert on every core: the pass is bound by memory and page faults.
+  const std::size_t total = end_of(pieces.back());
+  constexpr std::size_t grain = std::size_t{2} << 20;
   const std::size_t threads =
-      n >= (std::size_t{1} << 16) ? std::max(1u, std::thread::hardware_concurrency()) : 1;
+      std::min<std::size_t>(std::max(1u, std::thread::hardware_concurrency()), (total + grain - 1) / grain);
+  const std::size_t per = (total / std::max<std::size_t>(threads, 1) + grain - 1) / grain * grain;
+  auto work = [&](std::size_t first, std::size_t last) {  // output bytes [first, last) from base
+    for (const conversion& c : pieces) {
+      const auto begin = static_cast<std::size_t>(c.out - base), end = end_of(c);
+      const std::size_t lo = std::max(begin, first), hi = std::min(end, last);
+      if (lo >= hi) continue;
+      const std::size_t e0 = (lo - begin) / out_size, e1 = (hi - begin) / out_size;
+      constexpr std::size_t step = std::size_t{1} << 19;  // elements per fault-and-convert step
+      for (std::size_t e = e0; e < e1; e += step) {
+        const std::size_t m = std::min(step, e1 - e);
+        prefault_write(c.out + e * out_size, m * out_size);
+        prism::convert_floats(c.from, c.in + e * dtype_size(c.from), to, c.out + e * out_size, m);
+      }
+    }
+  };
   std::vector<std::thread> pool;
-  const std::size_t per = (n + threads - 1) / threads;
   for (std::size_t t = 1; t < threads; ++t)
-    pool.emplace_back(work, std::min(n, t * per), std::min(n, (t + 1) * per));
-  work(0, std::min(n, per));
+    if (t * per < total) pool.emplace_back(work, t * per, std::min(total, (t + 1) * per));
+  work(0, threads > 1 ? std::min(total, per) : total);
   for (auto& th : pool) th.join();
 }
 
@@ -309,17 +287,9 @@ tensor load_view(const queue& q, const safetensor_view& v, std::optional<prism::
   const dims shape(std::span<const std::int64_t>(v.shape));
   if (!convert) return tensor::from_host(q, v.data.data(), shape, target);
   std::vector<std::byte> converted(static_cast<std::size_t>(v.numel()) * dtype_size(target));
-  convert_floats(v, target, converted.data());
+  convert_all({{v.data.data(), *v.prism_dtype(), converted.data(), static_cast<std::size_t>(v.numel())}},
+              target);
   return tensor::from_host(q, converted.data(), shape, target);
-}
-
-// Fresh memory faulted in now by one MADV_POPULATE_WRITE (Linux 5.14); nothing when the kernel
-// lacks it (the first writes fault it in instead).
-void prefault_write(std::byte* p, std::size_t bytes) {
-#ifndef MADV_POPULATE_WRITE
-  constexpr int MADV_POPULATE_WRITE = 23;
-#endif
-  ::madvise(p, bytes, MADV_POPULATE_WRITE);
 }
 
 // Contiguous strides of a shape.
@@ -418,13 +388,13 @@ std::map<std::string, tensor> safetensors_file::load_named(const queue& q,
                     fmt::format("'{}': cannot allocate {} bytes to convert {} tensors to {}", path(), total,
                                 converted.size(), dtype_name(t)));
       std::shared_ptr<std::byte> host(static_cast<std::byte*>(raw), [](std::byte* p) { std::free(p); });
-      // Page faults, not the conversion, dominate: fault in the destination and the sources
-      // each in one call rather than page by page.
-      prefault_write(host.get(), total);
-      if (file_->mapping())
-        for (const safetensor_view* v : converted) populate(v->data.data(), v->data.size());
+      // No MADV_HUGEPAGE: on the dev VM (Firecracker, free page reporting) huge pages come from
+      // blocks the host has taken back, and a load took 0.1 s or 1-2 s by chance (RESULTS.md).
+      std::vector<conversion> pieces;
       for (std::size_t i = 0; i < converted.size(); ++i)
-        convert_floats(*converted[i], t, host.get() + offsets[i]);
+        pieces.push_back({converted[i]->data.data(), *converted[i]->prism_dtype(), host.get() + offsets[i],
+                          static_cast<std::size_t>(converted[i]->numel())});
+      convert_all(pieces, t);
       auto storage = buffer<std::byte>::over_host(q.get_context(), host.get(), total, host);
       if (!storage) {
         storage = tensor::empty(q, dims{static_cast<std::int64_t>(total)}, prism::dtype::boolean).storage();
@@ -573,15 +543,7 @@ void write_safetensors(const std::string& path, const std::vector<safetensor_dat
   std::vector<char> chunk;
   for (const auto& t : tensors) {
     chunk.resize(t.values.size() * elem);
-    for (std::size_t i = 0; i < t.values.size(); ++i) {
-      if (type == prism::dtype::f32) {
-        std::memcpy(chunk.data() + 4 * i, &t.values[i], 4);
-      } else {
-        const std::uint16_t bits =
-            type == prism::dtype::f16 ? float_to_half(t.values[i]) : float_to_bf16(t.values[i]);
-        std::memcpy(chunk.data() + 2 * i, &bits, 2);
-      }
-    }
+    prism::convert_floats(prism::dtype::f32, t.values.data(), type, chunk.data(), t.values.size());
     out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
   }
   out.close();

@@ -161,6 +161,127 @@ float bf16_to_float(std::uint16_t b) noexcept {
   return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
 }
 
+namespace {
+
+// The scalar conversions above, rewritten without branches (every case computed, one chosen by
+// selects) so that a loop of them vectorizes; tests/io check them against the scalar functions
+// over every 16-bit pattern and the f32 edge cases. Elements travel as f32 bit patterns.
+
+// c ? a : b as mask arithmetic: GCC keeps nested ?: as branches, which stops vectorization.
+inline std::uint32_t select(bool c, std::uint32_t a, std::uint32_t b) {
+  return b ^ ((a ^ b) & (0u - static_cast<std::uint32_t>(c)));
+}
+
+// f16 -> f32 bits, exact. Subnormals: the 10-bit mantissa m is worth m * 2^-24; int -> float
+// gives m exactly (a normal float), and subtracting 24 from its exponent scales it, with no
+// float arithmetic on subnormals (so flush-to-zero modes do not matter).
+inline std::uint32_t f16_bits_to_f32(std::uint32_t h) {
+  const std::uint32_t sign = (h & 0x8000u) << 16;
+  const std::uint32_t em = h & 0x7fffu;
+  const std::uint32_t m = h & 0x3ffu;
+  const std::uint32_t normal = (em << 13) + 0x38000000u;  // rebias 15 -> 127
+  const std::uint32_t inf_nan = (em << 13) | 0x7f800000u;
+  const std::uint32_t sub =
+      std::bit_cast<std::uint32_t>(static_cast<float>(static_cast<std::int32_t>(m))) - (24u << 23);
+  const std::uint32_t small = select(m == 0, 0u, sub);
+  const std::uint32_t r = select(em >= 0x7c00u, inf_nan, select(em < 0x400u, small, normal));
+  return sign | r;
+}
+
+// f32 bits -> f16, round to nearest even. Normal results: the 13 dropped bits rounded by the
+// add-and-shift trick (a carry may bump the exponent, to inf at the top). Subnormal results:
+// |x| + 0.5f lines the half's subnormal unit (2^-24) up with the float's last bit, so the
+// float add rounds to nearest even exactly as float_to_half does (and f32 subnormals, which
+// all round to 0, give 0 even where the CPU treats them as zero).
+inline std::uint32_t f32_bits_to_f16(std::uint32_t x) {
+  const std::uint32_t sign = (x >> 16) & 0x8000u;
+  const std::int32_t abs = static_cast<std::int32_t>(x & 0x7fffffffu);
+  const auto uabs = static_cast<std::uint32_t>(abs);
+  const std::uint32_t normal = (uabs - 0x38000000u + 0xfffu + ((uabs >> 13) & 1u)) >> 13;
+  const std::uint32_t sub = std::bit_cast<std::uint32_t>(std::bit_cast<float>(uabs) + 0.5f) - 0x3f000000u;
+  const std::uint32_t nan = 0x7e00u | ((uabs >> 13) & 0x3ffu);
+  std::uint32_t r = select(abs < 0x38800000, sub, normal);
+  r = select(abs >= 0x477ff000, 0x7c00u, r);  // rounds to >= 65520, and inf
+  r = select(abs > 0x7f800000, nan, r);
+  return sign | r;
+}
+
+// f32 bits -> bf16, round to nearest even; a NaN keeps its top bits and becomes quiet.
+inline std::uint32_t f32_bits_to_bf16(std::uint32_t x) {
+  const std::uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  const std::uint32_t nan = (x >> 16) | 0x40u;
+  return select((x & 0x7fffffffu) > 0x7f800000u, nan, rounded);
+}
+
+template <dtype From>
+[[gnu::always_inline]] inline std::uint32_t load_as_f32_bits(const unsigned char* in, std::size_t i) {
+  if constexpr (From == dtype::f32) {
+    std::uint32_t x;
+    std::memcpy(&x, in + 4 * i, 4);
+    return x;
+  } else {
+    std::uint16_t h;
+    std::memcpy(&h, in + 2 * i, 2);
+    if constexpr (From == dtype::f16) return f16_bits_to_f32(h);
+    return static_cast<std::uint32_t>(h) << 16;
+  }
+}
+
+template <dtype To>
+[[gnu::always_inline]] inline void store_f32_bits(unsigned char* out, std::size_t i, std::uint32_t x) {
+  if constexpr (To == dtype::f32) {
+    std::memcpy(out + 4 * i, &x, 4);
+  } else {
+    const auto h = static_cast<std::uint16_t>(To == dtype::f16 ? f32_bits_to_f16(x) : f32_bits_to_bf16(x));
+    std::memcpy(out + 2 * i, &h, 2);
+  }
+}
+
+// The one conversion loop: each element read as f32 bits, written as `To`.
+template <dtype From, dtype To>
+[[gnu::always_inline]] inline void convert_loop(const unsigned char* __restrict in,
+                                                unsigned char* __restrict out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) store_f32_bits<To>(out, i, load_as_f32_bits<From>(in, i));
+}
+
+// Picks the instantiation; on x86-64 compiled twice (AVX2 and baseline), chosen at load time.
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__) && !defined(__SANITIZE_ADDRESS__)
+[[gnu::target_clones("avx2", "default")]]
+#endif
+void convert_pair(int from, int to, const unsigned char* in, unsigned char* out, std::size_t n) {
+  constexpr int f32 = 0, f16 = 1;
+  if (from == f32) {
+    if (to == f16) return convert_loop<dtype::f32, dtype::f16>(in, out, n);
+    return convert_loop<dtype::f32, dtype::bf16>(in, out, n);
+  }
+  if (from == f16) {
+    if (to == f32) return convert_loop<dtype::f16, dtype::f32>(in, out, n);
+    return convert_loop<dtype::f16, dtype::bf16>(in, out, n);
+  }
+  if (to == f32) return convert_loop<dtype::bf16, dtype::f32>(in, out, n);
+  return convert_loop<dtype::bf16, dtype::f16>(in, out, n);
+}
+
+int float_index(dtype t) {
+  return t == dtype::f32 ? 0 : t == dtype::f16 ? 1 : 2;
+}
+
+}  // namespace
+
+void convert_floats(dtype from, const void* in, dtype to, void* out, std::size_t n) {
+  if (!is_floating(from) || !is_floating(to))
+    throw error(errc::invalid_argument, "convert_floats",
+                std::string("cannot convert ") + dtype_name(from) + " to " + dtype_name(to) +
+                    "; conversions are between f32, f16 and bf16");
+  if (n == 0) return;
+  if (from == to) {
+    std::memmove(out, in, n * dtype_size(from));
+    return;
+  }
+  convert_pair(float_index(from), float_index(to), static_cast<const unsigned char*>(in),
+               static_cast<unsigned char*>(out), n);
+}
+
 // GGUF's block formats, quantized the way ggml's reference quantizers do it (in float, so a
 // checkpoint quantized by prism matches one quantized by llama.cpp): q8_0 d = amax / 127,
 // q4_0 d = (the element of largest magnitude) / -8, q4_1 d = (max - min) / 15 and m = min.

@@ -14,7 +14,12 @@ order: (a) `cat model.safetensors > /dev/null` (wall, from the parent: fork + ex
 gate/up; the OpenCL start-up before it and the KV caches after it are not counted; the time
 with the KV caches, weights + upload, is printed too). Prints every round and the ratios load / cat (median, range).
 
+With --file-dtype bf16|f16 the file stores its tensors in that dtype (the same random values,
+rounded to nearest even), and --dtypes picks the run dtypes (default f32,bf16), so every
+converting load can be timed: f32 -> bf16 / f16, bf16 / f16 -> f32.
+
 Usage: python load_vs_read.py PRISM_LLM OUT_DIR [--rounds N] [--order hf|prism]
+                              [--file-dtype f32|bf16|f16] [--dtypes f32,bf16,f16]
 """
 import argparse
 import json
@@ -46,7 +51,17 @@ def tensors(order):
     return out
 
 
-def write_folder(folder, order):
+def stored(a, file_dtype):
+    """`a` (f32) as the file's dtype: (safetensors dtype name, little-endian bytes)."""
+    if file_dtype == "f16":
+        return "F16", a.astype("<f2").tobytes()
+    if file_dtype == "bf16":  # numpy has no bf16: round the f32 bits to nearest even by hand
+        u = a.astype("<f4").view(np.uint32)
+        return "BF16", ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) >> 16).astype("<u2").tobytes()
+    return "F32", a.astype("<f4").tobytes()
+
+
+def write_folder(folder, order, file_dtype):
     path = os.path.join(folder, "model.safetensors")
     if os.path.exists(path):
         return path
@@ -54,8 +69,8 @@ def write_folder(folder, order):
     rng = np.random.default_rng(0)
     header, offset, plan = {"__metadata__": {"format": "pt"}}, 0, tensors(order)
     for name, shape in plan:
-        n = int(np.prod(shape)) * 4
-        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + n]}
+        n = int(np.prod(shape)) * {"f32": 4, "bf16": 2, "f16": 2}[file_dtype]
+        header[name] = {"dtype": stored(np.zeros(1, np.float32), file_dtype)[0], "shape": list(shape), "data_offsets": [offset, offset + n]}
         offset += n
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
@@ -67,7 +82,7 @@ def write_folder(folder, order):
                 a = 1.0 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
             else:
                 a = rng.standard_normal(shape, dtype=np.float32) * np.float32(1.0 / np.sqrt(shape[-1]))
-            f.write(a.astype("<f4").tobytes())
+            f.write(stored(a, file_dtype)[1])
     os.replace(path + ".tmp", path)
     s = SHAPE
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "_name_or_path": "llama-135m",
@@ -114,16 +129,23 @@ def main():
     ap.add_argument("out_dir")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--order", choices=["hf", "prism"], default="hf")
+    ap.add_argument("--file-dtype", choices=["f32", "bf16", "f16"], default="f32")
+    ap.add_argument("--dtypes", default="f32,bf16", help="run dtypes, comma separated (f32, bf16, f16)")
     a = ap.parse_args()
-    folder = os.path.join(a.out_dir, f"llama-135m-{a.order}")
-    path = write_folder(folder, a.order)
+    runs = a.dtypes.split(",")
+    for d in runs:
+        if d not in ("f32", "bf16", "f16"):
+            sys.exit(f"load_vs_read: --dtypes: unknown dtype '{d}'; valid: f32, bf16, f16")
+    suffix = "" if a.file_dtype == "f32" else f"-{a.file_dtype}"
+    folder = os.path.join(a.out_dir, f"llama-135m-{a.order}{suffix}")
+    path = write_folder(folder, a.order, a.file_dtype)
     size = os.path.getsize(path)
-    print(f"load_vs_read: {path}: {size} bytes, tensor order {a.order}, load average "
+    print(f"load_vs_read: {path}: {size} bytes, tensor order {a.order}, file dtype {a.file_dtype}, load average "
           f"{os.getloadavg()[0]:.1f}")
     time_cat(path)  # the page cache warm before the first round
-    kinds = ["cat", "read", "f32", "bf16"]
+    kinds = ["cat", "read"] + runs
     times = {k: [] for k in kinds}
-    with_caches = {"f32": [], "bf16": []}
+    with_caches = {k: [] for k in runs}
     for r in range(a.rounds):
         order = kinds[r % len(kinds):] + kinds[:r % len(kinds)]
         row = {}
@@ -137,13 +159,13 @@ def main():
                 assert loaded == size, (loaded, size)
                 with_caches[k].append(whole)
             times[k].append(row[k])
-        print(f"round {r + 1}: " + ", ".join(f"{k} {row[k]:.3f} s" for k in kinds) +
-              f"; f32/cat {row['f32'] / row['cat']:.2f}x, bf16/cat {row['bf16'] / row['cat']:.2f}x, "
-              f"load {os.getloadavg()[0]:.1f}")
+        print(f"round {r + 1}: " + ", ".join(f"{k} {row[k]:.3f} s" for k in kinds) + "; " +
+              ", ".join(f"{k}/cat {row[k] / row['cat']:.2f}x" for k in runs) +
+              f", load {os.getloadavg()[0]:.1f}")
     for k in kinds:
         v = times[k]
         print(f"{k:5s} s: median {statistics.median(v):.3f}, range {min(v):.3f}-{max(v):.3f}")
-    for k in ["f32", "bf16"]:
+    for k in runs:
         for base in ["cat", "read"]:
             ratios = [x / y for x, y in zip(times[k], times[base])]
             print(f"{k} load / {base}: median {statistics.median(ratios):.2f}x, "

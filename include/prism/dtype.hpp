@@ -40,6 +40,15 @@ float half_to_float(std::uint16_t h) noexcept;
 std::uint16_t float_to_bf16(float f) noexcept;
 float bf16_to_float(std::uint16_t b) noexcept;
 
+/// Converts `n` elements between f32, f16 and bf16 (`in` as `from`, `out` as `to`, native byte
+/// order, any alignment), bit for bit as the scalar functions above (f32 -> f16 / bf16 by
+/// float_to_half / float_to_bf16, widening by half_to_float / bf16_to_float, f16 <-> bf16
+/// through f32); the same dtype copies. Branch-free per element, so the loop vectorizes (AVX2
+/// where the CPU has it): loads that convert weights are bound by memory, not by this. One
+/// thread; callers split large arrays. Throws errc::invalid_argument unless both dtypes are
+/// floating. Thread safety: safe (writes only `out`).
+void convert_floats(dtype from, const void* in, dtype to, void* out, std::size_t n);
+
 /// One block of a quantized dtype (q8_0, q4_0, q4_1): 32 values in, dtype_size(t) bytes out,
 /// as ggml's reference quantizers compute them (so prism and llama.cpp quantize alike); and
 /// back to 32 values. Thread safety: pure functions.

@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <bit>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <random>
 
 #include "prism/error.hpp"
 #include "prism/io/safetensors.hpp"
@@ -157,6 +161,47 @@ TEST(SafetensorsIo, LoadNamedConvertsFromTheMappingIntoOneStorage) {
             std::string::npos);
   const auto back = safetensors_file(path).load_named(q, {"b"}, dtype::f32);
   EXPECT_EQ(back.at("b").to_floats(q), b);
+}
+
+// Tensors large enough that load_named splits the conversion between threads (2 MiB ranges of
+// the output, boundaries inside a tensor), odd lengths, NaNs, infs and subnormals: every element
+// as the scalar functions give it, both narrowing and widening.
+TEST(SafetensorsIo, LoadNamedConvertsLargeTensorsAcrossThreadsBitForBit) {
+  queue& q = test_queue();
+  std::mt19937 rng(7);
+  std::vector<float> x(1'500'001), y(1'000'003), z(5);
+  for (auto* v : {&x, &y, &z})
+    for (auto& f : *v) f = std::bit_cast<float>(static_cast<std::uint32_t>(rng()));  // every class
+  z = {std::numeric_limits<float>::infinity(), -0.0f, 65520.0f, 1.0e-45f, std::bit_cast<float>(0x7fa00001u)};
+  const std::vector<safetensor_data> data = {{"x", {1'500'001}, x}, {"y", {1'000'003}, y}, {"z", {5}, z}};
+  const auto dir = temp_dir("load_large");
+  write_safetensors((dir / "f32.safetensors").string(), data, dtype::f32);
+  write_safetensors((dir / "bf16.safetensors").string(), data, dtype::bf16);
+  for (dtype t : {dtype::bf16, dtype::f16}) {  // f32 file, narrowed
+    const auto loaded =
+        safetensors_file((dir / "f32.safetensors").string()).load_named(q, {"x", "y", "z"}, t);
+    for (const auto& d : data) {
+      std::vector<std::byte> want(d.values.size() * 2);
+      for (std::size_t i = 0; i < d.values.size(); ++i) {
+        const std::uint16_t h = t == dtype::f16 ? float_to_half(d.values[i]) : float_to_bf16(d.values[i]);
+        std::memcpy(want.data() + 2 * i, &h, 2);
+      }
+      EXPECT_TRUE(loaded.at(d.name).to_host(q) == want) << d.name << " as " << dtype_name(t);
+    }
+  }
+  const safetensors_file bf16_file((dir / "bf16.safetensors").string());  // widened
+  const auto loaded = bf16_file.load_named(q, {"x", "y", "z"}, dtype::f32);
+  for (const auto& d : data) {
+    const auto stored = bf16_file.get(d.name).data;
+    std::vector<std::byte> want(d.values.size() * 4);
+    for (std::size_t i = 0; i < d.values.size(); ++i) {
+      std::uint16_t b;
+      std::memcpy(&b, stored.data() + 2 * i, 2);
+      const float f = bf16_to_float(b);
+      std::memcpy(want.data() + 4 * i, &f, 4);
+    }
+    EXPECT_TRUE(loaded.at(d.name).to_host(q) == want) << d.name << " bf16 -> f32";
+  }
 }
 
 }  // namespace
