@@ -8,11 +8,19 @@
 // - gemm_q_cpu (CPUs): a work-item owns RM rows x RN columns; per block it dequantizes each of its
 //   RN weight blocks once into two float16 registers and multiplies them with RM activation
 //   vectors, accumulating float16 lanes (reduced once at the end). No barriers, no local memory.
+// - quantize_rows_q8 + gemm_q_cpu_i8 (CPUs, config qa=1; llama.cpp's scheme): the first kernel
+//   quantizes each 32-block of each activation row to int8 (d = absmax / 127, q = rint(a / d)) into
+//   a workspace laid out as q [M, K] bytes, then d [M, K/32] and s = d * sum(q) [M, K/32] floats.
+//   The second takes integer block dot products in the unsigned x signed byte form of
+//   vpmaddubsw + vpmaddwd (AVX2; q8_0 moves its weight sign onto the activation), then adds
+//   d_a * d_w * that (float4 accumulators, reduced at the end); q4_0's -8 and q4_1's m are
+//   carried by s.
+//   Same RM x RN work-item tiling as gemm_q_cpu.
 // - gemm_q_gemv (GPUs, small M): a work-group of WG items owns NB columns of MB rows; item t
 //   takes blocks t, t + WG, ... (neighbours read neighbouring blocks), then a local-memory tree.
 // - gemm_q_tiled (GPUs, large M): TM x TN tiles of C, one 32-wide k block at a time: the A tile
 //   and the TN weight blocks, dequantized, are staged in local memory; each item owns WM x WN.
-// Build defines: PRISM_DTYPE, QTYPE, HAS_BIAS, and RM, RN (cpu) / MB, NB, WG (gemv) / TM, TN,
+// Build defines: PRISM_DTYPE, QTYPE, HAS_BIAS, and RM, RN (cpu; QA8 for the int8 pair) / MB, NB, WG (gemv) / TM, TN,
 // WM, WN (tiled).
 
 #define VW 16
@@ -127,6 +135,140 @@ __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global 
       const int m = m0 + i, n = n0 + j;
       if (m < M && n < N) {
         float v = prism_hsum16(acc[i][j]);
+#if QTYPE != 0
+        v += accm[i][j];
+#endif
+        PRISM_STORE(C + c_off + (long)m * scm + n, prism_epilogue(v, alpha, beta, X, x_off, sxm, sxn, m, n));
+      }
+    }
+}
+#endif
+
+#ifdef QA8
+// One work-item per (32-block, row) of A: see the workspace layout at the top.
+__kernel void quantize_rows_q8(int M, int K, __global const GT* A, long a_off, int sam, __global uchar* QA) {
+  const int b = get_global_id(0), m = get_global_id(1);
+  const int blocks = K / 32;
+  if (b >= blocks || m >= M) return;
+  const __global GT* a = A + a_off + (long)m * sam + b * 32;
+  const float16 lo = PRISM_LOADV(a), hi = PRISM_LOADV(a + 16);
+  const float16 mx = fmax(fabs(lo), fabs(hi));
+  const float8 m8 = fmax(mx.lo, mx.hi);
+  const float4 m4 = fmax(m8.lo, m8.hi);
+  const float2 m2 = fmax(m4.lo, m4.hi);
+  const float d = fmax(m2.s0, m2.s1) * (1.0f / 127.0f);
+  const float id = d > 0.0f ? 1.0f / d : 0.0f;
+  const char16 ql = convert_char16_sat_rte(lo * id), qh = convert_char16_sat_rte(hi * id);
+  __global uchar* q = QA + (long)m * K + b * 32;
+  vstore16(as_uchar16(ql), 0, q);
+  vstore16(as_uchar16(qh), 0, q + 16);
+  const int16 s16 = convert_int16(ql) + convert_int16(qh);
+  const int8 s8 = s16.lo + s16.hi;
+  const int4 s4 = s8.lo + s8.hi;
+  const int sum = s4.s0 + s4.s1 + s4.s2 + s4.s3;
+  __global float* ds = (__global float*)(QA + (long)M * K);
+  ds[(long)m * blocks + b] = d;
+  ds[(long)M * blocks + (long)m * blocks + b] = d * (float)sum;
+}
+
+// Sixteen u8 x s8 products summed in pairs to shorts: vpmaddubsw's pattern (AVX2/SSSE3); the
+// pair sums fit in 16 bits here (|u| <= 128, |s| <= 127), so the saturation never acts.
+inline short8 q_madd_u8s8(uchar16 u, char16 s) {
+  return convert_short8_sat(convert_int8(u.even) * convert_int8(s.even) + convert_int8(u.odd) * convert_int8(s.odd));
+}
+
+// Pairs of shorts summed to ints: vpmaddwd's pattern (with ones).
+inline int4 q_pairs(short8 p) {
+  return convert_int4(p.even) + convert_int4(p.odd);
+}
+
+// The integer dot product of a weight block at p with an activation block (lo: k 0..15, hi:
+// k 16..31), four partial sums. q4_0 leaves out its -8 (carried by s).
+inline int4 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
+#if QTYPE == 0
+  // Signed x signed: widened to shorts, vpmaddwd's pattern (the sign trick above made PoCL 3.1's
+  // LLVM scalarize; measured 2026-11-23).
+  const short16 wl = convert_short16(as_char16(vload16(0, p + 2))), wh = convert_short16(as_char16(vload16(0, p + 18)));
+  const short16 al = convert_short16(alo), ah = convert_short16(ahi);
+  const int8 s = convert_int8(al.even) * convert_int8(wl.even) + convert_int8(al.odd) * convert_int8(wl.odd) +
+                 (convert_int8(ah.even) * convert_int8(wh.even) + convert_int8(ah.odd) * convert_int8(wh.odd));
+  return s.lo + s.hi;
+#else
+  const uchar16 q = vload16(0, p + (QTYPE == 1 ? 2 : 4));
+  return q_pairs(q_madd_u8s8(q & (uchar16)0xF, alo) + q_madd_u8s8(q >> (uchar16)4, ahi));
+#endif
+}
+
+__kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const uchar* QA,
+                            __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,
+                            __global const GT* X, long x_off, int sxm, int sxn) {
+  const int n0 = get_global_id(0) * RN;
+  const int m0 = get_global_id(1) * RM;
+  if (n0 >= N || m0 >= M) return;
+  const int blocks = K / 32;
+  const __global float* ad = (const __global float*)(QA + (long)M * K);
+  const __global float* as = ad + (long)M * blocks;
+  int row[RM];
+  const __global uchar* w[RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i) row[i] = min(m0 + i, M - 1);
+#pragma unroll
+  for (int j = 0; j < RN; ++j) w[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES;
+  float4 acc[RM][RN];
+#if QTYPE != 0
+  float accm[RM][RN];  // q4_1: m * s; q4_0: -8 d * s
+#endif
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      acc[i][j] = (float4)0.0f;
+#if QTYPE != 0
+      accm[i][j] = 0.0f;
+#endif
+    }
+  for (int kb = 0; kb < blocks; ++kb) {
+    char16 alo[RM], ahi[RM];
+    float da[RM];
+#if QTYPE != 0
+    float sa[RM];
+#endif
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+      const __global uchar* q = QA + (long)row[i] * K + kb * 32;
+      alo[i] = as_char16(vload16(0, q));
+      ahi[i] = as_char16(vload16(0, q + 16));
+      da[i] = ad[(long)row[i] * blocks + kb];
+#if QTYPE != 0
+      sa[i] = as[(long)row[i] * blocks + kb];
+#endif
+    }
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      const __global uchar* p = w[j] + (long)kb * QBYTES;
+      const float dw = q_scale(p);
+#if QTYPE == 2
+      const float m = q_min(p);
+#elif QTYPE == 1
+      const float m = -8.0f * dw;
+#endif
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        const int4 dot = q_dot(p, alo[i], ahi[i]);
+        acc[i][j] = fma((float4)(da[i] * dw), convert_float4(dot), acc[i][j]);
+#if QTYPE != 0
+        accm[i][j] = fma(m, sa[i], accm[i][j]);
+#endif
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      const int m = m0 + i, n = n0 + j;
+      if (m < M && n < N) {
+        float v = prism_hsum4(acc[i][j]);
 #if QTYPE != 0
         v += accm[i][j];
 #endif
