@@ -11,10 +11,9 @@
 // - quantize_rows_q8 + gemm_q_cpu_i8 (CPUs, config qa=1; llama.cpp's scheme): the first kernel
 //   quantizes each 32-block of each activation row to int8 (d = absmax / 127, q = rint(a / d)) into
 //   a workspace laid out as q [M, K] bytes, then d [M, K/32] and s = d * sum(q) [M, K/32] floats.
-//   The second takes integer block dot products in the unsigned x signed byte form of
-//   vpmaddubsw + vpmaddwd (AVX2; q8_0 moves its weight sign onto the activation), then adds
-//   d_a * d_w * that (float4 accumulators, reduced at the end); q4_0's -8 and q4_1's m are
-//   carried by s.
+//   The second takes integer block dot products (AVX2: vpmaddubsw + vpmaddwd, as llama.cpp;
+//   elsewhere shorts and vpmaddwd's pattern), then adds d_a * d_w * that (float8 accumulators,
+//   reduced at the end); q4_0's -8 and q4_1's m are carried by s.
 //   Same RM x RN work-item tiling as gemm_q_cpu.
 // - gemm_q_gemv (GPUs, small M): a work-group of WG items owns NB columns of MB rows; item t
 //   takes blocks t, t + WG, ... (neighbours read neighbouring blocks), then a local-memory tree.
@@ -171,33 +170,50 @@ __kernel void quantize_rows_q8(int M, int K, __global const GT* A, long a_off, i
   ds[(long)M * blocks + (long)m * blocks + b] = d * (float)sum;
 }
 
-// Sixteen u8 x s8 products summed in pairs to shorts: vpmaddubsw's pattern (AVX2/SSSE3); the
-// pair sums fit in 16 bits here (|u| <= 128, |s| <= 127), so the saturation never acts.
-inline short8 q_madd_u8s8(uchar16 u, char16 s) {
-  return convert_short8_sat(convert_int8(u.even) * convert_int8(s.even) + convert_int8(u.odd) * convert_int8(s.odd));
+// The integer dot product of the weight block at p with an activation block (alo: k 0..15,
+// ahi: k 16..31), as eight partial sums. q4_0 leaves out its -8 (carried by s).
+#if defined(__AVX2__) && defined(__clang__)
+// x86 with AVX2 (PoCL's CPU targets): llama.cpp's instruction pair, written with clang's x86
+// builtins because PoCL 3.1's LLVM does not form vpmaddubsw from portable code (checked with
+// objdump, 2026-11-23). vpmaddubsw multiplies 32 unsigned by 32 signed bytes and adds
+// neighbours to shorts (here at most 2 * 128 * 127, no saturation); vpmaddwd with ones adds
+// neighbouring shorts to ints. q8_0 moves its weight's sign onto the activation (vpsignb).
+typedef char q_v32qi __attribute__((vector_size(32)));
+typedef short q_v16hi __attribute__((vector_size(32)));
+#define Q_CAT32(x, y)                                                                                         \
+  ((q_v32qi)__builtin_shufflevector((x), (y), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, \
+                                    19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31))
+inline int8 q_madd32(q_v32qi u, q_v32qi s) {
+  const q_v16hi p = __builtin_ia32_pmaddubsw256(u, s);
+  return as_int8(__builtin_ia32_pmaddwd256(p, (q_v16hi)((short16)1)));
 }
 
-// Pairs of shorts summed to ints: vpmaddwd's pattern (with ones).
-inline int4 q_pairs(short8 p) {
-  return convert_int4(p.even) + convert_int4(p.odd);
-}
-
-// The integer dot product of a weight block at p with an activation block (lo: k 0..15, hi:
-// k 16..31), four partial sums. q4_0 leaves out its -8 (carried by s).
-inline int4 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
+inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
 #if QTYPE == 0
-  // Signed x signed: widened to shorts, vpmaddwd's pattern (the sign trick above made PoCL 3.1's
-  // LLVM scalarize; measured 2026-11-23).
-  const short16 wl = convert_short16(as_char16(vload16(0, p + 2))), wh = convert_short16(as_char16(vload16(0, p + 18)));
-  const short16 al = convert_short16(alo), ah = convert_short16(ahi);
-  const int8 s = convert_int8(al.even) * convert_int8(wl.even) + convert_int8(al.odd) * convert_int8(wl.odd) +
-                 (convert_int8(ah.even) * convert_int8(wh.even) + convert_int8(ah.odd) * convert_int8(wh.odd));
-  return s.lo + s.hi;
+  const q_v32qi w = Q_CAT32(as_char16(vload16(0, p + 2)), as_char16(vload16(0, p + 18)));
+  return q_madd32(__builtin_ia32_psignb256(w, w), __builtin_ia32_psignb256(Q_CAT32(alo, ahi), w));
 #else
   const uchar16 q = vload16(0, p + (QTYPE == 1 ? 2 : 4));
-  return q_pairs(q_madd_u8s8(q & (uchar16)0xF, alo) + q_madd_u8s8(q >> (uchar16)4, ahi));
+  return q_madd32(Q_CAT32(q & (uchar16)0xF, q >> (uchar16)4), Q_CAT32(alo, ahi));
 #endif
 }
+#else
+// Portable: widened to shorts, products of neighbours summed to ints (vpmaddwd's pattern).
+inline int8 q_madd16(short16 a, short16 w) {
+  return convert_int8(a.even) * convert_int8(w.even) + convert_int8(a.odd) * convert_int8(w.odd);
+}
+
+inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
+#if QTYPE == 0
+  const short16 wl = convert_short16(as_char16(vload16(0, p + 2)));
+  const short16 wh = convert_short16(as_char16(vload16(0, p + 18)));
+#else
+  const uchar16 q = vload16(0, p + (QTYPE == 1 ? 2 : 4));
+  const short16 wl = convert_short16(q & (uchar16)0xF), wh = convert_short16(q >> (uchar16)4);
+#endif
+  return q_madd16(convert_short16(alo), wl) + q_madd16(convert_short16(ahi), wh);
+}
+#endif
 
 __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const uchar* QA,
                             __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,
@@ -214,7 +230,7 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
   for (int i = 0; i < RM; ++i) row[i] = min(m0 + i, M - 1);
 #pragma unroll
   for (int j = 0; j < RN; ++j) w[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES;
-  float4 acc[RM][RN];
+  float8 acc[RM][RN];
 #if QTYPE != 0
   float accm[RM][RN];  // q4_1: m * s; q4_0: -8 d * s
 #endif
@@ -222,7 +238,7 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
   for (int i = 0; i < RM; ++i)
 #pragma unroll
     for (int j = 0; j < RN; ++j) {
-      acc[i][j] = (float4)0.0f;
+      acc[i][j] = (float8)0.0f;
 #if QTYPE != 0
       accm[i][j] = 0.0f;
 #endif
@@ -254,8 +270,7 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
 #endif
 #pragma unroll
       for (int i = 0; i < RM; ++i) {
-        const int4 dot = q_dot(p, alo[i], ahi[i]);
-        acc[i][j] = fma((float4)(da[i] * dw), convert_float4(dot), acc[i][j]);
+        acc[i][j] = fma((float8)(da[i] * dw), convert_float8(q_dot(p, alo[i], ahi[i])), acc[i][j]);
 #if QTYPE != 0
         accm[i][j] = fma(m, sa[i], accm[i][j]);
 #endif
@@ -268,7 +283,7 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
     for (int j = 0; j < RN; ++j) {
       const int m = m0 + i, n = n0 + j;
       if (m < M && n < N) {
-        float v = prism_hsum4(acc[i][j]);
+        float v = prism_hsum8(acc[i][j]);
 #if QTYPE != 0
         v += accm[i][j];
 #endif
