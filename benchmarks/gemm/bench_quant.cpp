@@ -1,13 +1,19 @@
 // Weight-only quantized GEMV (linear at M = 1, decode) against the device's read bandwidth:
 // each q8_0 / q4_0 / q4_1 (and f32 for scale) GEMV iteration is followed by a paired read
 // reference, `sum` over 64 MiB of f32 (a read-only kernel past the 32 MiB LLC), so load changes
-// on a shared machine move both. x_read = weight GB/s / read GB/s (issue 17: >= 0.7).
+// on a shared machine move both. x_read = weight GB/s / read GB/s (issue 17: >= 0.7); cpu_ms
+// is the process's CPU time per GEMV (every thread), which compares kernels under load.
 // PRISM_DEVICE picks the device; PRISM_BENCH_VENDOR overrides the tune_configs profile;
-// PRISM_BENCH_QCONFIG replaces the config (e.g. variant=0,qrn=8,qwg=1).
+// PRISM_BENCH_QCONFIG replaces the quantized config (e.g. variant=0,qrn=8,qwg=1); several
+// configs separated by ';' each get a benchmark, so variants compare in one run (qa=0;qa=1).
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "benchmarks/bench_common.hpp"
 #include "kernels/op_descriptor.hpp"
@@ -30,7 +36,15 @@ struct timed_call {
   }
 };
 
-timed_call make(const char* op, const char* key, dtype t, const char* config_var) {
+// User + system CPU seconds of this process, every thread (PoCL's workers included).
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+timed_call make(const char* op, const char* key, dtype t, const std::string& config) {
   queue& q = bench_queue();
   const op_descriptor& d = op_registry::instance().get(op);
   sample_options o;
@@ -38,24 +52,25 @@ timed_call make(const char* op, const char* key, dtype t, const char* config_var
   o.seed = 1;
   timed_call c{&d, d.sample(q, shape_key::parse(key), o),
                bench::tune_space_of(d, "PRISM_BENCH_VENDOR").defaults};
-  if (const char* v = config_var ? std::getenv(config_var) : nullptr)
-    c.cfg = d.config.complete(kernel_config::parse(v));
+  if (!config.empty()) c.cfg = d.config.complete(kernel_config::parse(config));
   c.seconds();  // build + warm up
   return c;
 }
 
 timed_call& read_reference() {
-  static auto* r = new timed_call(make("sum", "outer=4096,r=4096,inner=1", dtype::f32, nullptr));
+  static auto* r = new timed_call(make("sum", "outer=4096,r=4096,inner=1", dtype::f32, ""));
   return *r;
 }
 
-void bm_gemv(benchmark::State& state, const char* key, dtype t) {
-  timed_call g = make("linear", key, t, "PRISM_BENCH_QCONFIG");
+void bm_gemv(benchmark::State& state, const char* key, dtype t, const std::string& config) {
+  timed_call g = make("linear", key, t, config);
   timed_call& ref = read_reference();
   const double weight_bytes = static_cast<double>(g.call.inputs[1].nbytes());
-  double seconds = 0, ref_seconds = 0;
+  double seconds = 0, ref_seconds = 0, cpu_seconds = 0;
   for (auto _ : state) {
+    const double cpu0 = process_cpu_seconds();
     const double dt = g.seconds();
+    cpu_seconds += process_cpu_seconds() - cpu0;
     state.SetIterationTime(dt);
     seconds += dt;
     ref_seconds += ref.seconds();
@@ -66,6 +81,8 @@ void bm_gemv(benchmark::State& state, const char* key, dtype t) {
   state.counters["weight_GB/s"] = gbs;
   state.counters["read_GB/s"] = read_gbs;
   state.counters["x_read"] = gbs / read_gbs;
+  // CPU time (all threads of the process) per GEMV: what a loaded machine does not inflate.
+  state.counters["cpu_ms"] = cpu_seconds / n * 1e3;
   state.SetLabel(g.cfg.str());
 }
 
@@ -75,12 +92,25 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   // [16384, 4096] weights: q8_0 71 MB, q4_0 38 MB, q4_1 42 MB, f32 268 MB (all past the LLC).
   const char* key = "m=1,n=16384,k=4096";
-  for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::q4_1, dtype::f32}) {
-    const std::string name = std::string("linear_gemv/") + dtype_name(t) + "/" + key;
-    benchmark::RegisterBenchmark(name.c_str(), [key, t](benchmark::State& s) { bm_gemv(s, key, t); })
-        ->UseManualTime()
-        ->MinTime(1.0);
+  std::vector<std::string> configs;
+  if (const char* v = std::getenv("PRISM_BENCH_QCONFIG")) {
+    std::string text = v;
+    for (std::size_t at = 0; at <= text.size();) {
+      const std::size_t end = std::min(text.find(';', at), text.size());
+      if (end > at) configs.push_back(text.substr(at, end - at));
+      at = end + 1;
+    }
   }
+  if (configs.empty()) configs.push_back("");  // the profile's default
+  for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::q4_1, dtype::f32})
+    for (const std::string& config : is_quantized(t) ? configs : std::vector<std::string>{""}) {
+      const std::string name = std::string("linear_gemv/") + dtype_name(t) + "/" + key +
+                               (config.empty() ? std::string() : "/" + config);
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [key, t, config](benchmark::State& s) { bm_gemv(s, key, t, config); })
+          ->UseManualTime()
+          ->MinTime(1.0);
+    }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -8,6 +8,13 @@
 // - gemm_q_cpu (CPUs): a work-item owns RM rows x RN columns; per block it dequantizes each of its
 //   RN weight blocks once into two float16 registers and multiplies them with RM activation
 //   vectors, accumulating float16 lanes (reduced once at the end). No barriers, no local memory.
+// - quantize_rows_q8 + gemm_q_cpu_i8 (CPUs, config qa=1; llama.cpp's scheme): the first kernel
+//   quantizes each 32-block of each activation row to int8 (d = absmax / 127, q = rint(a / d)) into
+//   a workspace laid out as q [M, K] bytes, then d [M, K/32] and s = d * sum(q) [M, K/32] floats.
+//   The second takes integer block dot products (AVX2: vpmaddubsw + vpmaddwd, as llama.cpp;
+//   elsewhere shorts and vpmaddwd's pattern), then adds d_a * d_w * that (float8 accumulators,
+//   reduced at the end); q4_0's -8 and q4_1's m are carried by s.
+//   Same RM x RN work-item tiling as gemm_q_cpu.
 // - gemm_q_gemv (GPUs, small M): a work-group of WG items owns NB columns of MB rows; item t
 //   takes blocks t, t + WG, ... (neighbours read neighbouring blocks), then a local-memory tree.
 // - gemm_q_rows (GPUs, small M: decode): a warp-sized team of 32 items owns NB weight rows; the
@@ -17,8 +24,9 @@
 //   work-group, MB activation rows.
 // - gemm_q_tiled (GPUs, large M): TM x TN tiles of C, one 32-wide k block at a time: the A tile
 //   and the TN weight blocks, dequantized, are staged in local memory; each item owns WM x WN.
-// Build defines: PRISM_DTYPE, QTYPE, HAS_BIAS, and RM, RN (cpu) / MB, NB, WG (gemv) / MB, NB,
-// WARPS, A_VEC4 (rows: activation rows 16-byte aligned in groups of 4) / TM, TN, WM, WN (tiled).
+// Build defines: PRISM_DTYPE, QTYPE, HAS_BIAS, and RM, RN (cpu; QA8 for the int8 pair) / MB, NB,
+// WG (gemv) / MB, NB, WARPS, A_VEC4 (rows: activation rows 16-byte aligned in groups of 4) / TM,
+// TN, WM, WN (tiled).
 
 #define VW 16
 #include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
@@ -132,6 +140,156 @@ __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global 
       const int m = m0 + i, n = n0 + j;
       if (m < M && n < N) {
         float v = prism_hsum16(acc[i][j]);
+#if QTYPE != 0
+        v += accm[i][j];
+#endif
+        PRISM_STORE(C + c_off + (long)m * scm + n, prism_epilogue(v, alpha, beta, X, x_off, sxm, sxn, m, n));
+      }
+    }
+}
+#endif
+
+#ifdef QA8
+// One work-item per (32-block, row) of A: see the workspace layout at the top.
+__kernel void quantize_rows_q8(int M, int K, __global const GT* A, long a_off, int sam, __global uchar* QA) {
+  const int b = get_global_id(0), m = get_global_id(1);
+  const int blocks = K / 32;
+  if (b >= blocks || m >= M) return;
+  const __global GT* a = A + a_off + (long)m * sam + b * 32;
+  const float16 lo = PRISM_LOADV(a), hi = PRISM_LOADV(a + 16);
+  const float16 mx = fmax(fabs(lo), fabs(hi));
+  const float8 m8 = fmax(mx.lo, mx.hi);
+  const float4 m4 = fmax(m8.lo, m8.hi);
+  const float2 m2 = fmax(m4.lo, m4.hi);
+  const float d = fmax(m2.s0, m2.s1) * (1.0f / 127.0f);
+  const float id = d > 0.0f ? 1.0f / d : 0.0f;
+  const char16 ql = convert_char16_sat_rte(lo * id), qh = convert_char16_sat_rte(hi * id);
+  __global uchar* q = QA + (long)m * K + b * 32;
+  vstore16(as_uchar16(ql), 0, q);
+  vstore16(as_uchar16(qh), 0, q + 16);
+  const int16 s16 = convert_int16(ql) + convert_int16(qh);
+  const int8 s8 = s16.lo + s16.hi;
+  const int4 s4 = s8.lo + s8.hi;
+  const int sum = s4.s0 + s4.s1 + s4.s2 + s4.s3;
+  __global float* ds = (__global float*)(QA + (long)M * K);
+  ds[(long)m * blocks + b] = d;
+  ds[(long)M * blocks + (long)m * blocks + b] = d * (float)sum;
+}
+
+// The integer dot product of the weight block at p with an activation block (alo: k 0..15,
+// ahi: k 16..31), as eight partial sums. q4_0 leaves out its -8 (carried by s).
+#if defined(__AVX2__) && defined(__clang__)
+// x86 with AVX2 (PoCL's CPU targets): llama.cpp's instruction pair, written with clang's x86
+// builtins because PoCL 3.1's LLVM does not form vpmaddubsw from portable code (checked with
+// objdump, 2026-11-23). vpmaddubsw multiplies 32 unsigned by 32 signed bytes and adds
+// neighbours to shorts (here at most 2 * 128 * 127, no saturation); vpmaddwd with ones adds
+// neighbouring shorts to ints. q8_0 moves its weight's sign onto the activation (vpsignb).
+typedef char q_v32qi __attribute__((vector_size(32)));
+typedef short q_v16hi __attribute__((vector_size(32)));
+#define Q_CAT32(x, y)                                                                                         \
+  ((q_v32qi)__builtin_shufflevector((x), (y), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, \
+                                    19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31))
+inline int8 q_madd32(q_v32qi u, q_v32qi s) {
+  const q_v16hi p = __builtin_ia32_pmaddubsw256(u, s);
+  return as_int8(__builtin_ia32_pmaddwd256(p, (q_v16hi)((short16)1)));
+}
+
+inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
+#if QTYPE == 0
+  const q_v32qi w = Q_CAT32(as_char16(vload16(0, p + 2)), as_char16(vload16(0, p + 18)));
+  return q_madd32(__builtin_ia32_psignb256(w, w), __builtin_ia32_psignb256(Q_CAT32(alo, ahi), w));
+#else
+  const uchar16 q = vload16(0, p + (QTYPE == 1 ? 2 : 4));
+  return q_madd32(Q_CAT32(q & (uchar16)0xF, q >> (uchar16)4), Q_CAT32(alo, ahi));
+#endif
+}
+#else
+// Portable: widened to shorts, products of neighbours summed to ints (vpmaddwd's pattern).
+inline int8 q_madd16(short16 a, short16 w) {
+  return convert_int8(a.even) * convert_int8(w.even) + convert_int8(a.odd) * convert_int8(w.odd);
+}
+
+inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
+#if QTYPE == 0
+  const short16 wl = convert_short16(as_char16(vload16(0, p + 2)));
+  const short16 wh = convert_short16(as_char16(vload16(0, p + 18)));
+#else
+  const uchar16 q = vload16(0, p + (QTYPE == 1 ? 2 : 4));
+  const short16 wl = convert_short16(q & (uchar16)0xF), wh = convert_short16(q >> (uchar16)4);
+#endif
+  return q_madd16(convert_short16(alo), wl) + q_madd16(convert_short16(ahi), wh);
+}
+#endif
+
+__kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const uchar* QA,
+                            __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,
+                            __global const GT* X, long x_off, int sxm, int sxn) {
+  const int n0 = get_global_id(0) * RN;
+  const int m0 = get_global_id(1) * RM;
+  if (n0 >= N || m0 >= M) return;
+  const int blocks = K / 32;
+  const __global float* ad = (const __global float*)(QA + (long)M * K);
+  const __global float* as = ad + (long)M * blocks;
+  int row[RM];
+  const __global uchar* w[RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i) row[i] = min(m0 + i, M - 1);
+#pragma unroll
+  for (int j = 0; j < RN; ++j) w[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES;
+  float8 acc[RM][RN];
+#if QTYPE != 0
+  float accm[RM][RN];  // q4_1: m * s; q4_0: -8 d * s
+#endif
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      acc[i][j] = (float8)0.0f;
+#if QTYPE != 0
+      accm[i][j] = 0.0f;
+#endif
+    }
+  for (int kb = 0; kb < blocks; ++kb) {
+    char16 alo[RM], ahi[RM];
+    float da[RM];
+#if QTYPE != 0
+    float sa[RM];
+#endif
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+      const __global uchar* q = QA + (long)row[i] * K + kb * 32;
+      alo[i] = as_char16(vload16(0, q));
+      ahi[i] = as_char16(vload16(0, q + 16));
+      da[i] = ad[(long)row[i] * blocks + kb];
+#if QTYPE != 0
+      sa[i] = as[(long)row[i] * blocks + kb];
+#endif
+    }
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      const __global uchar* p = w[j] + (long)kb * QBYTES;
+      const float dw = q_scale(p);
+#if QTYPE == 2
+      const float m = q_min(p);
+#elif QTYPE == 1
+      const float m = -8.0f * dw;
+#endif
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        acc[i][j] = fma((float8)(da[i] * dw), convert_float8(q_dot(p, alo[i], ahi[i])), acc[i][j]);
+#if QTYPE != 0
+        accm[i][j] = fma(m, sa[i], accm[i][j]);
+#endif
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      const int m = m0 + i, n = n0 + j;
+      if (m < M && n < N) {
+        float v = prism_hsum8(acc[i][j]);
 #if QTYPE != 0
         v += accm[i][j];
 #endif

@@ -6,11 +6,13 @@
 // GGUF's block formats (q8_0, q4_0, q4_1; linear and matmul) gemm_quant.cl. Each op owns its
 // lowering to the one strided gemm_problem (kernels/gemm_lowering.hpp): kernels, keys, FLOP
 // counts, tolerances and the BLAS backends all read that, never the op's name.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -262,6 +264,11 @@ config_schema gemm_schema() {
        "nv, mma: 1 = f32 inputs may use TF32 tensor cores (opt-in; never in a tune space)"},
       {"qrn", 8, {1, 2, 4, 8, 16}, "quantized weights, cpu: weight rows (output columns) per work-item"},
       {"qwg", 1, {1, 2, 4, 8, 16, 32, 64}, "quantized weights, cpu: work-items per work-group"},
+      {"qa",
+       0,
+       {0, 1},
+       "quantized weights, cpu: activations 0 = float, 1 = int8 per 32-block (a first kernel "
+       "quantizes them; integer block dot products)"},
   };
   s.rule = [](const kernel_config& c) -> std::optional<std::string> {
     const auto tm = c.at("tm"), tn = c.at("tn"), wm = c.at("wm"), wn = c.at("wn");
@@ -790,13 +797,18 @@ struct qplan {
   qkernel kind = qkernel::cpu;
   // cpu: rm, rn, lx, ly; gemv: mb, nb, wg; rows: mb, nb, warps; tiled: tm, tn, wm, wn
   std::int64_t a = 0, b = 0, c = 0, d = 0;
+  bool int8_activations = false;  // cpu: quantize_rows_q8 + gemm_q_cpu_i8
 };
 
 qplan plan_quant(const kernel_config& c, std::int64_t m) {
   switch (c.at("variant")) {
     case 0:  // at most 16 float16 accumulators: rm shrinks as qrn grows
-      return {qkernel::cpu, std::min(c.at("rm"), std::max<std::int64_t>(1, 16 / c.at("qrn"))), c.at("qrn"),
-              c.at("qwg"), 1};
+      return {qkernel::cpu,
+              std::min(c.at("rm"), std::max<std::int64_t>(1, 16 / c.at("qrn"))),
+              c.at("qrn"),
+              c.at("qwg"),
+              1,
+              c.at("qa") == 1};
     case 2:
       return {qkernel::gemv, c.at("mb"), c.at("nb"), c.at("wg"), 0};
     case 4:
@@ -850,6 +862,45 @@ gemm_problem with_k_rows(queue& q, gemm_problem p) {
   return p;
 }
 
+// qa=1: quantize_rows_q8 writes A as int8 blocks with their scales and sums into a workspace
+// (gemm_quant.cl's layout: M*K bytes, then 2*M*K/32 floats), gemm_q_cpu_i8 reads it in A's place.
+event enqueue_quant_i8(queue& q, const gemm_problem& p, const std::string& opts, const nd_range& r,
+                       source_override src) {
+  const char* op = "gemm";
+  const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), K = to_int(p.k, op, "K");
+  const std::int64_t blocks = p.k / 32;
+  tensor ws = tensor::empty(q, dims{p.m * p.k / 4 + 2 * p.m * blocks}, dtype::f32);
+  kernel quantize = build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "quantize_rows_q8");
+  kernel k = build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_cpu_i8");
+  const int sam = to_int(p.sam, op, "A row stride");
+  const std::int64_t a_off = p.a.offset();
+  auto sa = p.a.storage();
+  auto sw = ws.storage();
+  q.submit([&](handler& h) {
+    accessor<std::byte> aa(sa, h, read_only);
+    accessor<std::byte> aw(sw, h, write_only);
+    const std::int64_t lx = std::gcd(blocks, std::int64_t{64});
+    h.parallel_for(nd_range(range<3>(blocks, p.m, 1), range<3>(lx, 1, 1)), quantize, M, K, aa, a_off, sam,
+                   aw);
+  });
+  const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
+  const int scm = to_int(p.scm, op, "C row stride");
+  const int sxm = to_int(p.sxm, op, "bias row stride"), sxn = to_int(p.sxn, op, "bias column stride");
+  const std::int64_t block = static_cast<std::int64_t>(dtype_block_elements(p.b.type()));
+  const std::int64_t w_off = p.b.offset() / block, swn = p.n > 1 ? p.sbn / block : 0;
+  const std::int64_t c_off = p.c.offset(), x_off = p.bias.defined() ? p.bias.offset() : 0;
+  auto sb = p.b.storage();
+  auto sc = p.c.storage();
+  auto sx = p.bias.defined() ? p.bias.storage() : p.b.storage();
+  return q.submit([&](handler& h) {
+    accessor<std::byte> aw(sw, h, read_only);
+    accessor<std::byte> ab(sb, h, read_only);
+    accessor<std::byte> ac(sc, h, write_only, p.c.byte_extent());
+    accessor<std::byte> ax(sx, h, read_only);
+    h.parallel_for(r, k, M, N, K, alpha, beta, aw, ab, w_off, swn, ac, c_off, scm, ax, x_off, sxm, sxn);
+  });
+}
+
 event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, source_override src) {
   if (p0.m == 0 || p0.n == 0 || p0.batch == 0) return {};
   const gemm_problem p = with_k_rows(q, p0);
@@ -865,6 +916,7 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
     const std::int64_t gx = ceil_div(p.n, rn), gy = ceil_div(p.m, rm);
     const std::int64_t lx = std::min(next_pow2(gx), pl.c);
     r = nd_range(range<3>(ceil_div(gx, lx) * lx, gy, 1), range<3>(lx, 1, 1));
+    if (pl.int8_activations) return enqueue_quant_i8(q, p, opts + " -DQA8", r, src);
   } else if (pl.kind == qkernel::gemv) {
     const std::int64_t mb = std::min<std::int64_t>(pl.a, next_pow2(p.m));
     opts += fmt::format(" -DMB={} -DNB={} -DWG={}", mb, pl.b, pl.c);
@@ -1117,6 +1169,25 @@ void reference_rows(host_call& hc, bool w_nk) {
   const host_tensor* x = hc.inputs.size() > 2 && hc.inputs[2].defined ? &hc.inputs[2] : nullptr;
   reference_gemm(1, m, n, k, a.values, 0, w.values, 0, w_nk, x, 0, x && x->shape[0] != 1 ? 1 : 0, 1, 1,
                  hc.outputs[0]);
+  if (quantized_weight(*hc.call) && k % 32 == 0) {
+    // The error scale of int8 activations (gemm_tolerance): sum over 32-blocks of k of
+    // max_block |a| * sum_block |w| (+ |bias|); it bounds sum |a w| from above.
+    host_tensor& out = hc.outputs[0];
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double mag = 0;
+        for (std::int64_t kb = 0; kb < k; kb += 32) {
+          double amax = 0, wsum = 0;
+          for (std::int64_t kk = kb; kk < kb + 32; ++kk) {
+            amax = std::max(amax, std::fabs(a.values[i * k + kk]));
+            wsum += std::fabs(w_nk ? w.values[j * k + kk] : w.values[kk * n + j]);
+          }
+          mag += amax * wsum;
+        }
+        if (x) mag += std::fabs(x->values[x->shape[0] != 1 ? j : 0]);
+        out.magnitude[static_cast<std::size_t>(i * n + j)] = mag;
+      }
+  }
 }
 
 // With an activation: y = act(v); its slope is at most 1.13 (GELU) / 1.1 (SiLU), so the error of v
@@ -1145,8 +1216,17 @@ void reference_matmul(host_call& hc) {
 std::function<tolerance(const op_call&, int)> gemm_tolerance(lowering lower) {
   return [lower](const op_call& call, int) {
     const double k = static_cast<double>(lower(call).k);
-    // A block-quantized weight adds one rounding per block (d * (a . q)).
-    const double f32 = std::ldexp(1.0, -23) * ((quantized_weight(call) ? 4.0 : 2.0) + std::sqrt(k));
+    // A block-quantized weight adds one rounding per block (d * (a . q)), and the CPU kernels may
+    // quantize the activations to int8 per 32-block as llama.cpp does (config qa=1): a = d q + e
+    // with d = absmax / 127 and |e| <= d / 2 (rounding to nearest; f32 evaluation of d, 1/d and
+    // a/d adds under 2^-20 of it), so a block's error is at most absmax / 254 * sum |w|. The
+    // reference's magnitude is then sum_blocks absmax * sum |w| (reference_rows), which also
+    // bounds sum |a w| for the f32 term.
+    if (quantized_weight(call)) {
+      const double f32 = std::ldexp(1.0, -23) * (4.0 + std::sqrt(k));
+      return tolerance{1.0, 0.0, 0.0, f32 + (1.0 + std::ldexp(1.0, -10)) / 254.0};
+    }
+    const double f32 = std::ldexp(1.0, -23) * (2.0 + std::sqrt(k));
     return tolerance{1.0, 0.0, 0.0, tf32_requested(call) ? f32 + std::ldexp(1.0, -9) : f32};
   };
 }

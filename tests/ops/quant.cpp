@@ -4,6 +4,8 @@
 // codecs against GGUF's layouts, and bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -40,6 +42,8 @@ kernel_config config(const char* text) {
 const char* const family_configs[] = {
     "variant=0,rm=4,qrn=4,qwg=2",       // cpu, several rows and columns per work-item
     "variant=0,rm=1,qrn=8,qwg=1",       // cpu, decode form
+    "variant=0,rm=4,qrn=4,qwg=2,qa=1",  // cpu, int8 activations, several rows per work-item
+    "variant=0,rm=1,qrn=8,qwg=1,qa=1",  // cpu, int8 activations, decode form
     "variant=2,mb=4,nb=4,wg=64",        // gemv
     "variant=1,tm=32,tn=32,wm=4,wn=4",  // tiled
     "variant=4,mb=2,nb=4,warps=2",      // rows: 32-item teams per nb weight rows, partial groups
@@ -88,8 +92,42 @@ TEST(quant, f16_and_bf16_activations) {
       SCOPED_TRACE(std::string(dtype_name(act)) + " m=" + std::to_string(m));
       op_call c = linear_call(q, m, 35, 128, act, dtype::q4_0, true, 100 + m);
       run_and_compare(linear_op(), c, config("variant=0,rm=4,qrn=2,qwg=4"), false);
+      run_and_compare(linear_op(), c, config("variant=0,rm=4,qrn=2,qwg=4,qa=1"), false);
       op_call g = linear_call(q, m, 35, 128, act, dtype::q8_0, false, 200 + m);
       run_and_compare(linear_op(), g, config("variant=3,auto=1"), false);
+    }
+}
+
+// qa=1 computes sum_k w_k * d q_k with llama.cpp's activation blocks (d = absmax / 127 in f32,
+// q = rint(a / d)): against that host model the only error left is f32 rounding, far inside the
+// op's tolerance (which allows absmax / 254 per activation); a wrong scale, sum or nibble is not.
+TEST(quant, int8_activations_follow_the_per_block_rounding) {
+  queue& q = shared_queue();
+  std::uint64_t seed = 300;
+  for (dtype wt : quantized_dtypes)
+    for (std::int64_t m : {1, 5, 33}) {
+      SCOPED_TRACE(std::string(dtype_name(wt)) + " m=" + std::to_string(m));
+      const std::int64_t n = 19, k = 128;
+      op_call c = linear_call(q, m, n, k, dtype::f32, wt, false, ++seed);
+      enqueue_opencl(q, linear_op(), c, config("variant=0,rm=4,qrn=4,qwg=1,qa=1"));
+      const host_tensor got = read_host(q, c.outputs[0]);
+      const host_tensor a = read_host(q, c.inputs[0]), w = read_host(q, c.inputs[1]);
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          double want = 0, mag = 0;
+          for (std::int64_t kb = 0; kb < k; kb += 32) {
+            float amax = 0;
+            for (std::int64_t kk = kb; kk < kb + 32; ++kk)
+              amax = std::max(amax, std::fabs(static_cast<float>(a.values[i * k + kk])));
+            const float d = amax * (1.0f / 127.0f), id = d > 0 ? 1.0f / d : 0.0f;
+            for (std::int64_t kk = kb; kk < kb + 32; ++kk) {
+              const double qa = std::nearbyint(static_cast<float>(a.values[i * k + kk]) * id);
+              want += w.values[j * k + kk] * static_cast<double>(d) * qa;
+              mag += std::fabs(w.values[j * k + kk] * static_cast<double>(d) * qa);
+            }
+          }
+          EXPECT_NEAR(got.values[i * n + j], want, 1e-5 * mag + 1e-30) << "row " << i << " column " << j;
+        }
     }
 }
 
