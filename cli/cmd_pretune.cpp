@@ -156,6 +156,7 @@ nlohmann::json report_json(const tuner::pretune_report& report) {
     shapes.push_back(j);
   }
   return {{"seconds", report.seconds},
+          {"ordering_seconds", report.ordering_seconds},
           {"budget_exhausted", report.budget_exhausted},
           {"tuned", counts["tuned"]},
           {"already_tuned", counts["already_tuned"]},

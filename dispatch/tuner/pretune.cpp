@@ -199,12 +199,18 @@ class pretune_run {
       return default_ns[i] * static_cast<double>(std::max<std::uint64_t>(calls[i], 1));
     };
     if (o_.payoff_order && order.size() > 1) {
+      const auto ordering_start = clock_type::now();
+      std::size_t timed = 0;
       for (std::size_t i : order) {
         if (o_.budget_s > 0 && seconds_since(start_) >= o_.budget_s) break;  // the rest: unknown payoff
         const double ns = time_default(entries[i]);
         already[i] = ns < 0;
         default_ns[i] = std::max(ns, 0.0);
+        ++timed;
       }
+      report_.ordering_seconds = seconds_since(ordering_start);
+      prog_.line(fmt::format("pretune: payoff order: {} of {} shapes sampled and their defaults timed in {:.1f} s",
+                             timed, order.size(), report_.ordering_seconds));
       // Largest payoff first; shapes whose default was not timed follow, by calls; ties keep the
       // set's order.
       std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {

@@ -75,6 +75,8 @@ struct shape_outcome {
 struct pretune_report {
   std::vector<shape_outcome> shapes;
   double seconds = 0;
+  /// Of `seconds`, the payoff order's pass: sampling each shape and timing its default route.
+  double ordering_seconds = 0;
   bool budget_exhausted = false;
 };
 
