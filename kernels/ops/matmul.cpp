@@ -785,7 +785,8 @@ std::optional<std::string> dtype_unsupported(const op_call& call) {
 // its tile parameters: 0 (cpu) gemm_q_cpu with rm x qrn per work-item and qwg per group; 2 (gemv)
 // gemm_q_gemv with mb, nb and wg; 4 (nv_skinny) gemm_q_rows, a 32-item team per nb weight rows,
 // warps teams per group, mb activation rows; 1, 5 and 3 (auto=0) gemm_q_tiled with tm, tn, wm,
-// wn; 3 with auto=1 lets the shape choose (M <= 8: rows with mb 8, nb 2, warps 4).
+// wn; 3 with auto=1 lets the shape choose (M <= 8: rows with mb 8, nb 2, warps 8, the H100
+// sweep's best).
 
 int qtype_define(dtype t) {
   return t == dtype::q8_0 ? 0 : t == dtype::q4_0 ? 1 : 2;
@@ -815,7 +816,7 @@ qplan plan_quant(const kernel_config& c, std::int64_t m) {
       return {qkernel::rows, c.at("mb"), c.at("nb"), c.at("warps"), 0};
     case 3:
       if (c.at("auto") == 1)
-        return m <= 8 ? qplan{qkernel::rows, 8, 2, 4, 0} : qplan{qkernel::tiled, 64, 64, 4, 4};
+        return m <= 8 ? qplan{qkernel::rows, 8, 2, 8, 0} : qplan{qkernel::tiled, 64, 64, 4, 4};
       [[fallthrough]];
     default:
       return {qkernel::tiled, c.at("tm"), c.at("tn"), c.at("wm"), c.at("wn")};
