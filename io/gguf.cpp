@@ -421,14 +421,10 @@ void gguf_dequantize(gguf_type type, std::span<const std::byte> blocks, std::spa
       if (n) std::memcpy(out.data(), blocks.data(), 4 * n);
       return;
     case gguf_type::f16:
-      for (std::size_t i = 0; i < n; ++i) out[i] = f16(2 * i);
+      prism::convert_floats(prism::dtype::f16, blocks.data(), prism::dtype::f32, out.data(), n);
       return;
     case gguf_type::bf16:
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t bits;
-        std::memcpy(&bits, blocks.data() + 2 * i, 2);
-        out[i] = bf16_to_float(bits);
-      }
+      prism::convert_floats(prism::dtype::bf16, blocks.data(), prism::dtype::f32, out.data(), n);
       return;
     case gguf_type::q8_0:  // {f16 d; i8 q[32]}: x = d * q
       for (std::size_t b = 0; b < n / 32; ++b) {

@@ -10,10 +10,8 @@
 set -u
 out=${1:-${OUT:-llm-gpu-graph}}
 mkdir -p "$out"
-G=$PWD/.gpu
-[ -f "$G/lib/libopenblas.so.0.xz" ] && python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$G/lib/libopenblas.so.0.xz" "$G/lib/libopenblas.so.0"
-source "$G/env.sh"
-export PRISM_DATA_DIR=$G/data PRISM_TUNING_DB=${PRISM_TUNING_DB:-/tmp/prism-graph.db} PRISM_DEVICE=${PRISM_DEVICE:-nvidia}
+source benchmarks/gpu/bundle_env.sh
+export PRISM_TUNING_DB=${PRISM_TUNING_DB:-/tmp/prism-graph.db} PRISM_DEVICE=${PRISM_DEVICE:-nvidia}
 preset=${PRESET:-qwen3-0.6b} pl=${PROMPT_LEN:-128} nt=${NEW_TOKENS:-32} steps=${STEPS:-egbpto}
 w=/tmp/prism-graph-weights.safetensors
 llm() { timeout 240 "$G/bin/prism-llm" --preset "$preset" --prompt-len "$pl" --new-tokens "$nt" "$@"; }

@@ -9,10 +9,8 @@
 # then prism and PyTorch (eager, CUDA graph f32/bf16) back to back; default cdr),
 # BUDGET (pretune seconds, 150), PRESET (qwen3-0.6b)
 set -u
-G=$PWD/.gpu
-[ -f "$G/lib/libopenblas.so.0.xz" ] && python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$G/lib/libopenblas.so.0.xz" "$G/lib/libopenblas.so.0"
-source "$G/env.sh"
-export PRISM_DATA_DIR=$G/data PRISM_TUNING_DB=${PRISM_TUNING_DB:-/tmp/prism-s6.db} PRISM_DEVICE=${PRISM_DEVICE:-nvidia}
+source benchmarks/gpu/bundle_env.sh
+export PRISM_TUNING_DB=${PRISM_TUNING_DB:-/tmp/prism-s6.db} PRISM_DEVICE=${PRISM_DEVICE:-nvidia}
 preset=${PRESET:-qwen3-0.6b} steps=${STEPS:-cdr}
 llm() { timeout 200 "$G/bin/prism-llm" --preset "$preset" --prompt-len 128 --new-tokens 32 --breakdown-steps 0 "$@"; }
 summary() { grep -E "^(prefill|decode|graph)" "$1" | tr '\n' ' '; echo; }

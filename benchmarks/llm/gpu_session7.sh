@@ -9,10 +9,8 @@
 #      time split (reference, candidate builds, measuring), then the tuned run.
 # usage: benchmarks/llm/gpu_session7.sh   env: STEPS (default qdp), BUDGET (pretune s, 170)
 set -u
-G=$PWD/.gpu
-[ -f "$G/lib/libopenblas.so.0.xz" ] && python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$G/lib/libopenblas.so.0.xz" "$G/lib/libopenblas.so.0"
-source "$G/env.sh"
-export PRISM_DATA_DIR=$G/data PRISM_DEVICE=${PRISM_DEVICE:-nvidia}
+source benchmarks/gpu/bundle_env.sh
+export PRISM_DEVICE=${PRISM_DEVICE:-nvidia}
 steps=${STEPS:-qdp}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
 case $steps in *q*)

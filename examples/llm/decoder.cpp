@@ -52,8 +52,7 @@ namespace {
 tensor upload_values(queue& q, std::span<const float> values, const dims& shape, dtype type) {
   if (type == dtype::f32) return tensor::from_host(q, values.data(), shape, type);
   std::vector<std::uint16_t> bits(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i)
-    bits[i] = type == dtype::f16 ? float_to_half(values[i]) : float_to_bf16(values[i]);
+  convert_floats(dtype::f32, values.data(), type, bits.data(), values.size());
   return tensor::from_host(q, bits.data(), shape, type);
 }
 

@@ -864,17 +864,13 @@ gemm_problem with_k_rows(queue& q, gemm_problem p) {
 }
 
 // qa=1: quantize_rows_q8 writes A as int8 blocks with their scales and sums into a workspace
-// (gemm_quant.cl's layout: M*K bytes, then 2*M*K/32 floats), gemm_q_cpu_i8 reads it in A's place.
-event enqueue_quant_i8(queue& q, const gemm_problem& p, const std::string& opts, const nd_range& r,
-                       source_override src) {
+// (gemm_quant.cl's layout: M*K bytes, then 2*M*K/32 floats), which gemm_q_cpu_i8 reads in A's place.
+tensor quantize_activations(queue& q, const gemm_problem& p, const std::string& opts, source_override src) {
   const char* op = "gemm";
-  const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), K = to_int(p.k, op, "K");
-  const std::int64_t blocks = p.k / 32;
+  const int M = to_int(p.m, op, "M"), K = to_int(p.k, op, "K"), sam = to_int(p.sam, op, "A row stride");
+  const std::int64_t blocks = p.k / 32, a_off = p.a.offset();
   tensor ws = tensor::empty(q, dims{p.m * p.k / 4 + 2 * p.m * blocks}, dtype::f32);
   kernel quantize = build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "quantize_rows_q8");
-  kernel k = build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_cpu_i8");
-  const int sam = to_int(p.sam, op, "A row stride");
-  const std::int64_t a_off = p.a.offset();
   auto sa = p.a.storage();
   auto sw = ws.storage();
   q.submit([&](handler& h) {
@@ -884,28 +880,40 @@ event enqueue_quant_i8(queue& q, const gemm_problem& p, const std::string& opts,
     h.parallel_for(nd_range(range<3>(blocks, p.m, 1), range<3>(lx, 1, 1)), quantize, M, K, aa, a_off, sam,
                    aw);
   });
+  return ws;
+}
+
+// Every gemm_quant.cl GEMM kernel takes (M, N, K, alpha, beta, A..., W, w_off, swn, C, c_off, scm,
+// X, x_off, sxm, sxn); `a_args` are what follows the activations' buffer `a`: (a_off, sam) for
+// the float kernels, nothing for gemm_q_cpu_i8's workspace.
+template <class... AArgs>
+event submit_quant(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r, const tensor& a,
+                   AArgs... a_args) {
+  const char* op = "gemm";
+  const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), K = to_int(p.k, op, "K");
   const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
   const int scm = to_int(p.scm, op, "C row stride");
   const int sxm = to_int(p.sxm, op, "bias row stride"), sxn = to_int(p.sxn, op, "bias column stride");
   const std::int64_t block = static_cast<std::int64_t>(dtype_block_elements(p.b.type()));
   const std::int64_t w_off = p.b.offset() / block, swn = p.n > 1 ? p.sbn / block : 0;
   const std::int64_t c_off = p.c.offset(), x_off = p.bias.defined() ? p.bias.offset() : 0;
+  auto sa = a.storage();
   auto sb = p.b.storage();
   auto sc = p.c.storage();
   auto sx = p.bias.defined() ? p.bias.storage() : p.b.storage();
   return q.submit([&](handler& h) {
-    accessor<std::byte> aw(sw, h, read_only);
+    accessor<std::byte> aa(sa, h, read_only);
     accessor<std::byte> ab(sb, h, read_only);
     accessor<std::byte> ac(sc, h, write_only, p.c.byte_extent());
     accessor<std::byte> ax(sx, h, read_only);
-    h.parallel_for(r, k, M, N, K, alpha, beta, aw, ab, w_off, swn, ac, c_off, scm, ax, x_off, sxm, sxn);
+    h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_args..., ab, w_off, swn, ac, c_off, scm, ax, x_off, sxm,
+                   sxn);
   });
 }
 
 event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, source_override src) {
   if (p0.m == 0 || p0.n == 0 || p0.batch == 0) return {};
   const gemm_problem p = with_k_rows(q, p0);
-  const char* op = "gemm";
   const qplan pl = plan_quant(c, p.m);
   std::string opts = fmt::format("{} -DQTYPE={} -DHAS_BIAS={}", dtype_define(p.c.type()),
                                  qtype_define(p.b.type()), p.bias.defined() ? 1 : 0);
@@ -917,7 +925,12 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
     const std::int64_t gx = ceil_div(p.n, rn), gy = ceil_div(p.m, rm);
     const std::int64_t lx = std::min(next_pow2(gx), pl.c);
     r = nd_range(range<3>(ceil_div(gx, lx) * lx, gy, 1), range<3>(lx, 1, 1));
-    if (pl.int8_activations) return enqueue_quant_i8(q, p, opts + " -DQA8", r, src);
+    if (pl.int8_activations) {
+      opts += " -DQA8";
+      const tensor ws = quantize_activations(q, p, opts, src);
+      return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_cpu_i8"), r,
+                          ws);
+    }
   } else if (pl.kind == qkernel::gemv) {
     const std::int64_t mb = std::min<std::int64_t>(pl.a, next_pow2(p.m));
     opts += fmt::format(" -DMB={} -DNB={} -DWG={}", mb, pl.b, pl.c);
@@ -938,26 +951,8 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
     r = nd_range(range<3>(ceil_div(p.n, pl.b) * lx, ceil_div(p.m, pl.a) * ly, 1), range<3>(lx, ly, 1));
   }
   kernel k = build_kernel(q.get_context(), "gemm_quant.cl", src, opts, name);
-  const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), K = to_int(p.k, op, "K");
-  const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
-  const int sam = to_int(p.sam, op, "A row stride"), scm = to_int(p.scm, op, "C row stride");
-  const int sxm = to_int(p.sxm, op, "bias row stride"), sxn = to_int(p.sxn, op, "bias column stride");
-  const std::int64_t block = static_cast<std::int64_t>(dtype_block_elements(p.b.type()));
-  const std::int64_t w_off = p.b.offset() / block, swn = p.n > 1 ? p.sbn / block : 0;
-  const std::int64_t a_off = p.a.offset(), c_off = p.c.offset(),
-                     x_off = p.bias.defined() ? p.bias.offset() : 0;
-  auto sa = p.a.storage();
-  auto sb = p.b.storage();
-  auto sc = p.c.storage();
-  auto sx = p.bias.defined() ? p.bias.storage() : p.a.storage();
-  return q.submit([&](handler& h) {
-    accessor<std::byte> aa(sa, h, read_only);
-    accessor<std::byte> ab(sb, h, read_only);
-    accessor<std::byte> ac(sc, h, write_only, p.c.byte_extent());
-    accessor<std::byte> ax(sx, h, read_only);
-    h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_off, sam, ab, w_off, swn, ac, c_off, scm, ax, x_off, sxm,
-                   sxn);
-  });
+  const std::int64_t a_off = p.a.offset();
+  return submit_quant(q, p, k, r, p.a, a_off, to_int(p.sam, "gemm", "A row stride"));
 }
 
 std::vector<op_implementation> gemm_implementations(lowering lower) {

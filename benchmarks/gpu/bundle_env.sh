@@ -1,0 +1,11 @@
+# SPDX-License-Identifier: Apache-2.0
+# Sourced by the GPU-machine scripts, from the repository root with the bundle (.gpu, made by
+# ../shared/gpu/bundle.sh) carried: sets G to the bundle, unpacks its xz-packed OpenBLAS when the
+# bundle has one, points the OpenCL loader at the bundle (its env.sh) and prism at the vendor
+# profiles the build expects (.gpu/data/vendors).
+G=$PWD/.gpu
+[ -f "$G/lib/libopenblas.so.0.xz" ] &&
+  python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
+    "$G/lib/libopenblas.so.0.xz" "$G/lib/libopenblas.so.0"
+source "$G/env.sh"
+export PRISM_DATA_DIR=$G/data
