@@ -14,7 +14,8 @@
 //   the cache would see them.
 // Defines: A_K (qkv / query / output kind), K_K (cache kind), W_K (norm weight kind), C_K
 // (cos/sin kind), P_K (positions kind), D, ROT, WG (power of two), NEOX, HAS_QN, HAS_KN,
-// ACC_N (ceil(D / WG)), KROW16 (0/1: cache rows 16-byte aligned, read 16 bytes per load).
+// ACC_N (ceil(D / WG)), KROW16 (0/1: cache rows 16-byte aligned, read 16 bytes per load), ROWS
+// (decode_attention's variant 1 for CPUs: decode_attention_rows, one work-item per query head).
 
 #if defined(QKV_ROPE_CACHE) || defined(DECODE_ATTENTION)
 // One head row of D values -> optional RMSNorm (weight wt) -> RoPE of the first ROT dims by the
@@ -250,7 +251,143 @@ inline float round_f16(float v) {
   return vload_half(0, (__private const half*)&bits);
 }
 #define ROUND(K, v) PRISM_XCAT(round_, K)(v)
+// Four consecutive values of kind K as a float4.
+inline float4 load4_f32(__global const float* p, long i) { return vload4(0, p + i); }
+inline float4 load4_f16(__global const half* p, long i) { return vload_half4(0, p + i); }
+inline float4 load4_bf16(__global const ushort* p, long i) {
+  return as_float4(convert_uint4(vload4(0, p + i)) << 16);
+}
+#define LOAD4(K, p, i) PRISM_XCAT(load4_, K)(p, i)
 
+#if ROWS
+// Variant 1 (CPUs): one work-item per query head and no barriers. The item normalizes and
+// rotates its q head and its kv head's new key in private memory (the first q head of each kv
+// group also writes the new k/v to the cache), then walks the keys 0 .. position in order with
+// an online softmax that rescales only when the running max grows. PoCL runs each item's loops
+// as plain vector code, where variant 0's per-chunk barriers and tree reductions each become a
+// pass over the group's items.
+void head_norm_rope_private(__global const STYPE(A_K)* src, __global const STYPE(W_K)* wt, bool norm,
+                            float eps, __global const STYPE(C_K)* c, bool rotate, float* dst) {
+  float row[D];
+  float ss = 0;
+  for (int i = 0; i < D; ++i) {
+    row[i] = LOAD(A_K, src, i);
+    ss += row[i] * row[i];
+  }
+  if (norm) {
+    const float r = rsqrt(ss / (float)D + eps);
+    for (int i = 0; i < D; ++i) row[i] = row[i] * r * LOAD(W_K, wt, i);
+  }
+  const int hr = ROT / 2;
+  for (int i = 0; i < D; ++i) {
+    float v = row[i];
+    if (rotate && i < ROT) {
+#if NEOX
+      const int j = i < hr ? i : i - hr;
+      const float x1 = row[j], x2 = row[j + hr];
+      const float cc = LOAD(C_K, c, j), sn = LOAD(C_K, c, hr + j);
+      v = i < hr ? x1 * cc - x2 * sn : x2 * cc + x1 * sn;
+#else
+      const int j = i / 2;
+      const float x1 = row[2 * j], x2 = row[2 * j + 1];
+      const float cc = LOAD(C_K, c, j), sn = LOAD(C_K, c, hr + j);
+      v = (i & 1) == 0 ? x1 * cc - x2 * sn : x2 * cc + x1 * sn;
+#endif
+    }
+    dst[i] = v;
+  }
+}
+
+__kernel void decode_attention_rows(long hq, long hk, long S, long max_pos, float scale, float eps,
+                                    __global const STYPE(A_K)* qkv, long qkv_off, __global const STYPE(P_K)* pos,
+                                    long p_off, __global const STYPE(C_K)* cs, long c_off,
+                                    __global STYPE(K_K)* cache, long cache_off, __global const STYPE(W_K)* qn,
+                                    long qn_off, __global const STYPE(W_K)* kn, long kn_off,
+                                    __global STYPE(A_K)* out, long o_off) {
+  const long h = get_global_id(0);
+  if (h >= hq) return;
+  const long group = hq / hk, kvh = h / group;
+  const long p = LOADL(P_K, pos, p_off);
+  const long L = p < 0 ? 0 : min(p + 1, S);
+  const bool rotate = p >= 0 && p < max_pos;
+  __global const STYPE(C_K)* c = cs + c_off + (rotate ? p : 0) * ROT;
+  float qs[D], kr[D], vr[D], acc[D];
+  head_norm_rope_private(qkv + qkv_off + h * D, qn + qn_off, HAS_QN, eps, c, rotate, qs);
+  head_norm_rope_private(qkv + qkv_off + (hq + kvh) * D, kn + kn_off, HAS_KN, eps, c, rotate, kr);
+  __global const STYPE(A_K)* vsrc = qkv + qkv_off + (hq + hk + kvh) * D;
+  const bool writer = h % group == 0 && p >= 0 && p < S;
+  __global STYPE(K_K)* K = cache + cache_off + kvh * S * D;
+  __global STYPE(K_K)* V = cache + cache_off + (hk + kvh) * S * D;
+  for (int i = 0; i < D; ++i) {
+    const float v = LOAD(A_K, vsrc, i);
+    if (writer) {
+      STORE(K_K, K + p * D, i, kr[i]);
+      STORE(K_K, V + p * D, i, v);
+    }
+    kr[i] = ROUND(K_K, kr[i]);
+    vr[i] = ROUND(K_K, v);
+    qs[i] = ROUND(A_K, qs[i]) * scale;  // as kv_cache_attention reads a stored query
+  }
+  float m = -INFINITY, l = 0;
+#if D % 4 == 0
+  // Four dims per vector: the key's dot product and the value's update are D / 4 vector FMAs.
+  float4 q4[D / 4], a4[D / 4], kr4[D / 4], vr4[D / 4];
+  for (int i = 0; i < D / 4; ++i) {
+    q4[i] = vload4(i, qs);
+    kr4[i] = vload4(i, kr);
+    vr4[i] = vload4(i, vr);
+    a4[i] = (float4)(0.0f);
+  }
+  for (long j = 0; j < L; ++j) {
+    // The new position's key and value come from private memory: another item may be writing
+    // them to the cache right now.
+    const bool fresh = j == p;
+    __global const STYPE(K_K)* kj = K + j * D;
+    __global const STYPE(K_K)* vj = V + j * D;
+    float4 s4 = (float4)(0.0f);
+    if (fresh)
+      for (int i = 0; i < D / 4; ++i) s4 = fma(q4[i], kr4[i], s4);
+    else
+      for (int i = 0; i < D / 4; ++i) s4 = fma(q4[i], LOAD4(K_K, kj, 4 * i), s4);
+    const float s = (s4.s0 + s4.s1) + (s4.s2 + s4.s3);
+    if (s > m) {  // a new max: rescale what was summed so far (exp(-inf) = 0 the first time)
+      const float alpha = exp(m - s);
+      l *= alpha;
+      for (int i = 0; i < D / 4; ++i) a4[i] *= alpha;
+      m = s;
+    }
+    const float e = exp(s - m);
+    l += e;
+    if (fresh)
+      for (int i = 0; i < D / 4; ++i) a4[i] = fma((float4)(e), vr4[i], a4[i]);
+    else
+      for (int i = 0; i < D / 4; ++i) a4[i] = fma((float4)(e), LOAD4(K_K, vj, 4 * i), a4[i]);
+  }
+  for (int i = 0; i < D / 4; ++i) vstore4(a4[i], i, acc);
+#else
+  for (int i = 0; i < D; ++i) acc[i] = 0;
+  for (long j = 0; j < L; ++j) {
+    const bool fresh = j == p;  // see above
+    __global const STYPE(K_K)* kj = K + j * D;
+    __global const STYPE(K_K)* vj = V + j * D;
+    float s = 0;
+    for (int d = 0; d < D; ++d) s += qs[d] * (fresh ? kr[d] : LOAD(K_K, kj, d));
+    if (s > m) {
+      const float alpha = exp(m - s);
+      l *= alpha;
+      for (int i = 0; i < D; ++i) acc[i] *= alpha;
+      m = s;
+    }
+    const float e = exp(s - m);
+    l += e;
+    for (int i = 0; i < D; ++i) acc[i] += e * (fresh ? vr[i] : LOAD(K_K, vj, i));
+  }
+#endif
+  __global STYPE(A_K)* o = out + o_off + h * D;
+  const float inv = L > 0 ? 1.0f / l : 0.0f;
+  for (int i = 0; i < D; ++i) STORE(A_K, o, i, acc[i] * inv);
+}
+#else
 // Split over keys when SPLIT: work-group (h, s) takes keys [s * CHUNK, (s + 1) * CHUNK) of head
 // h and writes its unnormalized output, max and sum to `part`; the last of the head's groups to
 // finish (an atomic counter, reset by it for the next launch) combines them. The grid covers the
@@ -346,4 +483,5 @@ __kernel void decode_attention(long hq, long hk, long S, long max_pos, float sca
   }
 #endif
 }
+#endif  // ROWS
 #endif

@@ -576,12 +576,22 @@ op_descriptor make_decode_attention() {
                      std::ldexp(1.0, -23) * (16.0 + 2.0 * std::sqrt(L) + 2.0 * std::sqrt(D) + 2 * D)};
   };
   config_schema s;
-  s.params = {{"wg", 64, {16, 32, 64, 128, 256}, "work-group size: keys per step of the online softmax"},
+  s.params = {{"variant",
+               0,
+               {0, 1},
+               "0: a work-group per query head, its items splitting each step's keys (GPUs); 1: one work-item "
+               "per query head walking the keys with no barriers (CPUs: wg and chunk do not apply)"},
+              {"wg", 64, {16, 32, 64, 128, 256}, "variant 0: work-group size: keys per step of the online softmax"},
               {"chunk",
                0,
                {0, 16, 32, 64, 128, 256, 512},
-               "keys per work-group, split over the cache's capacity, the last group of each head combining "
-               "(GPUs: more groups in flight); 0: one group per head"}};
+               "variant 0: keys per work-group, split over the cache's capacity, the last group of each head "
+               "combining (GPUs: more groups in flight); 0: one group per head"}};
+  s.rule = [](const kernel_config& k) -> std::optional<std::string> {
+    if (k.at("variant") == 1 && k.at("chunk") != 0)
+      return "chunk=" + std::to_string(k.at("chunk")) + " needs variant=0 (variant=1 walks all keys in one item)";
+    return std::nullopt;
+  };
   d.config = s;
   op_implementation impl;
   impl.name = "opencl.decode_attention";
@@ -600,18 +610,21 @@ op_descriptor make_decode_attention() {
     tensor qn = has_qn ? c.inputs[4].contiguous(q) : qkv;
     tensor kn = has_kn ? c.inputs[5].contiguous(q) : qkv;
     const dtype wt = has_qn ? qn.type() : has_kn ? kn.type() : dtype::f32;
-    const std::int64_t wg = cfg.at("wg"), chunk = cfg.at("chunk");
+    const bool rows = cfg.at("variant") == 1;
+    const std::int64_t wg = rows ? 1 : cfg.at("wg"), chunk = rows ? 0 : cfg.at("chunk");
     const std::int64_t splits = chunk > 0 ? std::max<std::int64_t>((h.S + chunk - 1) / chunk, 1) : 1;
     const std::string opts =
         "-DDECODE_ATTENTION " + dtype_defines("A", qkv.type()) + dtype_defines("K", cache.type()) +
         dtype_defines("W", wt) + dtype_defines("C", cs.type()) + dtype_defines("P", pos.type()) +
         fmt::format(
-            "-DD={} -DROT={} -DWG={} -DNEOX={} -DHAS_QN={} -DHAS_KN={} -DACC_N={} -DSPLIT={} -DCHUNK={}", h.d,
-            cs.size(1), wg, c.get_bool("is_neox") ? 1 : 0, has_qn ? 1 : 0, has_kn ? 1 : 0,
-            (h.d + wg - 1) / wg, splits > 1 ? 1 : 0, std::max<std::int64_t>(chunk, 1)) +
+            "-DD={} -DROT={} -DWG={} -DNEOX={} -DHAS_QN={} -DHAS_KN={} -DACC_N={} -DSPLIT={} -DCHUNK={} -DROWS={}",
+            h.d, cs.size(1), wg, c.get_bool("is_neox") ? 1 : 0, has_qn ? 1 : 0, has_kn ? 1 : 0,
+            (h.d + wg - 1) / wg, splits > 1 ? 1 : 0, std::max<std::int64_t>(chunk, 1), rows ? 1 : 0) +
         krow16_define(cache, h.d);
-    kernel k = build_kernel(q.get_context(), "kv_cache.cl", src, opts, "decode_attention");
+    kernel k = build_kernel(q.get_context(), "kv_cache.cl", src, opts,
+                            rows ? "decode_attention_rows" : "decode_attention");
     const auto uwg = static_cast<std::size_t>(wg);
+    // Rows: one item per query head, each in its own group so that the heads spread over threads.
     const nd_range r(range<2>(uwg * static_cast<std::size_t>(h.hq), static_cast<std::size_t>(splits)),
                      range<2>(uwg, std::size_t{1}));
     const float scale = static_cast<float>(scale_of(c, h.d)), eps = static_cast<float>(c.get_f64("eps"));
@@ -632,7 +645,10 @@ op_descriptor make_decode_attention() {
       accessor<std::byte> QN(qn.storage(), hd, read_only, qn.byte_extent());
       accessor<std::byte> KN(kn.storage(), hd, read_only, kn.byte_extent());
       accessor<std::byte> O(out.storage(), hd, write_only, out.byte_extent());
-      if (splits > 1) {
+      if (rows) {
+        hd.parallel_for(r, k, h.hq, h.hk, h.S, cs.size(0), scale, eps, X, qkv.offset(), P, pos.offset(), C,
+                        cs.offset(), KV, cache.offset(), QN, qn.offset(), KN, kn.offset(), O, out.offset());
+      } else if (splits > 1) {
         accessor<float> PT(*partials, hd, read_write);
         accessor<int> CT(*counters, hd, read_write);
         hd.parallel_for(r, k, h.hq, h.hk, h.S, cs.size(0), scale, eps, X, qkv.offset(), P, pos.offset(), C,

@@ -57,6 +57,13 @@ TEST(framework, shape_key_and_config_text) {
   EXPECT_NE(why->find("not one of"), std::string::npos) << *why;
   EXPECT_TRUE(add.config.validate(kernel_config::parse("tile=3")));
   EXPECT_THROW(add.config.complete(kernel_config::parse("wg=7")), error);
+  // decode_attention's CPU variant walks every key in one item: a key split does not apply.
+  const auto& da = op("decode_attention");
+  EXPECT_FALSE(da.config.validate(kernel_config::parse("variant=1")));
+  EXPECT_FALSE(da.config.validate(kernel_config::parse("variant=0,chunk=32")));
+  why = da.config.validate(kernel_config::parse("variant=1,chunk=32"));
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("chunk=32 needs variant=0"), std::string::npos) << *why;
 }
 
 TEST(framework, registry_lookup) {
