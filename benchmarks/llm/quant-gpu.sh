@@ -8,7 +8,7 @@
 # all with bf16 activations, back to back. A 7B shape, because at the 135M size of the CPU
 # comparison a GPU decode step is bound by its ~300 kernel launches, not by the weights' bytes.
 # usage: PRISM_DEVICE=nvidia benchmarks/llm/quant-gpu.sh [BUILD_DIR]
-# env:   PRESET (llama-2-7b) NEW_TOKENS (64) ROUNDS (2) STEPS (cgd: correctness, gemv, decode)
+# env:   PRESET (llama-2-7b) NEW_TOKENS (64) ROUNDS (2) STEPS (cgd: correctness, gemv, decode) INT8 (0, 1, only)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
@@ -36,10 +36,23 @@ run() {  # run NAME [prism-llm options...]
     "$@" > /dev/null
   echo "$(field "/tmp/quant-gpu-$name.json" decode_tokens_per_s)"
 }
+# INT8=1 adds runs with int8 activations (qa=1: quantize_rows_q8 + gemm_q_rows_i8, dp4a) for the
+# decode linears (M <= 8), through a routes file; INT8=only runs those instead of the float ones.
+int8_routes=/tmp/quant-gpu-int8.yaml
+printf 'routes:\n  linear:\n    - {when: "m <= 8", backend: opencl, config: "variant=3,auto=1,qa=1"}\n' > "$int8_routes"
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 for round in $(seq "${ROUNDS:-2}"); do
   b=$(run bf16)
-  q8=$(run q8_0 --quantize q8_0)
-  q4=$(run q4_0 --quantize q4_0)
-  echo "round $round: decode tokens/s bf16 $b, q8_0 $q8 ($(python3 -c "print(f'{$q8 / $b:.2f}')")x)," \
-    "q4_0 $q4 ($(python3 -c "print(f'{$q4 / $b:.2f}')")x)"
+  line="round $round: decode tokens/s bf16 $b"
+  if [ "${INT8:-0}" != only ]; then
+    q8=$(run q8_0 --quantize q8_0)
+    q4=$(run q4_0 --quantize q4_0)
+    line="$line, q8_0 $q8 ($(ratio "$q8" "$b")x), q4_0 $q4 ($(ratio "$q4" "$b")x)"
+  fi
+  if [ "${INT8:-0}" != 0 ]; then
+    q8i=$(run q8_0-int8 --quantize q8_0 --routes "$int8_routes")
+    q4i=$(run q4_0-int8 --quantize q4_0 --routes "$int8_routes")
+    line="$line, int8 activations: q8_0 $q8i ($(ratio "$q8i" "$b")x), q4_0 $q4i ($(ratio "$q4i" "$b")x)"
+  fi
+  echo "$line"
 done

@@ -24,9 +24,11 @@
 //   work-group, MB activation rows.
 // - gemm_q_tiled (GPUs, large M): TM x TN tiles of C, one 32-wide k block at a time: the A tile
 //   and the TN weight blocks, dequantized, are staged in local memory; each item owns WM x WN.
+// - gemm_q_rows_i8 (qa=1 with the rows kernel): quantize_rows_q8, then the same team walk with
+//   integer dot products of 4 bytes (dp4a through inline PTX on NVIDIA, Q_DP4A=1).
 // Build defines: PRISM_DTYPE, QTYPE, HAS_BIAS, and RM, RN (cpu; QA8 for the int8 pair) / MB, NB,
-// WG (gemv) / MB, NB, WARPS, A_VEC4 (rows: activation rows 16-byte aligned in groups of 4) / TM,
-// TN, WM, WN (tiled).
+// WG (gemv) / MB, NB, WARPS, A_VEC4 (rows: activation rows 16-byte aligned in groups of 4; QA8
+// and Q_DP4A for the int8 form) / TM, TN, WM, WN (tiled).
 
 #define VW 16
 #include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
@@ -176,6 +178,7 @@ __kernel void quantize_rows_q8(int M, int K, __global const GT* A, long a_off, i
   ds[(long)M * blocks + (long)m * blocks + b] = d * (float)sum;
 }
 
+#ifdef RM  // gemm_q_cpu_i8 and its block dot products (the rows kernel's int8 form is below)
 // The integer dot product of the weight block at p with an activation block (alo: k 0..15,
 // ahi: k 16..31), as eight partial sums. q4_0 leaves out its -8 (carried by s).
 #if defined(__AVX2__) && defined(__clang__)
@@ -297,7 +300,8 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
       }
     }
 }
-#endif
+#endif  // RM
+#endif  // QA8
 
 #ifdef WG
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void gemm_q_gemv(
@@ -406,6 +410,32 @@ inline uint q_slot(const __global uchar* W, long o, int q) {
 #endif
 }
 
+// A team's per-lane partial sums acc -> one local-memory tree per (row, column) -> the epilogue
+// and the stores, spread over the team's lanes. Every item of the group calls it (barriers).
+void q_rows_finish(__local float (*red)[LANES * WARPS], float (*acc)[NB], int t, int n0, int m0, int rows,
+                   int M, int N, float alpha, float beta, __global GT* C, long c_off, int scm,
+                   __global const GT* X, long x_off, int sxm, int sxn) {
+  const int lane = t % LANES, team = t / LANES;
+#pragma unroll
+  for (int i = 0; i < MB; ++i)
+#pragma unroll
+    for (int j = 0; j < NB; ++j) red[i * NB + j][t] = acc[i][j];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int h = LANES / 2; h > 0; h >>= 1) {
+    if (lane < h) {
+#pragma unroll
+      for (int r = 0; r < MB * NB; ++r) red[r][t] += red[r][t + h];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  for (int r = lane; r < MB * NB; r += LANES) {
+    const int i = r / NB, j = r % NB, n = n0 + j;
+    if (i < rows && n < N)
+      PRISM_STORE(C + c_off + (long)(m0 + i) * scm + n,
+                  prism_epilogue(red[r][team * LANES], alpha, beta, X, x_off, sxm, sxn, m0 + i, n));
+  }
+}
+
 __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_rows(
     int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off, int sam,
     __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X,
@@ -479,26 +509,108 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
       }
     }
   }
+  q_rows_finish(red, acc, t, n0, m0, rows, M, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
+}
+
+#ifdef QA8
+// a . b of 4 packed signed bytes, plus c: dp4a through inline PTX where the host found the
+// driver accepts it (Q_DP4A=1: NVIDIA), four multiplies elsewhere.
+inline int q_dp4a(uint a, uint b, int c) {
+#if Q_DP4A
+  int r;
+  asm volatile("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+#else
+  const char4 x = as_char4(a), y = as_char4(b);
+  return c + x.s0 * y.s0 + x.s1 * y.s1 + x.s2 * y.s2 + x.s3 * y.s3;
+#endif
+}
+
+// gemm_q_rows on int8 activations (qa=1: quantize_rows_q8's workspace QA in A's place): the same
+// team walk, but a lane's 4 weight bytes meet 4 (q8_0) or 8 (q4: low and high nibbles) int8
+// activations in one or two integer dot products, scaled once by d_w * d_a. The activation
+// traffic per weight byte drops 4x (f32) or 2x (16-bit) against the float kernel. q4_0's -8 and
+// q4_1's min take the lane's activation sum (a dot product with ones).
+__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_rows_i8(
+    int M, int N, int K, float alpha, float beta, __global const uchar* QA, __global const uchar* W,
+    long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X, long x_off, int sxm,
+    int sxn) {
+  __local float red[MB * NB][LANES * WARPS];
+  const int t = get_local_id(0), lane = t % LANES, team = t / LANES;
+  const int n0 = (get_group_id(0) * WARPS + team) * NB;
+  const int m0 = get_group_id(1) * MB;
+  const int rows = min(MB, M - m0);
+  const int blocks = K / 32, q = lane % SPB;
+  const int KSTEP = LANES / SPB;
+  int kb = lane / SPB;
+  const __global float* ad = (const __global float*)(QA + (long)M * K);
+  const __global uchar* wp[NB];
+#pragma unroll
+  for (int j = 0; j < NB; ++j) wp[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn + kb) * QBYTES;
+  const __global uchar* ap[MB];
+  const __global float* dp[MB];
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+    const long m = m0 + min(i, rows - 1);
+    ap[i] = QA + m * K + kb * 32 + 4 * q;
+    dp[i] = ad + m * blocks + kb;
+  }
+  float acc[MB][NB];
 #pragma unroll
   for (int i = 0; i < MB; ++i)
 #pragma unroll
-    for (int j = 0; j < NB; ++j) red[i * NB + j][t] = acc[i][j];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int h = LANES / 2; h > 0; h >>= 1) {
-    if (lane < h) {
+    for (int j = 0; j < NB; ++j) acc[i][j] = 0.0f;
+#pragma unroll 2
+  for (; kb < blocks; kb += KSTEP) {
+    uint wl[NB];
+#if QTYPE != 0
+    uint wh[NB];
+#endif
+    float d[NB];
+#if QTYPE == 2
+    float mn[NB];
+#endif
 #pragma unroll
-      for (int r = 0; r < MB * NB; ++r) red[r][t] += red[r][t + h];
+    for (int j = 0; j < NB; ++j) {
+      const uint v = q_slot(wp[j], 0, q);
+      d[j] = vload_half(0, (const __global half*)wp[j]);
+#if QTYPE == 0
+      wl[j] = v;
+#else
+      wl[j] = v & 0x0F0F0F0Fu;  // nibbles 0..15: non-negative as signed bytes
+      wh[j] = (v >> 4) & 0x0F0F0F0Fu;
+#if QTYPE == 2
+      mn[j] = vload_half(1, (const __global half*)wp[j]);
+#endif
+#endif
+      wp[j] += KSTEP * QBYTES;
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int i = 0; i < MB; ++i) {
+      const uint al = *(const __global uint*)ap[i];
+#if QTYPE != 0
+      const uint ah = *(const __global uint*)(ap[i] + 16);
+      const int asum = q_dp4a(ah, 0x01010101u, q_dp4a(al, 0x01010101u, 0));
+#endif
+      const float da = *dp[i];
+      ap[i] += KSTEP * 32;
+      dp[i] += KSTEP;
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+#if QTYPE == 0
+        acc[i][j] = fma(d[j] * da, (float)q_dp4a(wl[j], al, 0), acc[i][j]);
+#elif QTYPE == 1
+        acc[i][j] = fma(d[j] * da, (float)(q_dp4a(wh[j], ah, q_dp4a(wl[j], al, 0)) - 8 * asum), acc[i][j]);
+#else
+        acc[i][j] =
+            fma(da, fma(d[j], (float)q_dp4a(wh[j], ah, q_dp4a(wl[j], al, 0)), mn[j] * (float)asum), acc[i][j]);
+#endif
+      }
+    }
   }
-  // The team's lanes spread its MB * NB stores.
-  for (int r = lane; r < MB * NB; r += LANES) {
-    const int i = r / NB, j = r % NB, n = n0 + j;
-    if (i < rows && n < N)
-      PRISM_STORE(C + c_off + (long)(m0 + i) * scm + n,
-                  prism_epilogue(red[r][team * LANES], alpha, beta, X, x_off, sxm, sxn, m0 + i, n));
-  }
+  q_rows_finish(red, acc, t, n0, m0, rows, M, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
 }
+#endif  // QA8
 #endif
 
 #ifdef TM

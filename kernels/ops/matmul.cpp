@@ -267,8 +267,8 @@ config_schema gemm_schema() {
       {"qa",
        0,
        {0, 1},
-       "quantized weights, cpu: activations 0 = float, 1 = int8 per 32-block (a first kernel "
-       "quantizes them; integer block dot products)"},
+       "quantized weights, cpu and rows (variant 4, nv auto at M <= 8): activations 0 = float, 1 = int8 "
+       "per 32-block (a first kernel quantizes them; integer block dot products, dp4a on NVIDIA)"},
   };
   s.rule = [](const kernel_config& c) -> std::optional<std::string> {
     const auto tm = c.at("tm"), tn = c.at("tn"), wm = c.at("wm"), wn = c.at("wn");
@@ -445,6 +445,9 @@ const char* const ptx_probe_sources[][2] = {
      " {%0,%1,%2,%3}, [%4];\" : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : "
      "\"r\"((uint)(size_t)&s[(get_local_id(0)"
      " % 32) * 4])); o[get_global_id(0)] = r0 + r1 + r2 + r3; }"},
+    {"dp4a",
+     "__kernel void probe(__global int* o, __global const uint* i) { int r; asm volatile(\"dp4a.s32.s32 %0, "
+     "%1, %2, %3;\" : \"=r\"(r) : \"r\"(i[0]), \"r\"(i[1]), \"r\"(0)); o[get_global_id(0)] = r; }"},
     {"cp.async",
      "__kernel void probe(__global const uint* i, __global uint* o) { __local uint s[512];"
      " asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, 16;\" :: "
@@ -798,7 +801,7 @@ struct qplan {
   qkernel kind = qkernel::cpu;
   // cpu: rm, rn, lx, ly; gemv: mb, nb, wg; rows: mb, nb, warps; tiled: tm, tn, wm, wn
   std::int64_t a = 0, b = 0, c = 0, d = 0;
-  bool int8_activations = false;  // cpu: quantize_rows_q8 + gemm_q_cpu_i8
+  bool int8_activations = false;  // quantize_rows_q8, then gemm_q_cpu_i8 (cpu) or gemm_q_rows_i8 (rows)
 };
 
 qplan plan_quant(const kernel_config& c, std::int64_t m) {
@@ -813,10 +816,10 @@ qplan plan_quant(const kernel_config& c, std::int64_t m) {
     case 2:
       return {qkernel::gemv, c.at("mb"), c.at("nb"), c.at("wg"), 0};
     case 4:
-      return {qkernel::rows, c.at("mb"), c.at("nb"), c.at("warps"), 0};
+      return {qkernel::rows, c.at("mb"), c.at("nb"), c.at("warps"), 0, c.at("qa") == 1};
     case 3:
       if (c.at("auto") == 1)
-        return m <= 8 ? qplan{qkernel::rows, 8, 2, 8, 0} : qplan{qkernel::tiled, 64, 64, 4, 4};
+        return m <= 8 ? qplan{qkernel::rows, 8, 2, 8, 0, c.at("qa") == 1} : qplan{qkernel::tiled, 64, 64, 4, 4};
       [[fallthrough]];
     default:
       return {qkernel::tiled, c.at("tm"), c.at("tn"), c.at("wm"), c.at("wn")};
@@ -944,6 +947,12 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
     opts += fmt::format(" -DMB={} -DNB={} -DWARPS={} -DA_VEC4={}", mb, pl.b, pl.c, vec4 ? 1 : 0);
     name = "gemm_q_rows";
     r = nd_range(range<3>(ceil_div(p.n, pl.b * pl.c) * wg, ceil_div(p.m, mb), 1), range<3>(wg, 1, 1));
+    if (pl.int8_activations) {
+      opts += fmt::format(" -DQA8 -DQ_DP4A={}", probe_ptx(q.get_device()).has("dp4a") ? 1 : 0);
+      const tensor ws = quantize_activations(q, p, opts, src);
+      return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_rows_i8"), r,
+                          ws);
+    }
   } else {
     opts += fmt::format(" -DTM={} -DTN={} -DWM={} -DWN={}", pl.a, pl.b, pl.c, pl.d);
     name = "gemm_q_tiled";

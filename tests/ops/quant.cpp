@@ -47,6 +47,7 @@ const char* const family_configs[] = {
     "variant=2,mb=4,nb=4,wg=64",        // gemv
     "variant=1,tm=32,tn=32,wm=4,wn=4",  // tiled
     "variant=4,mb=2,nb=4,warps=2",      // rows: 32-item teams per nb weight rows, partial groups
+    "variant=4,mb=2,nb=4,warps=2,qa=1", // rows on int8 activations (dp4a on NVIDIA)
     "variant=3,auto=1",                 // nv's auto: rows for M <= 8, tiled above
 };
 
