@@ -251,6 +251,20 @@ inline float round_f16(float v) {
   return vload_half(0, (__private const half*)&bits);
 }
 #define ROUND(K, v) PRISM_XCAT(round_, K)(v)
+// Dims first, first + step, ... of the new token: the writer stores k and v at position p; every
+// item keeps them, and its scaled query, rounded as a reader of the cache would see them. Both
+// variants use it, on private (variant 1) or local (variant 0) kr, vr and qs.
+#define NEW_KV_ROWS(first, step)                                 \
+  for (int i = (first); i < D; i += (step)) {                    \
+    const float v = LOAD(A_K, vsrc, i);                          \
+    if (writer) {                                                \
+      STORE(K_K, K + p * D, i, kr[i]);                           \
+      STORE(K_K, V + p * D, i, v);                               \
+    }                                                            \
+    kr[i] = ROUND(K_K, kr[i]);                                   \
+    vr[i] = ROUND(K_K, v);                                       \
+    qs[i] = ROUND(A_K, qs[i]) * scale; /* as a stored query */   \
+  }
 // Four consecutive values of kind K as a float4.
 inline float4 load4_f32(__global const float* p, long i) { return vload4(0, p + i); }
 inline float4 load4_f16(__global const half* p, long i) { return vload_half4(0, p + i); }
@@ -318,16 +332,7 @@ __kernel void decode_attention_rows(long hq, long hk, long S, long max_pos, floa
   const bool writer = h % group == 0 && p >= 0 && p < S;
   __global STYPE(K_K)* K = cache + cache_off + kvh * S * D;
   __global STYPE(K_K)* V = cache + cache_off + (hk + kvh) * S * D;
-  for (int i = 0; i < D; ++i) {
-    const float v = LOAD(A_K, vsrc, i);
-    if (writer) {
-      STORE(K_K, K + p * D, i, kr[i]);
-      STORE(K_K, V + p * D, i, v);
-    }
-    kr[i] = ROUND(K_K, kr[i]);
-    vr[i] = ROUND(K_K, v);
-    qs[i] = ROUND(A_K, qs[i]) * scale;  // as kv_cache_attention reads a stored query
-  }
+  NEW_KV_ROWS(0, 1);
   float m = -INFINITY, l = 0;
 #if D % 4 == 0
   // Four dims per vector: the key's dot product and the value's update are D / 4 vector FMAs.
@@ -425,16 +430,7 @@ __kernel void decode_attention(long hq, long hk, long S, long max_pos, float sca
   const bool writer = h % group == 0 && sidx == 0 && p >= 0 && p < S;
   __global STYPE(K_K)* K = cache + cache_off + kvh * S * D;
   __global STYPE(K_K)* V = cache + cache_off + (hk + kvh) * S * D;
-  for (int i = lid; i < D; i += WG) {
-    const float v = LOAD(A_K, vsrc, i);
-    if (writer) {
-      STORE(K_K, K + p * D, i, kr[i]);
-      STORE(K_K, V + p * D, i, v);
-    }
-    kr[i] = ROUND(K_K, kr[i]);
-    vr[i] = ROUND(K_K, v);
-    qs[i] = ROUND(A_K, qs[i]) * scale;  // as kv_cache_attention reads a stored query
-  }
+  NEW_KV_ROWS(lid, WG);
   barrier(CLK_LOCAL_MEM_FENCE);
   attend_keys(qs, K, V, kb, ke, p, kr, vr, ps, red, &m, &l, acc);
   }  // !empty
