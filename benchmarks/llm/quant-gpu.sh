@@ -37,9 +37,11 @@ run() {  # run NAME [prism-llm options...]
   echo "$(field "/tmp/quant-gpu-$name.json" decode_tokens_per_s)"
 }
 # INT8=1 adds runs with int8 activations (qa=1: quantize_rows_q8 + gemm_q_rows_i8, dp4a) for the
-# decode linears (M <= 8), through a routes file; INT8=only runs those instead of the float ones.
+# decode linears (M <= 8), through a routes file (config INT8_CONFIG, default the block-pair kernel);
+# INT8=only runs those instead of the float ones.
 int8_routes=/tmp/quant-gpu-int8.yaml
-printf 'routes:\n  linear:\n    - {when: "m <= 8", backend: opencl, config: "variant=3,auto=1,qa=1"}\n' > "$int8_routes"
+printf 'routes:\n  linear:\n    - {when: "m <= 8", backend: opencl, config: "%s"}\n' \
+  "${INT8_CONFIG:-variant=3,auto=1,qa=1,qp=1}" > "$int8_routes"
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 for round in $(seq "${ROUNDS:-2}"); do
   b=$(run bf16)

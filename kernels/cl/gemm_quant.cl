@@ -610,6 +610,112 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
   }
   q_rows_finish(red, acc, t, n0, m0, rows, M, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
 }
+
+#if QPAIR
+// gemm_q_rows_i8 with 32-bit weight loads (qp=1): lane l of a team takes block pairs l, l + 32, ...
+// of each of its NB rows. A pair of q8_0/q4_0 blocks (68 / 36 bytes) starts 4-byte aligned where
+// a single block does not (the host asks K % 64 == 0 and an even block offset), so a lane reads
+// its pair in PW word loads instead of 16-bit pieces. The activation block comes as two uint4
+// (32 int8), its d_a and s_a = d_a * sum(q_a) from the workspace; q4_0's -8 then costs one
+// multiply-add per block: d_w * (d_a * dot - 8 * s_a), and q4_1's min d_w * dot * d_a + m * s_a.
+#define PW (2 * QBYTES / 4)
+inline float q_half_bits(uint bits) {
+  const ushort h = (ushort)bits;
+  return vload_half(0, (const __private half*)&h);
+}
+// The 16 quant bytes at byte offset o (2-byte aligned) of the pair's words, as 4 words.
+inline uint4 q_words_at(const uint* w, int o) {
+  const int i = o / 4;
+  if (o % 4 == 0) return (uint4)(w[i], w[i + 1], w[i + 2], w[i + 3]);
+  return (uint4)((w[i] >> 16) | (w[i + 1] << 16), (w[i + 1] >> 16) | (w[i + 2] << 16),
+                 (w[i + 2] >> 16) | (w[i + 3] << 16), (w[i + 3] >> 16) | (w[i + 4] << 16));
+}
+// The integer dot product of one weight block (quant bytes qb0 (q8_0: and qb1), in words) with
+// the activation block (a0: k 0..15, a1: k 16..31 as words).
+inline int q_block_dot(uint4 qb0, uint4 qb1, uint4 a0, uint4 a1) {
+#if QTYPE == 0
+  int r = q_dp4a(qb0.s0, a0.s0, 0);
+  r = q_dp4a(qb0.s1, a0.s1, r);
+  r = q_dp4a(qb0.s2, a0.s2, r);
+  r = q_dp4a(qb0.s3, a0.s3, r);
+  r = q_dp4a(qb1.s0, a1.s0, r);
+  r = q_dp4a(qb1.s1, a1.s1, r);
+  r = q_dp4a(qb1.s2, a1.s2, r);
+  return q_dp4a(qb1.s3, a1.s3, r);
+#else
+  const uint4 lo = qb0 & (uint4)0x0F0F0F0Fu, hi = (qb0 >> (uint4)4) & (uint4)0x0F0F0F0Fu;
+  int r = q_dp4a(lo.s0, a0.s0, 0);
+  r = q_dp4a(lo.s1, a0.s1, r);
+  r = q_dp4a(lo.s2, a0.s2, r);
+  r = q_dp4a(lo.s3, a0.s3, r);
+  r = q_dp4a(hi.s0, a1.s0, r);
+  r = q_dp4a(hi.s1, a1.s1, r);
+  r = q_dp4a(hi.s2, a1.s2, r);
+  return q_dp4a(hi.s3, a1.s3, r);
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_pairs_i8(
+    int M, int N, int K, float alpha, float beta, __global const uchar* QA, __global const uchar* W,
+    long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X, long x_off, int sxm,
+    int sxn) {
+  __local float red[MB * NB][LANES * WARPS];
+  const int t = get_local_id(0), lane = t % LANES, team = t / LANES;
+  const int n0 = (get_group_id(0) * WARPS + team) * NB;
+  const int m0 = get_group_id(1) * MB;
+  const int rows = min(MB, M - m0);
+  const int pairs = K / 64;
+  const __global float* ad = (const __global float*)(QA + (long)M * K);
+  const __global float* as = ad + (long)M * (K / 32);
+  const __global uint* wp[NB];
+#pragma unroll
+  for (int j = 0; j < NB; ++j)
+    wp[j] = (const __global uint*)(W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES) + lane * PW;
+  float acc[MB][NB];
+#pragma unroll
+  for (int i = 0; i < MB; ++i)
+#pragma unroll
+    for (int j = 0; j < NB; ++j) acc[i][j] = 0.0f;
+  for (int pr = lane; pr < pairs; pr += LANES) {
+    uint w[NB][PW + 1];
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+#pragma unroll
+      for (int u = 0; u < PW; ++u) w[j][u] = wp[j][u];
+      w[j][PW] = 0;
+      wp[j] += LANES * PW;
+    }
+#pragma unroll
+    for (int hb = 0; hb < 2; ++hb) {  // the pair's two blocks
+      const int kb = 2 * pr + hb, o = hb * QBYTES;
+#pragma unroll
+      for (int i = 0; i < MB; ++i) {
+        const long m = m0 + min(i, rows - 1);
+        const __global uint4* a = (const __global uint4*)(QA + m * K + (long)kb * 32);
+        const uint4 a0 = a[0], a1 = a[1];
+        const float da = ad[m * (K / 32) + kb], sa = as[m * (K / 32) + kb];
+#pragma unroll
+        for (int j = 0; j < NB; ++j) {
+          const uint* wj = w[j];
+          const float dw = q_half_bits(o % 4 == 0 ? wj[o / 4] : wj[o / 4] >> 16);
+#if QTYPE == 0
+          const int dot = q_block_dot(q_words_at(wj, o + 2), q_words_at(wj, o + 18), a0, a1);
+          acc[i][j] = fma(dw * da, (float)dot, acc[i][j]);
+#elif QTYPE == 1
+          const uint4 qb = q_words_at(wj, o + 2);
+          acc[i][j] = fma(dw, fma(da, (float)q_block_dot(qb, qb, a0, a1), -8.0f * sa), acc[i][j]);
+#else
+          const uint4 qb = q_words_at(wj, o + 4);
+          const float mn = q_half_bits(wj[o / 4] >> 16);
+          acc[i][j] = fma(dw * da, (float)q_block_dot(qb, qb, a0, a1), fma(mn, sa, acc[i][j]));
+#endif
+        }
+      }
+    }
+  }
+  q_rows_finish(red, acc, t, n0, m0, rows, M, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
+}
+#endif  // QPAIR
 #endif  // QA8
 #endif
 

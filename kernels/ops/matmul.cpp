@@ -264,6 +264,11 @@ config_schema gemm_schema() {
        "nv, mma: 1 = f32 inputs may use TF32 tensor cores (opt-in; never in a tune space)"},
       {"qrn", 8, {1, 2, 4, 8, 16}, "quantized weights, cpu: weight rows (output columns) per work-item"},
       {"qwg", 1, {1, 2, 4, 8, 16, 32, 64}, "quantized weights, cpu: work-items per work-group"},
+      {"qp",
+       0,
+       {0, 1},
+       "quantized weights, rows kernel with qa=1: 1 = each lane reads a pair of blocks in 32-bit loads "
+       "(gemm_q_pairs_i8; K a multiple of 64)"},
       {"qa",
        0,
        {0, 1},
@@ -802,6 +807,7 @@ struct qplan {
   // cpu: rm, rn, lx, ly; gemv: mb, nb, wg; rows: mb, nb, warps; tiled: tm, tn, wm, wn
   std::int64_t a = 0, b = 0, c = 0, d = 0;
   bool int8_activations = false;  // quantize_rows_q8, then gemm_q_cpu_i8 (cpu) or gemm_q_rows_i8 (rows)
+  bool pairs = false;             // rows with int8 activations: gemm_q_pairs_i8
 };
 
 qplan plan_quant(const kernel_config& c, std::int64_t m) {
@@ -816,10 +822,11 @@ qplan plan_quant(const kernel_config& c, std::int64_t m) {
     case 2:
       return {qkernel::gemv, c.at("mb"), c.at("nb"), c.at("wg"), 0};
     case 4:
-      return {qkernel::rows, c.at("mb"), c.at("nb"), c.at("warps"), 0, c.at("qa") == 1};
+      return {qkernel::rows, c.at("mb"), c.at("nb"), c.at("warps"), 0, c.at("qa") == 1, c.at("qp") == 1};
     case 3:
       if (c.at("auto") == 1)
-        return m <= 8 ? qplan{qkernel::rows, 8, 2, 8, 0, c.at("qa") == 1} : qplan{qkernel::tiled, 64, 64, 4, 4};
+        return m <= 8 ? qplan{qkernel::rows, 8, 2, 8, 0, c.at("qa") == 1, c.at("qp") == 1}
+                      : qplan{qkernel::tiled, 64, 64, 4, 4};
       [[fallthrough]];
     default:
       return {qkernel::tiled, c.at("tm"), c.at("tn"), c.at("wm"), c.at("wn")};
@@ -843,6 +850,14 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
     threads = static_cast<std::uint64_t>(pl.c);
     local = static_cast<std::uint64_t>(std::min<std::int64_t>(pl.a, next_pow2(m)) * pl.b * pl.c * 4);
   } else if (pl.kind == qkernel::rows) {
+    if (pl.pairs) {
+      if (!pl.int8_activations) return std::string("qp=1 (block pairs) needs qa=1 (int8 activations)");
+      const std::int64_t k = w->size(w->dim() - 1), row = w->dim() > 1 ? w->strides()[w->dim() - 2] : k;
+      if (k % 64 != 0 || row % 64 != 0 || w->offset() % 64 != 0)
+        return fmt::format("qp=1 reads block pairs: K ({}), the weight's row stride ({}) and offset ({}) must be "
+                           "multiples of 64",
+                           k, row, w->offset());
+    }
     threads = static_cast<std::uint64_t>(32 * pl.c);
     local = static_cast<std::uint64_t>(std::min<std::int64_t>(pl.a, next_pow2(m)) * pl.b * 32 * pl.c * 4);
   } else {
@@ -948,10 +963,13 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
     name = "gemm_q_rows";
     r = nd_range(range<3>(ceil_div(p.n, pl.b * pl.c) * wg, ceil_div(p.m, mb), 1), range<3>(wg, 1, 1));
     if (pl.int8_activations) {
-      opts += fmt::format(" -DQA8 -DQ_DP4A={}", probe_ptx(q.get_device()).has("dp4a") ? 1 : 0);
+      opts += fmt::format(" -DQA8 -DQ_DP4A={} -DQPAIR={}", probe_ptx(q.get_device()).has("dp4a") ? 1 : 0,
+                          pl.pairs ? 1 : 0);
       const tensor ws = quantize_activations(q, p, opts, src);
-      return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_rows_i8"), r,
-                          ws);
+      return submit_quant(
+          q, p,
+          build_kernel(q.get_context(), "gemm_quant.cl", src, opts, pl.pairs ? "gemm_q_pairs_i8" : "gemm_q_rows_i8"),
+          r, ws);
     }
   } else {
     opts += fmt::format(" -DTM={} -DTN={} -DWM={} -DWN={}", pl.a, pl.b, pl.c, pl.d);

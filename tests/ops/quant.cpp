@@ -105,12 +105,16 @@ TEST(quant, f16_and_bf16_activations) {
 TEST(quant, int8_activations_follow_the_per_block_rounding) {
   queue& q = shared_queue();
   std::uint64_t seed = 300;
+  // The CPU kernel, the GPU rows kernel and its block-pair form (dp4a on NVIDIA, four multiplies
+  // elsewhere) all follow the same host model.
+  for (const char* cfg : {"variant=0,rm=4,qrn=4,qwg=1,qa=1", "variant=4,mb=2,nb=4,warps=2,qa=1",
+                          "variant=4,mb=2,nb=2,warps=2,qa=1,qp=1"})
   for (dtype wt : quantized_dtypes)
     for (std::int64_t m : {1, 5, 33}) {
-      SCOPED_TRACE(std::string(dtype_name(wt)) + " m=" + std::to_string(m));
+      SCOPED_TRACE(std::string(dtype_name(wt)) + " m=" + std::to_string(m) + " " + cfg);
       const std::int64_t n = 19, k = 128;
       op_call c = linear_call(q, m, n, k, dtype::f32, wt, false, ++seed);
-      enqueue_opencl(q, linear_op(), c, config("variant=0,rm=4,qrn=4,qwg=1,qa=1"));
+      enqueue_opencl(q, linear_op(), c, config(cfg));
       const host_tensor got = read_host(q, c.outputs[0]);
       const host_tensor a = read_host(q, c.inputs[0]), w = read_host(q, c.inputs[1]);
       for (std::int64_t i = 0; i < m; ++i)
@@ -130,6 +134,23 @@ TEST(quant, int8_activations_follow_the_per_block_rounding) {
           EXPECT_NEAR(got.values[i * n + j], want, 1e-5 * mag + 1e-30) << "row " << i << " column " << j;
         }
     }
+}
+
+// qp=1 reads pairs of blocks in 32-bit words: a K that leaves pairs unaligned is refused with the
+// rule, and the dispatcher's fallback serves the call.
+TEST(quant, block_pairs_need_k_multiple_of_64) {
+  queue& q = shared_queue();
+  op_call c = linear_call(q, 1, 8, 96, dtype::f32, dtype::q4_0, false, 5);
+  std::vector<std::string> refusals;
+  EXPECT_EQ(select_implementation(linear_op(), q.get_device(), c, config("variant=4,nb=2,warps=2,qa=1,qp=1"),
+                                  &refusals),
+            nullptr);
+  bool named = false;
+  for (const auto& r : refusals) named = named || r.find("multiples of 64") != std::string::npos;
+  EXPECT_TRUE(named) << ::testing::PrintToString(refusals);
+  refusals.clear();
+  EXPECT_EQ(select_implementation(linear_op(), q.get_device(), c, config("variant=4,nb=2,warps=2,qp=1"), &refusals),
+            nullptr);
 }
 
 TEST(quant, dispatcher_serves_quantized_weights_with_opencl_quant) {
