@@ -24,8 +24,9 @@
 //   work-group, MB activation rows.
 // - gemm_q_tiled (GPUs, large M): TM x TN tiles of C, one 32-wide k block at a time: the A tile
 //   and the TN weight blocks, dequantized, are staged in local memory; each item owns WM x WN.
-// - gemm_q_rows_i8 (qa=1 with the rows kernel): quantize_rows_q8, then the same team walk with
-//   integer dot products of 4 bytes (dp4a through inline PTX on NVIDIA, Q_DP4A=1).
+//   Built with QA8 (qa=1), it walks quantize_rows_q8's int8 activations instead, with integer
+//   dot products of 4 bytes (dp4a through inline PTX on NVIDIA, Q_DP4A=1); gemm_q_pairs_i8
+//   (qa=1, qp=1) reads each lane's pair of blocks in 32-bit loads.
 // Build defines: PRISM_DTYPE, QTYPE, HAS_BIAS, and RM, RN (cpu; QA8 for the int8 pair) / MB, NB,
 // WG (gemv) / MB, NB, WARPS, A_VEC4 (rows: activation rows 16-byte aligned in groups of 4; QA8
 // and Q_DP4A for the int8 form) / TM, TN, WM, WN (tiled).
@@ -436,8 +437,38 @@ void q_rows_finish(__local float (*red)[LANES * WARPS], float (*acc)[NB], int t,
   }
 }
 
+#ifdef QA8
+// a . b of 4 packed signed bytes, plus c: dp4a through inline PTX where the host found the
+// driver accepts it (Q_DP4A=1: NVIDIA), four multiplies elsewhere.
+inline int q_dp4a(uint a, uint b, int c) {
+#if Q_DP4A
+  int r;
+  asm volatile("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+#else
+  const char4 x = as_char4(a), y = as_char4(b);
+  return c + x.s0 * y.s0 + x.s1 * y.s1 + x.s2 * y.s2 + x.s3 * y.s3;
+#endif
+}
+#endif
+
+// With QA8 (qa=1) the same walk reads quantize_rows_q8's workspace QA in A's place: a lane's 4
+// weight bytes meet 4 (q8_0) or 8 (q4: low and high nibbles) int8 activations in one or two
+// integer dot products, scaled once by d_w * d_a, so the activation traffic per weight byte
+// drops 4x (f32) or 2x (16-bit); q4_0's -8 and q4_1's min take the lane's activation sum (a dot
+// product with ones). The weights stay as packed bytes (uint) there, as floats otherwise.
+#ifdef QA8
+#define Q_W4 uint
+#else
+#define Q_W4 float4
+#endif
 __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_rows(
-    int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off, int sam,
+    int M, int N, int K, float alpha, float beta,
+#ifdef QA8
+    __global const uchar* QA,
+#else
+    __global const GT* A, long a_off, int sam,
+#endif
     __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X,
     long x_off, int sxm, int sxn) {
   __local float red[MB * NB][LANES * WARPS];
@@ -453,9 +484,21 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
   const __global uchar* wp[NB];
 #pragma unroll
   for (int j = 0; j < NB; ++j) wp[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn + kb) * QBYTES;
+#ifdef QA8
+  const __global float* ad = (const __global float*)(QA + (long)M * K);
+  const __global uchar* ap[MB];
+  const __global float* dp[MB];
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+    const long m = m0 + min(i, rows - 1);
+    ap[i] = QA + m * K + kb * 32 + 4 * q;
+    dp[i] = ad + m * blocks + kb;
+  }
+#else
   const __global GT* ap[MB];
 #pragma unroll
   for (int i = 0; i < MB; ++i) ap[i] = A + a_off + (long)(m0 + min(i, rows - 1)) * sam + kb * 32 + 4 * q;
+#endif
   float acc[MB][NB];
 #pragma unroll
   for (int i = 0; i < MB; ++i)
@@ -463,9 +506,9 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
     for (int j = 0; j < NB; ++j) acc[i][j] = 0.0f;
 #pragma unroll 2
   for (; kb < blocks; kb += KSTEP) {
-    float4 wl[NB];
+    Q_W4 wl[NB];
 #if QTYPE != 0
-    float4 wh[NB];
+    Q_W4 wh[NB];
 #endif
     float d[NB];
 #if QTYPE == 2
@@ -475,30 +518,50 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
     for (int j = 0; j < NB; ++j) {
       const uint v = q_slot(wp[j], 0, q);
       d[j] = vload_half(0, (const __global half*)wp[j]);
-#if QTYPE == 0
+#if defined(QA8) && QTYPE == 0
+      wl[j] = v;
+#elif defined(QA8)
+      wl[j] = v & 0x0F0F0F0Fu;  // nibbles 0..15: non-negative as signed bytes
+      wh[j] = (v >> 4) & 0x0F0F0F0Fu;
+#elif QTYPE == 0
       wl[j] = convert_float4(as_char4(v));
-#elif QTYPE == 1
-      const uchar4 u = as_uchar4(v);
-      wl[j] = convert_float4(u & (uchar4)0xF) - 8.0f;
-      wh[j] = convert_float4(u >> (uchar4)4) - 8.0f;
 #else
       const uchar4 u = as_uchar4(v);
-      wl[j] = convert_float4(u & (uchar4)0xF);
-      wh[j] = convert_float4(u >> (uchar4)4);
+      wl[j] = convert_float4(u & (uchar4)0xF) - (QTYPE == 1 ? 8.0f : 0.0f);
+      wh[j] = convert_float4(u >> (uchar4)4) - (QTYPE == 1 ? 8.0f : 0.0f);
+#endif
+#if QTYPE == 2
       mn[j] = vload_half(1, (const __global half*)wp[j]);
 #endif
       wp[j] += KSTEP * QBYTES;
     }
 #pragma unroll
     for (int i = 0; i < MB; ++i) {
+#ifdef QA8
+      const uint al = *(const __global uint*)ap[i];
+#if QTYPE != 0
+      const uint ah = *(const __global uint*)(ap[i] + 16);
+      const int asum = q_dp4a(ah, 0x01010101u, q_dp4a(al, 0x01010101u, 0));
+#endif
+      const float da = *dp[i];
+      dp[i] += KSTEP;
+#else
       const float4 al = q_act4(ap[i], 0);
 #if QTYPE != 0
       const float4 ah = q_act4(ap[i], 16);
 #endif
+#endif
       ap[i] += KSTEP * 32;
 #pragma unroll
       for (int j = 0; j < NB; ++j) {
-#if QTYPE == 0
+#if defined(QA8) && QTYPE == 0
+        acc[i][j] = fma(d[j] * da, (float)q_dp4a(wl[j], al, 0), acc[i][j]);
+#elif defined(QA8) && QTYPE == 1
+        acc[i][j] = fma(d[j] * da, (float)(q_dp4a(wh[j], ah, q_dp4a(wl[j], al, 0)) - 8 * asum), acc[i][j]);
+#elif defined(QA8)
+        acc[i][j] =
+            fma(da, fma(d[j], (float)q_dp4a(wh[j], ah, q_dp4a(wl[j], al, 0)), mn[j] * (float)asum), acc[i][j]);
+#elif QTYPE == 0
         acc[i][j] = fma(d[j], dot(al, wl[j]), acc[i][j]);
 #else
         acc[i][j] = fma(d[j], dot(al, wl[j]) + dot(ah, wh[j]), acc[i][j]);
@@ -513,106 +576,8 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
 }
 
 #ifdef QA8
-// a . b of 4 packed signed bytes, plus c: dp4a through inline PTX where the host found the
-// driver accepts it (Q_DP4A=1: NVIDIA), four multiplies elsewhere.
-inline int q_dp4a(uint a, uint b, int c) {
-#if Q_DP4A
-  int r;
-  asm volatile("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-  return r;
-#else
-  const char4 x = as_char4(a), y = as_char4(b);
-  return c + x.s0 * y.s0 + x.s1 * y.s1 + x.s2 * y.s2 + x.s3 * y.s3;
-#endif
-}
-
-// gemm_q_rows on int8 activations (qa=1: quantize_rows_q8's workspace QA in A's place): the same
-// team walk, but a lane's 4 weight bytes meet 4 (q8_0) or 8 (q4: low and high nibbles) int8
-// activations in one or two integer dot products, scaled once by d_w * d_a. The activation
-// traffic per weight byte drops 4x (f32) or 2x (16-bit) against the float kernel. q4_0's -8 and
-// q4_1's min take the lane's activation sum (a dot product with ones).
-__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_rows_i8(
-    int M, int N, int K, float alpha, float beta, __global const uchar* QA, __global const uchar* W,
-    long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X, long x_off, int sxm,
-    int sxn) {
-  __local float red[MB * NB][LANES * WARPS];
-  const int t = get_local_id(0), lane = t % LANES, team = t / LANES;
-  const int n0 = (get_group_id(0) * WARPS + team) * NB;
-  const int m0 = get_group_id(1) * MB;
-  const int rows = min(MB, M - m0);
-  const int blocks = K / 32, q = lane % SPB;
-  const int KSTEP = LANES / SPB;
-  int kb = lane / SPB;
-  const __global float* ad = (const __global float*)(QA + (long)M * K);
-  const __global uchar* wp[NB];
-#pragma unroll
-  for (int j = 0; j < NB; ++j) wp[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn + kb) * QBYTES;
-  const __global uchar* ap[MB];
-  const __global float* dp[MB];
-#pragma unroll
-  for (int i = 0; i < MB; ++i) {
-    const long m = m0 + min(i, rows - 1);
-    ap[i] = QA + m * K + kb * 32 + 4 * q;
-    dp[i] = ad + m * blocks + kb;
-  }
-  float acc[MB][NB];
-#pragma unroll
-  for (int i = 0; i < MB; ++i)
-#pragma unroll
-    for (int j = 0; j < NB; ++j) acc[i][j] = 0.0f;
-#pragma unroll 2
-  for (; kb < blocks; kb += KSTEP) {
-    uint wl[NB];
-#if QTYPE != 0
-    uint wh[NB];
-#endif
-    float d[NB];
-#if QTYPE == 2
-    float mn[NB];
-#endif
-#pragma unroll
-    for (int j = 0; j < NB; ++j) {
-      const uint v = q_slot(wp[j], 0, q);
-      d[j] = vload_half(0, (const __global half*)wp[j]);
-#if QTYPE == 0
-      wl[j] = v;
-#else
-      wl[j] = v & 0x0F0F0F0Fu;  // nibbles 0..15: non-negative as signed bytes
-      wh[j] = (v >> 4) & 0x0F0F0F0Fu;
-#if QTYPE == 2
-      mn[j] = vload_half(1, (const __global half*)wp[j]);
-#endif
-#endif
-      wp[j] += KSTEP * QBYTES;
-    }
-#pragma unroll
-    for (int i = 0; i < MB; ++i) {
-      const uint al = *(const __global uint*)ap[i];
-#if QTYPE != 0
-      const uint ah = *(const __global uint*)(ap[i] + 16);
-      const int asum = q_dp4a(ah, 0x01010101u, q_dp4a(al, 0x01010101u, 0));
-#endif
-      const float da = *dp[i];
-      ap[i] += KSTEP * 32;
-      dp[i] += KSTEP;
-#pragma unroll
-      for (int j = 0; j < NB; ++j) {
-#if QTYPE == 0
-        acc[i][j] = fma(d[j] * da, (float)q_dp4a(wl[j], al, 0), acc[i][j]);
-#elif QTYPE == 1
-        acc[i][j] = fma(d[j] * da, (float)(q_dp4a(wh[j], ah, q_dp4a(wl[j], al, 0)) - 8 * asum), acc[i][j]);
-#else
-        acc[i][j] =
-            fma(da, fma(d[j], (float)q_dp4a(wh[j], ah, q_dp4a(wl[j], al, 0)), mn[j] * (float)asum), acc[i][j]);
-#endif
-      }
-    }
-  }
-  q_rows_finish(red, acc, t, n0, m0, rows, M, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
-}
-
 #if QPAIR
-// gemm_q_rows_i8 with 32-bit weight loads (qp=1): lane l of a team takes block pairs l, l + 32, ...
+// gemm_q_rows on int8 activations with 32-bit weight loads (qp=1): lane l of a team takes block pairs l, l + 32, ...
 // of each of its NB rows. A pair of q8_0/q4_0 blocks (68 / 36 bytes) starts 4-byte aligned where
 // a single block does not (the host asks K % 64 == 0 and an even block offset), so a lane reads
 // its pair in PW word loads instead of 16-bit pieces. The activation block comes as two uint4

@@ -18,6 +18,19 @@
 // (decode_attention's variant 1 for CPUs: decode_attention_rows, one work-item per query head).
 
 #if defined(QKV_ROPE_CACHE) || defined(DECODE_ATTENTION)
+// RoPE of dim i < ROT of a head row: it mixes the row's dims rope_first(i) and rope_second(i)
+// (NeoX: i and i + ROT/2 of the halves; GPT-J: the neighbours 2j, 2j + 1) by the cos/sin row c.
+// Both address spaces' rows (local in head_norm_rope, private in the CPU variant) index the same.
+inline int rope_pair(int i) { return NEOX ? (i < ROT / 2 ? i : i - ROT / 2) : i / 2; }
+inline int rope_first(int i) { return NEOX ? rope_pair(i) : 2 * rope_pair(i); }
+inline int rope_second(int i) { return NEOX ? rope_pair(i) + ROT / 2 : 2 * rope_pair(i) + 1; }
+inline float rope_dim(int i, float x1, float x2, __global const STYPE(C_K)* c) {
+  const int j = rope_pair(i);
+  const float cc = LOAD(C_K, c, j), sn = LOAD(C_K, c, ROT / 2 + j);
+  const bool first = NEOX ? i < ROT / 2 : (i & 1) == 0;
+  return first ? x1 * cc - x2 * sn : x2 * cc + x1 * sn;
+}
+
 // One head row of D values -> optional RMSNorm (weight wt) -> RoPE of the first ROT dims by the
 // cos/sin row c (when rotate) -> dst (local). Uses row and part; ends with a barrier.
 void head_norm_rope(__global const STYPE(A_K)* src, __global const STYPE(W_K)* wt, bool norm, float eps,
@@ -41,26 +54,8 @@ void head_norm_rope(__global const STYPE(A_K)* src, __global const STYPE(W_K)* w
     for (int i = lid; i < D; i += WG) row[i] = row[i] * r * LOAD(W_K, wt, i);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  const int hr = ROT / 2;
-  for (int i = lid; i < D; i += WG) {
-    float v = row[i];
-    if (rotate && i < ROT) {
-#if NEOX
-      const int j = i < hr ? i : i - hr;
-      const float x1 = row[j], x2 = row[j + hr];
-#else
-      const int j = i / 2;
-      const float x1 = row[2 * j], x2 = row[2 * j + 1];
-#endif
-      const float cc = LOAD(C_K, c, j), sn = LOAD(C_K, c, hr + j);
-#if NEOX
-      v = i < hr ? x1 * cc - x2 * sn : x2 * cc + x1 * sn;
-#else
-      v = (i & 1) == 0 ? x1 * cc - x2 * sn : x2 * cc + x1 * sn;
-#endif
-    }
-    dst[i] = v;
-  }
+  for (int i = lid; i < D; i += WG)
+    dst[i] = rotate && i < ROT ? rope_dim(i, row[rope_first(i)], row[rope_second(i)], c) : row[i];
   barrier(CLK_LOCAL_MEM_FENCE);
 }
 #endif
@@ -292,24 +287,8 @@ void head_norm_rope_private(__global const STYPE(A_K)* src, __global const STYPE
     const float r = rsqrt(ss / (float)D + eps);
     for (int i = 0; i < D; ++i) row[i] = row[i] * r * LOAD(W_K, wt, i);
   }
-  const int hr = ROT / 2;
-  for (int i = 0; i < D; ++i) {
-    float v = row[i];
-    if (rotate && i < ROT) {
-#if NEOX
-      const int j = i < hr ? i : i - hr;
-      const float x1 = row[j], x2 = row[j + hr];
-      const float cc = LOAD(C_K, c, j), sn = LOAD(C_K, c, hr + j);
-      v = i < hr ? x1 * cc - x2 * sn : x2 * cc + x1 * sn;
-#else
-      const int j = i / 2;
-      const float x1 = row[2 * j], x2 = row[2 * j + 1];
-      const float cc = LOAD(C_K, c, j), sn = LOAD(C_K, c, hr + j);
-      v = (i & 1) == 0 ? x1 * cc - x2 * sn : x2 * cc + x1 * sn;
-#endif
-    }
-    dst[i] = v;
-  }
+  for (int i = 0; i < D; ++i)
+    dst[i] = rotate && i < ROT ? rope_dim(i, row[rope_first(i)], row[rope_second(i)], c) : row[i];
 }
 
 __kernel void decode_attention_rows(long hq, long hk, long S, long max_pos, float scale, float eps,

@@ -806,7 +806,7 @@ struct qplan {
   qkernel kind = qkernel::cpu;
   // cpu: rm, rn, lx, ly; gemv: mb, nb, wg; rows: mb, nb, warps; tiled: tm, tn, wm, wn
   std::int64_t a = 0, b = 0, c = 0, d = 0;
-  bool int8_activations = false;  // quantize_rows_q8, then gemm_q_cpu_i8 (cpu) or gemm_q_rows_i8 (rows)
+  bool int8_activations = false;  // quantize_rows_q8, then gemm_q_cpu_i8 (cpu) or gemm_q_rows built with QA8
   bool pairs = false;             // rows with int8 activations: gemm_q_pairs_i8
 };
 
@@ -968,7 +968,7 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
       const tensor ws = quantize_activations(q, p, opts, src);
       return submit_quant(
           q, p,
-          build_kernel(q.get_context(), "gemm_quant.cl", src, opts, pl.pairs ? "gemm_q_pairs_i8" : "gemm_q_rows_i8"),
+          build_kernel(q.get_context(), "gemm_quant.cl", src, opts, pl.pairs ? "gemm_q_pairs_i8" : "gemm_q_rows"),
           r, ws);
     }
   } else {
