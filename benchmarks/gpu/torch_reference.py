@@ -41,6 +41,7 @@ def main():
     x = torch.randn(n, device=dev)
     y = torch.randn(n, device=dev)
     xh = x.to(f16)
+    yh = y.to(f16)  # a second operand: mul(xh, xh) would read one tensor, half prism's bytes
     xb = x.to(bf16)
     m2 = torch.randn(rows, d, device=dev)
     m2h = m2.to(f16)
@@ -61,7 +62,7 @@ def main():
     mem("exp/f16", lambda: torch.exp(xh), 2 * n * 2)
     mem("exp/bf16", lambda: torch.exp(xb), 2 * n * 2)
     mem("add/f32", lambda: torch.add(x, y), 3 * n * 4)
-    mem("mul/f16", lambda: torch.mul(xh, xh), 3 * n * 2)
+    mem("mul/f16", lambda: torch.mul(xh, yh), 3 * n * 2)
     mem("silu_and_mul/f32", lambda: torch.nn.functional.silu(gate_up[:, :d]) * gate_up[:, d:], 3 * rows * d * 4)
     mem("cast/f32->f16", lambda: x.to(f16), n * 6)
     mem("sum/f32 rows", lambda: m2.sum(dim=1), rows * d * 4)

@@ -2,10 +2,16 @@
 // Memory-bound op benchmarks: each op's GB/s (descriptor byte count / time) and its ratio to the
 // device's own clEnqueueCopyBuffer bandwidth, timed right after every op iteration (paired, so
 // load changes on a shared machine move both).
-// PRISM_DEVICE picks the device; PRISM_BENCH_VENDOR overrides the tune_configs profile.
+// Time is the device's: the command's profiling start-to-end on a profiling queue, as PyTorch
+// times its kernels with CUDA events (benchmarks/gpu/torch_reference.py); every case here is one
+// command. The host wall time of the enqueue-and-wait is the second column (`wall_us`,
+// `wall_GB/s`).
+// PRISM_DEVICE picks the device; PRISM_BENCH_VENDOR overrides the tune_configs profile;
+// PRISM_BENCH_CONFIG overrides params of the defaults (see bm_op).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstdlib>
 
 #include "benchmarks/bench_common.hpp"
 #include "kernels/op_descriptor.hpp"
@@ -17,58 +23,98 @@ using bench::bench_queue;
 
 constexpr std::size_t kCopyBytes = std::size_t{64} << 20;
 
+/// A profiling queue on the benchmark's device and context (never destroyed: no OpenCL at exit).
+queue& timing_queue() {
+  static auto* q = [] {
+    queue_options o;
+    o.enable_profiling = true;
+    return new queue(bench_queue().get_context(), o);
+  }();
+  return *q;
+}
+
+/// One command's device and wall seconds.
+struct timed {
+  double device = 0, wall = 0;
+};
+
+/// Runs `enqueue` (which returns its command's event) to completion.
+template <class Enqueue>
+timed time_command(queue& q, Enqueue&& enqueue) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const event e = enqueue();
+  q.wait_and_throw();
+  timed t;
+  t.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  t.device = e ? static_cast<double>(e.profiling().duration_ns()) * 1e-9 : t.wall;
+  return t;
+}
+
 /// The reference buffers (64 MiB each), made once: never freed (no OpenCL call at exit).
 std::pair<buffer<std::byte>, buffer<std::byte>>& copy_buffers() {
-  queue& q = bench_queue();
+  queue& q = timing_queue();
   static auto* b = new std::pair<buffer<std::byte>, buffer<std::byte>>(
       buffer<std::byte>(q.get_context(), kCopyBytes), buffer<std::byte>(q.get_context(), kCopyBytes));
   return *b;
 }
 
-/// One timed clEnqueueCopyBuffer of 64 MiB, in seconds.
-double timed_copy() {
-  queue& q = bench_queue();
+/// One timed clEnqueueCopyBuffer of 64 MiB.
+timed timed_copy() {
+  queue& q = timing_queue();
   auto& [a, b] = copy_buffers();
-  auto t0 = std::chrono::steady_clock::now();
-  q.copy(a, b);
-  q.wait();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return time_command(q, [&] { return q.copy(a, b); });
 }
 
 /// Reference: clEnqueueCopyBuffer of 64 MiB (counted as read + write bytes).
 void bm_copy_reference(benchmark::State& state) {
   timed_copy();
-  double seconds = 0;
+  double seconds = 0, wall = 0;
   for (auto _ : state) {
-    const double dt = timed_copy();
-    state.SetIterationTime(dt);
-    seconds += dt;
+    const timed t = timed_copy();
+    state.SetIterationTime(t.device);
+    seconds += t.device;
+    wall += t.wall;
   }
-  double bytes = 2.0 * static_cast<double>(kCopyBytes) * static_cast<double>(state.iterations());
+  const double n = static_cast<double>(state.iterations());
+  double bytes = 2.0 * static_cast<double>(kCopyBytes) * n;
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
   state.counters["GB/s"] = bytes / seconds / 1e9;
+  state.counters["wall_GB/s"] = bytes / wall / 1e9;
+  state.counters["wall_us"] = wall / n * 1e6;
 }
 
 void bm_op(benchmark::State& state, const std::string& name, const std::string& key, dtype t) {
-  queue& q = bench_queue();
+  queue& q = timing_queue();
   const op_descriptor& d = op_registry::instance().get(name);
   sample_options o;
   o.type = t;
   o.seed = 1;
   op_call c = d.sample(q, shape_key::parse(key), o);
   kernel_config cfg = bench::tune_space_of(d, "PRISM_BENCH_VENDOR").defaults;
+  // PRISM_BENCH_CONFIG=wg=256,ept=2 overrides those params for every case whose op has them
+  // all (the others keep their defaults), to compare a candidate default across ops.
+  if (const char* o = std::getenv("PRISM_BENCH_CONFIG")) {
+    const kernel_config over = kernel_config::parse(o);
+    bool all = true;
+    for (const auto& [n, v] : over.items()) all = all && d.config.has(n);
+    if (all) {
+      for (const auto& [n, v] : over.items()) cfg.set(n, v);
+      if (auto why = d.config.validate(cfg)) {
+        state.SkipWithError(("PRISM_BENCH_CONFIG: " + *why).c_str());
+        return;
+      }
+    }
+  }
   enqueue_opencl(q, d, c, cfg);  // build + warm up
   q.wait_and_throw();
   timed_copy();
-  double seconds = 0, copy_seconds = 0;
+  double seconds = 0, wall = 0, copy_seconds = 0;
   for (auto _ : state) {
-    auto t0 = std::chrono::steady_clock::now();
-    enqueue_opencl(q, d, c, cfg);
-    q.wait();
-    auto dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    state.SetIterationTime(dt);
-    seconds += dt;
-    copy_seconds += timed_copy();  // the paired reference (not in the op's manual time)
+    const timed t = time_command(q, [&] { return enqueue_opencl(q, d, c, cfg); });
+    state.SetIterationTime(t.device);
+    seconds += t.device;
+    wall += t.wall;
+    copy_seconds += timed_copy().device;  // the paired reference (not in the op's manual time)
   }
   const double n = static_cast<double>(state.iterations());
   double bytes = d.bytes(c) * n;
@@ -78,6 +124,8 @@ void bm_op(benchmark::State& state, const std::string& name, const std::string& 
   state.counters["GB/s"] = gbs;
   state.counters["copy_GB/s"] = copy_gbs;
   state.counters["x_copy"] = gbs / copy_gbs;
+  state.counters["wall_GB/s"] = bytes / wall / 1e9;
+  state.counters["wall_us"] = wall / n * 1e6;
   state.SetLabel(cfg.str());
 }
 
