@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Issue 12 on the GPU machine in one call: the 16-bit small-M GEMM's correctness (NvGemm tests,
+# Issue 12 on the GPU machine in one call (the model against PyTorch around a pretune): the 16-bit small-M GEMM's correctness (NvGemm tests,
 # op suite), prism-llm decode f32/bf16 with the graph, then prefill before and after a pretune of
 # the model's own recorded linear shapes (the pretune table is default vs best per shape).
 # usage, from the repository root with the bundle (.gpu: prism-llm, prism, prism_op_suite,
-# prism_gemm_nvidia_test, data/vendors) carried:  benchmarks/llm/gpu_session6.sh
+# prism_gemm_nvidia_test, data/vendors) carried:  benchmarks/llm/gpu_pretune.sh
 # env: STEPS (letters: c checks, d decode f32+bf16, r record+pretune+after, p prism-llm --pretune
 # then prism and PyTorch (eager, CUDA graph f32/bf16) back to back; default cdr),
 # BUDGET (pretune seconds, 150), PRESET (qwen3-0.6b)
 set -u
 source benchmarks/gpu/bundle_env.sh
-export PRISM_TUNING_DB=${PRISM_TUNING_DB:-/tmp/prism-s6.db} PRISM_DEVICE=${PRISM_DEVICE:-nvidia}
+export PRISM_TUNING_DB=${PRISM_TUNING_DB:-/tmp/prism-pretune.db} PRISM_DEVICE=${PRISM_DEVICE:-nvidia}
 preset=${PRESET:-qwen3-0.6b} steps=${STEPS:-cdr}
 llm() { timeout 200 "$G/bin/prism-llm" --preset "$preset" --prompt-len 128 --new-tokens 32 --breakdown-steps 0 "$@"; }
 summary() { grep -E "^(prefill|decode|graph)" "$1" | tr '\n' ' '; echo; }
@@ -33,7 +33,7 @@ case $steps in *r*)
   cat /tmp/pt.txt | tail -40
   llm --graph on --repeat 3 > /tmp/r1.txt 2>&1; echo "after pretune: $(summary /tmp/r1.txt)";; esac
 case $steps in *p*)
-  rm -f "$PRISM_TUNING_DB"; w=/tmp/s6-weights.safetensors
+  rm -f "$PRISM_TUNING_DB"; w=/tmp/pretune-weights.safetensors
   timeout 400 "$G/bin/prism-llm" --preset "$preset" --prompt-len 128 --new-tokens 32 --breakdown-steps 0 \
     --pretune "${BUDGET:-170}" --graph on --repeat 3 --save-weights $w --dump-logits /tmp/p_logits.json > /tmp/p0.txt 2>&1
   grep -iE "pretune" /tmp/p0.txt | tail -3; echo "prism f32 after --pretune: $(summary /tmp/p0.txt)"
