@@ -434,7 +434,14 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
     d->tier = source_tier::env;
     d->origin = "forced";
   } else {
-    const static_route r = route_for_shape(dev.routes[op], key);  // shape conditions, if any
+    const static_route& routes = dev.routes[op];
+    shape_key routed_key;
+    if (!routes.cases.empty()) {  // conditions see the shape key and the output's element size
+      routed_key = key;
+      if (!call.outputs.empty() && call.outputs[0].defined())
+        routed_key.set(route_esize_component, static_cast<std::int64_t>(dtype_size(call.outputs[0].type())));
+    }
+    const static_route r = route_for_shape(routes, routes.cases.empty() ? key : routed_key);
     first = serving(o, r.backend);  // validate_sources made sure the route names one
     first_config = r.config;
     d->tier = r.tier;

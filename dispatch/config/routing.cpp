@@ -125,12 +125,14 @@ void check_cases(const std::vector<op_catalog_entry>& catalog, const std::vector
   for (const auto& c : r.cases) {
     check(catalog, backends, c.origin, op, &c.backend);
     for (const auto& name : c.when.names())
-      if (std::find(it->key_names.begin(), it->key_names.end(), name) == it->key_names.end())
+      if (name != route_esize_component &&
+          std::find(it->key_names.begin(), it->key_names.end(), name) == it->key_names.end())
         throw error(errc::config_error, c.origin,
                     "condition '" + c.when.text() + "' reads '" + name +
                         "', which is not a shape-key component of '" + op + "'; valid components: " +
                         (it->key_names.empty() ? std::string("(none: the op has no shape key)")
-                                               : join(it->key_names)));
+                                               : join(it->key_names)) +
+                        ", and esize (bytes per element of the first output)");
   }
 }
 

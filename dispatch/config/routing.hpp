@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dispatch/config/env_settings.hpp"
@@ -56,6 +57,10 @@ static_route resolve_route(const op_catalog_entry& op, const routing_sources& sr
 /// The route of one call: the first of `r.cases` whose condition holds for `key` (backend,
 /// config, tier and the entry's file:line as origin), else `r` itself without its cases.
 static_route route_for_shape(const static_route& r, const shape_key& key);
+/// Conditions may also read `esize`: bytes per element of the call's first output (4 for f32,
+/// 2 for f16 and bf16), which the dispatcher adds to the shape key for routing only, so that a
+/// profile can route 16-bit calls of an op apart from f32 ones.
+inline constexpr std::string_view route_esize_component = "esize";
 
 /// The candidate order for a call: `first`, then the op's other backends in built-in order.
 std::vector<std::string> candidate_order(const op_catalog_entry& op, const std::string& first);

@@ -754,6 +754,44 @@ TEST(Dispatch, ConditionalRoutesPickTheBackendPerShape) {
   EXPECT_EQ(mm->tier, pd::source_tier::vendor);
 }
 
+// `esize` (bytes per element of the call's first output) routes 16-bit calls apart from f32 ones.
+TEST(Dispatch, ConditionalRoutesReadTheOutputsElementSize) {
+  auto& q = test_queue();
+  temp_dir d;
+  auto routes = d.write("routes.yaml",
+                        "routes:\n"
+                        "  add:\n"
+                        "    - {when: \"esize == 2 && n >= 4\", backend: host}\n"
+                        "    - {when: \"esize >= 4\", backend: opencl, config: \"wg=64,vec=1,ept=1\"}\n");
+  env_scope env(env_vars{{"PRISM_ROUTES", routes}});
+  pd::testing::reload_config();
+  auto call = [&](dtype t) {
+    op_call c;
+    c.op = "add";
+    const std::vector<float> a{1, 2, 3, 4}, b{10, 20, 30, 40};
+    c.inputs = {tensor::from_floats(q, a, {4}, t), tensor::from_floats(q, b, {4}, t)};
+    c.attrs = {{"alpha", 1.0}};
+    auto r = pd::dispatch_call(q, c);
+    EXPECT_EQ(c.outputs[0].to_floats(q), (std::vector<float>{11, 22, 33, 44})) << dtype_name(t);
+    return r;
+  };
+  const auto f32 = call(dtype::f32);
+  EXPECT_EQ(f32.backend, "opencl");
+  EXPECT_EQ(f32.config, "wg=64,vec=1,ept=1");
+  EXPECT_EQ(f32.reason, routes + ":4");
+  for (dtype t : {dtype::f16, dtype::bf16}) {
+    const auto half = call(t);
+    EXPECT_EQ(half.backend, "host") << dtype_name(t);
+    EXPECT_EQ(half.reason, routes + ":3") << dtype_name(t);
+  }
+  // A key component and esize are both valid names; a misspelt one lists them.
+  auto bad = d.write("bad.yaml", "routes:\n  add: [{when: \"bytes == 2\", backend: host}]\n");
+  env_scope env2(env_vars{{"PRISM_ROUTES", bad}});
+  std::string what;
+  EXPECT_EQ(code_of([&] { pd::testing::reload_config(); }, &what), errc::config_error);
+  EXPECT_NE(what.find("and esize"), std::string::npos) << what;
+}
+
 // An env route outranks the conditions; conditions with bad names or configs stop start-up.
 TEST(Dispatch, ConditionalRoutesPrecedenceAndStartupErrors) {
   auto& q = test_queue();
