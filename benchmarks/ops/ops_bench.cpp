@@ -158,6 +158,12 @@ const bench_case cases[] = {
     {"rotary_embedding", "tokens=2048,heads=64,d=128,rot=128", dtype::i64},
     {"embedding", "n=1024,v=32000,d=4096", dtype::f32},
     {"embedding", "n=1024,v=32000,d=4096", dtype::bf16},
+    // Decode attention over a KV cache (the sample fills two thirds of max_seq: 4097 keys of
+    // 6145, 2731 of 4096). Its byte count is the whole cache's: GB/s here understates the keys read.
+    {"decode_attention", "heads=32,kv_heads=8,d=128,max_seq=6145", dtype::f32},
+    {"decode_attention", "heads=32,kv_heads=8,d=128,max_seq=6145", dtype::bf16},
+    {"decode_attention", "heads=16,kv_heads=8,d=128,max_seq=4096", dtype::f32},
+    {"decode_attention", "heads=16,kv_heads=8,d=128,max_seq=4096", dtype::bf16},
 };
 
 }  // namespace

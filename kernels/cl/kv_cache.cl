@@ -15,7 +15,9 @@
 // Defines: A_K (qkv / query / output kind), K_K (cache kind), W_K (norm weight kind), C_K
 // (cos/sin kind), P_K (positions kind), D, ROT, WG (power of two), NEOX, HAS_QN, HAS_KN,
 // ACC_N (ceil(D / WG)), KROW16 (0/1: cache rows 16-byte aligned, read 16 bytes per load), ROWS
-// (decode_attention's variant 1 for CPUs: decode_attention_rows, one work-item per query head).
+// (decode_attention's variant 1 for CPUs: decode_attention_rows, one work-item per query head),
+// GROUPED (variant 2 for GPUs: decode_attention_grouped, one work-group per kv head serving its
+// GROUPED query heads; 0 otherwise).
 
 #if defined(QKV_ROPE_CACHE) || defined(DECODE_ATTENTION)
 // RoPE of dim i < ROT of a head row: it mixes the row's dims rope_first(i) and rope_second(i)
@@ -372,6 +374,188 @@ __kernel void decode_attention_rows(long hq, long hk, long S, long max_pos, floa
   for (int i = 0; i < D; ++i) STORE(A_K, o, i, acc[i] * inv);
 }
 #else
+#if SPLIT
+// One group's partial for one query head: its D unnormalized sums (item d holds acc[a] for
+// d = lid + a WG), the running max and the sum of exponentials, at `mine` (D + 2 floats).
+void store_partial(__global float* mine, const float* acc, float m, float l) {
+  const int lid = get_local_id(0);
+  for (int a = 0; a < ACC_N; ++a) {
+    const int d = lid + a * WG;
+    if (d < D) mine[d] = acc[a];
+  }
+  if (lid == 0) {
+    mine[D] = m;
+    mine[D + 1] = l;
+  }
+}
+// The last group of a head combines its `used` partials (split t at all + t (D + 2); only the
+// splits below the visible length hold keys; volatile loads are L2 round trips) into row o.
+void combine_splits(volatile __global const float* all, long used, __global STYPE(A_K)* o) {
+  const int lid = get_local_id(0);
+  float mx = -INFINITY;
+  for (long t = 0; t < used; ++t) mx = fmax(mx, all[t * (D + 2) + D]);
+  float sum = 0;
+  for (long t = 0; t < used; ++t) {
+    const float mt = all[t * (D + 2) + D];
+    sum += mt == -INFINITY ? 0.0f : all[t * (D + 2) + D + 1] * exp(mt - mx);
+  }
+  for (int d = lid; d < D; d += WG) {
+    float x = 0;
+    for (long t = 0; t < used; ++t) {
+      const float mt = all[t * (D + 2) + D];
+      if (mt != -INFINITY) x += all[t * (D + 2) + d] * exp(mt - mx);
+    }
+    STORE(A_K, o, d, sum > 0 ? x / sum : 0.0f);
+  }
+}
+#endif
+
+#if GROUPED
+// Variant 2 (GPUs, grouped-query attention): work-group (g, s) serves all G = GROUPED query heads
+// of kv head g over keys [s * CHUNK, (s + 1) * CHUNK) (all keys unsplit), so each key and value
+// row is read once per group instead of once per query head. Per step of WG keys, item j scores
+// its key against the G queries; the G online softmaxes reduce side by side; item d then sweeps
+// the step's values once, updating the G heads' outputs. Split: partials per query head, and the
+// last group of each kv head combines its G heads (counters per kv head).
+#define G GROUPED
+__kernel void decode_attention_grouped(long hq, long hk, long S, long max_pos, float scale, float eps,
+                                       __global const STYPE(A_K)* qkv, long qkv_off,
+                                       __global const STYPE(P_K)* pos, long p_off, __global const STYPE(C_K)* cs,
+                                       long c_off, __global STYPE(K_K)* cache, long cache_off,
+                                       __global const STYPE(W_K)* qn, long qn_off, __global const STYPE(W_K)* kn,
+                                       long kn_off, __global STYPE(A_K)* out, long o_off, __global float* part,
+                                       __global int* counters) {
+  __local float row[D], part_l[WG], qs[G * D], kr[D], vr[D], ps[G * WG], red[G * WG];
+  __local int last_l;
+  const int lid = get_local_id(0);
+  const long kvh = get_group_id(0), sidx = get_group_id(1), splits = get_num_groups(1);
+  const long p = LOADL(P_K, pos, p_off);
+  const long L = p < 0 ? 0 : min(p + 1, S);
+#if SPLIT
+  const long kb = min(sidx * CHUNK, L), ke = min(kb + CHUNK, L);
+  const bool empty = kb >= ke && sidx > 0;
+#else
+  const long kb = 0, ke = L;
+  const bool empty = false;
+#endif
+  float m[G], l[G], acc[G][ACC_N];
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0;
+    for (int a = 0; a < ACC_N; ++a) acc[g][a] = 0;
+  }
+  if (!empty) {
+    const bool rotate = p >= 0 && p < max_pos;
+    __global const STYPE(C_K)* c = cs + c_off + (rotate ? p : 0) * ROT;
+    for (int g = 0; g < G; ++g)
+      head_norm_rope(qkv + qkv_off + (kvh * G + g) * D, qn + qn_off, HAS_QN, eps, c, rotate, row, part_l,
+                     qs + g * D);
+    head_norm_rope(qkv + qkv_off + (hq + kvh) * D, kn + kn_off, HAS_KN, eps, c, rotate, row, part_l, kr);
+    __global const STYPE(A_K)* vsrc = qkv + qkv_off + (hq + hk + kvh) * D;
+    const bool writer = sidx == 0 && p >= 0 && p < S;
+    __global STYPE(K_K)* K = cache + cache_off + kvh * S * D;
+    __global STYPE(K_K)* V = cache + cache_off + (hk + kvh) * S * D;
+    // As NEW_KV_ROWS, for the G query rows.
+    for (int i = lid; i < D; i += WG) {
+      const float v = LOAD(A_K, vsrc, i);
+      if (writer) {
+        STORE(K_K, K + p * D, i, kr[i]);
+        STORE(K_K, V + p * D, i, v);
+      }
+      kr[i] = ROUND(K_K, kr[i]);
+      vr[i] = ROUND(K_K, v);
+      for (int g = 0; g < G; ++g) qs[g * D + i] = ROUND(A_K, qs[g * D + i]) * scale;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (long j0 = kb; j0 < ke; j0 += WG) {
+      const long j = j0 + lid;
+      float s[G];
+      for (int g = 0; g < G; ++g) s[g] = j < ke ? 0.0f : -INFINITY;
+      if (j < ke) {
+        // The new position's key comes from local memory (another group may be writing it).
+        if (j == p) {
+          for (int d = 0; d < D; ++d)
+            for (int g = 0; g < G; ++g) s[g] = fma(qs[g * D + d], kr[d], s[g]);
+        } else {
+          __global const STYPE(K_K)* k = K + j * D;
+#if D % 4 == 0
+          for (int d = 0; d < D; d += 4) {
+            const float4 kv = LOAD4(K_K, k, d);
+            for (int g = 0; g < G; ++g) s[g] += dot(vload4(0, qs + g * D + d), kv);
+          }
+#else
+          for (int d = 0; d < D; ++d) {
+            const float kv = LOAD(K_K, k, d);
+            for (int g = 0; g < G; ++g) s[g] = fma(qs[g * D + d], kv, s[g]);
+          }
+#endif
+        }
+      }
+      for (int g = 0; g < G; ++g) red[g * WG + lid] = s[g];
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (int w = WG / 2; w > 0; w >>= 1) {
+        if (lid < w)
+          for (int g = 0; g < G; ++g) red[g * WG + lid] = fmax(red[g * WG + lid], red[g * WG + lid + w]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+      }
+      float mnew[G], alpha[G];
+      for (int g = 0; g < G; ++g) mnew[g] = fmax(m[g], red[g * WG]);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (int g = 0; g < G; ++g) {
+        const float e = j < ke ? exp(s[g] - mnew[g]) : 0.0f;
+        ps[g * WG + lid] = e;
+        red[g * WG + lid] = e;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (int w = WG / 2; w > 0; w >>= 1) {
+        if (lid < w)
+          for (int g = 0; g < G; ++g) red[g * WG + lid] += red[g * WG + lid + w];
+        barrier(CLK_LOCAL_MEM_FENCE);
+      }
+      for (int g = 0; g < G; ++g) {
+        alpha[g] = exp(m[g] - mnew[g]);
+        l[g] = l[g] * alpha[g] + red[g * WG];
+        m[g] = mnew[g];
+      }
+      const int cnt = (int)min((long)WG, ke - j0);
+      for (int a = 0; a < ACC_N; ++a) {
+        const int d = lid + a * WG;
+        if (d < D) {
+          for (int g = 0; g < G; ++g) acc[g][a] *= alpha[g];
+          for (int jj = 0; jj < cnt; ++jj) {
+            const long jv = j0 + jj;
+            const float v = jv == p ? vr[d] : LOAD(K_K, V + jv * D, d);
+            for (int g = 0; g < G; ++g) acc[g][a] = fma(ps[g * WG + jj], v, acc[g][a]);
+          }
+        }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+  }  // !empty
+#if SPLIT
+  for (int g = 0; g < G; ++g) store_partial(part + ((kvh * G + g) * splits + sidx) * (D + 2), acc[g], m[g], l[g]);
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  barrier(CLK_GLOBAL_MEM_FENCE);
+  if (lid == 0) last_l = atomic_inc(counters + kvh) == splits - 1;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (!last_l) return;
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  for (int g = 0; g < G; ++g)
+    combine_splits(part + (kvh * G + g) * splits * (D + 2), max((L + CHUNK - 1) / CHUNK, 1L),
+                   out + o_off + (kvh * G + g) * D);
+  if (lid == 0) counters[kvh] = 0;  // ready for the next launch
+#else
+  for (int g = 0; g < G; ++g) {
+    const float inv = L > 0 ? 1.0f / l[g] : 0.0f;
+    for (int a = 0; a < ACC_N; ++a) {
+      const int d = lid + a * WG;
+      if (d < D) STORE(A_K, out + o_off + (kvh * G + g) * D, d, acc[g][a] * inv);
+    }
+  }
+#endif
+}
+#undef G
+#else
 // Split over keys when SPLIT: work-group (h, s) takes keys [s * CHUNK, (s + 1) * CHUNK) of head
 // h and writes its unnormalized output, max and sum to `part`; the last of the head's groups to
 // finish (an atomic counter, reset by it for the next launch) combines them. The grid covers the
@@ -415,15 +599,7 @@ __kernel void decode_attention(long hq, long hk, long S, long max_pos, float sca
   }  // !empty
   __global STYPE(A_K)* o = out + o_off + h * D;
 #if SPLIT
-  __global float* mine = part + (h * splits + sidx) * (D + 2);
-  for (int a = 0; a < ACC_N; ++a) {
-    const int d = lid + a * WG;
-    if (d < D) mine[d] = acc[a];
-  }
-  if (lid == 0) {
-    mine[D] = m;
-    mine[D + 1] = l;
-  }
+  store_partial(part + (h * splits + sidx) * (D + 2), acc, m, l);
   // Publish the partial device-wide, then count this group in; the last one combines.
   mem_fence(CLK_GLOBAL_MEM_FENCE);
   barrier(CLK_GLOBAL_MEM_FENCE);
@@ -431,24 +607,7 @@ __kernel void decode_attention(long hq, long hk, long S, long max_pos, float sca
   barrier(CLK_LOCAL_MEM_FENCE);
   if (!last_l) return;
   mem_fence(CLK_GLOBAL_MEM_FENCE);
-  volatile __global const float* all = part + h * splits * (D + 2);
-  // Only the splits below the visible length hold keys (volatile loads are L2 round trips).
-  const long used = max((L + CHUNK - 1) / CHUNK, 1L);
-  float mx = -INFINITY;
-  for (long t = 0; t < used; ++t) mx = fmax(mx, all[t * (D + 2) + D]);
-  float sum = 0;
-  for (long t = 0; t < used; ++t) {
-    const float mt = all[t * (D + 2) + D];
-    sum += mt == -INFINITY ? 0.0f : all[t * (D + 2) + D + 1] * exp(mt - mx);
-  }
-  for (int d = lid; d < D; d += WG) {
-    float x = 0;
-    for (long t = 0; t < used; ++t) {
-      const float mt = all[t * (D + 2) + D];
-      if (mt != -INFINITY) x += all[t * (D + 2) + d] * exp(mt - mx);
-    }
-    STORE(A_K, o, d, sum > 0 ? x / sum : 0.0f);
-  }
+  combine_splits(part + h * splits * (D + 2), max((L + CHUNK - 1) / CHUNK, 1L), o);
   if (lid == 0) counters[h] = 0;  // ready for the next launch
 #else
   const float inv = L > 0 ? 1.0f / l : 0.0f;
@@ -458,5 +617,6 @@ __kernel void decode_attention(long hq, long hk, long S, long max_pos, float sca
   }
 #endif
 }
+#endif  // GROUPED
 #endif  // ROWS
 #endif

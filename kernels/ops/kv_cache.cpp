@@ -517,6 +517,9 @@ op_descriptor make_kv_cache_attention() {
 
 // ---- decode_attention ----------------------------------------------------------------------
 
+/// Variant 2 keeps G query heads' scores, softmax state and outputs per work-item: at most this many.
+constexpr std::int64_t kMaxGroupedHeads = 8;
+
 op_descriptor make_decode_attention() {
   op_descriptor d;
   d.name = "decode_attention";
@@ -578,9 +581,11 @@ op_descriptor make_decode_attention() {
   config_schema s;
   s.params = {{"variant",
                0,
-               {0, 1},
+               {0, 1, 2},
                "0: a work-group per query head, its items splitting each step's keys (GPUs); 1: one work-item "
-               "per query head walking the keys with no barriers (CPUs: wg and chunk do not apply)"},
+               "per query head walking the keys with no barriers (CPUs: wg and chunk do not apply); 2: as 0, "
+               "with one work-group per kv head serving all its query heads, each key and value read once "
+               "(GPUs, grouped-query attention with at most 8 query heads per kv head)"},
               {"wg", 64, {16, 32, 64, 128, 256}, "variant 0: work-group size: keys per step of the online softmax"},
               {"chunk",
                0,
@@ -596,8 +601,24 @@ op_descriptor make_decode_attention() {
   op_implementation impl;
   impl.name = "opencl.decode_attention";
   impl.kernel_file = "kv_cache.cl";
-  impl.supports = [](const device& dev, const op_call&, const kernel_config& cfg) {
-    return check_wg(dev, cfg.at("wg"));
+  impl.supports = [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
+    if (auto r = check_wg(dev, cfg.at("wg"))) return r;
+    if (cfg.at("variant") != 2) return std::nullopt;
+    const auto h = heads_of(c);
+    const std::int64_t group = h.hq / h.hk;
+    // Every item holds output dims: with more items than dims, PoCL 3.1 builds this kernel wrong
+    // (the second query head's outputs are lost; found by the op suite's d=8 case).
+    if (cfg.at("wg") > h.d)
+      return fmt::format("variant=2 needs wg <= d (every item holds output dims); wg={}, d={}", cfg.at("wg"), h.d);
+    if (group > kMaxGroupedHeads)
+      return fmt::format("variant=2 serves at most {} query heads per kv head; this call has {} / {} = {}",
+                         kMaxGroupedHeads, h.hq, h.hk, group);
+    // row, part, qs, kr, vr, ps, red (floats) and the last-group flag.
+    const auto local = static_cast<std::uint64_t>(4 * (3 * h.d + cfg.at("wg") + group * h.d + 2 * group * cfg.at("wg")) + 4);
+    if (local > dev.local_mem_size())
+      return fmt::format("variant=2 needs {} bytes of local memory here; the device has {}", local,
+                         dev.local_mem_size());
+    return std::nullopt;
   };
   impl.enqueue = [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) -> event {
     const auto h = heads_of(c);
@@ -610,22 +631,27 @@ op_descriptor make_decode_attention() {
     tensor qn = has_qn ? c.inputs[4].contiguous(q) : qkv;
     tensor kn = has_kn ? c.inputs[5].contiguous(q) : qkv;
     const dtype wt = has_qn ? qn.type() : has_kn ? kn.type() : dtype::f32;
-    const bool rows = cfg.at("variant") == 1;
+    const bool rows = cfg.at("variant") == 1, grouped = cfg.at("variant") == 2;
     const std::int64_t wg = rows ? 1 : cfg.at("wg"), chunk = rows ? 0 : cfg.at("chunk");
+    const std::int64_t group = grouped ? h.hq / h.hk : 0;
     const std::int64_t splits = chunk > 0 ? std::max<std::int64_t>((h.S + chunk - 1) / chunk, 1) : 1;
     const std::string opts =
         "-DDECODE_ATTENTION " + dtype_defines("A", qkv.type()) + dtype_defines("K", cache.type()) +
         dtype_defines("W", wt) + dtype_defines("C", cs.type()) + dtype_defines("P", pos.type()) +
         fmt::format(
-            "-DD={} -DROT={} -DWG={} -DNEOX={} -DHAS_QN={} -DHAS_KN={} -DACC_N={} -DSPLIT={} -DCHUNK={} -DROWS={}",
+            "-DD={} -DROT={} -DWG={} -DNEOX={} -DHAS_QN={} -DHAS_KN={} -DACC_N={} -DSPLIT={} -DCHUNK={} -DROWS={} "
+            "-DGROUPED={}",
             h.d, cs.size(1), wg, c.get_bool("is_neox") ? 1 : 0, has_qn ? 1 : 0, has_kn ? 1 : 0,
-            (h.d + wg - 1) / wg, splits > 1 ? 1 : 0, std::max<std::int64_t>(chunk, 1), rows ? 1 : 0) +
+            (h.d + wg - 1) / wg, splits > 1 ? 1 : 0, std::max<std::int64_t>(chunk, 1), rows ? 1 : 0, group) +
         krow16_define(cache, h.d);
     kernel k = build_kernel(q.get_context(), "kv_cache.cl", src, opts,
-                            rows ? "decode_attention_rows" : "decode_attention");
+                            rows      ? "decode_attention_rows"
+                            : grouped ? "decode_attention_grouped"
+                                      : "decode_attention");
     const auto uwg = static_cast<std::size_t>(wg);
     // Rows: one item per query head, each in its own group so that the heads spread over threads.
-    const nd_range r(range<2>(uwg * static_cast<std::size_t>(h.hq), static_cast<std::size_t>(splits)),
+    // Grouped: one group per kv head.
+    const nd_range r(range<2>(uwg * static_cast<std::size_t>(grouped ? h.hk : h.hq), static_cast<std::size_t>(splits)),
                      range<2>(uwg, std::size_t{1}));
     const float scale = static_cast<float>(scale_of(c, h.d)), eps = static_cast<float>(c.get_f64("eps"));
     // Split: the partials and per-head counters (zero: each launch's last group resets its own).
