@@ -326,6 +326,13 @@ device_state& get_device_state_locked(state& s, const device& dev) {
   return s.devices.emplace_back(std::move(d));
 }
 
+// What route conditions read: the call's shape key and `esize`, its first output's element size.
+shape_key routing_key(shape_key key, const op_call& call) {
+  if (!call.outputs.empty() && call.outputs[0].defined())
+    key.set(route_esize_component, static_cast<std::int64_t>(dtype_size(call.outputs[0].type())));
+  return key;
+}
+
 // The memo key: device, op, and everything of the call that routing and shape keys can depend
 // on (dtypes, shapes, attrs), without formatting strings.
 void signature_of(const device_state& dev, int op, const op_call& call, std::vector<std::int64_t>& sig) {
@@ -434,14 +441,8 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
     d->tier = source_tier::env;
     d->origin = "forced";
   } else {
-    const static_route& routes = dev.routes[op];
-    shape_key routed_key;
-    if (!routes.cases.empty()) {  // conditions see the shape key and the output's element size
-      routed_key = key;
-      if (!call.outputs.empty() && call.outputs[0].defined())
-        routed_key.set(route_esize_component, static_cast<std::int64_t>(dtype_size(call.outputs[0].type())));
-    }
-    const static_route r = route_for_shape(routes, routes.cases.empty() ? key : routed_key);
+    const static_route& routes = dev.routes[op];  // shape conditions, if any
+    const static_route r = routes.cases.empty() ? routes : route_for_shape(routes, routing_key(key, call));
     first = serving(o, r.backend);  // validate_sources made sure the route names one
     first_config = r.config;
     d->tier = r.tier;

@@ -249,18 +249,20 @@ inline float round_f16(float v) {
 }
 #define ROUND(K, v) PRISM_XCAT(round_, K)(v)
 // Dims first, first + step, ... of the new token: the writer stores k and v at position p; every
-// item keeps them, and its scaled query, rounded as a reader of the cache would see them. Both
-// variants use it, on private (variant 1) or local (variant 0) kr, vr and qs.
-#define NEW_KV_ROWS(first, step)                                 \
-  for (int i = (first); i < D; i += (step)) {                    \
-    const float v = LOAD(A_K, vsrc, i);                          \
-    if (writer) {                                                \
-      STORE(K_K, K + p * D, i, kr[i]);                           \
-      STORE(K_K, V + p * D, i, v);                               \
-    }                                                            \
-    kr[i] = ROUND(K_K, kr[i]);                                   \
-    vr[i] = ROUND(K_K, v);                                       \
-    qs[i] = ROUND(A_K, qs[i]) * scale; /* as a stored query */   \
+// item keeps them, and its nq scaled query rows (qs[g D + i]), rounded as a reader of the cache
+// would see them. Every variant uses it, on private (variant 1) or local (variants 0 and 2) kr,
+// vr and qs.
+#define NEW_KV_ROWS(first, step, nq)                                                   \
+  for (int i = (first); i < D; i += (step)) {                                          \
+    const float v = LOAD(A_K, vsrc, i);                                                \
+    if (writer) {                                                                      \
+      STORE(K_K, K + p * D, i, kr[i]);                                                 \
+      STORE(K_K, V + p * D, i, v);                                                     \
+    }                                                                                  \
+    kr[i] = ROUND(K_K, kr[i]);                                                         \
+    vr[i] = ROUND(K_K, v);                                                             \
+    for (int g_ = 0; g_ < (nq); ++g_)                                                  \
+      qs[g_ * D + i] = ROUND(A_K, qs[g_ * D + i]) * scale; /* as a stored query */     \
   }
 // Four consecutive values of kind K as a float4.
 inline float4 load4_f32(__global const float* p, long i) { return vload4(0, p + i); }
@@ -313,7 +315,7 @@ __kernel void decode_attention_rows(long hq, long hk, long S, long max_pos, floa
   const bool writer = h % group == 0 && p >= 0 && p < S;
   __global STYPE(K_K)* K = cache + cache_off + kvh * S * D;
   __global STYPE(K_K)* V = cache + cache_off + (hk + kvh) * S * D;
-  NEW_KV_ROWS(0, 1);
+  NEW_KV_ROWS(0, 1, 1);
   float m = -INFINITY, l = 0;
 #if D % 4 == 0
   // Four dims per vector: the key's dot product and the value's update are D / 4 vector FMAs.
@@ -388,6 +390,17 @@ void store_partial(__global float* mine, const float* acc, float m, float l) {
     mine[D + 1] = l;
   }
 }
+// Publishes this group's partials device-wide and counts the group in at *counter; true in the
+// last of the `splits` groups to arrive, which then reads every partial (all items call it).
+bool last_split(__global int* counter, long splits, __local int* last_l) {
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  barrier(CLK_GLOBAL_MEM_FENCE);
+  if (get_local_id(0) == 0) *last_l = atomic_inc(counter) == splits - 1;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (!*last_l) return false;
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  return true;
+}
 // The last group of a head combines its `used` partials (split t at all + t (D + 2); only the
 // splits below the visible length hold keys; volatile loads are L2 round trips) into row o.
 void combine_splits(volatile __global const float* all, long used, __global STYPE(A_K)* o) {
@@ -406,6 +419,17 @@ void combine_splits(volatile __global const float* all, long used, __global STYP
       if (mt != -INFINITY) x += all[t * (D + 2) + d] * exp(mt - mx);
     }
     STORE(A_K, o, d, sum > 0 ? x / sum : 0.0f);
+  }
+}
+#else
+// Unsplit: one head's output row o = acc / l (item d holds acc[a] for d = lid + a WG); zeros when
+// no key is visible.
+void store_normalized(__global STYPE(A_K)* o, const float* acc, float l, long L) {
+  const int lid = get_local_id(0);
+  const float inv = L > 0 ? 1.0f / l : 0.0f;
+  for (int a = 0; a < ACC_N; ++a) {
+    const int d = lid + a * WG;
+    if (d < D) STORE(A_K, o, d, acc[a] * inv);
   }
 }
 #endif
@@ -455,17 +479,7 @@ __kernel void decode_attention_grouped(long hq, long hk, long S, long max_pos, f
     const bool writer = sidx == 0 && p >= 0 && p < S;
     __global STYPE(K_K)* K = cache + cache_off + kvh * S * D;
     __global STYPE(K_K)* V = cache + cache_off + (hk + kvh) * S * D;
-    // As NEW_KV_ROWS, for the G query rows.
-    for (int i = lid; i < D; i += WG) {
-      const float v = LOAD(A_K, vsrc, i);
-      if (writer) {
-        STORE(K_K, K + p * D, i, kr[i]);
-        STORE(K_K, V + p * D, i, v);
-      }
-      kr[i] = ROUND(K_K, kr[i]);
-      vr[i] = ROUND(K_K, v);
-      for (int g = 0; g < G; ++g) qs[g * D + i] = ROUND(A_K, qs[g * D + i]) * scale;
-    }
+    NEW_KV_ROWS(lid, WG, G);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (long j0 = kb; j0 < ke; j0 += WG) {
       const long j = j0 + lid;
@@ -534,24 +548,13 @@ __kernel void decode_attention_grouped(long hq, long hk, long S, long max_pos, f
   }  // !empty
 #if SPLIT
   for (int g = 0; g < G; ++g) store_partial(part + ((kvh * G + g) * splits + sidx) * (D + 2), acc[g], m[g], l[g]);
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
-  barrier(CLK_GLOBAL_MEM_FENCE);
-  if (lid == 0) last_l = atomic_inc(counters + kvh) == splits - 1;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (!last_l) return;
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  if (!last_split(counters + kvh, splits, &last_l)) return;
   for (int g = 0; g < G; ++g)
     combine_splits(part + (kvh * G + g) * splits * (D + 2), max((L + CHUNK - 1) / CHUNK, 1L),
                    out + o_off + (kvh * G + g) * D);
   if (lid == 0) counters[kvh] = 0;  // ready for the next launch
 #else
-  for (int g = 0; g < G; ++g) {
-    const float inv = L > 0 ? 1.0f / l[g] : 0.0f;
-    for (int a = 0; a < ACC_N; ++a) {
-      const int d = lid + a * WG;
-      if (d < D) STORE(A_K, out + o_off + (kvh * G + g) * D, d, acc[g][a] * inv);
-    }
-  }
+  for (int g = 0; g < G; ++g) store_normalized(out + o_off + (kvh * G + g) * D, acc[g], l[g], L);
 #endif
 }
 #undef G
@@ -593,28 +596,18 @@ __kernel void decode_attention(long hq, long hk, long S, long max_pos, float sca
   const bool writer = h % group == 0 && sidx == 0 && p >= 0 && p < S;
   __global STYPE(K_K)* K = cache + cache_off + kvh * S * D;
   __global STYPE(K_K)* V = cache + cache_off + (hk + kvh) * S * D;
-  NEW_KV_ROWS(lid, WG);
+  NEW_KV_ROWS(lid, WG, 1);
   barrier(CLK_LOCAL_MEM_FENCE);
   attend_keys(qs, K, V, kb, ke, p, kr, vr, ps, red, &m, &l, acc);
   }  // !empty
   __global STYPE(A_K)* o = out + o_off + h * D;
 #if SPLIT
   store_partial(part + (h * splits + sidx) * (D + 2), acc, m, l);
-  // Publish the partial device-wide, then count this group in; the last one combines.
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
-  barrier(CLK_GLOBAL_MEM_FENCE);
-  if (lid == 0) last_l = atomic_inc(counters + h) == splits - 1;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (!last_l) return;
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  if (!last_split(counters + h, splits, &last_l)) return;  // the last group combines
   combine_splits(part + h * splits * (D + 2), max((L + CHUNK - 1) / CHUNK, 1L), o);
   if (lid == 0) counters[h] = 0;  // ready for the next launch
 #else
-  const float inv = L > 0 ? 1.0f / l : 0.0f;
-  for (int a = 0; a < ACC_N; ++a) {
-    const int d = lid + a * WG;
-    if (d < D) STORE(A_K, o, d, acc[a] * inv);
-  }
+  store_normalized(o, acc, l, L);
 #endif
 }
 #endif  // GROUPED

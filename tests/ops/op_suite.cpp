@@ -81,16 +81,12 @@ class config_test : public ::testing::Test {
     op_call c = d_->sample(q, shape_key::parse(shape_), o);
     // A config may decline a shape (a stated limit, e.g. work-group size against the head dim):
     // skipped with its reasons when every implementation declines, run otherwise.
-    std::string declined;
-    for (const auto& impl : d_->implementations) {
-      const auto why = impl.supports ? impl.supports(q.get_device(), c, cfg_) : std::nullopt;
-      if (!why) {
-        declined.clear();
-        break;
-      }
-      declined += (declined.empty() ? "" : "; ") + impl.name + ": " + *why;
+    std::vector<std::string> refusals;
+    if (!select_implementation(*d_, q.get_device(), c, cfg_, &refusals)) {
+      std::string why;
+      for (const auto& r : refusals) why += "; " + r;
+      GTEST_SKIP() << cfg_.str() << " declines " << shape_ << why;
     }
-    if (!declined.empty()) GTEST_SKIP() << cfg_.str() << " declines " << shape_ << ": " << declined;
     run_and_compare(*d_, c, cfg_, false);
   }
 
