@@ -305,14 +305,15 @@ tensor safetensors_file::load(const queue& q, const std::string& name, std::opti
   return load_view(q, get(name), as, path());
 }
 
-std::map<std::string, tensor> safetensors_file::load_all(const queue& q,
-                                                         std::optional<prism::dtype> as) const {
-  return load_named(q, names(), as);
+std::map<std::string, tensor> safetensors_file::load_all(const queue& q, std::optional<prism::dtype> as,
+                                                         cpu_placement place) const {
+  return load_named(q, names(), as, place);
 }
 
 std::map<std::string, tensor> safetensors_file::load_named(const queue& q,
                                                            const std::vector<std::string>& names,
-                                                           std::optional<prism::dtype> as) const {
+                                                           std::optional<prism::dtype> as,
+                                                           cpu_placement place) const {
   std::map<std::string, tensor> out;
   const std::byte* file_begin = file_->bytes().data();
   std::vector<const safetensor_view*> selected;
@@ -347,11 +348,12 @@ std::map<std::string, tensor> safetensors_file::load_named(const queue& q,
     if (hi - lo > max_alloc) shared.clear();
   }
   if (!shared.empty()) {
-    // CPU devices: the buffer is the file's private mapping itself, from the page holding the
-    // first byte (no copy; kernels' writes copy the page, the file never changes). Elsewhere:
-    // one buffer and one copy of the range.
+    // CPU devices, placement mapped: the buffer is the file's private mapping itself, from the
+    // page holding the first byte (no copy; kernels' writes copy the page, the file never
+    // changes). Otherwise one buffer and one copy of the range.
     buffer<std::byte> storage;
-    if (std::byte* map = file_->mapping()) {
+    std::byte* map = place == cpu_placement::mapped ? file_->mapping() : nullptr;
+    if (map) {
       const std::uint64_t page_lo = lo & ~static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE) - 1);
       storage = buffer<std::byte>::over_host(q.get_context(), map + page_lo, hi - page_lo, file_);
       if (storage) {
@@ -479,14 +481,15 @@ tensor safetensors_checkpoint::load(const queue& q, const std::string& name,
   return shards_[it->second].load(q, name, as);
 }
 
-std::map<std::string, tensor> safetensors_checkpoint::load_all(const queue& q,
-                                                               std::optional<prism::dtype> as) const {
-  return load_named(q, names(), as);
+std::map<std::string, tensor> safetensors_checkpoint::load_all(const queue& q, std::optional<prism::dtype> as,
+                                                               cpu_placement place) const {
+  return load_named(q, names(), as, place);
 }
 
 std::map<std::string, tensor> safetensors_checkpoint::load_named(const queue& q,
                                                                  const std::vector<std::string>& names,
-                                                                 std::optional<prism::dtype> as) const {
+                                                                 std::optional<prism::dtype> as,
+                                                                 cpu_placement place) const {
   std::vector<std::vector<std::string>> per_shard(shards_.size());
   for (const auto& name : names) {
     auto it = where_.find(name);
@@ -495,7 +498,7 @@ std::map<std::string, tensor> safetensors_checkpoint::load_named(const queue& q,
   }
   std::map<std::string, tensor> out;
   for (std::size_t i = 0; i < shards_.size(); ++i)
-    if (!per_shard[i].empty()) out.merge(shards_[i].load_named(q, per_shard[i], as));
+    if (!per_shard[i].empty()) out.merge(shards_[i].load_named(q, per_shard[i], as, place));
   return out;
 }
 

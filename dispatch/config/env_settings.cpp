@@ -66,7 +66,7 @@ const std::vector<std::string>& known_variables() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v = {
         // runtime, tuning db, kernels
-        "PRISM_DEVICE", "PRISM_DATA_DIR", "PRISM_LOG_LEVEL", "PRISM_TUNING_DB", "PRISM_RECORD_UNTUNED",
+        "PRISM_DEVICE", "PRISM_DATA_DIR", "PRISM_LOG_LEVEL", "PRISM_HUGE_PAGES", "PRISM_TUNING_DB", "PRISM_RECORD_UNTUNED",
         "PRISM_RECORD_UNTUNED_EXACT", "PRISM_ALLOW_TF32", "PRISM_TUNING_DB_LOCAL", "PRISM_TUNING_DB_REFRESH",
         "PRISM_TUNING_DB_TIMEOUT",
         // dispatcher (this file)

@@ -214,7 +214,7 @@ std::string read_text(const std::string& path) {
 }  // namespace
 
 checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max_context, bool keep_quantized,
-                           const queue* device) {
+                           const queue* device, io::cpu_placement place) {
   namespace fs = std::filesystem;
   if (!fs::exists(path))
     throw error(
@@ -234,7 +234,7 @@ checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max
     if (ck.config.sliding_window > 0)
       ck.config.max_seq_len = std::min(ck.config.max_seq_len, ck.config.sliding_window);
     if (device) {
-      ck.device = load_device_weights(*device, ck.config, path);
+      ck.device = load_device_weights(*device, ck.config, path, place);
       ck.config = ck.device->config;
     } else {
       ck.weights = model_weights::load(ck.config, path);

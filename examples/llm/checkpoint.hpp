@@ -40,9 +40,11 @@ struct checkpoint {
 /// keep_quantized, a GGUF file's Q8_0/Q4_0/Q4_1 projections and head stay block-quantized.
 /// With `device`, a Hugging Face folder's weights load straight onto its device
 /// (load_device_weights: the mapped file, no host f32 copies) into `device` and `weights` stays
-/// empty; GGUF files load to host weights as without it.
+/// empty (`place`: where on a CPU device, load_device_weights); GGUF files load to host weights
+/// as without it.
 checkpoint open_checkpoint(const std::string& path, dtype type, std::int64_t max_context,
-                           bool keep_quantized = false, const queue* device = nullptr);
+                           bool keep_quantized = false, const queue* device = nullptr,
+                           io::cpu_placement place = io::cpu_placement::mapped);
 
 /// Writes `weights` as a Hugging Face model folder that transformers and open_checkpoint read:
 /// config.json (LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM), model.safetensors (f32)

@@ -91,6 +91,9 @@ int main(int argc, char** argv) {
   app.add_flag("--dequantize", opt.dequantize,
                "expand a GGUF file's Q8_0/Q4_0/Q4_1 weights to --dtype (default: they stay quantized on the "
                "device)");
+  app.add_flag("--no-mmap", opt.no_mmap,
+               "CPU devices: copy a model folder's weights into prism's memory (2 MiB pages where the OS "
+               "gives them) instead of using the file's mapping in place: a slower load, faster decode");
   app.add_option("--quantize", opt.quantize,
                  "q8_0 or q4_0: quantize the linear weights at load (output head q8_0; embeddings and norms "
                  "stay float, as llama.cpp's quantizer does)");

@@ -159,7 +159,7 @@ run_result run_model(const run_options& opt) {
                            opt.quantize.empty() && opt.save_weights.empty() && opt.save_model.empty();
   if (!opt.model.empty()) {
     ck = open_checkpoint(opt.model, parse_dtype(opt.dtype), opt.max_context, !opt.dequantize,
-                         device_load ? &q : nullptr);
+                         device_load ? &q : nullptr, opt.no_mmap ? io::cpu_placement::copied : io::cpu_placement::mapped);
     config = ck->config;
   } else {
     config = preset(opt.preset);

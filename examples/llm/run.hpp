@@ -29,6 +29,9 @@ struct run_options {
   std::string model;
   /// A GGUF file's Q8_0/Q4_0/Q4_1 weights are expanded to `dtype` instead of staying quantized.
   bool dequantize = false;
+  /// A Hugging Face folder's weights on a CPU device are copied into prism's memory (2 MiB
+  /// pages) instead of used in place from the file's mapping: slower to load, faster decode.
+  bool no_mmap = false;
   /// "q8_0" or "q4_0": quantize the linear weights at load (weights.hpp: is_linear_weight).
   std::string quantize;
   std::int64_t max_context = 4096;  ///< KV cache positions: min(this, max_position_embeddings)

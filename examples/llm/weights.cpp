@@ -277,14 +277,15 @@ model_weights model_weights::load(const model_config& config, const std::string&
   return w;
 }
 
-device_weights load_device_weights(const queue& q, const model_config& config, const std::string& path) {
+device_weights load_device_weights(const queue& q, const model_config& config, const std::string& path,
+                                   io::cpu_placement place) {
   config.validate();
   io::safetensors_checkpoint file(path);
   device_weights w;
   w.config = config;
   std::vector<std::string> names;
   for (const auto& [name, shape] : checked_tensors(w.config, file, path)) names.push_back(name);
-  w.tensors = file.load_named(q, names, config.weight_dtype);
+  w.tensors = file.load_named(q, names, config.weight_dtype, place);
   for (const auto& shard : file.shards()) w.file_bytes += std::filesystem::file_size(shard.path());
   return w;
 }

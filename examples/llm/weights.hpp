@@ -10,6 +10,7 @@
 
 #include "examples/llm/model_config.hpp"
 #include "prism/io/gguf.hpp"
+#include "prism/io/safetensors.hpp"
 #include "prism/tensor.hpp"
 
 namespace prism::llm {
@@ -98,8 +99,10 @@ struct device_weights {
 /// io::safetensors_checkpoint::load_named: tensors stored as config.weight_dtype are views of
 /// the file's mapping (no copy on CPU devices), others are converted from the mapping into one
 /// allocation. The values are bit-identical to uploading model_weights::load's. Errors as
-/// model_weights::load, checked before anything loads.
-device_weights load_device_weights(const queue& q, const model_config& config, const std::string& path);
+/// model_weights::load, checked before anything loads. `place`: io::cpu_placement (copied
+/// puts the weights of a CPU device in prism's own memory, on huge pages: prism-llm --no-mmap).
+device_weights load_device_weights(const queue& q, const model_config& config, const std::string& path,
+                                   io::cpu_placement place = io::cpu_placement::mapped);
 
 /// Writes config as JSON metadata strings (for the safetensors header) and reads them back.
 std::map<std::string, std::string> config_metadata(const model_config& config);

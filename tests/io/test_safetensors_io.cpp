@@ -135,6 +135,30 @@ TEST(SafetensorsIo, LoadAllSharesOneStorageAndLeavesTheFileAlone) {
   EXPECT_EQ(safetensors_file(path).load_all(q).at("b").to_floats(q), b);
 }
 
+// cpu_placement: mapped tensors on a CPU device are the file's mapping (foreign memory of the
+// buffer); copied ones are one copy in prism's own memory, with the same values either way.
+TEST(SafetensorsIo, CopiedPlacementLoadsIntoPrismsOwnMemory) {
+  queue& q = test_queue();
+  const auto path = (temp_dir("placement") / "m.safetensors").string();
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {7, 8, 9};
+  write_safetensors(path, {{"a", {2, 3}, a}, {"b", {3}, b}}, dtype::f32);
+  const safetensors_file file(path);
+  const auto mapped = file.load_all(q);
+  const auto copied = file.load_all(q, {}, cpu_placement::copied);
+  EXPECT_EQ(copied.at("a").to_floats(q), a);
+  EXPECT_EQ(copied.at("b").to_floats(q), b);
+  EXPECT_TRUE(copied.at("a").same_storage(copied.at("b")));
+  EXPECT_FALSE(copied.at("a").same_storage(mapped.at("a")));
+  EXPECT_EQ(copied.at("a").storage().host_memory(), nullptr);
+  if (q.get_device().type() == device_type::cpu) {
+    EXPECT_NE(mapped.at("a").storage().host_memory(), nullptr);  // the mapping itself
+  }
+  tensor target = copied.at("a");
+  ops::fill(q, target, 2.0);
+  EXPECT_EQ(mapped.at("a").to_floats(q), a);
+  EXPECT_EQ(safetensors_checkpoint(path).load_all(q, {}, cpu_placement::copied).at("a").to_floats(q), a);
+}
+
 // load_named converting: each tensor has the bits of tensor::from_floats (RNE), as load(), the converted
 // tensors share one storage, a subset loads only its names, and a missing name is refused before any load.
 TEST(SafetensorsIo, LoadNamedConvertsFromTheMappingIntoOneStorage) {

@@ -68,10 +68,11 @@ std::vector<std::byte> host_bits(const host_tensor& h, dtype t) {
 
 // Loads `dir` both ways as `run`: every weight and the logits of a prefill and two decode steps
 // must be bit-identical.
-void expect_same_as_host_path(const fs::path& dir, dtype run) {
+void expect_same_as_host_path(const fs::path& dir, dtype run,
+                              io::cpu_placement place = io::cpu_placement::mapped) {
   queue& q = load_queue();
   const auto host = open_checkpoint(dir.string(), run, 64);
-  auto dev = open_checkpoint(dir.string(), run, 64, false, &q);
+  auto dev = open_checkpoint(dir.string(), run, 64, false, &q, place);
   ASSERT_TRUE(dev.device.has_value());
   EXPECT_FALSE(dev.weights.contains("model.norm.weight"));  // no host copy on the device path
   EXPECT_EQ(dev.config.summary(), host.config.summary());
@@ -102,7 +103,9 @@ void expect_same_as_host_path(const fs::path& dir, dtype run) {
 }
 
 TEST(DeviceLoad, F32StoredAndRunIsBitIdenticalToHostPath) {
-  expect_same_as_host_path(write_folder("f32", false, dtype::f32), dtype::f32);
+  const auto dir = write_folder("f32", false, dtype::f32);
+  expect_same_as_host_path(dir, dtype::f32);
+  expect_same_as_host_path(dir, dtype::f32, io::cpu_placement::copied);  // prism-llm --no-mmap
 }
 
 TEST(DeviceLoad, ConvertedDtypesAreBitIdenticalToHostPath) {

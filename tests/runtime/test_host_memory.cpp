@@ -5,9 +5,13 @@
 #include <cstdlib>
 #include <memory>
 #include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "prism/error.hpp"
 #include "prism/runtime.hpp"
+#include "runtime/env.hpp"
 #include "tests/runtime/test_support.hpp"
 
 using namespace prism;
@@ -114,5 +118,66 @@ TEST(HostMemory, EmptyAndNullMemory) {
   } catch (const prism::error& e) {
     EXPECT_EQ(e.code(), errc::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("null host pointer"), std::string::npos) << e.what();
+  }
+}
+
+// Large buffers on CPU devices live on prism's own 2 MiB-aligned pages, advised for transparent
+// huge pages (PRISM_HUGE_PAGES, runtime/buffer.cpp): the device reads and writes them in place,
+// so a map of the buffer is that memory.
+namespace {
+struct env_setting {
+  explicit env_setting(std::optional<std::string> v) { env::override_for_testing("PRISM_HUGE_PAGES", v); }
+  ~env_setting() { env::override_for_testing("PRISM_HUGE_PAGES", std::nullopt); }
+};
+constexpr std::uintptr_t two_mib = std::uintptr_t{2} << 20;
+}  // namespace
+
+TEST(HugePages, LargeCpuBuffersLieOnAlignedPagesOfTheirOwn) {
+  auto& q = default_queue();
+  if (q.get_device().type() != device_type::cpu) GTEST_SKIP() << "huge pages are for CPU devices";
+  const std::size_t n = (std::size_t{33} << 20) / sizeof(int) + 3;  // over the 32 MiB default, not a page multiple
+  std::vector<int> host(n);
+  std::iota(host.begin(), host.end(), -7);
+  buffer<int> in(q, host.data(), n);
+  buffer<int> out(q.get_context(), n);
+  auto k = test_program(q.get_context()).get_kernel("add_const");
+  q.submit([&](handler& h) {
+    accessor<int> a(in, h, read_only);
+    accessor<int> b(out, h, discard_write);
+    h.parallel_for(range<1>(n), k, a, b, 3);
+  });
+  {
+    host_accessor<int> view(out, read_only);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(view.data()) % two_mib, 0u);
+    EXPECT_EQ(out.host_memory(), nullptr);  // prism's own memory, not a caller's
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(view[i], static_cast<int>(i) - 4) << "element " << i;
+  }
+  {
+    // The threshold in bytes: a 1.5 MiB buffer gets its own pages too.
+    env_setting s(std::string("1048576"));
+    buffer<int> small(q, host.data(), (std::size_t{3} << 19) / sizeof(int));
+    host_accessor<int> view(small, read_only);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(view.data()) % two_mib, 0u);
+    EXPECT_EQ(view[10], 3);
+  }
+  {
+    // off: the device allocates, and the buffer still works.
+    env_setting s(std::string("off"));
+    buffer<int> plain(q, host.data(), n);
+    host_accessor<int> view(plain, read_only);
+    EXPECT_EQ(view[n - 1], static_cast<int>(n) - 8);
+  }
+}
+
+TEST(HugePages, ABadSettingNamesTheVariableAndTheValidValues) {
+  auto& q = default_queue();
+  if (q.get_device().type() != device_type::cpu) GTEST_SKIP() << "huge pages are for CPU devices";
+  env_setting s(std::string("lots"));
+  try {
+    buffer<int> b(q.get_context(), std::size_t{8} << 20);
+    FAIL() << "PRISM_HUGE_PAGES=lots was accepted";
+  } catch (const prism::error& e) {
+    EXPECT_EQ(e.code(), errc::config_error);
+    EXPECT_NE(std::string(e.what()).find("'lots' is not valid (valid: on, off"), std::string::npos) << e.what();
   }
 }

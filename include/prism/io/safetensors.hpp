@@ -34,6 +34,17 @@ struct safetensor_view {
   std::vector<float> to_floats() const;
 };
 
+/// Where tensors that load as stored live on CPU devices (other devices always get one copy).
+enum class cpu_placement {
+  /// The file's private mapping itself: no copy, the fastest load (the default). Its pages are
+  /// the page cache's 4 KiB ones.
+  mapped,
+  /// One copy into prism's own memory, on 2 MiB pages where the OS gives them
+  /// (PRISM_HUGE_PAGES): a slower load, and faster streaming reads for every pass after it
+  /// (decode on the 2-core PoCL machine: benchmarks/RESULTS.md, "Issue 14, session 10").
+  copied,
+};
+
 /// A parsed safetensors file. Thread safety: safe for concurrent reads; copies share the mapping.
 class safetensors_file {
  public:
@@ -55,16 +66,19 @@ class safetensors_file {
   /// between f32, f16 and bf16 (RNE); a same-type load is one copy from the mapped file.
   tensor load(const queue& q, const std::string& name, std::optional<prism::dtype> as = {}) const;
   /// Every tensor, as load() gives it, by name: load_named() of names().
-  std::map<std::string, tensor> load_all(const queue& q, std::optional<prism::dtype> as = {}) const;
+  std::map<std::string, tensor> load_all(const queue& q, std::optional<prism::dtype> as = {},
+                                         cpu_placement place = cpu_placement::mapped) const;
   /// The named tensors, as load() gives them, by name: the fast way to load a checkpoint
   /// (benchmarks/io). Tensors that load as stored share one buffer over the byte range they span
   /// (views at their file offsets): on CPU devices the file's private mapping itself, made
-  /// resident, with no copy; elsewhere one copy. Tensors that convert (f32, f16, bf16) are
+  /// resident, with no copy (`place` mapped), or one copy into prism's memory (copied);
+  /// elsewhere one copy. Tensors that convert (f32, f16, bf16) are
   /// converted straight from the mapping into one shared allocation (the buffer itself on CPU
   /// devices, else copied once). Whatever the device's largest allocation cannot hold together
   /// loads one by one. Every name is checked (not_found, unsupported) before anything loads.
   std::map<std::string, tensor> load_named(const queue& q, const std::vector<std::string>& names,
-                                           std::optional<prism::dtype> as = {}) const;
+                                           std::optional<prism::dtype> as = {},
+                                           cpu_placement place = cpu_placement::mapped) const;
 
  private:
   explicit safetensors_file(std::shared_ptr<const mapped_file> file);
@@ -88,11 +102,13 @@ class safetensors_checkpoint {
   const std::vector<safetensors_file>& shards() const { return shards_; }
   tensor load(const queue& q, const std::string& name, std::optional<prism::dtype> as = {}) const;
   /// Every tensor of every shard (safetensors_file::load_all, one buffer per shard).
-  std::map<std::string, tensor> load_all(const queue& q, std::optional<prism::dtype> as = {}) const;
+  std::map<std::string, tensor> load_all(const queue& q, std::optional<prism::dtype> as = {},
+                                         cpu_placement place = cpu_placement::mapped) const;
   /// The named tensors, each from the shard the index names (safetensors_file::load_named per
   /// shard). Throws prism::error(not_found) naming a tensor the checkpoint lacks.
   std::map<std::string, tensor> load_named(const queue& q, const std::vector<std::string>& names,
-                                           std::optional<prism::dtype> as = {}) const;
+                                           std::optional<prism::dtype> as = {},
+                                           cpu_placement place = cpu_placement::mapped) const;
 
  private:
   std::string path_;

@@ -83,6 +83,11 @@ def check_logits(prism_llm, work, arch):
     print(f"{arch}: greedy ids prism {got_ids} transformers {want_ids}")
     if got_ids != want_ids:
         raise SystemExit(f"{arch}: greedy ids differ")
+    if arch == "llama":  # --no-mmap: the weights copied into prism's memory, the same numbers
+        _, copy_logits, copy_ids = common.prism_generate(prism_llm, folder, work, ["--no-mmap"])
+        if copy_logits != got_logits or copy_ids != got_ids:
+            raise SystemExit(f"{arch}: --no-mmap changed the logits or the ids ({copy_ids} against {got_ids})")
+        print(f"{arch}: --no-mmap gives the same logits and ids")
     if arch in ("llama", "qwen2"):  # text in, text out, with the checkpoint's own tokenizer
         tok = common.train_tokenizer("llama3" if arch == "llama" else "qwen2")
         tok.save(os.path.join(folder, "tokenizer.json"))
