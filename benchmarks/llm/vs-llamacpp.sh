@@ -7,6 +7,8 @@
 # Rounds alternate prism and llama.cpp so that both see the same machine load.
 # usage: benchmarks/llm/vs-llamacpp.sh [BUILD_DIR]
 # env:   WORK (~/.cache/prism/bench-models) THREADS (2) NEW_TOKENS (64) PROMPT_LEN (16) ROUNDS (3)
+#        PRETUNE (seconds of `prism-llm --pretune` on the model's own shapes first, as a user does;
+#        120; 0: untuned) PRISM_TUNING_DB (default: a database of the script's own in WORK)
 # Each round runs prism (best of 2 generations) then llama.cpp (best of 2 after a warm-up).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,6 +35,12 @@ size=$(stat -c %s "$folder/model.safetensors")
 load_copy_s=$("$build/bin/prism-llm" --model "$folder" --no-mmap --prompt-ids 1 --new-tokens 1 --warmup 0 \
   --breakdown-steps 0 --max-context 64 | sed -n 's/^setup   weights \([0-9.]*\) s.*/\1/p')
 echo "load: $size bytes, read $read_s s, prism-llm weights $load_s s (--no-mmap: $load_copy_s s)"
+
+export PRISM_TUNING_DB=${PRISM_TUNING_DB:-$work/vs-llamacpp-tuning.db}
+if [ "${PRETUNE:-120}" != 0 ]; then
+  "$build/bin/prism-llm" --model "$folder" --no-mmap --pretune "${PRETUNE:-120}" --prompt-ids "$prompt" \
+    --new-tokens 1 --warmup 0 --breakdown-steps 0 --max-context 512 2>&1 | grep '^prism-llm: pretune' || true
+fi
 
 field() { sed -n "s/.*\"$2\": \([0-9.e+-]*\).*/\1/p" "$1" | head -1; }
 for round in $(seq "$rounds"); do

@@ -47,25 +47,56 @@ double step_timer::total_seconds() const {
 
 namespace {
 
+// The host path's weights in one storage, each a view at a 256-byte offset: one allocation
+// instead of one per tensor, so that on CPU devices a model of 32 MiB and more lies on 2 MiB pages
+// (PRISM_HUGE_PAGES, docs/runtime.md), which decode streams faster. Block-quantized weights, and
+// anything past the device's largest allocation, get buffers of their own.
+class weight_arena {
+ public:
+  static constexpr std::size_t align = 256;
+  static std::size_t padded(std::size_t bytes) { return (bytes + align - 1) / align * align; }
+
+  weight_arena(queue& q, std::size_t bytes) : q_(q) {
+    if (bytes > 0 && bytes <= q.get_device().max_mem_alloc_size()) {
+      storage_ = tensor::empty(q, dims{static_cast<std::int64_t>(bytes)}, dtype::boolean).storage();
+      capacity_ = bytes;
+    }
+  }
+  tensor put(const void* data, const dims& shape, dtype type) {
+    const std::size_t bytes = dtype_storage_bytes(type, shape.product());
+    if (is_quantized(type) || bytes == 0 || used_ + bytes > capacity_) return tensor::from_host(q_, data, shape, type);
+    tensor out(storage_, shape, contiguous_strides(shape), static_cast<std::int64_t>(used_ / dtype_size(type)), type);
+    storage_.write(std::span<const std::byte>(static_cast<const std::byte*>(data), bytes), used_);
+    used_ += padded(bytes);
+    return out;
+  }
+  queue& get_queue() { return q_; }
+
+ private:
+  queue& q_;
+  buffer<std::byte> storage_;
+  std::size_t capacity_ = 0, used_ = 0;
+};
+
 // Host f32 values to a device tensor of `type` without tensor::from_floats' double-precision
 // staging: f32 goes up as is, f16/bf16 as their bits (the values are already rounded to them).
-tensor upload_values(queue& q, std::span<const float> values, const dims& shape, dtype type) {
-  if (type == dtype::f32) return tensor::from_host(q, values.data(), shape, type);
+tensor upload_values(weight_arena& arena, std::span<const float> values, const dims& shape, dtype type) {
+  if (type == dtype::f32) return arena.put(values.data(), shape, type);
   std::vector<std::uint16_t> bits(values.size());
   convert_floats(dtype::f32, values.data(), type, bits.data(), values.size());
-  return tensor::from_host(q, bits.data(), shape, type);
+  return arena.put(bits.data(), shape, type);
 }
 
 // A block-quantized weight goes up as its blocks; others as `type`.
-tensor upload(queue& q, const host_tensor& t, dtype type) {
+tensor upload(weight_arena& arena, const host_tensor& t, dtype type) {
   const dims shape(std::span<const std::int64_t>(t.shape));
-  if (t.quantized()) return tensor::from_host(q, t.blocks.data(), shape, t.block_type);
-  return upload_values(q, t.values, shape, type);
+  if (t.quantized()) return tensor::from_host(arena.get_queue(), t.blocks.data(), shape, t.block_type);
+  return upload_values(arena, t.values, shape, type);
 }
 
 // Row-wise concatenation of [rows_i, cols] matrices (or 1-D vectors) into one device tensor;
 // parts all quantized alike concatenate their blocks (whole rows), a mix goes up as `type`.
-tensor upload_cat(queue& q, const std::vector<const host_tensor*>& parts, dtype type) {
+tensor upload_cat(weight_arena& arena, const std::vector<const host_tensor*>& parts, dtype type) {
   bool same_blocks = parts[0]->quantized();
   for (const auto* p : parts) same_blocks = same_blocks && p->block_type == parts[0]->block_type;
   if (same_blocks) {
@@ -75,7 +106,7 @@ tensor upload_cat(queue& q, const std::vector<const host_tensor*>& parts, dtype 
       blocks.insert(blocks.end(), p->blocks.begin(), p->blocks.end());
       rows += p->shape[0];
     }
-    return tensor::from_host(q, blocks.data(), {rows, parts[0]->shape[1]}, parts[0]->block_type);
+    return tensor::from_host(arena.get_queue(), blocks.data(), {rows, parts[0]->shape[1]}, parts[0]->block_type);
   }
   std::size_t total = 0;
   std::int64_t rows = 0;
@@ -87,7 +118,7 @@ tensor upload_cat(queue& q, const std::vector<const host_tensor*>& parts, dtype 
   values.reserve(total);
   for (const auto* p : parts) values.insert(values.end(), p->values.begin(), p->values.end());
   dims shape = parts[0]->shape.size() == 2 ? dims{rows, parts[0]->shape[1]} : dims{rows};
-  return upload_values(q, values, shape, type);
+  return upload_values(arena, values, shape, type);
 }
 
 // Row-wise concatenation of contiguous device tensors: a view when the parts lie back to back
@@ -170,15 +201,22 @@ decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.con
   const auto t0 = std::chrono::steady_clock::now();
   c_.validate();
   const dtype t = c_.weight_dtype;
-  embed_ = upload(q_, weights.get("model.embed_tokens.weight"), t);
-  final_norm_ = upload(q_, weights.get("model.norm.weight"), t);
+  // The arena holds every float weight once (a tied head is the embedding itself).
+  std::size_t arena_bytes = 0;
+  for (const auto& [name, shape] : model_weights::expected(c_)) {
+    if (!weights.contains(name) || weights.get(name).quantized()) continue;
+    arena_bytes += weight_arena::padded(dtype_storage_bytes(t, static_cast<std::int64_t>(weights.get(name).values.size())));
+  }
+  weight_arena arena(q_, arena_bytes);
+  embed_ = upload(arena, weights.get("model.embed_tokens.weight"), t);
+  final_norm_ = upload(arena, weights.get("model.norm.weight"), t);
   lm_head_ =
-      &weights.head() == &weights.get("model.embed_tokens.weight") ? embed_ : upload(q_, weights.head(), t);
-  build_layers([&](const std::string& name) { return upload(q_, weights.get(name), t); },
+      &weights.head() == &weights.get("model.embed_tokens.weight") ? embed_ : upload(arena, weights.head(), t);
+  build_layers([&](const std::string& name) { return upload(arena, weights.get(name), t); },
                [&](const std::vector<std::string>& names) {
                  std::vector<const host_tensor*> parts;
                  for (const auto& n : names) parts.push_back(&weights.get(n));
-                 return upload_cat(q_, parts, t);
+                 return upload_cat(arena, parts, t);
                });
   finish_setup(t0);
 }
@@ -213,6 +251,22 @@ void decoder::finish_setup(std::chrono::steady_clock::time_point t0) {
   init_caches();
   setup_.caches_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - setup_.weights_seconds;
+}
+
+std::size_t decoder::weight_storages() const {
+  std::vector<const tensor*> all = {&embed_, &final_norm_, &lm_head_};
+  for (const auto& L : layers_)
+    for (const tensor* w : {&L.input_norm, &L.qkv, &L.qkv_bias, &L.q_norm, &L.k_norm, &L.o_proj, &L.post_norm,
+                            &L.gate_up, &L.down})
+      all.push_back(w);
+  std::vector<const tensor*> distinct;
+  for (const tensor* w : all) {
+    if (!w->storage()) continue;
+    bool seen = false;
+    for (const tensor* d : distinct) seen = seen || d->same_storage(*w);
+    if (!seen) distinct.push_back(w);
+  }
+  return distinct.size();
 }
 
 void decoder::init_caches() {

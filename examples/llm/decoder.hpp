@@ -91,6 +91,9 @@ class decoder {
     double weights_seconds = 0, caches_seconds = 0;
   };
   const setup_times& setup() const { return setup_; }
+  /// How many device buffers hold the weights: 1 when every weight is float and came through the
+  /// host path (one arena) or from one mapped file; block-quantized weights add one each.
+  std::size_t weight_storages() const;
   void reset() { pos_ = 0; }
 
   /// Decode through a recorded prism::graph: the first decode step records one step (forward of

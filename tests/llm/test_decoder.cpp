@@ -50,6 +50,8 @@ void check_against_reference(const model_config& c, std::uint64_t seed) {
   const auto weights = model_weights::random(c, seed);
   reference_decoder ref(weights);
   decoder dec(test_queue(), weights);
+  // Float weights go up into one arena (one allocation: huge pages on CPU devices), each a view.
+  EXPECT_EQ(dec.weight_storages(), 1u);
   dec.capture_layers(true);
   const auto tol = logits_tolerance(c.weight_dtype);
   const auto prompt = random_prompt(7, c.vocab_size, seed);
@@ -88,6 +90,23 @@ TEST(Decoder, QwenVariantsMatchHostReference) {
   c.tie_embeddings = true;
   c.num_layers = 1;
   check_against_reference(c, 2);
+}
+
+// Quantized projections keep buffers of their own (blocks), beside the arena of float weights;
+// the decoder still matches the reference on the same (dequantized) values.
+TEST(Decoder, QuantizedWeightsLieBesideTheFloatArena) {
+  const auto c = preset("tiny");
+  auto weights = model_weights::random(c, 3);
+  weights.quantize(dtype::q8_0);
+  decoder dec(test_queue(), weights);
+  // The arena; per layer qkv, o_proj, gate_up and down; the q8_0 output head.
+  EXPECT_EQ(dec.weight_storages(), 1u + 4u * static_cast<std::size_t>(c.num_layers) + 1u);
+  reference_decoder ref(weights);
+  const auto prompt = random_prompt(5, c.vocab_size, 3);
+  const auto want = ref.forward(prompt);
+  const auto got = dec.forward(prompt).to_floats(test_queue());
+  const std::span<const double> last(want.data() + want.size() - c.vocab_size, c.vocab_size);
+  EXPECT_EQ(argmax(std::span<const float>(got)), argmax(last));
 }
 
 TEST(Decoder, GreedyTokensEqualReferenceTokens) {
