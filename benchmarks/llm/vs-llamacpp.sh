@@ -60,6 +60,18 @@ for round in $(seq "$rounds"); do
     > "$work/llamacpp.json"
   echo "round $round llama.cpp $(basename "$gguf"): decode $(field "$work/llamacpp.json" decode_tokens_per_s)" \
     "tokens/s, prefill $(field "$work/llamacpp.json" prefill_tokens_per_s) tokens/s"
+  # llama.cpp again with the PM QoS request prism-llm --poll holds (where it can be made), so
+  # that both sides are also seen under the same idle-CPU setting.
+  if [ -w /dev/cpu_dma_latency ]; then
+    "$bench_python" -c 'import os, struct, sys, time
+fd = os.open("/dev/cpu_dma_latency", os.O_WRONLY); os.write(fd, struct.pack("i", 0)); time.sleep(600)' &
+    holder=$!
+    "$bench_python" "$root/benchmarks/llm/llamacpp_decode.py" "$gguf" "$threads" "$prompt" "$new_tokens" 2 \
+      > "$work/llamacpp-poll.json"
+    kill "$holder"
+    echo "round $round llama.cpp $(basename "$gguf") with idle CPUs polling: decode" \
+      "$(field "$work/llamacpp-poll.json" decode_tokens_per_s) tokens/s"
+  fi
 done
 tokens_llamacpp=$(tr -d ' \n' < "$work/llamacpp.json" | sed -n 's/.*"tokens":\(\[[^]]*\]\).*/\1/p')
 echo "greedy tokens: prism $tokens_prism"

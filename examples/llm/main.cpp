@@ -126,6 +126,11 @@ int main(int argc, char** argv) {
                  "sample among the most likely tokens that reach this probability")
       ->capture_default_str();
   app.add_option("--new-tokens", opt.new_tokens, "tokens to generate")->capture_default_str();
+  app.add_option("--poll", opt.poll,
+                 "CPU devices: idle CPUs poll instead of halting while generating (a PM QoS request on "
+                 "/dev/cpu_dma_latency, needs write access; llama.cpp's workers poll likewise): on or off")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--graph", opt.graph,
                  "decode through a recorded prism::graph: on, off, or auto (the faster of the two, measured "
                  "after the warm-up on this device)")

@@ -372,6 +372,15 @@ run_result run_model(const run_options& opt) {
     std::fflush(stdout);
   }
 
+  // --poll: PoCL's workers sleep between dependent kernels; idle CPUs that poll wake at once.
+  if (opt.poll != "on" && opt.poll != "off")
+    throw error(errc::invalid_argument, "prism-llm --poll", fmt::format("got '{}'; valid: on, off", opt.poll));
+  std::optional<idle_poll> polling;
+  if (opt.poll == "on" && q.get_device().type() == device_type::cpu) {
+    polling.emplace();
+    r.idle_poll = polling->active() ? "on" : "unavailable: " + polling->reason();
+  }
+
   // Warm-up: builds every kernel variant the timed run needs (prefill and decode shapes).
   t0 = clock::now();
   for (int i = 0; i < opt.warmup_runs; ++i) {
@@ -528,6 +537,7 @@ run_result run_model(const run_options& opt) {
                         {"decode_tokens_per_s", r.decode_tokens_per_s()},
                         {"graph", r.graph ? "on" : "off"},
                         {"graph_refused", r.graph_refused},
+                        {"idle_poll", r.idle_poll},
                         {"fuse", opt.fuse},
                         {"graph_probe_ms_per_token",
                          {{"eager", 1e3 * r.graph_probe_eager_s}, {"graph", 1e3 * r.graph_probe_graph_s}}},
@@ -611,6 +621,7 @@ void print_report(const run_result& r, std::FILE* out) {
     fmt::print(out, " (auto: {:.3f} ms/token eager, {:.3f} graph)", 1e3 * r.graph_probe_eager_s,
                1e3 * r.graph_probe_graph_s);
   fmt::print(out, "\n");
+  if (r.idle_poll != "off") fmt::print(out, "poll    {}\n", r.idle_poll == "on" ? "on (idle CPUs poll while generating: PM QoS CPU latency 0 us)" : r.idle_poll);
 
   if (!r.prefill_steps.empty()) {
     // Device time (profiling) when the dispatcher measured it, else wall time with the waits.

@@ -52,6 +52,9 @@ struct run_options {
   double pretune_s = -1;
   std::size_t pretune_candidates = 4;  ///< --pretune-candidates: per backend and shape
   std::string graph = "auto";
+  /// "on": on CPU devices, idle CPUs poll instead of halting while the run generates
+  /// (prism::idle_poll, where permitted); "off".
+  std::string poll = "on";
   std::string fuse = "attention,mlp";  ///< decode fusions: attention, mlp, both, or none  ///< decode through a recorded graph: on, off, auto (measured)
   int repeat = 1;              ///< timed generations; the fastest prefill and decode are reported
   std::int64_t breakdown_decode_steps = 8;
@@ -85,6 +88,8 @@ struct run_result {
   std::string load_path;
   double prefill_seconds = 0, decode_seconds = 0;
   bool graph = false;                                       ///< decode replayed a recorded graph
+  /// --poll: "on" (held), "off" (not asked, or not a CPU device) or "unavailable: <why>".
+  std::string idle_poll = "off";
   double graph_probe_eager_s = 0, graph_probe_graph_s = 0;  ///< --graph auto's measurement (0: none)
   std::string graph_refused;  ///< --graph auto: why the decode step could not be recorded ("" = it could)
   std::size_t decode_step_commands = 0;  ///< kernels and copies per recorded decode token (0: graph off)

@@ -9,6 +9,7 @@
 #include "prism/runtime/event.hpp"
 #include "prism/runtime/graph.hpp"
 #include "prism/runtime/handler.hpp"
+#include "prism/runtime/idle_poll.hpp"
 #include "prism/runtime/program.hpp"
 #include "prism/runtime/queue.hpp"
 #include "prism/runtime/range.hpp"

@@ -1,7 +1,13 @@
-// Buffers over foreign host memory (buffer::wrap_host, the Python module's zero-copy path):
-// kernels read and write the memory itself on CPU devices, and the owner outlives every user.
+// Host memory on CPU devices: buffers over foreign host memory (buffer::wrap_host, the Python
+// module's zero-copy path), where kernels read and write the memory itself and the owner outlives
+// every user; prism's own huge-page memory for large buffers; and idle_poll, which keeps idle CPUs
+// polling for the device's worker threads.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <numeric>
@@ -180,4 +186,33 @@ TEST(HugePages, ABadSettingNamesTheVariableAndTheValidValues) {
     EXPECT_EQ(e.code(), errc::config_error);
     EXPECT_NE(std::string(e.what()).find("'lots' is not valid (valid: on, off"), std::string::npos) << e.what();
   }
+}
+
+// prism::idle_poll: while held, the kernel's CPU-latency target (read back from
+// /dev/cpu_dma_latency) is 0 µs, and after release it is what it was; where the request cannot be
+// made (no write access), the object says why and changes nothing.
+namespace {
+std::optional<std::int32_t> cpu_latency_target() {
+  const int fd = ::open("/dev/cpu_dma_latency", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::int32_t v = -1;
+  const bool ok = ::read(fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
+  ::close(fd);
+  return ok ? std::optional<std::int32_t>(v) : std::nullopt;
+}
+}  // namespace
+
+TEST(IdlePoll, HoldsAZeroLatencyRequestOrSaysWhyNot) {
+  const auto before = cpu_latency_target();
+  {
+    idle_poll poll;
+    if (poll.active()) {
+      EXPECT_TRUE(poll.reason().empty());
+      if (before) EXPECT_EQ(cpu_latency_target(), std::optional<std::int32_t>(0));
+    } else {
+      EXPECT_NE(poll.reason().find("/dev/cpu_dma_latency"), std::string::npos) << poll.reason();
+      EXPECT_EQ(cpu_latency_target(), before);
+    }
+  }
+  EXPECT_EQ(cpu_latency_target(), before) << "the request outlived the object";
 }
