@@ -76,9 +76,8 @@ std::shared_ptr<void> huge_page_memory(const device& dev, std::size_t bytes) {
   if (dev.type() != device_type::cpu || bytes < huge_page_threshold()) return nullptr;
   // Streaming reads over 2 MiB pages ran 20-25% faster than over 4 KiB ones on the 2-core PoCL
   // machine (fewer TLB misses and page walks; benchmarks/RESULTS.md, "Issue 14, session 10"),
-  // and decode streams every weight once per token. Linux gives transparent huge pages to
-  // 2 MiB-aligned ranges advised with MADV_HUGEPAGE (THP "always" or "madvise"); where it
-  // cannot, the pages are ordinary ones and nothing else changes.
+  // and decode streams every weight once per token. Where the kernel gives no transparent huge
+  // pages (THP "never"), the pages stay ordinary ones and nothing else changes.
   const std::size_t size = (bytes + huge - 1) / huge * huge;
   void* raw = ::mmap(nullptr, size + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;  // the device allocates instead
@@ -87,9 +86,15 @@ std::shared_ptr<void> huge_page_memory(const device& dev, std::size_t bytes) {
   if (aligned > base) ::munmap(base, static_cast<std::size_t>(aligned - base));
   const std::size_t tail = static_cast<std::size_t>(base + size + huge - (aligned + size));
   if (tail > 0) ::munmap(aligned + size, tail);
-#ifdef MADV_HUGEPAGE
-  ::madvise(aligned, size, MADV_HUGEPAGE);
-#endif
+  // Fault the range in as small pages, then have the kernel collapse it into huge ones
+  // (MADV_COLLAPSE, Linux 6.1): on the dev VM that took 0.45-0.5 s for 514 MB in most loads (6 s
+  // in some), where faulting huge pages directly (MADV_HUGEPAGE at first touch) took 2.4-9.1 s:
+  // the VM's host takes free memory back, and huge first touches pay for it most. Where collapsing is not available, MADV_HUGEPAGE lets khugepaged
+  // collapse the range later.
+  constexpr int populate_write = 23, collapse = 25;  // MADV_POPULATE_WRITE (5.14), MADV_COLLAPSE (6.1)
+  if (::madvise(aligned, size, populate_write) != 0)
+    for (std::size_t at = 0; at < size; at += 4096) aligned[at] = 0;
+  if (::madvise(aligned, size, collapse) != 0) ::madvise(aligned, size, MADV_HUGEPAGE);
   return std::shared_ptr<void>(aligned, [size](void* p) { ::munmap(p, size); });
 }
 
