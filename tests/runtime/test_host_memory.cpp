@@ -33,6 +33,16 @@ std::shared_ptr<int> aligned_ints(std::size_t n, bool* freed) {
     std::free(q);
   });
 }
+
+// out[i] = in[i] + c on the device.
+void add_value(queue& q, buffer<int>& in, buffer<int>& out, int c) {
+  auto k = test_program(q.get_context()).get_kernel("add_const");
+  q.submit([&](handler& h) {
+    accessor<int> a(in, h, read_only);
+    accessor<int> b(out, h, discard_write);
+    h.parallel_for(range<1>(in.size()), k, a, b, c);
+  });
+}
 }  // namespace
 
 TEST(HostMemory, KernelsReadAndWriteTheWrappedMemory) {
@@ -48,12 +58,7 @@ TEST(HostMemory, KernelsReadAndWriteTheWrappedMemory) {
     auto out = buffer<int>::wrap_host(q.get_context(), out_mem.get(), n, out_mem);
     EXPECT_EQ(in.host_memory(), in_mem.get());
     EXPECT_EQ(out.size(), n);
-    auto k = test_program(q.get_context()).get_kernel("add_const");
-    q.submit([&](handler& h) {
-      accessor<int> a(in, h, read_only);
-      accessor<int> b(out, h, discard_write);
-      h.parallel_for(range<1>(n), k, a, b, 3);
-    });
+    add_value(q, in, out, 3);
     {
       // A map synchronises the host memory; where the device shares host memory (CPU devices)
       // it is the wrapped memory itself: no copy.
@@ -67,11 +72,7 @@ TEST(HostMemory, KernelsReadAndWriteTheWrappedMemory) {
     // Host writes to the wrapped memory are what the next command reads (CPU devices).
     if (q.get_device().type() == device_type::cpu) {
       in_mem.get()[0] = 100;
-      q.submit([&](handler& h) {
-        accessor<int> a(in, h, read_only);
-        accessor<int> b(out, h, discard_write);
-        h.parallel_for(range<1>(n), k, a, b, 1);
-      });
+      add_value(q, in, out, 1);
       EXPECT_EQ(out.read()[0], 101);
     }
   }
@@ -146,12 +147,7 @@ TEST(HugePages, LargeCpuBuffersLieOnAlignedPagesOfTheirOwn) {
   std::iota(host.begin(), host.end(), -7);
   buffer<int> in(q, host.data(), n);
   buffer<int> out(q.get_context(), n);
-  auto k = test_program(q.get_context()).get_kernel("add_const");
-  q.submit([&](handler& h) {
-    accessor<int> a(in, h, read_only);
-    accessor<int> b(out, h, discard_write);
-    h.parallel_for(range<1>(n), k, a, b, 3);
-  });
+  add_value(q, in, out, 3);
   {
     host_accessor<int> view(out, read_only);
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(view.data()) % two_mib, 0u);
