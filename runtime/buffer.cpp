@@ -89,8 +89,8 @@ std::shared_ptr<void> huge_page_memory(const device& dev, std::size_t bytes) {
   // Fault the range in as small pages, then have the kernel collapse it into huge ones
   // (MADV_COLLAPSE, Linux 6.1): on the dev VM that took 0.45-0.5 s for 514 MB in most loads (6 s
   // in some), where faulting huge pages directly (MADV_HUGEPAGE at first touch) took 2.4-9.1 s:
-  // the VM's host takes free memory back, and huge first touches pay for it most. Where collapsing is not available, MADV_HUGEPAGE lets khugepaged
-  // collapse the range later.
+  // the VM's host takes free memory back, and huge first touches pay for it most. Where
+  // collapsing is not available, MADV_HUGEPAGE lets khugepaged collapse the range later.
   constexpr int populate_write = 23, collapse = 25;  // MADV_POPULATE_WRITE (5.14), MADV_COLLAPSE (6.1)
   if (::madvise(aligned, size, populate_write) != 0)
     for (std::size_t at = 0; at < size; at += 4096) aligned[at] = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -47,14 +48,20 @@ double step_timer::total_seconds() const {
 
 namespace {
 
-// The host path's weights in one storage, each a view at a 256-byte offset: one allocation
-// instead of one per tensor, so that on CPU devices a model of 32 MiB and more lies on 2 MiB pages
-// (PRISM_HUGE_PAGES, docs/runtime.md), which decode streams faster. Block-quantized weights, and
-// anything past the device's largest allocation, get buffers of their own.
+// The host path's weights in one storage, each a view: one allocation instead of one per tensor,
+// so that on CPU devices a model of 32 MiB and more lies on 2 MiB pages (PRISM_HUGE_PAGES,
+// docs/runtime.md), which decode streams faster. Anything past the device's largest allocation
+// gets a buffer of its own.
 class weight_arena {
  public:
-  static constexpr std::size_t align = 256;
-  static std::size_t padded(std::size_t bytes) { return (bytes + align - 1) / align * align; }
+  // Views start on 256 bytes and, for block types, on a whole pair of blocks (64 elements: the
+  // quantized rows kernel's block-pair variant reads from such offsets).
+  static std::size_t alignment(dtype type) {
+    constexpr std::size_t bytes = 256;
+    return is_quantized(type) ? std::lcm(bytes, 2 * dtype_size(type)) : bytes;
+  }
+  /// Room for `bytes` of `type` whatever the offset before it.
+  static std::size_t room(std::size_t bytes, dtype type) { return bytes + alignment(type); }
 
   weight_arena(queue& q, std::size_t bytes) : q_(q) {
     if (bytes > 0 && bytes <= q.get_device().max_mem_alloc_size()) {
@@ -64,13 +71,15 @@ class weight_arena {
   }
   tensor put(const void* data, const dims& shape, dtype type) {
     const std::size_t bytes = dtype_storage_bytes(type, shape.product());
-    if (is_quantized(type) || bytes == 0 || used_ + bytes > capacity_) return tensor::from_host(q_, data, shape, type);
-    tensor out(storage_, shape, contiguous_strides(shape), static_cast<std::int64_t>(used_ / dtype_size(type)), type);
-    storage_.write(std::span<const std::byte>(static_cast<const std::byte*>(data), bytes), used_);
-    used_ += padded(bytes);
+    const std::size_t a = alignment(type), at = (used_ + a - 1) / a * a;
+    if (bytes == 0 || at + bytes > capacity_) return tensor::from_host(q_, data, shape, type);
+    // Element offset: whole blocks for block types (dtype_size is a block's bytes).
+    const auto offset = static_cast<std::int64_t>(at / dtype_size(type) * dtype_block_elements(type));
+    tensor out(storage_, shape, contiguous_strides(shape), offset, type);
+    storage_.write(std::span<const std::byte>(static_cast<const std::byte*>(data), bytes), at);
+    used_ = at + bytes;
     return out;
   }
-  queue& get_queue() { return q_; }
 
  private:
   queue& q_;
@@ -90,7 +99,7 @@ tensor upload_values(weight_arena& arena, std::span<const float> values, const d
 // A block-quantized weight goes up as its blocks; others as `type`.
 tensor upload(weight_arena& arena, const host_tensor& t, dtype type) {
   const dims shape(std::span<const std::int64_t>(t.shape));
-  if (t.quantized()) return tensor::from_host(arena.get_queue(), t.blocks.data(), shape, t.block_type);
+  if (t.quantized()) return arena.put(t.blocks.data(), shape, t.block_type);
   return upload_values(arena, t.values, shape, type);
 }
 
@@ -106,7 +115,7 @@ tensor upload_cat(weight_arena& arena, const std::vector<const host_tensor*>& pa
       blocks.insert(blocks.end(), p->blocks.begin(), p->blocks.end());
       rows += p->shape[0];
     }
-    return tensor::from_host(arena.get_queue(), blocks.data(), {rows, parts[0]->shape[1]}, parts[0]->block_type);
+    return arena.put(blocks.data(), {rows, parts[0]->shape[1]}, parts[0]->block_type);
   }
   std::size_t total = 0;
   std::int64_t rows = 0;
@@ -201,12 +210,16 @@ decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.con
   const auto t0 = std::chrono::steady_clock::now();
   c_.validate();
   const dtype t = c_.weight_dtype;
-  // The arena holds every float weight once (a tied head is the embedding itself).
+  // The arena holds every weight once: a tied head is the embedding itself, unless the head
+  // reads a block-quantized copy of it.
+  auto room = [&](const host_tensor& w) {
+    return w.quantized() ? weight_arena::room(w.blocks.size(), w.block_type)
+                         : weight_arena::room(dtype_storage_bytes(t, static_cast<std::int64_t>(w.values.size())), t);
+  };
   std::size_t arena_bytes = 0;
-  for (const auto& [name, shape] : model_weights::expected(c_)) {
-    if (!weights.contains(name) || weights.get(name).quantized()) continue;
-    arena_bytes += weight_arena::padded(dtype_storage_bytes(t, static_cast<std::int64_t>(weights.get(name).values.size())));
-  }
+  for (const auto& [name, shape] : model_weights::expected(c_))
+    if (weights.contains(name)) arena_bytes += room(weights.get(name));
+  if (&weights.head() != &weights.get(weights.lm_head_name())) arena_bytes += room(weights.head());
   weight_arena arena(q_, arena_bytes);
   embed_ = upload(arena, weights.get("model.embed_tokens.weight"), t);
   final_norm_ = upload(arena, weights.get("model.norm.weight"), t);

@@ -91,8 +91,8 @@ class decoder {
     double weights_seconds = 0, caches_seconds = 0;
   };
   const setup_times& setup() const { return setup_; }
-  /// How many device buffers hold the weights: 1 when every weight is float and came through the
-  /// host path (one arena) or from one mapped file; block-quantized weights add one each.
+  /// How many device buffers hold the weights: 1 when they came through the host path (one
+  /// arena, block-quantized weights too) or from one mapped file.
   std::size_t weight_storages() const;
   void reset() { pos_ = 0; }
 

@@ -92,21 +92,23 @@ TEST(Decoder, QwenVariantsMatchHostReference) {
   check_against_reference(c, 2);
 }
 
-// Quantized projections keep buffers of their own (blocks), beside the arena of float weights;
-// the decoder still matches the reference on the same (dequantized) values.
-TEST(Decoder, QuantizedWeightsLieBesideTheFloatArena) {
+// Block-quantized projections and head share the arena with the float weights, each view on a
+// whole block pair; the decoder still matches the reference on the same (dequantized) values.
+TEST(Decoder, QuantizedWeightsShareTheArena) {
   const auto c = preset("tiny");
-  auto weights = model_weights::random(c, 3);
-  weights.quantize(dtype::q8_0);
-  decoder dec(test_queue(), weights);
-  // The arena; per layer qkv, o_proj, gate_up and down; the q8_0 output head.
-  EXPECT_EQ(dec.weight_storages(), 1u + 4u * static_cast<std::size_t>(c.num_layers) + 1u);
-  reference_decoder ref(weights);
-  const auto prompt = random_prompt(5, c.vocab_size, 3);
-  const auto want = ref.forward(prompt);
-  const auto got = dec.forward(prompt).to_floats(test_queue());
-  const std::span<const double> last(want.data() + want.size() - c.vocab_size, c.vocab_size);
-  EXPECT_EQ(argmax(std::span<const float>(got)), argmax(last));
+  for (dtype q : {dtype::q8_0, dtype::q4_0}) {
+    auto weights = model_weights::random(c, 3);
+    weights.quantize(q);
+    decoder dec(test_queue(), weights);
+    EXPECT_EQ(dec.weight_storages(), 1u) << dtype_name(q);
+    reference_decoder ref(weights);
+    const auto prompt = random_prompt(5, c.vocab_size, 3);
+    const auto want = ref.forward(prompt);
+    const auto got = dec.forward(prompt).to_floats(test_queue());
+    const std::span<const double> last(want.data() + want.size() - c.vocab_size, c.vocab_size);
+    expect_close(got, last, 1e-3, std::string("prefill logits, ") + dtype_name(q));
+    EXPECT_EQ(argmax(std::span<const float>(got)), argmax(last)) << dtype_name(q);
+  }
 }
 
 TEST(Decoder, GreedyTokensEqualReferenceTokens) {
