@@ -177,6 +177,11 @@ run_result run_model(const run_options& opt) {
   r.model_summary = config.summary();
   if (!device_load) r.model_summary = weights.config().summary();
   r.load_path = device_load ? "device" : "host";
+  const bool cpu = q.get_device().type() == device_type::cpu;
+  r.load_how = !device_load       ? "host f32 arrays, then upload"
+               : !cpu             ? "mapped file straight to device tensors"
+               : opt.no_mmap      ? "mapped file copied once onto prism's huge pages (--no-mmap)"
+                                  : "the file's mapping used in place (--no-mmap: a slower load, a faster decode)";
   if (ck && ck->device) {
     r.load_bytes = ck->device->file_bytes;
   } else if (!opt.model.empty() || !opt.weights.empty()) {
@@ -591,9 +596,7 @@ void print_report(const run_result& r, std::FILE* out) {
   if (r.load_bytes > 0)
     fmt::print(
         out, "load    {:.3f} s for {} bytes of weights ({} path: {}); KV caches and RoPE table {:.3f} s\n",
-        r.load_seconds, r.load_bytes, r.load_path,
-        r.load_path == "device" ? "mapped file straight to device tensors" : "host f32 arrays, then upload",
-        r.caches_seconds);
+        r.load_seconds, r.load_bytes, r.load_path, r.load_how, r.caches_seconds);
   if (r.perplexity_tokens > 0) {
     fmt::print(out, "perplexity {:.4f} (mean NLL {:.6f} over {} tokens)\n", r.perplexity, r.mean_nll,
                r.perplexity_tokens);

@@ -86,6 +86,7 @@ struct run_result {
   double load_seconds = 0, caches_seconds = 0;
   std::uint64_t load_bytes = 0;
   std::string load_path;
+  std::string load_how;  ///< the report's words for how the weights reached the device
   double prefill_seconds = 0, decode_seconds = 0;
   bool graph = false;                                       ///< decode replayed a recorded graph
   /// --poll: "on" (held), "off" (not asked, or not a CPU device) or "unavailable: <why>".
