@@ -382,7 +382,28 @@ std::map<std::string, tensor> safetensors_file::load_named(const queue& q,
       offsets.push_back(total);
       total += (static_cast<std::uint64_t>(v->numel()) * dtype_size(t) + align - 1) / align * align;
     }
-    if (total <= max_alloc) {
+    const auto add_views = [&](const buffer<std::byte>& storage) {
+      for (std::size_t i = 0; i < converted.size(); ++i) {
+        const safetensor_view* v = converted[i];
+        out.emplace(v->name, tensor(storage, dims(std::span<const std::int64_t>(v->shape)),
+                                    contiguous_strides(v->shape),
+                                    static_cast<std::int64_t>(offsets[i] / dtype_size(t)), t));
+      }
+    };
+    if (total <= max_alloc && place == cpu_placement::copied && q.get_device().type() == device_type::cpu) {
+      // Copied: converted straight into prism's own buffer (huge pages from 32 MiB,
+      // PRISM_HUGE_PAGES), through a map, which on CPU devices is that memory itself.
+      auto storage = tensor::empty(q, dims{static_cast<std::int64_t>(total)}, prism::dtype::boolean).storage();
+      {
+        host_accessor<std::byte> view(storage, discard_write);
+        std::vector<conversion> pieces;
+        for (std::size_t i = 0; i < converted.size(); ++i)
+          pieces.push_back({converted[i]->data.data(), *converted[i]->prism_dtype(), view.data() + offsets[i],
+                            static_cast<std::size_t>(converted[i]->numel())});
+        convert_all(pieces, t);
+      }
+      add_views(storage);
+    } else if (total <= max_alloc) {
       const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
       void* raw = std::aligned_alloc(page, (total + page - 1) / page * page);
       if (!raw)
@@ -402,12 +423,7 @@ std::map<std::string, tensor> safetensors_file::load_named(const queue& q,
         storage = tensor::empty(q, dims{static_cast<std::int64_t>(total)}, prism::dtype::boolean).storage();
         storage.write(std::span<const std::byte>(host.get(), total));
       }
-      for (std::size_t i = 0; i < converted.size(); ++i) {
-        const safetensor_view* v = converted[i];
-        out.emplace(v->name, tensor(storage, dims(std::span<const std::int64_t>(v->shape)),
-                                    contiguous_strides(v->shape),
-                                    static_cast<std::int64_t>(offsets[i] / dtype_size(t)), t));
-      }
+      add_views(storage);
     }
   }
   for (const safetensor_view* v : selected)

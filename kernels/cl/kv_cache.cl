@@ -206,6 +206,17 @@ void attend_keys(__local const float* qs, __global const STYPE(K_K)* K, __global
   *m_io = m;
   *l_io = l;
 }
+
+// One head's whole output row o = acc / l (item d holds acc[a] for d = lid + a WG); zeros when no
+// key is visible.
+void store_normalized(__global STYPE(A_K)* o, const float* acc, float l, long L) {
+  const int lid = get_local_id(0);
+  const float inv = L > 0 ? 1.0f / l : 0.0f;
+  for (int a = 0; a < ACC_N; ++a) {
+    const int d = lid + a * WG;
+    if (d < D) STORE(A_K, o, d, acc[a] * inv);
+  }
+}
 #endif
 
 #ifdef KV_CACHE_ATTENTION
@@ -229,12 +240,7 @@ __kernel void kv_cache_attention(long hq, long hk, long S, float scale, __global
   for (int a = 0; a < ACC_N; ++a) acc[a] = 0;
   barrier(CLK_LOCAL_MEM_FENCE);
   attend_keys(qs, K, V, 0, L, -1, qs, qs, ps, red, &m, &l, acc);
-  __global STYPE(A_K)* o = out + o_off + (t * hq + h) * D;
-  const float inv = L > 0 ? 1.0f / l : 0.0f;
-  for (int a = 0; a < ACC_N; ++a) {
-    const int d = lid + a * WG;
-    if (d < D) STORE(A_K, o, d, acc[a] * inv);
-  }
+  store_normalized(out + o_off + (t * hq + h) * D, acc, l, L);
 }
 #endif
 
@@ -419,17 +425,6 @@ void combine_splits(volatile __global const float* all, long used, __global STYP
       if (mt != -INFINITY) x += all[t * (D + 2) + d] * exp(mt - mx);
     }
     STORE(A_K, o, d, sum > 0 ? x / sum : 0.0f);
-  }
-}
-#else
-// Unsplit: one head's output row o = acc / l (item d holds acc[a] for d = lid + a WG); zeros when
-// no key is visible.
-void store_normalized(__global STYPE(A_K)* o, const float* acc, float l, long L) {
-  const int lid = get_local_id(0);
-  const float inv = L > 0 ? 1.0f / l : 0.0f;
-  for (int a = 0; a < ACC_N; ++a) {
-    const int d = lid + a * WG;
-    if (d < D) STORE(A_K, o, d, acc[a] * inv);
   }
 }
 #endif

@@ -157,6 +157,12 @@ TEST(SafetensorsIo, CopiedPlacementLoadsIntoPrismsOwnMemory) {
   ops::fill(q, target, 2.0);
   EXPECT_EQ(mapped.at("a").to_floats(q), a);
   EXPECT_EQ(safetensors_checkpoint(path).load_all(q, {}, cpu_placement::copied).at("a").to_floats(q), a);
+  // Converted tensors are converted into prism's own buffer too.
+  const auto halves = file.load_all(q, dtype::bf16, cpu_placement::copied);
+  EXPECT_EQ(halves.at("a").type(), dtype::bf16);
+  EXPECT_EQ(halves.at("a").to_floats(q), a);
+  EXPECT_EQ(halves.at("b").to_floats(q), b);
+  EXPECT_EQ(halves.at("a").storage().host_memory(), nullptr);
 }
 
 // load_named converting: each tensor has the bits of tensor::from_floats (RNE), as load(), the converted

@@ -111,6 +111,7 @@ TEST(DeviceLoad, F32StoredAndRunIsBitIdenticalToHostPath) {
 TEST(DeviceLoad, ConvertedDtypesAreBitIdenticalToHostPath) {
   const auto f32_dir = write_folder("conv_f32", false, dtype::f32);
   expect_same_as_host_path(f32_dir, dtype::bf16);
+  expect_same_as_host_path(f32_dir, dtype::bf16, io::cpu_placement::copied);
   expect_same_as_host_path(f32_dir, dtype::f16);
   const auto bf16_dir = write_folder("conv_bf16", false, dtype::bf16);
   expect_same_as_host_path(bf16_dir, dtype::bf16);  // stored as run: views of the mapping
