@@ -13,10 +13,28 @@ namespace prism::llm {
 
 namespace {
 
-// y[n, out] = x[n, in] * W[out, in]^T (+ bias)
-std::vector<double> linear(const std::vector<double>& x, std::int64_t n, const host_tensor& w,
-                           const host_tensor* bias = nullptr) {
+// x rounded to int8 per 32-block (rows are whole blocks: block-quantized weights have K % 32 == 0),
+// as values d * q.
+std::vector<double> int8_blocks(const std::vector<double>& x) {
+  std::vector<double> y(x.size());
+  for (std::size_t b = 0; b < x.size(); b += 32) {
+    const std::size_t end = std::min(x.size(), b + 32);
+    double amax = 0;
+    for (std::size_t i = b; i < end; ++i) amax = std::max(amax, std::abs(x[i]));
+    const double d = amax / 127.0;
+    for (std::size_t i = b; i < end; ++i) y[i] = d > 0 ? d * std::nearbyint(x[i] / d) : 0.0;
+  }
+  return y;
+}
+
+// y[n, out] = x[n, in] * W[out, in]^T (+ bias); with int8 activations, block-quantized weights
+// meet x rounded per 32-block.
+std::vector<double> linear(const std::vector<double>& x_in, std::int64_t n, const host_tensor& w,
+                           const host_tensor* bias, reference_decoder::activations act) {
   const std::int64_t out = w.shape[0], in = w.shape[1];
+  std::vector<double> rounded;
+  if (act == reference_decoder::activations::int8 && w.quantized()) rounded = int8_blocks(x_in);
+  const std::vector<double>& x = rounded.empty() ? x_in : rounded;
   std::vector<double> y(static_cast<std::size_t>(n * out));
   for (std::int64_t t = 0; t < n; ++t) {
     const double* xr = x.data() + t * in;
@@ -63,6 +81,23 @@ void rope(std::vector<double>& x, std::int64_t n, std::int64_t heads, std::int64
 
 }  // namespace
 
+bool has_block_weights(const model_weights& weights) {
+  bool blocks = weights.head().quantized();
+  for (const auto& [name, shape] : model_weights::expected(weights.config()))
+    blocks = blocks || weights.get(name).quantized();
+  return blocks;
+}
+
+double int8_activation_spread(const model_weights& weights, std::span<const std::int32_t> prompt) {
+  if (!has_block_weights(weights)) return 0;
+  reference_decoder exact(weights), int8(weights, reference_decoder::activations::int8);
+  const auto a = exact.forward(prompt), b = int8.forward(prompt);
+  const auto vocab = static_cast<std::size_t>(weights.config().vocab_size);
+  double spread = 0;
+  for (std::size_t i = a.size() - vocab; i < a.size(); ++i) spread = std::max(spread, std::abs(a[i] - b[i]));
+  return spread;
+}
+
 std::int64_t argmax(std::span<const double> values) {
   return std::max_element(values.begin(), values.end()) - values.begin();
 }
@@ -70,7 +105,8 @@ std::int64_t argmax(std::span<const float> values) {
   return std::max_element(values.begin(), values.end()) - values.begin();
 }
 
-reference_decoder::reference_decoder(const model_weights& weights) : w_(weights), c_(weights.config()) {
+reference_decoder::reference_decoder(const model_weights& weights, activations a)
+    : w_(weights), c_(weights.config()), act_(a) {
   const auto cache = static_cast<std::size_t>(c_.num_kv_heads * c_.max_seq_len * c_.head_dim);
   k_cache_.assign(c_.num_layers, std::vector<double>(cache));
   v_cache_.assign(c_.num_layers, std::vector<double>(cache));
@@ -97,11 +133,11 @@ std::vector<double> reference_decoder::forward(std::span<const std::int32_t> tok
     auto W = [&](const char* s) -> const host_tensor& { return w_.get(model_weights::layer_name(l, s)); };
     const auto hn = rms_norm(x, h, W("input_layernorm.weight"), c_.rms_eps);
     auto q = linear(hn, n, W("self_attn.q_proj.weight"),
-                    c_.attention_bias ? &W("self_attn.q_proj.bias") : nullptr);
+                    c_.attention_bias ? &W("self_attn.q_proj.bias") : nullptr, act_);
     auto k = linear(hn, n, W("self_attn.k_proj.weight"),
-                    c_.attention_bias ? &W("self_attn.k_proj.bias") : nullptr);
+                    c_.attention_bias ? &W("self_attn.k_proj.bias") : nullptr, act_);
     auto v = linear(hn, n, W("self_attn.v_proj.weight"),
-                    c_.attention_bias ? &W("self_attn.v_proj.bias") : nullptr);
+                    c_.attention_bias ? &W("self_attn.v_proj.bias") : nullptr, act_);
     if (c_.qk_norm) {
       q = rms_norm(q, d, W("self_attn.q_norm.weight"), c_.rms_eps);
       k = rms_norm(k, d, W("self_attn.k_norm.weight"), c_.rms_eps);
@@ -139,20 +175,20 @@ std::vector<double> reference_decoder::forward(std::span<const std::int32_t> tok
             out[i] += scores[s] / sum * vc[(g * c_.max_seq_len + s) * d + i];
       }
     }
-    const auto o = linear(attn, n, W("self_attn.o_proj.weight"));
+    const auto o = linear(attn, n, W("self_attn.o_proj.weight"), nullptr, act_);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     const auto hn2 = rms_norm(x, h, W("post_attention_layernorm.weight"), c_.rms_eps);
-    const auto gate = linear(hn2, n, W("mlp.gate_proj.weight"));
-    auto up = linear(hn2, n, W("mlp.up_proj.weight"));
+    const auto gate = linear(hn2, n, W("mlp.gate_proj.weight"), nullptr, act_);
+    auto up = linear(hn2, n, W("mlp.up_proj.weight"), nullptr, act_);
     for (std::size_t i = 0; i < up.size(); ++i)
       up[i] *= gate[i] / (1.0 + std::exp(-gate[i]));  // silu(gate) * up
-    const auto down = linear(up, n, W("mlp.down_proj.weight"));
+    const auto down = linear(up, n, W("mlp.down_proj.weight"), nullptr, act_);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += down[i];
     layer_out_[l] = x;
   }
   const auto final_norm = rms_norm(x, h, w_.get("model.norm.weight"), c_.rms_eps);
   pos_ += n;
-  return linear(final_norm, n, w_.head());
+  return linear(final_norm, n, w_.head(), nullptr, act_);
 }
 
 std::vector<std::int32_t> reference_decoder::generate(std::span<const std::int32_t> prompt,

@@ -14,7 +14,13 @@ namespace prism::llm {
 /// Thread safety: one instance per thread (it owns a KV cache).
 class reference_decoder {
  public:
-  explicit reference_decoder(const model_weights& weights);
+  /// How the linears with block-quantized weights (q8_0, q4_0, q4_1) meet their activations.
+  enum class activations {
+    exact,  ///< as they are (double), against the dequantized weights
+    int8,   ///< rounded to int8 per 32-block first (d = max|a| / 127, q = round(a / d)): llama.cpp's CPU
+            ///< scheme, which prism's CPU and dp4a kernels use at qa=1
+  };
+  explicit reference_decoder(const model_weights& weights, activations a = activations::exact);
 
   /// Runs `tokens` at positions position() .. position()+n-1, appending to the KV cache.
   /// Returns the logits of every token, [n, vocab] row-major (last row: next-token logits).
@@ -30,10 +36,19 @@ class reference_decoder {
  private:
   const model_weights& w_;
   const model_config& c_;
+  activations act_;
   std::int64_t pos_ = 0;
   std::vector<std::vector<double>> k_cache_, v_cache_;  ///< per layer [kv_heads, max_seq, head_dim]
   std::vector<std::vector<double>> layer_out_;
 };
+
+/// Whether any weight the model reads (projections, head) is block-quantized.
+bool has_block_weights(const model_weights& weights);
+
+/// How far rounding activations to int8 per 32-block moves the next-token logits over `prompt`:
+/// max |exact - int8| of the two references' last rows, 0 without block-quantized weights. A
+/// device may compute either way, so checks of quantized models widen their bound by twice it.
+double int8_activation_spread(const model_weights& weights, std::span<const std::int32_t> prompt);
 
 /// Index of the largest value; the first one on ties (as prism's argmax and torch.argmax).
 std::int64_t argmax(std::span<const double> values);

@@ -55,8 +55,9 @@ struct run_options {
   /// "on": on CPU devices, idle CPUs poll instead of halting while the run generates
   /// (prism::idle_poll, where permitted); "off".
   std::string poll = "on";
-  std::string fuse = "attention,mlp";  ///< decode fusions: attention, mlp, both, or none  ///< decode through a recorded graph: on, off, auto (measured)
-  int repeat = 1;              ///< timed generations; the fastest prefill and decode are reported
+  std::string fuse = "attention,mlp";  ///< decode fusions: attention, mlp, both, or none  ///< decode through
+                                       ///< a recorded graph: on, off, auto (measured)
+  int repeat = 1;                      ///< timed generations; the fastest prefill and decode are reported
   std::int64_t breakdown_decode_steps = 8;
   bool check = false;
   /// Score the prompt instead of generating: perplexity of each token given those before it.
@@ -88,7 +89,7 @@ struct run_result {
   std::string load_path;
   std::string load_how;  ///< the report's words for how the weights reached the device
   double prefill_seconds = 0, decode_seconds = 0;
-  bool graph = false;                                       ///< decode replayed a recorded graph
+  bool graph = false;  ///< decode replayed a recorded graph
   /// --poll: "on" (held), "off" (not asked, or not a CPU device) or "unavailable: <why>".
   std::string idle_poll = "off";
   double graph_probe_eager_s = 0, graph_probe_graph_s = 0;  ///< --graph auto's measurement (0: none)
@@ -106,6 +107,8 @@ struct run_result {
   // --check
   bool checked = false, check_passed = false;
   double logits_max_abs_diff = 0, logits_max_abs_ref = 0, logits_tolerance = 0;
+  /// Block-quantized weights: the reference's max |logit difference| between int8 and exact activations.
+  double logits_int8_spread = 0;
   std::vector<std::int32_t> reference_tokens;
   // --pretune
   bool pretuned = false;

@@ -68,13 +68,32 @@ inline void q_values(const __global uchar* p, float16* lo, float16* hi) {
 #endif
 }
 
-inline float q_scale(const __global uchar* p) {
+// The CPU kernels walk each weight row front to back; on x86 they ask for the line 1 KiB ahead,
+// which took the 49152 x 576 q8_0 GEMV from 0.62-0.69 to 0.77-0.81 of the paired read on two AVX2
+// cores (benchmarks/RESULTS.md, "Issue 17, session 11"); the hardware prefetcher alone kept
+// fewer lines in flight than one core's row stream needs.
+#if defined(__clang__) && defined(__x86_64__)
+#define Q_PREFETCH(p) __builtin_prefetch((p) + 1024)
+#else
+#define Q_PREFETCH(p)
+#endif
+
+// A block's f16 scale (at p) or min (at p + 2) as f32. On x86 with F16C one vcvtph2ps: PoCL's
+// vload_half converts in software there (objdump, 2026-11-23), which cost as many instructions
+// per block as the block's int8 dot product (the i8 kernel's loop: 32 -> 16 instructions).
+inline float q_half_at(const __global uchar* p) {
+#if defined(__F16C__) && defined(__clang__)
+  typedef short q_v8hi __attribute__((vector_size(16)));
+  const q_v8hi v = {(short)((ushort)p[0] | ((ushort)p[1] << 8)), 0, 0, 0, 0, 0, 0, 0};
+  return __builtin_ia32_vcvtph2ps(v)[0];
+#else
   return vload_half(0, (const __global half*)p);
+#endif
 }
 
-inline float q_min(const __global uchar* p) {
-  return vload_half(1, (const __global half*)p);
-}
+inline float q_scale(const __global uchar* p) { return q_half_at(p); }
+
+inline float q_min(const __global uchar* p) { return q_half_at(p + 2); }
 
 #ifdef RM
 __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off,
@@ -118,6 +137,7 @@ __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global 
 #pragma unroll
     for (int j = 0; j < RN; ++j) {
       const __global uchar* p = w[j] + (long)kb * QBYTES;
+      Q_PREFETCH(p);
       float16 lo, hi;
       q_values(p, &lo, &hi);
       const float ds = q_scale(p);
@@ -225,6 +245,45 @@ inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
 }
 #endif
 
+// One k block of gemm_q_cpu_i8: each (activation row, weight row) pair's integer block dot
+// product, scaled by d_a * d_w into acc; accm takes q4_0's d_w * s_a (times -8 at the end) or
+// q4_1's m * s_a.
+inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, const __global float* ad,
+                       const __global float* as, const int* row, const __global uchar* const* w, float8 (*acc)[RN],
+                       float (*accm)[RN]) {
+  char16 alo[RM], ahi[RM];
+  float da[RM], sa[RM];
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const __global uchar* q = QA + (long)row[i] * K + kb * 32;
+    alo[i] = as_char16(vload16(0, q));
+    ahi[i] = as_char16(vload16(0, q + 16));
+    da[i] = ad[(long)row[i] * blocks + kb];
+    sa[i] = QTYPE != 0 ? as[(long)row[i] * blocks + kb] : 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < RN; ++j) {
+    const __global uchar* p = w[j] + (long)kb * QBYTES;
+    Q_PREFETCH(p);
+    const float dw = q_scale(p);
+#if QTYPE == 2
+    const float m = q_min(p);
+#else
+    const float m = dw;
+#endif
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+      acc[i][j] = fma((float8)(da[i] * dw), convert_float8(q_dot(p, alo[i], ahi[i])), acc[i][j]);
+      if (QTYPE != 0) accm[i][j] = fma(m, sa[i], accm[i][j]);
+    }
+  }
+}
+
+// Small tiles (decode: RM = RN = 1) alternate two sets of accumulators over the k blocks, so
+// consecutive blocks' multiply-adds do not wait on each other (4-cycle FMA latency against ~18
+// instructions a block).
+#define Q_ACC2 (RM * RN <= 4)
+
 __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const uchar* QA,
                             __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,
                             __global const GT* X, long x_off, int sxm, int sxn) {
@@ -240,62 +299,35 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
   for (int i = 0; i < RM; ++i) row[i] = min(m0 + i, M - 1);
 #pragma unroll
   for (int j = 0; j < RN; ++j) w[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES;
-  float8 acc[RM][RN];
-#if QTYPE != 0
-  float accm[RM][RN];  // q4_1: m * s; q4_0: -8 d * s
-#endif
+  float8 acc[RM][RN], acc2[RM][RN];
+  float accm[RM][RN], accm2[RM][RN];
 #pragma unroll
   for (int i = 0; i < RM; ++i)
 #pragma unroll
     for (int j = 0; j < RN; ++j) {
-      acc[i][j] = (float8)0.0f;
-#if QTYPE != 0
-      accm[i][j] = 0.0f;
-#endif
+      acc[i][j] = acc2[i][j] = (float8)0.0f;
+      accm[i][j] = accm2[i][j] = 0.0f;
     }
-  for (int kb = 0; kb < blocks; ++kb) {
-    char16 alo[RM], ahi[RM];
-    float da[RM];
-#if QTYPE != 0
-    float sa[RM];
-#endif
-#pragma unroll
-    for (int i = 0; i < RM; ++i) {
-      const __global uchar* q = QA + (long)row[i] * K + kb * 32;
-      alo[i] = as_char16(vload16(0, q));
-      ahi[i] = as_char16(vload16(0, q + 16));
-      da[i] = ad[(long)row[i] * blocks + kb];
-#if QTYPE != 0
-      sa[i] = as[(long)row[i] * blocks + kb];
-#endif
-    }
-#pragma unroll
-    for (int j = 0; j < RN; ++j) {
-      const __global uchar* p = w[j] + (long)kb * QBYTES;
-      const float dw = q_scale(p);
-#if QTYPE == 2
-      const float m = q_min(p);
-#elif QTYPE == 1
-      const float m = -8.0f * dw;
-#endif
-#pragma unroll
-      for (int i = 0; i < RM; ++i) {
-        acc[i][j] = fma((float8)(da[i] * dw), convert_float8(q_dot(p, alo[i], ahi[i])), acc[i][j]);
-#if QTYPE != 0
-        accm[i][j] = fma(m, sa[i], accm[i][j]);
-#endif
-      }
+  int kb = 0;
+  if (Q_ACC2) {
+    for (; kb + 1 < blocks; kb += 2) {
+      q_i8_block(kb, K, blocks, QA, ad, as, row, w, acc, accm);
+      q_i8_block(kb + 1, K, blocks, QA, ad, as, row, w, acc2, accm2);
     }
   }
+  for (; kb < blocks; ++kb) q_i8_block(kb, K, blocks, QA, ad, as, row, w, acc, accm);
 #pragma unroll
   for (int i = 0; i < RM; ++i)
 #pragma unroll
     for (int j = 0; j < RN; ++j) {
       const int m = m0 + i, n = n0 + j;
       if (m < M && n < N) {
-        float v = prism_hsum8(acc[i][j]);
-#if QTYPE != 0
-        v += accm[i][j];
+        float v = prism_hsum8(acc[i][j] + acc2[i][j]);
+        const float vm = accm[i][j] + accm2[i][j];
+#if QTYPE == 1
+        v -= 8.0f * vm;
+#elif QTYPE == 2
+        v += vm;
 #endif
         PRISM_STORE(C + c_off + (long)m * scm + n, prism_epilogue(v, alpha, beta, X, x_off, sxm, sxn, m, n));
       }

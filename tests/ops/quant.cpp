@@ -40,15 +40,15 @@ kernel_config config(const char* text) {
 
 // One config per kernel family, and the shape classes each is for.
 const char* const family_configs[] = {
-    "variant=0,rm=4,qrn=4,qwg=2",       // cpu, several rows and columns per work-item
-    "variant=0,rm=1,qrn=8,qwg=1",       // cpu, decode form
-    "variant=0,rm=4,qrn=4,qwg=2,qa=1",  // cpu, int8 activations, several rows per work-item
-    "variant=0,rm=1,qrn=8,qwg=1,qa=1",  // cpu, int8 activations, decode form
-    "variant=2,mb=4,nb=4,wg=64",        // gemv
-    "variant=1,tm=32,tn=32,wm=4,wn=4",  // tiled
-    "variant=4,mb=2,nb=4,warps=2",      // rows: 32-item teams per nb weight rows, partial groups
-    "variant=4,mb=2,nb=4,warps=2,qa=1", // rows on int8 activations (dp4a on NVIDIA)
-    "variant=3,auto=1",                 // nv's auto: rows for M <= 8, tiled above
+    "variant=0,rm=4,qrn=4,qwg=2",        // cpu, several rows and columns per work-item
+    "variant=0,rm=1,qrn=8,qwg=1",        // cpu, decode form
+    "variant=0,rm=4,qrn=4,qwg=2,qa=1",   // cpu, int8 activations, several rows per work-item
+    "variant=0,rm=1,qrn=1,qwg=32,qa=1",  // cpu, int8 activations, decode form (the pocl profile at M = 1)
+    "variant=2,mb=4,nb=4,wg=64",         // gemv
+    "variant=1,tm=32,tn=32,wm=4,wn=4",   // tiled
+    "variant=4,mb=2,nb=4,warps=2",       // rows: 32-item teams per nb weight rows, partial groups
+    "variant=4,mb=2,nb=4,warps=2,qa=1",  // rows on int8 activations (dp4a on NVIDIA)
+    "variant=3,auto=1",                  // nv's auto: rows for M <= 8, tiled above
 };
 
 TEST(quant, every_kernel_family_matches_the_reference) {
@@ -107,33 +107,33 @@ TEST(quant, int8_activations_follow_the_per_block_rounding) {
   std::uint64_t seed = 300;
   // The CPU kernel, the GPU rows kernel and its block-pair form (dp4a on NVIDIA, four multiplies
   // elsewhere) all follow the same host model.
-  for (const char* cfg : {"variant=0,rm=4,qrn=4,qwg=1,qa=1", "variant=4,mb=2,nb=4,warps=2,qa=1",
-                          "variant=4,mb=2,nb=2,warps=2,qa=1,qp=1"})
-  for (dtype wt : quantized_dtypes)
-    for (std::int64_t m : {1, 5, 33}) {
-      SCOPED_TRACE(std::string(dtype_name(wt)) + " m=" + std::to_string(m) + " " + cfg);
-      const std::int64_t n = 19, k = 128;
-      op_call c = linear_call(q, m, n, k, dtype::f32, wt, false, ++seed);
-      enqueue_opencl(q, linear_op(), c, config(cfg));
-      const host_tensor got = read_host(q, c.outputs[0]);
-      const host_tensor a = read_host(q, c.inputs[0]), w = read_host(q, c.inputs[1]);
-      for (std::int64_t i = 0; i < m; ++i)
-        for (std::int64_t j = 0; j < n; ++j) {
-          double want = 0, mag = 0;
-          for (std::int64_t kb = 0; kb < k; kb += 32) {
-            float amax = 0;
-            for (std::int64_t kk = kb; kk < kb + 32; ++kk)
-              amax = std::max(amax, std::fabs(static_cast<float>(a.values[i * k + kk])));
-            const float d = amax * (1.0f / 127.0f), id = d > 0 ? 1.0f / d : 0.0f;
-            for (std::int64_t kk = kb; kk < kb + 32; ++kk) {
-              const double qa = std::nearbyint(static_cast<float>(a.values[i * k + kk]) * id);
-              want += w.values[j * k + kk] * static_cast<double>(d) * qa;
-              mag += std::fabs(w.values[j * k + kk] * static_cast<double>(d) * qa);
+  for (const char* cfg : {"variant=0,rm=4,qrn=4,qwg=1,qa=1", "variant=0,rm=1,qrn=1,qwg=32,qa=1",
+                          "variant=4,mb=2,nb=4,warps=2,qa=1", "variant=4,mb=2,nb=2,warps=2,qa=1,qp=1"})
+    for (dtype wt : quantized_dtypes)
+      for (std::int64_t m : {1, 5, 33}) {
+        SCOPED_TRACE(std::string(dtype_name(wt)) + " m=" + std::to_string(m) + " " + cfg);
+        const std::int64_t n = 19, k = 128;
+        op_call c = linear_call(q, m, n, k, dtype::f32, wt, false, ++seed);
+        enqueue_opencl(q, linear_op(), c, config(cfg));
+        const host_tensor got = read_host(q, c.outputs[0]);
+        const host_tensor a = read_host(q, c.inputs[0]), w = read_host(q, c.inputs[1]);
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t j = 0; j < n; ++j) {
+            double want = 0, mag = 0;
+            for (std::int64_t kb = 0; kb < k; kb += 32) {
+              float amax = 0;
+              for (std::int64_t kk = kb; kk < kb + 32; ++kk)
+                amax = std::max(amax, std::fabs(static_cast<float>(a.values[i * k + kk])));
+              const float d = amax * (1.0f / 127.0f), id = d > 0 ? 1.0f / d : 0.0f;
+              for (std::int64_t kk = kb; kk < kb + 32; ++kk) {
+                const double qa = std::nearbyint(static_cast<float>(a.values[i * k + kk]) * id);
+                want += w.values[j * k + kk] * static_cast<double>(d) * qa;
+                mag += std::fabs(w.values[j * k + kk] * static_cast<double>(d) * qa);
+              }
             }
+            EXPECT_NEAR(got.values[i * n + j], want, 1e-5 * mag + 1e-30) << "row " << i << " column " << j;
           }
-          EXPECT_NEAR(got.values[i * n + j], want, 1e-5 * mag + 1e-30) << "row " << i << " column " << j;
-        }
-    }
+      }
 }
 
 // qp=1 reads pairs of blocks in 32-bit words: a K that leaves pairs unaligned is refused with the
@@ -149,8 +149,9 @@ TEST(quant, block_pairs_need_k_multiple_of_64) {
   for (const auto& r : refusals) named = named || r.find("multiples of 64") != std::string::npos;
   EXPECT_TRUE(named) << ::testing::PrintToString(refusals);
   refusals.clear();
-  EXPECT_EQ(select_implementation(linear_op(), q.get_device(), c, config("variant=4,nb=2,warps=2,qp=1"), &refusals),
-            nullptr);
+  EXPECT_EQ(
+      select_implementation(linear_op(), q.get_device(), c, config("variant=4,nb=2,warps=2,qp=1"), &refusals),
+      nullptr);
 }
 
 TEST(quant, dispatcher_serves_quantized_weights_with_opencl_quant) {

@@ -61,12 +61,35 @@ def hf_generate(model, ids=PROMPT_IDS, steps=NEW_TOKENS):
     return first.numpy(), out
 
 
-def compare_logits(name, got, want, rel=2e-4):
+def with_int8_activations(model):
+    """A copy of `model` whose linear layers see their input rounded to int8 per 32-block
+    (d = max|x| / 127, q = round(x / d), half to even), as llama.cpp's CPU kernels and prism's
+    at qa=1 compute block-quantized weights."""
+    import copy
+    import torch
+    m = copy.deepcopy(model)
+
+    def round_blocks(module, args):
+        x = args[0]
+        b = x.reshape(-1, 32).double()
+        d = b.abs().amax(dim=1, keepdim=True) / 127
+        q = torch.round(b / torch.where(d > 0, d, torch.ones_like(d)))
+        return ((q * d).reshape(x.shape).to(x.dtype),) + tuple(args[1:])
+
+    for module in m.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.register_forward_pre_hook(round_blocks)
+    return m
+
+
+def compare_logits(name, got, want, rel=2e-4, extra=0.0):
+    """max |got - want| <= rel * max(1, max |want|) + extra."""
     import numpy as np
     got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
     diff = float(np.max(np.abs(got - want)))
-    bound = rel * max(1.0, float(np.max(np.abs(want))))
-    print(f"{name}: next-token logits max |diff| {diff:.3g} (bound {bound:.3g}, max |logit| "
+    bound = rel * max(1.0, float(np.max(np.abs(want)))) + extra
+    print(f"{name}: next-token logits max |diff| {diff:.3g} (bound {bound:.3g}"
+          f"{f', of it {extra:.3g} for int8 activations' if extra else ''}, max |logit| "
           f"{float(np.max(np.abs(want))):.3g})")
     if not diff <= bound:
         raise SystemExit(f"{name}: logits differ by {diff} > {bound}")
