@@ -4,13 +4,9 @@
 // on a shared machine move both. x_read = weight GB/s / read GB/s (issue 17: >= 0.7); cpu_ms
 // is the process's CPU time per GEMV (every thread), which compares kernels under load.
 // PRISM_DEVICE picks the device; PRISM_BENCH_VENDOR overrides the tune_configs profile;
-// PRISM_BENCH_QKEY replaces the GEMV's shape; PRISM_BENCH_QCONFIG replaces the quantized config (e.g.
-// variant=0,qrn=8,qwg=1); several configs separated by ';' each get a benchmark, so variants compare in one
-// run (qa=0;qa=1). The layers benchmarks run decode as a model does: the 135M checkpoint's linear shapes
-// (benchmarks/llm/make_bench_model.py; PRISM_BENCH_QSHAPES replaces them, ';'-separated), each
-// with 30 distinct weights (one per layer, so they stream from memory), enqueued back to back
-// and waited on once, with idle CPUs polling (prism::idle_poll) as prism-llm runs them.
-// us_per_gemv is the time per GEMV of that pipeline.
+// PRISM_BENCH_QKEY replaces the GEMV's shape;
+// PRISM_BENCH_QCONFIG replaces the quantized config (e.g. variant=0,qrn=8,qwg=1); several
+// configs separated by ';' each get a benchmark, so variants compare in one run (qa=0;qa=1).
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
@@ -22,7 +18,6 @@
 
 #include "benchmarks/bench_common.hpp"
 #include "kernels/op_descriptor.hpp"
-#include "prism/runtime/idle_poll.hpp"
 
 namespace {
 
@@ -92,76 +87,23 @@ void bm_gemv(benchmark::State& state, const char* key, dtype t, const std::strin
   state.SetLabel(g.cfg.str());
 }
 
-// `layers` GEMVs of one shape with distinct weights and activations, back to back, one wait.
-void bm_layers(benchmark::State& state, const std::string& key, dtype t, const std::string& config) {
-  constexpr int layers = 30;
-  std::vector<timed_call> calls;
-  for (int l = 0; l < layers; ++l) {
-    queue& q = bench_queue();
-    const op_descriptor& d = op_registry::instance().get("linear");
-    sample_options o;
-    o.type = t;
-    o.seed = static_cast<std::uint64_t>(l) + 1;
-    calls.push_back(
-        {&d, d.sample(q, shape_key::parse(key), o), bench::tune_space_of(d, "PRISM_BENCH_VENDOR").defaults});
-    if (!config.empty()) calls.back().cfg = d.config.complete(kernel_config::parse(config));
-  }
-  static idle_poll poll;
-  queue& q = bench_queue();
-  auto run = [&] {
-    for (timed_call& c : calls) enqueue_opencl(q, *c.d, c.call, c.cfg);
-    q.wait();
-  };
-  run();  // build + warm up
-  double seconds = 0;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    state.SetIterationTime(dt);
-    seconds += dt;
-  }
-  const double n = static_cast<double>(state.iterations()) * layers;
-  state.counters["us_per_gemv"] = seconds / n * 1e6;
-  state.counters["weight_GB/s"] = static_cast<double>(calls[0].call.inputs[1].nbytes()) * n / seconds / 1e9;
-  state.SetLabel(calls[0].cfg.str());
-}
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  for (std::size_t at = 0; at <= text.size();) {
-    const std::size_t end = std::min(text.find(';', at), text.size());
-    if (end > at) out.push_back(text.substr(at, end - at));
-    at = end + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   // [16384, 4096] weights: q8_0 71 MB, q4_0 38 MB, q4_1 42 MB, f32 268 MB (all past the LLC).
-  // PRISM_BENCH_QKEY replaces the shape.
+  // PRISM_BENCH_QKEY replaces the shape (e.g. m=1,n=49152,k=576: a 135M model's tied head).
   const char* key = bench::env("PRISM_BENCH_QKEY") ? bench::env("PRISM_BENCH_QKEY") : "m=1,n=16384,k=4096";
   std::vector<std::string> configs;
-  if (const char* v = std::getenv("PRISM_BENCH_QCONFIG")) configs = split(v);
+  if (const char* v = std::getenv("PRISM_BENCH_QCONFIG")) {
+    std::string text = v;
+    for (std::size_t at = 0; at <= text.size();) {
+      const std::size_t end = std::min(text.find(';', at), text.size());
+      if (end > at) configs.push_back(text.substr(at, end - at));
+      at = end + 1;
+    }
+  }
   if (configs.empty()) configs.push_back("");  // the profile's default
-  // The 135M checkpoint's decode linears: qkv, o, gate_up, down.
-  const std::vector<std::string> shapes =
-      split(bench::env("PRISM_BENCH_QSHAPES")
-                ? bench::env("PRISM_BENCH_QSHAPES")
-                : "m=1,n=960,k=576;m=1,n=576,k=576;m=1,n=3072,k=576;m=1,n=576,k=1536");
-  for (const std::string& shape : shapes)
-    for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::f32})
-      for (const std::string& config : is_quantized(t) ? configs : std::vector<std::string>{""}) {
-        const std::string name = std::string("linear_layers/") + dtype_name(t) + "/" + shape +
-                                 (config.empty() ? "" : "/" + config);
-        benchmark::RegisterBenchmark(
-            name.c_str(), [shape, t, config](benchmark::State& s) { bm_layers(s, shape, t, config); })
-            ->UseManualTime()
-            ->MinTime(0.5);
-      }
   for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::q4_1, dtype::f32})
     for (const std::string& config : is_quantized(t) ? configs : std::vector<std::string>{""}) {
       const std::string name = std::string("linear_gemv/") + dtype_name(t) + "/" + key +
