@@ -72,7 +72,7 @@ inline void q_values(const __global uchar* p, float16* lo, float16* hi) {
 // which took the 49152 x 576 q8_0 GEMV from 0.62-0.69 to 0.77-0.81 of the paired read on two AVX2
 // cores (benchmarks/RESULTS.md, "Issue 17, session 11"); the hardware prefetcher alone kept
 // fewer lines in flight than one core's row stream needs.
-#if defined(__clang__) && defined(__x86_64__)
+#if defined(__clang__) && defined(__x86_64__) && defined(__SSE2__)  // a CPU compiler, not a GPU one
 #define Q_PREFETCH(p) __builtin_prefetch((p) + 1024)
 #else
 #define Q_PREFETCH(p)
@@ -223,8 +223,12 @@ inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
   const q_v32qi w = Q_CAT32(as_char16(vload16(0, p + 2)), as_char16(vload16(0, p + 18)));
   return q_madd32(__builtin_ia32_psignb256(w, w), __builtin_ia32_psignb256(Q_CAT32(alo, ahi), w));
 #else
+  // Both halves of the 16 bytes in one register (vbroadcasti128), the high half shifted by 4
+  // per dword (vpsrlvd), then the nibble mask: 3 instructions where split-and-insert took 5.
   const uchar16 q = vload16(0, p + (QTYPE == 1 ? 2 : 4));
-  return q_madd32(Q_CAT32(q & (uchar16)0xF, q >> (uchar16)4), Q_CAT32(alo, ahi));
+  const ulong2 q2 = as_ulong2(q);
+  const uint8 both = as_uint8((ulong4)(q2, q2)) >> (uint8)(0, 0, 0, 0, 4, 4, 4, 4);
+  return q_madd32((q_v32qi)(both & (uint8)0x0F0F0F0Fu), Q_CAT32(alo, ahi));
 #endif
 }
 #else
