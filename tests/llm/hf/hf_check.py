@@ -246,9 +246,10 @@ def check_gguf(prism_llm, work, qtype):
         same = copy.deepcopy(model)
         same.load_state_dict(stored, strict=False)
         want_logits, want_ids = common.hf_generate(same)
-        # --backend opencl takes every op's default config: float activations (qa=0), the same
-        # arithmetic as transformers, so the f32 bound holds.
-        _, got_logits, got_ids = common.prism_generate(prism_llm, path, work, ("--backend", "opencl"))
+        # Linears on float activations (qa=0: the same arithmetic as transformers), so the f32
+        # bound holds.
+        exact = _write(work, "float-activations.yaml", 'routes:\n  linear: {backend: opencl, config: "qa=0"}\n')
+        _, got_logits, got_ids = common.prism_generate(prism_llm, path, work, ("--routes", exact))
         common.compare_logits(f"{arch} {qtype} vs transformers on the dequantized weights", got_logits, want_logits)
         if got_ids != want_ids:
             raise SystemExit(f"{arch} {qtype}: greedy ids {got_ids} != {want_ids}")
