@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -87,13 +88,22 @@ std::optional<double> number_field(const std::string& column, const std::string&
               "field " + column + " is '" + v + "'; expected a finite number >= 0");
 }
 
+// A process id: a whole number in [0, 2^63).
+std::int64_t pid_field(const std::string& column, const std::string& v) {
+  std::int64_t x = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec == std::errc() && end == v.data() + v.size() && x >= 0) return x;
+  throw error(errc::config_error, "dispatch log",
+              "field " + column + " is '" + v + "'; expected a whole number >= 0 (a process id)");
+}
+
 void set_field(log_record& r, const std::string& c, const std::string& v) {
   if (c == "event")
     r.event = v;
   else if (c == "time")
     r.timestamp = v;
   else if (c == "pid")
-    r.pid = v.empty() ? 0 : static_cast<std::int64_t>(*number_field(c, v));
+    r.pid = v.empty() ? 0 : pid_field(c, v);
   else if (c == "op")
     r.op = v;
   else if (c == "dtypes")

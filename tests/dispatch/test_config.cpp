@@ -662,21 +662,40 @@ TEST(DispatchLog, SummarizeCountsExecLinesPerOpBackendAndTier) {
   EXPECT_NE(table.find("tuning database hits: 2 of 3 calls"), std::string::npos) << table;
   recs[0].tier = "sideways";
   EXPECT_EQ(code_of([&] { summarize_log(recs); }), errc::config_error);
-
 }
 
 // Found by fuzz/dispatch_log: a bad time_us ended `prism run --replay` with "stod".
 TEST(DispatchLog, BadTimeIsNamed) {
   for (const char* t : {"x", "1e999", "nan", "-3"}) {
     std::stringstream bad;
-    bad << log_header("v1") << "\nprism_dispatch,v1,exec,add,f32,n=4,0123456789abcdef,opencl,,default,,"
-        << t << ",\n";
+    bad << log_header("v1") << "\nprism_dispatch,v1,exec,add,f32,n=4,0123456789abcdef,opencl,,default,," << t
+        << ",\n";
     std::string what;
     EXPECT_EQ(code_of([&] { parse_log(bad); }, &what), errc::config_error) << t;
     EXPECT_NE(what.find("field time_us is '" + std::string(t) + "'; expected a finite number >= 0"),
               std::string::npos)
         << what;
   }
+}
+
+// Found by fuzz/dispatch_log (UBSan): a pid of 1e308 was converted to an integer out of range.
+TEST(DispatchLog, BadPidIsNamed) {
+  for (const char* pid : {"1e308", "12.5", "-1", "99999999999999999999", "x"}) {
+    std::stringstream bad;
+    bad << log_header() << "\nprism_dispatch,v2,exec,2026-11-24T05:00:00Z," << pid
+        << ",add,f32,n=4,0123456789abcdef,opencl,,,default,,,1.0,,\n";
+    std::string what;
+    EXPECT_EQ(code_of([&] { parse_log(bad); }, &what), errc::config_error) << pid;
+    EXPECT_NE(what.find("field pid is '" + std::string(pid) + "'; expected a whole number >= 0"),
+              std::string::npos)
+        << what;
+  }
+  std::stringstream good(log_header() +
+                         "\nprism_dispatch,v2,exec,2026-11-24T05:00:00Z,4242,add,f32,n=4,0123456789abcdef,"
+                         "opencl,,,default,,,1.0,,\n");
+  const auto recs = parse_log(good);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].pid, 4242);
 }
 
 TEST(DispatchLog, SinkFiltersAndWritesHeaderOnce) {
