@@ -88,13 +88,10 @@ bool has_block_weights(const model_weights& weights) {
   return blocks;
 }
 
-double int8_activation_spread(const model_weights& weights, std::span<const std::int32_t> prompt) {
-  if (!has_block_weights(weights)) return 0;
-  reference_decoder exact(weights), int8(weights, reference_decoder::activations::int8);
-  const auto a = exact.forward(prompt), b = int8.forward(prompt);
-  const auto vocab = static_cast<std::size_t>(weights.config().vocab_size);
+double next_token_spread(std::span<const double> a, std::span<const double> b, std::int64_t vocab) {
   double spread = 0;
-  for (std::size_t i = a.size() - vocab; i < a.size(); ++i) spread = std::max(spread, std::abs(a[i] - b[i]));
+  for (std::size_t i = a.size() - static_cast<std::size_t>(vocab); i < a.size(); ++i)
+    spread = std::max(spread, std::abs(a[i] - b[i]));
   return spread;
 }
 

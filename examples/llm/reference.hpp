@@ -45,10 +45,11 @@ class reference_decoder {
 /// Whether any weight the model reads (projections, head) is block-quantized.
 bool has_block_weights(const model_weights& weights);
 
-/// How far rounding activations to int8 per 32-block moves the next-token logits over `prompt`:
-/// max |exact - int8| of the two references' last rows, 0 without block-quantized weights. A
-/// device may compute either way, so checks of quantized models widen their bound by twice it.
-double int8_activation_spread(const model_weights& weights, std::span<const std::int32_t> prompt);
+/// max |a - b| over the last `vocab` values (the next-token logits) of two forward() results. With
+/// the exact and the int8 reference it is how far rounding activations to int8 per 32-block moves
+/// the logits: a device may compute either way, so checks of quantized models widen their bound
+/// by twice it.
+double next_token_spread(std::span<const double> a, std::span<const double> b, std::int64_t vocab);
 
 /// Index of the largest value; the first one on ties (as prism's argmax and torch.argmax).
 std::int64_t argmax(std::span<const double> values);

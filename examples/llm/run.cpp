@@ -523,10 +523,11 @@ run_result run_model(const run_options& opt) {
     // Block-quantized weights: a device may round the activations to int8 per 32-block (llama.cpp's
     // CPU scheme; prism's CPU and dp4a kernels at qa=1) or not. The bound widens by twice the
     // reference's own spread between the two, and the tokens may follow either reference.
-    r.logits_int8_spread = int8_activation_spread(weights, r.prompt);
-    if (r.logits_int8_spread > 0) {
-      r.logits_tolerance += 2 * r.logits_int8_spread;
+    if (has_block_weights(weights)) {
       reference_decoder ref8(weights, reference_decoder::activations::int8);
+      r.logits_int8_spread = next_token_spread(ref_logits, ref8.forward(r.prompt), config.vocab_size);
+      r.logits_tolerance += 2 * r.logits_int8_spread;
+      ref8.reset();
       auto tokens8 = ref8.generate(r.prompt, opt.new_tokens);
       tokens8.resize(r.reference_tokens.size());
       tokens_match = tokens_match || tokens8 == r.tokens;

@@ -51,12 +51,11 @@ struct run_options {
   /// this budget (0 = no limit; < 0 = off), then run on the new rows.
   double pretune_s = -1;
   std::size_t pretune_candidates = 4;  ///< --pretune-candidates: per backend and shape
-  std::string graph = "auto";
+  std::string graph = "auto";          ///< decode through a recorded graph: on, off, auto (measured)
   /// "on": on CPU devices, idle CPUs poll instead of halting while the run generates
   /// (prism::idle_poll, where permitted); "off".
   std::string poll = "on";
-  std::string fuse = "attention,mlp";  ///< decode fusions: attention, mlp, both, or none  ///< decode through
-                                       ///< a recorded graph: on, off, auto (measured)
+  std::string fuse = "attention,mlp";  ///< decode fusions: attention, mlp, both, or none
   int repeat = 1;                      ///< timed generations; the fastest prefill and decode are reported
   std::int64_t breakdown_decode_steps = 8;
   bool check = false;

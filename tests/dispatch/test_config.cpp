@@ -664,32 +664,31 @@ TEST(DispatchLog, SummarizeCountsExecLinesPerOpBackendAndTier) {
   EXPECT_EQ(code_of([&] { summarize_log(recs); }), errc::config_error);
 }
 
+namespace {
+// parse_log on `text` is a config_error whose message has `message`.
+void expect_log_error(const std::string& text, const std::string& message) {
+  std::stringstream bad(text);
+  std::string what;
+  EXPECT_EQ(code_of([&] { parse_log(bad); }, &what), errc::config_error) << text;
+  EXPECT_NE(what.find(message), std::string::npos) << what;
+}
+}  // namespace
+
 // Found by fuzz/dispatch_log: a bad time_us ended `prism run --replay` with "stod".
 TEST(DispatchLog, BadTimeIsNamed) {
-  for (const char* t : {"x", "1e999", "nan", "-3"}) {
-    std::stringstream bad;
-    bad << log_header("v1") << "\nprism_dispatch,v1,exec,add,f32,n=4,0123456789abcdef,opencl,,default,," << t
-        << ",\n";
-    std::string what;
-    EXPECT_EQ(code_of([&] { parse_log(bad); }, &what), errc::config_error) << t;
-    EXPECT_NE(what.find("field time_us is '" + std::string(t) + "'; expected a finite number >= 0"),
-              std::string::npos)
-        << what;
-  }
+  for (const std::string t : {"x", "1e999", "nan", "-3"})
+    expect_log_error(log_header("v1") +
+                         "\nprism_dispatch,v1,exec,add,f32,n=4,0123456789abcdef,opencl,,default,," + t +
+                         ",\n",
+                     "field time_us is '" + t + "'; expected a finite number >= 0");
 }
 
 // Found by fuzz/dispatch_log (UBSan): a pid of 1e308 was converted to an integer out of range.
 TEST(DispatchLog, BadPidIsNamed) {
-  for (const char* pid : {"1e308", "12.5", "-1", "99999999999999999999", "x"}) {
-    std::stringstream bad;
-    bad << log_header() << "\nprism_dispatch,v2,exec,2026-11-24T05:00:00Z," << pid
-        << ",add,f32,n=4,0123456789abcdef,opencl,,,default,,,1.0,,\n";
-    std::string what;
-    EXPECT_EQ(code_of([&] { parse_log(bad); }, &what), errc::config_error) << pid;
-    EXPECT_NE(what.find("field pid is '" + std::string(pid) + "'; expected a whole number >= 0"),
-              std::string::npos)
-        << what;
-  }
+  for (const std::string pid : {"1e308", "12.5", "-1", "99999999999999999999", "x"})
+    expect_log_error(log_header() + "\nprism_dispatch,v2,exec,2026-11-24T05:00:00Z," + pid +
+                         ",add,f32,n=4,0123456789abcdef,opencl,,,default,,,1.0,,\n",
+                     "field pid is '" + pid + "'; expected a whole number >= 0");
   std::stringstream good(log_header() +
                          "\nprism_dispatch,v2,exec,2026-11-24T05:00:00Z,4242,add,f32,n=4,0123456789abcdef,"
                          "opencl,,,default,,,1.0,,\n");
