@@ -22,6 +22,7 @@
 #include "kernels/cl_source.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "kernels/ops/gemm_shared.hpp"
+#include "kernels/ptx_forms.hpp"
 #include "prism/error.hpp"
 #include "runtime/log.hpp"
 
@@ -407,93 +408,6 @@ event enqueue_gemv(queue& q, const gemm_problem& p, const kernel_config& c, sour
 // tensor cores through inline PTX). Never on CPU devices; inline PTX only on NVIDIA's platform
 // and per form the driver accepts. TF32 for f32 inputs is opt-in (tf32_allowed).
 
-// Which inline-PTX forms the device's driver builds: probed once per device with a tiny kernel
-// each; every rejected form is logged once with the driver's reason.
-struct ptx_forms {
-  std::string not_nvidia;  // why no form is tried (the platform is not NVIDIA's); empty otherwise
-  std::map<std::string, std::string> rejected;  // form -> the build error
-  bool has(const std::string& form) const { return not_nvidia.empty() && !rejected.count(form); }
-  std::string why(const std::string& form) const {
-    if (!not_nvidia.empty()) return not_nvidia;
-    auto it = rejected.find(form);
-    return it == rejected.end() ? std::string()
-                                : fmt::format("driver rejects inline PTX {}: {}", form, it->second);
-  }
-};
-
-const char* const ptx_probe_sources[][2] = {
-    {"mma.m16n8k8.tf32",
-     "__kernel void probe(__global float* o, __global const uint* i) { float c0 = 0, c1 = 0, c2 = 0, c3 = 0;"
-     " asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-     "{%8,%9},"
-     " {%0,%1,%2,%3};\" : \"+f\"(c0), \"+f\"(c1), \"+f\"(c2), \"+f\"(c3) : \"r\"(i[0]), \"r\"(i[1]), "
-     "\"r\"(i[2]),"
-     " \"r\"(i[3]), \"r\"(i[4]), \"r\"(i[5])); o[get_global_id(0)] = c0 + c1 + c2 + c3; }"},
-    {"mma.m16n8k16.f16",
-     "__kernel void probe(__global float* o, __global const uint* i) { float c0 = 0, c1 = 0, c2 = 0, c3 = 0;"
-     " asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-     "{%8,%9},"
-     " {%0,%1,%2,%3};\" : \"+f\"(c0), \"+f\"(c1), \"+f\"(c2), \"+f\"(c3) : \"r\"(i[0]), \"r\"(i[1]), "
-     "\"r\"(i[2]),"
-     " \"r\"(i[3]), \"r\"(i[4]), \"r\"(i[5])); o[get_global_id(0)] = c0 + c1 + c2 + c3; }"},
-    {"mma.m16n8k16.bf16",
-     "__kernel void probe(__global float* o, __global const uint* i) { float c0 = 0, c1 = 0, c2 = 0, c3 = 0;"
-     " asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-     "{%8,%9},"
-     " {%0,%1,%2,%3};\" : \"+f\"(c0), \"+f\"(c1), \"+f\"(c2), \"+f\"(c3) : \"r\"(i[0]), \"r\"(i[1]), "
-     "\"r\"(i[2]),"
-     " \"r\"(i[3]), \"r\"(i[4]), \"r\"(i[5])); o[get_global_id(0)] = c0 + c1 + c2 + c3; }"},
-    {"ldmatrix",
-     "__kernel void probe(__global uint* o) { __local uint s[128]; s[get_local_id(0)] = get_local_id(0);"
-     " barrier(CLK_LOCAL_MEM_FENCE); uint r0, r1, r2, r3; asm "
-     "volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16"
-     " {%0,%1,%2,%3}, [%4];\" : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : "
-     "\"r\"((uint)(size_t)&s[(get_local_id(0)"
-     " % 32) * 4])); o[get_global_id(0)] = r0 + r1 + r2 + r3; }"},
-    {"dp4a",
-     "__kernel void probe(__global int* o, __global const uint* i) { int r; asm volatile(\"dp4a.s32.s32 %0, "
-     "%1, %2, %3;\" : \"=r\"(r) : \"r\"(i[0]), \"r\"(i[1]), \"r\"(0)); o[get_global_id(0)] = r; }"},
-    {"cp.async",
-     "__kernel void probe(__global const uint* i, __global uint* o) { __local uint s[512];"
-     " asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, 16;\" :: "
-     "\"r\"((uint)(size_t)&s[get_local_id(0) * 4]),"
-     " \"l\"((ulong)(i + get_local_id(0) * 4)) : \"memory\"); asm volatile(\"cp.async.commit_group;\" ::: "
-     "\"memory\");"
-     " asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\"); barrier(CLK_LOCAL_MEM_FENCE);"
-     " o[get_global_id(0)] = s[get_local_id(0)]; }"},
-};
-
-const ptx_forms& probe_ptx(const device& dev) {
-  static std::mutex mu;
-  static auto* cache = new std::map<std::string, ptx_forms>();  // never destroyed: no OpenCL at exit
-  const std::string key =
-      fmt::format("{}|{}|{}|{}", dev.platform_name(), dev.name(), dev.driver_version(), dev.global_index());
-  std::lock_guard lock(mu);
-  if (auto it = cache->find(key); it != cache->end()) return it->second;
-  ptx_forms f;
-  auto lower_name = dev.platform_name();
-  for (auto& ch : lower_name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  if (lower_name.find("nvidia") == std::string::npos) {
-    f.not_nvidia = fmt::format("inline PTX needs NVIDIA's OpenCL platform; device '{}' is on '{}'",
-                               dev.name(), dev.platform_name());
-  } else {
-    const context ctx = context::get_default(dev);
-    for (const auto& [form, src] : ptx_probe_sources) {
-      try {
-        program::build(ctx, src, "");
-      } catch (const std::exception& e) {
-        std::string what = e.what();
-        if (what.size() > 300) what = what.substr(0, 300) + "...";
-        f.rejected[form] = what;
-        log::get("kernels")->warn(
-            "GEMM: {} (driver {}) rejects inline PTX {}; the mma GEMM does without it: {}", dev.name(),
-            dev.driver_version(), form, what);
-      }
-    }
-  }
-  return cache->emplace(key, std::move(f)).first->second;
-}
-
 const char* mma_form(dtype t) {
   return t == dtype::f32 ? "mma.m16n8k8.tf32" : t == dtype::f16 ? "mma.m16n8k16.f16" : "mma.m16n8k16.bf16";
 }
@@ -623,8 +537,8 @@ event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source
 event enqueue_nv_skinny(queue& q, const gemm_problem& p, std::int64_t mb, std::int64_t nb, std::int64_t warps,
                         source_override src) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
-  const std::string opts = fmt::format("{} -DMB={} -DNB={} -DWARPS={} -DHAS_BIAS={}", dtype_define(p.c.type()),
-                                       mb, nb, warps, p.bias.defined() ? 1 : 0);
+  const std::string opts = fmt::format("{} -DMB={} -DNB={} -DWARPS={} -DHAS_BIAS={}",
+                                       dtype_define(p.c.type()), mb, nb, warps, p.bias.defined() ? 1 : 0);
   kernel k = build_kernel(q.get_context(), "gemm_nv.cl", src, opts + act_define(p), "gemm_nv_skinny");
   nd_range r(range<3>(ceil_div(p.n, nb * warps) * 32 * warps, ceil_div(p.m, mb), p.batch),
              range<3>(32 * warps, 1, 1));
@@ -854,9 +768,10 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
       if (!pl.int8_activations) return std::string("qp=1 (block pairs) needs qa=1 (int8 activations)");
       const std::int64_t k = w->size(w->dim() - 1), row = w->dim() > 1 ? w->strides()[w->dim() - 2] : k;
       if (k % 64 != 0 || row % 64 != 0 || w->offset() % 64 != 0)
-        return fmt::format("qp=1 reads block pairs: K ({}), the weight's row stride ({}) and offset ({}) must be "
-                           "multiples of 64",
-                           k, row, w->offset());
+        return fmt::format(
+            "qp=1 reads block pairs: K ({}), the weight's row stride ({}) and offset ({}) must be "
+            "multiples of 64",
+            k, row, w->offset());
     }
     threads = static_cast<std::uint64_t>(32 * pl.c);
     local = static_cast<std::uint64_t>(std::min<std::int64_t>(pl.a, next_pow2(m)) * pl.b * 32 * pl.c * 4);
@@ -966,10 +881,10 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
       opts += fmt::format(" -DQA8 -DQ_DP4A={} -DQPAIR={}", probe_ptx(q.get_device()).has("dp4a") ? 1 : 0,
                           pl.pairs ? 1 : 0);
       const tensor ws = quantize_activations(q, p, opts, src);
-      return submit_quant(
-          q, p,
-          build_kernel(q.get_context(), "gemm_quant.cl", src, opts, pl.pairs ? "gemm_q_pairs_i8" : "gemm_q_rows"),
-          r, ws);
+      return submit_quant(q, p,
+                          build_kernel(q.get_context(), "gemm_quant.cl", src, opts,
+                                       pl.pairs ? "gemm_q_pairs_i8" : "gemm_q_rows"),
+                          r, ws);
     }
   } else {
     opts += fmt::format(" -DTM={} -DTN={} -DWM={} -DWN={}", pl.a, pl.b, pl.c, pl.d);
