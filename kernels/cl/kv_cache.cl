@@ -429,7 +429,300 @@ void combine_splits(volatile __global const float* all, long used, __global STYP
 }
 #endif
 
-#if GROUPED
+#if LANES
+// Variant 3 (GPUs): flash decoding. Work-group (b, s) serves G query heads of one kv head (block b
+// of the kv head's GQ = hq / hk heads: G divides GQ, G <= 8; kv head b / (GQ / G)) over keys
+// [s * CHUNK, (s + 1) * CHUNK), always split. Its WG items are NW = WG / 32 warps of 32 lanes;
+// lane i holds dims [i DL, (i + 1) DL) of a row (DL = ceil(D / 32); dims past D read as 0), so a
+// warp reads one key or value row with one coalesced load per lane:
+// 1. scores: warp w scores keys w, w + NW, ... of the chunk, KU rows in flight; each lane's partial
+//    dot products are summed across the warp (shfl.sync.bfly through inline PTX where the driver
+//    builds it, LANE_SHFL=1; a local-memory pass elsewhere) into scr (G rows of CHUNK);
+// 2. the chunk's softmax: warp w takes heads w, w + NW, ...: max, exponentials (in place), sum;
+// 3. values: warp w sweeps the same keys as in 1, accumulating G rows of DL dims per lane; the
+//    warps' sums meet in local memory (the scratch that held the scores);
+// then the chunk's partials (D sums, max, sum per head) go to `part`, and the last group of the
+// block combines them, each warp a head and each lane its DL dims.
+#define G GROUPED
+#define NW (WG / 32)
+#define DL ((D + 31) / 32)
+#define IN_ROW(lane, i) ((lane) * DL + (i) < D)  // dim i of a lane's slice is inside the row
+#if LANE_SHFL
+inline float lane_xor(float x, int o) {
+  float y;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x), "r"(o));
+  return y;
+}
+#endif
+// The sum / max of x over the caller's warp, in every lane. All WG items call it together
+// (the local-memory pass has barriers), each with its own x.
+inline float lanes_sum(float x, __local float* red) {
+#if LANE_SHFL
+  for (int o = 16; o > 0; o >>= 1) x += lane_xor(x, o);
+  return x;
+#else
+  const int lid = get_local_id(0), base = lid & ~31;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  red[lid] = x;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float s = 0;
+  for (int i = 0; i < 32; ++i) s += red[base + i];
+  return s;
+#endif
+}
+inline float lanes_max(float x, __local float* red) {
+#if LANE_SHFL
+  for (int o = 16; o > 0; o >>= 1) x = fmax(x, lane_xor(x, o));
+  return x;
+#else
+  const int lid = get_local_id(0), base = lid & ~31;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  red[lid] = x;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float s = -INFINITY;
+  for (int i = 0; i < 32; ++i) s = fmax(s, red[base + i]);
+  return s;
+#endif
+}
+inline float4 lane4_f32(__global const float* p) { return *(__global const float4*)p; }
+inline float4 lane4_f16(__global const half* p) { return vload_half4(0, p); }
+inline float4 lane4_bf16(__global const ushort* p) {
+  const uint2 u = *(__global const uint2*)p;  // little-endian: element 2i is the low half
+  return (float4)(as_float(u.s0 << 16), as_float(u.s0 & 0xffff0000u), as_float(u.s1 << 16),
+                  as_float(u.s1 & 0xffff0000u));
+}
+#define LANE4(p) PRISM_XCAT(lane4_, K_K)(p)
+// Dims [lane DL, (lane + 1) DL) of cache row r: one 16- or 8-byte load where the rows are 16-byte
+// aligned (KROW16) and D = 128, element loads otherwise.
+inline void lane_row(__global const STYPE(K_K)* r, int lane, float* x) {
+#if KROW16 && D == 128
+  const float4 v = LANE4(r + lane * 4);
+  x[0] = v.s0;
+  x[1] = v.s1;
+  x[2] = v.s2;
+  x[3] = v.s3;
+#else
+  for (int i = 0; i < DL; ++i) x[i] = IN_ROW(lane, i) ? LOAD(K_K, r, lane * DL + i) : 0.0f;
+#endif
+}
+// A split's partial row: D sums, then its max and sum, padded to PST = D + 4 floats so that rows
+// stay 16-byte aligned. lane_part reads dims [lane DL, (lane + 1) DL) of one (volatile: written
+// by other groups).
+#define PST (D + 4)
+#define TT (SCRATCH / NW)  // split weights a warp holds in the combine (>= 32 G)
+#define KR (64 / DL)       // partial rows in flight in the combine
+inline void lane_part(volatile __global const float* r, int lane, float* x) {
+#if D == 128
+  const float4 v = *(volatile __global const float4*)(r + lane * 4);
+  x[0] = v.s0;
+  x[1] = v.s1;
+  x[2] = v.s2;
+  x[3] = v.s3;
+#else
+  for (int i = 0; i < DL; ++i) x[i] = IN_ROW(lane, i) ? r[lane * DL + i] : 0.0f;
+#endif
+}
+__kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, float scale, float eps,
+                                     __global const STYPE(A_K)* qkv, long qkv_off, __global const STYPE(P_K)* pos,
+                                     long p_off, __global const STYPE(C_K)* cs, long c_off,
+                                     __global STYPE(K_K)* cache, long cache_off, __global const STYPE(W_K)* qn,
+                                     long qn_off, __global const STYPE(W_K)* kn, long kn_off,
+                                     __global STYPE(A_K)* out, long o_off, __global float* part,
+                                     __global int* counters) {
+  __local float part_l[WG], qs[G * D], kr[D], vr[D], scr[SCRATCH], ml[2 * G], red[WG];
+  __local int last_l;
+  const int lid = get_local_id(0), lane = lid & 31, w = lid >> 5;
+  // Block b: query heads qh0 .. qh0 + G - 1 of kv head kvh; its partials and counter are the block's.
+  const long b = get_group_id(0), sidx = get_group_id(1), splits = get_num_groups(1);
+  const long blocks = (hq / hk) / G, kvh = b / blocks, qh0 = kvh * (hq / hk) + (b - kvh * blocks) * G;
+  const long p = LOADL(P_K, pos, p_off);
+  const long L = p < 0 ? 0 : min(p + 1, S);
+  const long kb = min(sidx * CHUNK, L), ke = min(kb + CHUNK, L);
+  const int n = (int)(ke - kb);
+  // A split past the visible length (most of the grid early in a sequence) only counts itself in.
+  if (!(n == 0 && sidx > 0)) {
+    const bool rotate = p >= 0 && p < max_pos;
+    __global const STYPE(C_K)* c = cs + c_off + (rotate ? p : 0) * ROT;
+    // The G query rows and the key row (row G), normalized by warps (warp w: rows w, w + NW, ...;
+    // lane sums of squares) into scr, then rotated by the whole group into qs and kr.
+    for (int r0 = 0; r0 <= G; r0 += NW) {
+      const int r = r0 + w;
+      const bool on = r <= G, norm = r < G ? HAS_QN : HAS_KN;
+      __global const STYPE(A_K)* src = qkv + qkv_off + (r < G ? qh0 + r : hq + kvh) * D;
+      __global const STYPE(W_K)* wt = r < G ? qn + qn_off : kn + kn_off;
+      float v[DL], ss = 0;
+      for (int i = 0; i < DL; ++i) {
+        v[i] = on && IN_ROW(lane, i) ? LOAD(A_K, src, lane * DL + i) : 0.0f;
+        ss += v[i] * v[i];
+      }
+      ss = lanes_sum(ss, red);
+      if (on) {
+        const float rs = norm ? rsqrt(ss / (float)D + eps) : 1.0f;
+        for (int i = 0; i < DL; ++i)
+          if (IN_ROW(lane, i)) scr[r * D + lane * DL + i] = norm ? v[i] * rs * LOAD(W_K, wt, lane * DL + i) : v[i];
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int e = lid; e < (G + 1) * D; e += WG) {
+      const int r = e / D, i = e - r * D;
+      __local const float* x = scr + r * D;
+      (r < G ? qs + r * D : kr)[i] = rotate && i < ROT ? rope_dim(i, x[rope_first(i)], x[rope_second(i)], c) : x[i];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __global const STYPE(A_K)* vsrc = qkv + qkv_off + (hq + hk + kvh) * D;
+    const bool writer = sidx == 0 && qh0 == kvh * (hq / hk) && p >= 0 && p < S;  // the kv head's first block
+    __global STYPE(K_K)* K = cache + cache_off + kvh * S * D;
+    __global STYPE(K_K)* V = cache + cache_off + (hk + kvh) * S * D;
+    NEW_KV_ROWS(lid, WG, G);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float q[G][DL];
+    for (int g = 0; g < G; ++g)
+      for (int i = 0; i < DL; ++i) q[g][i] = IN_ROW(lane, i) ? qs[g * D + lane * DL + i] : 0.0f;
+    // 1. Scores. The loop's trip count is the group's (the local-memory lane sums have barriers).
+    for (int j0 = 0; j0 < n; j0 += NW * KU) {
+      float x[KU][DL];
+      for (int u = 0; u < KU; ++u) {
+        const int jl = j0 + u * NW + w;
+        const long j = kb + jl;
+        if (jl >= n) {
+          for (int i = 0; i < DL; ++i) x[u][i] = 0;
+        } else if (j == p) {  // the new key, from local memory (another group may be writing it)
+          for (int i = 0; i < DL; ++i) x[u][i] = IN_ROW(lane, i) ? kr[lane * DL + i] : 0.0f;
+        } else {
+          lane_row(K + j * D, lane, x[u]);
+        }
+      }
+      for (int u = 0; u < KU; ++u) {
+        const int jl = j0 + u * NW + w;
+        for (int g = 0; g < G; ++g) {
+          float s = 0;
+          for (int i = 0; i < DL; ++i) s = fma(q[g][i], x[u][i], s);
+          s = lanes_sum(s, red);
+          if (lane == 0 && jl < n) scr[g * CHUNK + jl] = s;
+        }
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    // 2. The chunk's softmax per head, exponentials in place.
+    for (int g0 = 0; g0 < G; g0 += NW) {
+      const int g = g0 + w;
+      float mx = -INFINITY;
+      if (g < G)
+        for (int i = lane; i < n; i += 32) mx = fmax(mx, scr[g * CHUNK + i]);
+      mx = lanes_max(mx, red);
+      float sum = 0;
+      if (g < G)
+        for (int i = lane; i < n; i += 32) {
+          const float e = exp(scr[g * CHUNK + i] - mx);
+          scr[g * CHUNK + i] = e;
+          sum += e;
+        }
+      sum = lanes_sum(sum, red);
+      if (g < G && lane == 0) {
+        ml[g] = mx;
+        ml[G + g] = sum;
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    // 3. Values.
+    float acc[G][DL];
+    for (int g = 0; g < G; ++g)
+      for (int i = 0; i < DL; ++i) acc[g][i] = 0;
+    for (int j0 = w; j0 < n; j0 += NW * KU) {
+      float x[KU][DL], pr[KU][G];
+      for (int u = 0; u < KU; ++u) {
+        const int jl = j0 + u * NW;
+        const long j = kb + jl;
+        for (int g = 0; g < G; ++g) pr[u][g] = jl < n ? scr[g * CHUNK + jl] : 0.0f;
+        if (jl >= n) {
+          for (int i = 0; i < DL; ++i) x[u][i] = 0;
+        } else if (j == p) {
+          for (int i = 0; i < DL; ++i) x[u][i] = IN_ROW(lane, i) ? vr[lane * DL + i] : 0.0f;
+        } else {
+          lane_row(V + j * D, lane, x[u]);
+        }
+      }
+      for (int u = 0; u < KU; ++u)
+        for (int g = 0; g < G; ++g)
+          for (int i = 0; i < DL; ++i) acc[g][i] = fma(pr[u][g], x[u][i], acc[g][i]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the probabilities in scr
+    for (int g = 0; g < G; ++g)
+      for (int i = 0; i < DL; ++i)
+        if (IN_ROW(lane, i)) scr[(w * G + g) * D + lane * DL + i] = acc[g][i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int e = lid; e < G * D; e += WG) {
+      const int g = e / D, d = e - g * D;
+      float x = 0;
+      for (int v = 0; v < NW; ++v) x += scr[(v * G + g) * D + d];
+      part[((qh0 + g) * splits + sidx) * PST + d] = x;
+    }
+    if (lid < G) {
+      part[((qh0 + lid) * splits + sidx) * PST + D] = n > 0 ? ml[lid] : -INFINITY;
+      part[((qh0 + lid) * splits + sidx) * PST + D + 1] = n > 0 ? ml[G + lid] : 0.0f;
+    }
+  }
+  if (!last_split(counters + b, splits, &last_l)) return;
+  // The combine. Warp w takes heads w, w + NW, ...; only the splits below the visible length hold
+  // keys. Its lanes read the splits' maxima side by side, then weigh the splits into the warp's
+  // TT floats of scr (TT at a time), then every lane adds the weighted rows over its DL dims, KR
+  // rows in flight. The loads are volatile (other groups' partials, from L2), and none waits on
+  // another's value.
+  const long used = max((L + CHUNK - 1) / CHUNK, 1L);
+  __local float* wts = scr + w * TT;
+  for (int g0 = 0; g0 < G; g0 += NW) {
+    const int g = g0 + w;
+    const bool on = g < G;
+    volatile __global const float* all = part + (qh0 + (on ? g : 0)) * splits * PST;
+    float mx = -INFINITY;
+    if (on)
+      for (long t = lane; t < used; t += 32) mx = fmax(mx, all[t * PST + D]);
+    mx = lanes_max(mx, red);
+    float sum = 0, x[DL];
+    for (int i = 0; i < DL; ++i) x[i] = 0;
+    for (long t0 = 0; t0 < used; t0 += TT) {
+      const int cnt = (int)min((long)TT, used - t0);
+      barrier(CLK_LOCAL_MEM_FENCE);  // scr: the scores' last readers, or the previous tile's
+      if (on)
+        for (int k = lane; k < cnt; k += 32) {
+          const float mt = all[(t0 + k) * PST + D], lt = all[(t0 + k) * PST + D + 1];
+          const float e = mt == -INFINITY ? 0.0f : exp(mt - mx);
+          wts[k] = e;
+          sum += e * lt;
+        }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (on) {
+        int k = 0;
+        for (; k + KR <= cnt; k += KR) {
+          float r[KR][DL];
+          for (int u = 0; u < KR; ++u) lane_part(all + (t0 + k + u) * PST, lane, r[u]);
+          for (int u = 0; u < KR; ++u)
+            for (int i = 0; i < DL; ++i) x[i] = fma(wts[k + u], r[u][i], x[i]);
+        }
+        for (; k < cnt; ++k) {
+          float r[DL];
+          lane_part(all + (t0 + k) * PST, lane, r);
+          for (int i = 0; i < DL; ++i) x[i] = fma(wts[k], r[i], x[i]);
+        }
+      }
+    }
+    sum = lanes_sum(sum, red);
+    if (on) {
+      __global STYPE(A_K)* o = out + o_off + (qh0 + g) * D;
+      for (int i = 0; i < DL; ++i)
+        if (IN_ROW(lane, i)) STORE(A_K, o, lane * DL + i, sum > 0 ? x[i] / sum : 0.0f);
+    }
+  }
+  if (lid == 0) counters[b] = 0;  // ready for the next launch
+}
+#undef IN_ROW
+#undef G
+#undef NW
+#undef DL
+#undef PST
+#undef TT
+#undef KR
+#elif GROUPED
 // Variant 2 (GPUs, grouped-query attention): work-group (g, s) serves all G = GROUPED query heads
 // of kv head g over keys [s * CHUNK, (s + 1) * CHUNK) (all keys unsplit), so each key and value
 // row is read once per group instead of once per query head. Per step of WG keys, item j scores

@@ -8,12 +8,17 @@
 //   kernel where the unfused chain takes five (two norms, RoPE, two cache copies).
 // - kv_cache_attention: query [T, Hq, D] against cache positions 0 .. positions[t] (causal by
 //   position, grouped-query), output in row layout [T, Hq * D], ready for o_proj.
+#include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "kernels/op_support.hpp"
+#include "kernels/ptx_forms.hpp"
 
 namespace prism {
 
@@ -276,7 +281,8 @@ op_descriptor make_qkv_rope_cache() {
   d.key_names = {"tokens", "heads", "kv_heads", "d", "qk_norm"};
   d.key = [](const op_call& c) {
     const auto h = heads_of(c);
-    return shape_key{{"tokens", h.T}, {"heads", h.hq}, {"kv_heads", h.hk}, {"d", h.d}, {"qk_norm", qk_norm_of(c)}};
+    return shape_key{
+        {"tokens", h.T}, {"heads", h.hq}, {"kv_heads", h.hk}, {"d", h.d}, {"qk_norm", qk_norm_of(c)}};
   };
   d.flops = [](const op_call& c) {
     const auto h = heads_of(c);
@@ -520,6 +526,78 @@ op_descriptor make_kv_cache_attention() {
 /// Variant 2 keeps G query heads' scores, softmax state and outputs per work-item: at most this many.
 constexpr std::int64_t kMaxGroupedHeads = 8;
 
+/// Variant 3's scratch in floats: the normalized rows before RoPE, then the chunk's scores, then
+/// the warps' value sums.
+std::int64_t lanes_scratch(std::int64_t d, std::int64_t group, std::int64_t wg, std::int64_t chunk) {
+  return std::max({group * chunk, (wg / 32) * group * d, (group + 1) * d});
+}
+
+/// Variant 3's local memory in bytes: part, qs, kr, vr, the scratch, the chunk's max and sum per
+/// head, the lane-sum scratch and the last-group flag.
+std::int64_t lanes_local_bytes(std::int64_t d, std::int64_t group, std::int64_t wg, std::int64_t chunk) {
+  return 4 * (3 * d + 2 * wg + group * d + lanes_scratch(d, group, wg, chunk) + 2 * group) + 4;
+}
+
+/// The split kernels' workspace on queue q: chunk partials (at least `floats`) and per-head
+/// counters (at least `heads`, zero between launches: each launch's last group resets its own),
+/// kept per queue and grown on demand, so that a call allocates and uploads nothing (eager decode
+/// calls it once a layer a token). Successive calls are ordered by their accessors (read_write).
+/// The last kMaxQueues queues keep theirs; an evicted workspace lives on in the commands that use it.
+std::pair<buffer<float>, buffer<int>> split_workspace(const queue& q, std::size_t floats, std::size_t heads) {
+  constexpr std::size_t kMaxQueues = 8;
+  struct entry {
+    std::uint64_t queue_id;
+    buffer<float> partials;
+    buffer<int> counters;
+  };
+  static std::mutex mu;
+  static auto* cache = new std::vector<entry>();  // most recent last; never destroyed: no OpenCL at exit
+  std::lock_guard lock(mu);
+  auto it = std::find_if(cache->begin(), cache->end(), [&](const entry& e) { return e.queue_id == q.id(); });
+  if (it == cache->end() || it->partials.size() < floats || it->counters.size() < heads) {
+    const std::size_t nf = it == cache->end() ? floats : std::max(floats, it->partials.size());
+    const std::size_t nh = it == cache->end() ? heads : std::max(heads, it->counters.size());
+    const std::vector<int> zeros(nh, 0);
+    entry e{q.id(), buffer<float>(q.get_context(), nf), buffer<int>(q.get_context(), zeros.data(), nh)};
+    if (it != cache->end()) cache->erase(it);
+    if (cache->size() == kMaxQueues) cache->erase(cache->begin());
+    cache->push_back(std::move(e));
+  } else {
+    std::rotate(it, it + 1, cache->end());
+  }
+  return {cache->back().partials, cache->back().counters};
+}
+
+/// Variant 3's query heads per work-group: the largest divisor of the kv head's group that is at
+/// most kMaxGroupedHeads (a group of 16 runs as two blocks of 8, a prime group one head a block).
+std::int64_t lanes_block(std::int64_t group) {
+  std::int64_t g = std::min(group, kMaxGroupedHeads);
+  while (group % g != 0) --g;
+  return g;
+}
+
+std::optional<std::string> lanes_support(const device& dev, std::int64_t d, std::int64_t group,
+                                         std::int64_t wg, std::int64_t chunk) {
+  if (wg % 32 != 0)
+    return fmt::format("variant=3 runs warps of 32 items: wg must be a multiple of 32 (32 .. 256); wg={}",
+                       wg);
+  if (d > 256)
+    return fmt::format("variant=3 holds a row in a warp's registers: d must be at most 256; d={}", d);
+  // As for variant 2: with more items than dims, PoCL 3.1 builds the kernel wrong (the new
+  // position's cache rows came out wrong in the op suite's d=128, wg=256 case). GPUs run it.
+  if (dev.is_cpu() && wg > d)
+    return fmt::format(
+        "variant=3 on a CPU device needs wg <= d (PoCL builds it wrong otherwise); wg={}, d={}", wg, d);
+  const std::int64_t g = lanes_block(group);
+  const auto local = static_cast<std::uint64_t>(lanes_local_bytes(d, g, wg, chunk));
+  if (local > dev.local_mem_size())
+    return fmt::format(
+        "variant=3 needs {} bytes of local memory here (wg={}, chunk={}, {} query heads a group); the "
+        "device has {}",
+        local, wg, chunk, g, dev.local_mem_size());
+  return std::nullopt;
+}
+
 op_descriptor make_decode_attention() {
   op_descriptor d;
   d.name = "decode_attention";
@@ -550,7 +628,8 @@ op_descriptor make_decode_attention() {
   d.key_names = {"heads", "kv_heads", "d", "max_seq", "qk_norm"};
   d.key = [](const op_call& c) {
     const auto h = heads_of(c);
-    return shape_key{{"heads", h.hq}, {"kv_heads", h.hk}, {"d", h.d}, {"max_seq", h.S}, {"qk_norm", qk_norm_of(c)}};
+    return shape_key{
+        {"heads", h.hq}, {"kv_heads", h.hk}, {"d", h.d}, {"max_seq", h.S}, {"qk_norm", qk_norm_of(c)}};
   };
   d.flops = [](const op_call& c) {
     const auto h = heads_of(c);
@@ -579,42 +658,57 @@ op_descriptor make_decode_attention() {
                      std::ldexp(1.0, -23) * (16.0 + 2.0 * std::sqrt(L) + 2.0 * std::sqrt(D) + 2 * D)};
   };
   config_schema s;
-  s.params = {{"variant",
-               0,
-               {0, 1, 2},
-               "0: a work-group per query head, its items splitting each step's keys (GPUs); 1: one work-item "
-               "per query head walking the keys with no barriers (CPUs: wg and chunk do not apply); 2: as 0, "
-               "with one work-group per kv head serving all its query heads, each key and value read once "
-               "(GPUs, grouped-query attention with at most 8 query heads per kv head)"},
-              {"wg", 64, {16, 32, 64, 128, 256}, "variant 0: work-group size: keys per step of the online softmax"},
-              {"chunk",
-               0,
-               {0, 16, 32, 64, 128, 256, 512},
-               "variant 0: keys per work-group, split over the cache's capacity, the last group of each head "
-               "combining (GPUs: more groups in flight); 0: one group per head"}};
+  s.params = {
+      {"variant",
+       0,
+       {0, 1, 2, 3},
+       "0: a work-group per query head, its items splitting each step's keys (GPUs); 1: one work-item "
+       "per query head walking the keys with no barriers (CPUs: wg and chunk do not apply); 2: as 0, "
+       "with one work-group per kv head serving all its query heads, each key and value read once "
+       "(GPUs, grouped-query attention with at most 8 query heads per kv head); 3: flash decoding, "
+       "a work-group per key chunk and block of up to 8 query heads of one kv head, each warp of 32 "
+       "items reading whole key and value rows, one coalesced load per item (GPUs; needs chunk > 0, "
+       "wg a multiple of 32, d up to 256)"},
+      {"wg",
+       64,
+       {16, 32, 64, 128, 256},
+       "variants 0 and 2: work-group size, keys per step of the online softmax; 3: work-group size, "
+       "wg / 32 warps"},
+      {"chunk",
+       0,
+       {0, 16, 32, 64, 128, 256, 512},
+       "variant 0: keys per work-group, split over the cache's capacity, the last group of each head "
+       "combining (GPUs: more groups in flight); 0: one group per head"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chunk") != 0)
-      return "chunk=" + std::to_string(k.at("chunk")) + " needs variant=0 (variant=1 walks all keys in one item)";
+      return "chunk=" + std::to_string(k.at("chunk")) +
+             " needs variant=0 (variant=1 walks all keys in one item)";
+    if (k.at("variant") == 3 && k.at("chunk") == 0)
+      return std::string("variant=3 splits the keys into chunks: it needs chunk > 0 (16 .. 512)");
     return std::nullopt;
   };
   d.config = s;
   op_implementation impl;
   impl.name = "opencl.decode_attention";
   impl.kernel_file = "kv_cache.cl";
-  impl.supports = [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
+  impl.supports = [](const device& dev, const op_call& c,
+                     const kernel_config& cfg) -> std::optional<std::string> {
     if (auto r = check_wg(dev, cfg.at("wg"))) return r;
-    if (cfg.at("variant") != 2) return std::nullopt;
+    if (cfg.at("variant") < 2) return std::nullopt;
     const auto h = heads_of(c);
     const std::int64_t group = h.hq / h.hk;
+    if (cfg.at("variant") == 3) return lanes_support(dev, h.d, group, cfg.at("wg"), cfg.at("chunk"));
     // Every item holds output dims: with more items than dims, PoCL 3.1 builds this kernel wrong
     // (the second query head's outputs are lost; found by the op suite's d=8 case).
     if (cfg.at("wg") > h.d)
-      return fmt::format("variant=2 needs wg <= d (every item holds output dims); wg={}, d={}", cfg.at("wg"), h.d);
+      return fmt::format("variant=2 needs wg <= d (every item holds output dims); wg={}, d={}", cfg.at("wg"),
+                         h.d);
     if (group > kMaxGroupedHeads)
       return fmt::format("variant=2 serves at most {} query heads per kv head; this call has {} / {} = {}",
                          kMaxGroupedHeads, h.hq, h.hk, group);
     // row, part, qs, kr, vr, ps, red (floats) and the last-group flag.
-    const auto local = static_cast<std::uint64_t>(4 * (3 * h.d + cfg.at("wg") + group * h.d + 2 * group * cfg.at("wg")) + 4);
+    const auto local =
+        static_cast<std::uint64_t>(4 * (3 * h.d + cfg.at("wg") + group * h.d + 2 * group * cfg.at("wg")) + 4);
     if (local > dev.local_mem_size())
       return fmt::format("variant=2 needs {} bytes of local memory here; the device has {}", local,
                          dev.local_mem_size());
@@ -631,27 +725,38 @@ op_descriptor make_decode_attention() {
     tensor qn = has_qn ? c.inputs[4].contiguous(q) : qkv;
     tensor kn = has_kn ? c.inputs[5].contiguous(q) : qkv;
     const dtype wt = has_qn ? qn.type() : has_kn ? kn.type() : dtype::f32;
-    const bool rows = cfg.at("variant") == 1, grouped = cfg.at("variant") == 2;
+    const bool rows = cfg.at("variant") == 1, lanes = cfg.at("variant") == 3;
+    const bool grouped = cfg.at("variant") == 2 || lanes;
     const std::int64_t wg = rows ? 1 : cfg.at("wg"), chunk = rows ? 0 : cfg.at("chunk");
-    const std::int64_t group = grouped ? h.hq / h.hk : 0;
-    const std::int64_t splits = chunk > 0 ? std::max<std::int64_t>((h.S + chunk - 1) / chunk, 1) : 1;
+    // Grouped: query heads a work-group serves (variant 3: a divisor of the kv head's group).
+    const std::int64_t group = lanes ? lanes_block(h.hq / h.hk) : grouped ? h.hq / h.hk : 0;
+    // Variant 3 always takes the split kernel's partials and counters (one chunk: one split).
+    const std::int64_t splits =
+        chunk > 0 ? std::max<std::int64_t>((h.S + chunk - 1) / chunk, lanes ? 2 : 1) : 1;
     const std::string opts =
         "-DDECODE_ATTENTION " + dtype_defines("A", qkv.type()) + dtype_defines("K", cache.type()) +
         dtype_defines("W", wt) + dtype_defines("C", cs.type()) + dtype_defines("P", pos.type()) +
         fmt::format(
-            "-DD={} -DROT={} -DWG={} -DNEOX={} -DHAS_QN={} -DHAS_KN={} -DACC_N={} -DSPLIT={} -DCHUNK={} -DROWS={} "
+            "-DD={} -DROT={} -DWG={} -DNEOX={} -DHAS_QN={} -DHAS_KN={} -DACC_N={} -DSPLIT={} -DCHUNK={} "
+            "-DROWS={} "
             "-DGROUPED={}",
             h.d, cs.size(1), wg, c.get_bool("is_neox") ? 1 : 0, has_qn ? 1 : 0, has_kn ? 1 : 0,
             (h.d + wg - 1) / wg, splits > 1 ? 1 : 0, std::max<std::int64_t>(chunk, 1), rows ? 1 : 0, group) +
-        krow16_define(cache, h.d);
+        krow16_define(cache, h.d) +
+        (lanes ? fmt::format(" -DLANES=1 -DKU=8 -DSCRATCH={} -DLANE_SHFL={}",
+                             lanes_scratch(h.d, group, wg, chunk),
+                             probe_ptx(q.get_device()).has("shfl") ? 1 : 0)
+               : std::string());
     kernel k = build_kernel(q.get_context(), "kv_cache.cl", src, opts,
                             rows      ? "decode_attention_rows"
+                            : lanes   ? "decode_attention_lanes"
                             : grouped ? "decode_attention_grouped"
                                       : "decode_attention");
     const auto uwg = static_cast<std::size_t>(wg);
     // Rows: one item per query head, each in its own group so that the heads spread over threads.
-    // Grouped: one group per kv head.
-    const nd_range r(range<2>(uwg * static_cast<std::size_t>(grouped ? h.hk : h.hq), static_cast<std::size_t>(splits)),
+    // Grouped: one group per kv head (variant 3: per block of `group` query heads).
+    const std::int64_t groups0 = lanes ? h.hq / group : grouped ? h.hk : h.hq;
+    const nd_range r(range<2>(uwg * static_cast<std::size_t>(groups0), static_cast<std::size_t>(splits)),
                      range<2>(uwg, std::size_t{1}));
     const float scale = static_cast<float>(scale_of(c, h.d)), eps = static_cast<float>(c.get_f64("eps"));
     // Split: the partials and per-head counters (zero: each launch's last group resets its own).
@@ -659,9 +764,11 @@ op_descriptor make_decode_attention() {
     std::optional<buffer<float>> partials;
     std::optional<buffer<int>> counters;
     if (splits > 1) {
-      const std::vector<int> zeros(static_cast<std::size_t>(h.hq), 0);
-      partials.emplace(q.get_context(), static_cast<std::size_t>(h.hq * splits * (h.d + 2)));
-      counters.emplace(q.get_context(), zeros.data(), zeros.size());
+      // D + 2 floats a split (variant 3: D + 4, rows kept 16-byte aligned).
+      auto ws = split_workspace(q, static_cast<std::size_t>(h.hq * splits * (h.d + 4)),
+                                static_cast<std::size_t>(h.hq));
+      partials.emplace(std::move(ws.first));
+      counters.emplace(std::move(ws.second));
     }
     return q.submit([&](handler& hd) {
       accessor<std::byte> X(qkv.storage(), hd, read_only, qkv.byte_extent());

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+// decode_attention's GPU variants on whatever device runs the suite, for every dtype and every
+// test case of the descriptor, so that CI's CPU device checks their structure (chunk splits,
+// the last group's combine, the new position's key from local memory, cache rows read whole):
+// variant 3 (flash decoding, warps reading whole rows) with one and with two warps a group. On
+// devices without inline-PTX warp shuffles it runs its local-memory lane sums; on NVIDIA the
+// shuffles. The one case it refuses (on CPU devices, more items than dims) names the reason.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+
+#include "kernels/op_descriptor.hpp"
+#include "ops_test_util.hpp"
+
+namespace prism::test {
+namespace {
+
+TEST(kv_cache_variants, flash_decoding_matches_the_reference_in_every_dtype) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("decode_attention");
+  int ran = 0, refused = 0;
+  for (dtype t : d.dtypes) {
+    for (const auto& tc : d.test_cases(t)) {
+      // Two warps over chunks of 32 keys in every dtype; one warp over 16-key chunks in f32.
+      std::vector<std::string> configs = {"variant=3,wg=64,chunk=32"};
+      if (t == dtype::f32) configs.push_back("variant=3,wg=32,chunk=16");
+      for (const auto& text : configs) {
+        sample_options o;
+        o.type = t;
+        o.seed = 11;
+        op_call c = tc.make(q, o);
+        const kernel_config cfg = kernel_config::parse(text);
+        SCOPED_TRACE(tc.shape_class + " " + dtype_name(t) + " " + text);
+        if (auto why = d.implementations.front().supports(q.get_device(), c, cfg)) {
+          // Only PoCL's limit (more items than dims: the d = 8 case) refuses these shapes.
+          EXPECT_TRUE(q.get_device().is_cpu()) << *why;
+          EXPECT_NE(why->find("variant=3 on a CPU device needs wg <= d"), std::string::npos) << *why;
+          ++refused;
+          continue;
+        }
+        run_and_compare(d, c, cfg, false);
+        ++ran;
+      }
+    }
+  }
+  // qk_norm.gqa (d = 128), gptj.partial_rot (d = 80: lanes past the row read zeros) and past_end
+  // (d = 64) in three dtypes, f32 twice; on GPUs also the d = 8 case.
+  EXPECT_GE(ran, 12);
+  EXPECT_EQ(refused, q.get_device().is_cpu() ? 4 : 0);
+}
+
+// More chunks than a warp has lanes, and more than the combine's weight tile holds (two tiles,
+// the last partial), more query heads per kv head than warps, and fewer (3 heads on 2 warps: one
+// warp idles in the combine and in the row normalization), and more than a work-group serves (10:
+// two blocks of 5, only the first writing the new key and value).
+TEST(kv_cache_variants, flash_decoding_combines_many_chunks) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("decode_attention");
+  const std::pair<const char*, const char*> cases[] = {
+      {"heads=4,kv_heads=1,d=32,max_seq=1200", "variant=3,wg=32,chunk=16"},  // 51 chunks, G = 4 on 1 warp
+      {"heads=6,kv_heads=2,d=64,max_seq=1100", "variant=3,wg=64,chunk=16"},  // 46 chunks, G = 3 on 2 warps
+      {"heads=2,kv_heads=2,d=32,max_seq=1800", "variant=3,wg=32,chunk=16"},  // 76 chunks: two weight tiles
+      {"heads=20,kv_heads=2,d=32,max_seq=300",
+       "variant=3,wg=32,chunk=32"}};  // 10 heads a kv head: 2 blocks of 5
+  for (const auto& [shape, text] : cases) {
+    SCOPED_TRACE(std::string(shape) + " " + text);
+    sample_options o;
+    o.type = dtype::f32;
+    o.seed = 5;
+    op_call c = d.sample(q, shape_key::parse(shape), o);
+    const kernel_config cfg = kernel_config::parse(text);
+    ASSERT_FALSE(d.implementations.front().supports(q.get_device(), c, cfg).has_value());
+    run_and_compare(d, c, cfg, false);
+  }
+}
+
+}  // namespace
+}  // namespace prism::test
