@@ -7,24 +7,14 @@ One query token against a KV cache: q [1, Hq, 1, D], k and v [1, Hk, L, D], grou
 warm-up. Reports µs and the K/V bytes read per µs (the bound prism's target is stated against).
 Run on the GPU machine: python3 benchmarks/gpu/torch_decode_attention.py
 """
+import os
+import sys
+
 import torch
 import torch.nn.functional as F
 
-
-def time_us(fn, warmup=10, iters=100):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(iters):
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
-    times.sort()
-    return times[len(times) // 2]
+sys.path.insert(0, os.path.dirname(__file__))
+from torch_reference import time_ms  # noqa: E402  (CUDA-event median after a warm-up)
 
 
 def main():
@@ -37,7 +27,7 @@ def main():
             q = torch.randn(1, hq, 1, d, device="cuda", dtype=dt)
             k = torch.randn(1, hk, n, d, device="cuda", dtype=dt)
             v = torch.randn(1, hk, n, d, device="cuda", dtype=dt)
-            us = time_us(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+            us = 1000.0 * time_ms(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), 10, 100)
             kv_bytes = 2 * k.numel() * k.element_size()
             name = f"heads={hq},kv_heads={hk},keys={n}"
             print(f"{name:<28} {str(dt).split('.')[-1]:<6} {us:8.1f} {kv_bytes / us / 1e6:8.2f}")

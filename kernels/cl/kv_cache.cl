@@ -454,36 +454,27 @@ inline float lane_xor(float x, int o) {
   return y;
 }
 #endif
-// The sum / max of x over the caller's warp, in every lane. All WG items call it together
-// (the local-memory pass has barriers), each with its own x.
-inline float lanes_sum(float x, __local float* red) {
+// The sum (is_max false) or max of x over the caller's warp, in every lane. All WG items call it
+// together (the local-memory pass has barriers), each with its own x.
+inline float lanes_reduce(float x, __local float* red, bool is_max) {
 #if LANE_SHFL
-  for (int o = 16; o > 0; o >>= 1) x += lane_xor(x, o);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float y = lane_xor(x, o);
+    x = is_max ? fmax(x, y) : x + y;
+  }
   return x;
 #else
   const int lid = get_local_id(0), base = lid & ~31;
   barrier(CLK_LOCAL_MEM_FENCE);
   red[lid] = x;
   barrier(CLK_LOCAL_MEM_FENCE);
-  float s = 0;
-  for (int i = 0; i < 32; ++i) s += red[base + i];
+  float s = red[base];
+  for (int i = 1; i < 32; ++i) s = is_max ? fmax(s, red[base + i]) : s + red[base + i];
   return s;
 #endif
 }
-inline float lanes_max(float x, __local float* red) {
-#if LANE_SHFL
-  for (int o = 16; o > 0; o >>= 1) x = fmax(x, lane_xor(x, o));
-  return x;
-#else
-  const int lid = get_local_id(0), base = lid & ~31;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  red[lid] = x;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  float s = -INFINITY;
-  for (int i = 0; i < 32; ++i) s = fmax(s, red[base + i]);
-  return s;
-#endif
-}
+#define lanes_sum(x, red) lanes_reduce(x, red, false)
+#define lanes_max(x, red) lanes_reduce(x, red, true)
 inline float4 lane4_f32(__global const float* p) { return *(__global const float4*)p; }
 inline float4 lane4_f16(__global const half* p) { return vload_half4(0, p); }
 inline float4 lane4_bf16(__global const ushort* p) {
@@ -716,6 +707,8 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
   if (lid == 0) counters[b] = 0;  // ready for the next launch
 }
 #undef IN_ROW
+#undef lanes_sum
+#undef lanes_max
 #undef G
 #undef NW
 #undef DL
