@@ -151,7 +151,8 @@ struct graph::impl {
   void record(queue::impl& q, detail::command_group& cg);
   void resolve(queue::impl& q);
   bool build_command_buffer(queue::impl& q, std::string& why);
-  event replay(queue::impl& q);
+  /// each: an event for every command (timed replays), released by the caller.
+  event replay(queue::impl& q, std::vector<cl_event>* each = nullptr);
 
   ~impl() {
     if (cmdbuf && cb_api.release) cb_api.release(cmdbuf);
@@ -387,7 +388,7 @@ void graph::impl::resolve(queue::impl& q) {
                              nodes.size(), uses.size(), graph_mode_name(mode));
 }
 
-event graph::impl::replay(queue::impl& q) {
+event graph::impl::replay(queue::impl& q, std::vector<cl_event>* each) {
   std::lock_guard glock(mutex);
   if (recording)
     throw error(errc::invalid_argument, "graph::replay",
@@ -463,7 +464,7 @@ event graph::impl::replay(queue::impl& q) {
   ev->owner = q.weak_from_this();
   for (auto* e : deps) ev->deps.add(e->ev);
   cl_event out = nullptr;
-  if (cmdbuf && lane.cq == cmdbuf_queue) {
+  if (cmdbuf && lane.cq == cmdbuf_queue && !each) {
     detail::check_cl(cb_api.enqueue(0, nullptr, cmdbuf, wl.size(), wl.data(), &out),
                      "clEnqueueCommandBufferKHR", "graph of " + std::to_string(nodes.size()) + " commands");
   } else {
@@ -475,7 +476,7 @@ event graph::impl::replay(queue::impl& q) {
       auto& n = nodes[i];
       const cl_uint nw = i == 0 ? wl.size() : 0;
       const cl_event* w = i == 0 ? wl.data() : nullptr;
-      cl_event* o = i == last ? &out : nullptr;
+      cl_event* o = each ? &(*each)[i] : i == last ? &out : nullptr;
       cl_int st = CL_SUCCESS;
       const char* op = "clEnqueueNDRangeKernel";
       switch (n.kind) {
@@ -506,6 +507,10 @@ event graph::impl::replay(queue::impl& q) {
         }
         detail::throw_cl(st, op, "replaying " + describe(i));
       }
+    }
+    if (each) {  // the last command's event is also the replay's
+      out = each->back();
+      clRetainEvent(out);
     }
   }
   ev->ev = out;
@@ -590,6 +595,38 @@ event graph::replay(queue& q) {
   if (!impl_)
     throw error(errc::invalid_argument, "graph::replay", "the graph is empty (nothing was recorded)");
   return impl_->replay(q.get_impl());
+}
+
+std::vector<graph::command_time> graph::replay_timed(queue& q) {
+  if (!impl_)
+    throw error(errc::invalid_argument, "graph::replay_timed", "the graph is empty (nothing was recorded)");
+  auto& qi = q.get_impl();
+  if (!qi.options.enable_profiling)
+    throw error(errc::invalid_argument, "graph::replay_timed",
+                "queue " + std::to_string(qi.id) +
+                    " has profiling off; time a replay on a queue made with queue_options::enable_profiling");
+  std::vector<cl_event> evs(impl_->nodes.size(), nullptr);
+  struct release_all {
+    std::vector<cl_event>& evs;
+    ~release_all() {
+      for (auto e : evs)
+        if (e) clReleaseEvent(e);
+    }
+  } guard{evs};
+  impl_->replay(qi, &evs);
+  detail::check_cl(clWaitForEvents(static_cast<cl_uint>(evs.size()), evs.data()), "clWaitForEvents",
+                   "a timed graph replay");
+  std::vector<command_time> out(evs.size());
+  for (std::size_t i = 0; i < evs.size(); ++i) {
+    cl_ulong start = 0, end = 0;
+    detail::check_cl(
+        clGetEventProfilingInfo(evs[i], CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr),
+        "clGetEventProfilingInfo", impl_->describe(i));
+    detail::check_cl(clGetEventProfilingInfo(evs[i], CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr),
+                     "clGetEventProfilingInfo", impl_->describe(i));
+    out[i] = {impl_->describe(i), end > start ? static_cast<double>(end - start) * 1e-9 : 0.0};
+  }
+  return out;
 }
 
 bool graph::is_recording() const noexcept {

@@ -436,6 +436,22 @@ std::size_t decoder::decode_step_commands() {
   return decode_graph_.command_count();
 }
 
+std::vector<graph::command_time> decoder::time_decode_step() {
+  if (!use_graph_)
+    throw error(errc::invalid_argument, "llm::decoder::time_decode_step",
+                "decode steps are timed from the recorded decode graph; turn the graph on (set_graph)");
+  if (pos_ + 1 > c_.max_seq_len)
+    throw error(errc::invalid_argument, "llm::decoder::time_decode_step",
+                fmt::format("position {} + 1 token exceeds max_seq_len {} of model '{}'", pos_, c_.max_seq_len,
+                            c_.name));
+  decode_step_commands();  // records the graph if needed
+  step_pos_->set(q_, pos_);
+  queue_options profiling;
+  profiling.enable_profiling = true;
+  queue timed(q_.get_context(), profiling);
+  return decode_graph_.replay_timed(timed);
+}
+
 decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens,
                                       const controls* options) {
   generation g;

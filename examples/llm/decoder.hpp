@@ -106,6 +106,12 @@ class decoder {
   /// Commands (kernels and copies) one decode step runs: those of the recorded decode graph,
   /// recording one if needed (nothing runs). Throws what recording throws.
   std::size_t decode_step_commands();
+  /// Each command's device time in one decode step: a timed replay (graph::replay_timed) of the
+  /// recorded decode graph on a profiling queue of the decoder's context, at the next position
+  /// (the step writes that position's cache row, which the next real step overwrites; the
+  /// position does not move). Records the graph if needed. Errors: the graph is off, the cache
+  /// is full.
+  std::vector<graph::command_time> time_decode_step();
   /// Which fused ops one-token steps use: decode_attention (q/k norm, RoPE, cache write and
   /// attention in one kernel) and linear_silu_and_mul (gate/up GEMV and SiLU * mul). Off, the
   /// step runs qkv_rope_cache + kv_cache_attention and linear + silu_and_mul. Both on by default.

@@ -470,6 +470,22 @@ run_result run_model(const run_options& opt) {
   r.prefill_seconds = gen.prefill_seconds;
   r.decode_seconds = gen.decode_seconds;
   if (graph_on) r.decode_step_commands = dec.decode_step_commands();  // off: nothing is recorded
+  // What a step's launches cost: the median over timed replays of the step's summed kernel device
+  // time, against the measured decode time per token (issue 12's per-dispatch figure).
+  if (graph_on && gen.tokens.size() > 1 && r.decode_step_commands > 0 &&
+      static_cast<std::int64_t>(r.prompt.size() + gen.tokens.size()) <= config.max_seq_len) {
+    std::vector<double> sums;
+    for (int i = 0; i < 5; ++i) {
+      double sum = 0;
+      for (const auto& t : dec.time_decode_step()) sum += t.seconds;
+      sums.push_back(sum);
+    }
+    std::sort(sums.begin(), sums.end());
+    r.decode_kernel_seconds = sums[sums.size() / 2];
+    const double per_token = gen.decode_seconds / static_cast<double>(gen.tokens.size() - 1);
+    r.launch_us_per_command =
+        1e6 * (per_token - r.decode_kernel_seconds) / static_cast<double>(r.decode_step_commands);
+  }
 
   if (opt.breakdown_decode_steps > 0) {
     const std::int64_t steps = std::min<std::int64_t>(
@@ -562,6 +578,8 @@ run_result run_model(const run_options& opt) {
                         {"graph_probe_ms_per_token",
                          {{"eager", 1e3 * r.graph_probe_eager_s}, {"graph", 1e3 * r.graph_probe_graph_s}}},
                         {"decode_step_commands", r.decode_step_commands},
+                        {"decode_kernel_ms_per_token", 1e3 * r.decode_kernel_seconds},
+                        {"launch_us_per_command", r.launch_us_per_command},
                         {"tokens", r.tokens},
                         {"text", r.text},
                         {"stopped_at_eos", r.stopped_at_eos}};
@@ -630,9 +648,12 @@ void print_report(const run_result& r, std::FILE* out) {
     fmt::print(out, "decode  {:5} tokens in {:8.3f} s = {:9.1f} tokens/s ({:.2f} ms/token)\n",
                r.tokens.size() - 1, r.decode_seconds, r.decode_tokens_per_s(),
                1e3 * r.decode_seconds / (r.tokens.size() - 1));
-  if (r.graph)
+  if (r.graph) {
     fmt::print(out, "graph   on, {} commands per decode token", r.decode_step_commands);
-  else
+    if (r.decode_kernel_seconds > 0)
+      fmt::print(out, "; kernels {:.3f} ms of a token (device time), launches {:.2f} us a command above them",
+                 1e3 * r.decode_kernel_seconds, r.launch_us_per_command);
+  } else
     fmt::print(out, "graph   off");
   if (!r.graph_refused.empty()) fmt::print(out, " (auto: cannot be recorded: {})", r.graph_refused);
   if (r.graph_probe_eager_s > 0)

@@ -185,6 +185,23 @@ TEST(Decoder, GraphDecodeIsBitIdenticalToEager) {
   // 2 layers x 7 ops (decode_attention fuses q/k norm, RoPE, the cache write and attention;
   // linear_silu_and_mul the gate/up GEMV and SiLU * mul) + embedding, final norm, head, argmax.
   EXPECT_EQ(dec.decode_step_commands(), 18u);
+
+  // A timed replay of the step (prism-llm's launch-cost figure): a device time per command,
+  // named; its cache write at the next free position leaves a later generation unchanged.
+  const auto want = decode(dec, prompt, false, nullptr).tokens;
+  dec.set_graph(true);
+  const auto times = dec.time_decode_step();
+  ASSERT_EQ(times.size(), 18u);
+  EXPECT_NE(times.front().what.find("kernel '"), std::string::npos) << times.front().what;
+  double sum = 0;
+  for (const auto& t : times) {
+    EXPECT_GE(t.seconds, 0.0) << t.what;
+    sum += t.seconds;
+  }
+  EXPECT_GT(sum, 0.0);
+  EXPECT_EQ(decode(dec, prompt, true, nullptr).tokens, want);
+  dec.set_graph(false);
+  EXPECT_THROW(dec.time_decode_step(), prism::error);
 }
 
 // A routing change (here: tuning lookups replaced) makes the decoder record its graph again,

@@ -103,6 +103,36 @@ TEST_P(graph_modes, ReplayMatchesEagerExecutionBitForBit) {
   q.wait_and_throw();
 }
 
+TEST_P(graph_modes, TimedReplayRunsTheGraphAndTimesEveryCommand) {
+  auto& q = default_queue();
+  if (GetParam() == graph_mode::command_buffer && !has_command_buffer(q.get_device()))
+    GTEST_SKIP() << q.get_device().name() << " has no cl_khr_command_buffer";
+  auto prog = test_program(q.get_context());
+  graph_param<int> eager_p(q, 9), graph_p(q, 9);
+  chain eager(q), replayed(q);
+  eager.submit(q, prog, eager_p);
+  graph g = graph::record(q, [&] { replayed.submit(q, prog, graph_p); }, {.mode = GetParam()});
+  // On a profiling queue of the same context: the commands run (as replay() runs them) and each
+  // one's device time comes back, named.
+  queue_options profiling;
+  profiling.enable_profiling = true;
+  queue timed(q.get_context(), profiling);
+  const auto times = g.replay_timed(timed);
+  ASSERT_EQ(times.size(), 4u);
+  EXPECT_EQ(replayed.d.read(), eager.d.read());
+  EXPECT_NE(times[0].what.find("kernel 'iota' (command 0"), std::string::npos) << times[0].what;
+  EXPECT_NE(times[3].what.find("kernel 'copy_int' (command 3"), std::string::npos) << times[3].what;
+  for (const auto& t : times) {
+    EXPECT_GE(t.seconds, 0.0) << t.what;
+    EXPECT_LT(t.seconds, 10.0) << t.what;
+  }
+  EXPECT_EQ(g.replay_count(), 1u);
+  // A queue without profiling cannot time it.
+  const std::string why = message_of([&] { g.replay_timed(q); });
+  EXPECT_NE(why.find("profiling off"), std::string::npos) << why;
+  EXPECT_NE(why.find("enable_profiling"), std::string::npos) << why;
+}
+
 TEST_P(graph_modes, ReplaysOrderAgainstEagerWork) {
   auto& q = default_queue();
   if (GetParam() == graph_mode::command_buffer && !has_command_buffer(q.get_device()))

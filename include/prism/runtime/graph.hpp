@@ -76,6 +76,18 @@ class graph {
   /// the event of the last one. Errors: `q` of another context, `q` recording, the graph still
   /// recording or empty, a buffer or allocation it uses destroyed since recording.
   event replay(queue& q);
+  /// One command's device time in a timed replay: what it was (as errors name it: "kernel
+  /// 'name' (command i of the graph)") and profiling END - START in seconds.
+  struct command_time {
+    std::string what;
+    double seconds = 0;
+  };
+  /// Replays once on `q`, which must have profiling on (queue_options::enable_profiling), with an
+  /// event for every command (a launch list even where replays use a command buffer), waits, and
+  /// returns each command's device time in order: what the kernels themselves take, against
+  /// which a replay's wall time shows the launches' cost. Slower than replay(). Errors: those of
+  /// replay(); `q` without profiling.
+  std::vector<command_time> replay_timed(queue& q);
 
   bool is_recording() const noexcept;
   /// Commands recorded (kernels, copies, fills).
