@@ -446,10 +446,12 @@ std::vector<graph::command_time> decoder::time_decode_step() {
                             c_.name));
   decode_step_commands();  // records the graph if needed
   step_pos_->set(q_, pos_);
-  queue_options profiling;
-  profiling.enable_profiling = true;
-  queue timed(q_.get_context(), profiling);
-  return decode_graph_.replay_timed(timed);
+  if (!timing_queue_) {
+    queue_options profiling;
+    profiling.enable_profiling = true;
+    timing_queue_.emplace(q_.get_context(), profiling);
+  }
+  return decode_graph_.replay_timed(*timing_queue_);
 }
 
 decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens,

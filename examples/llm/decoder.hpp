@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -170,6 +171,7 @@ class decoder {
   std::uint64_t graph_generation_ = 0;
   std::uint64_t graph_recordings_ = 0;
   std::unique_ptr<graph_param<std::int64_t>> step_id_, step_pos_;
+  std::optional<queue> timing_queue_;  ///< time_decode_step's profiling queue (same context)
   tensor step_id_t_, step_pos_t_, graph_logits_;
 };
 

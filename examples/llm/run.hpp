@@ -94,8 +94,8 @@ struct run_result {
   double graph_probe_eager_s = 0, graph_probe_graph_s = 0;  ///< --graph auto's measurement (0: none)
   std::string graph_refused;  ///< --graph auto: why the decode step could not be recorded ("" = it could)
   std::size_t decode_step_commands = 0;  ///< kernels and copies per recorded decode token (0: graph off)
-  /// Graph on: the decode step's commands' summed device time (median of timed replays) and what
-  /// the measured decode time per token spends above it, per command (0: not measured).
+  /// Graph on: the decode step's commands' summed device time (the least of nine timed replays)
+  /// and what the best decode time per token spends above it, per command (0: not measured).
   double decode_kernel_seconds = 0, launch_us_per_command = 0;
   double prefill_tokens_per_s() const { return prefill_seconds > 0 ? prompt.size() / prefill_seconds : 0; }
   double decode_tokens_per_s() const {
