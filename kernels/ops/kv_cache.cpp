@@ -543,7 +543,13 @@ std::int64_t lanes_local_bytes(std::int64_t d, std::int64_t group, std::int64_t 
 /// kept per queue and grown on demand, so that a call allocates and uploads nothing (eager decode
 /// calls it once a layer a token). Successive calls are ordered by their accessors (read_write).
 /// The last kMaxQueues queues keep theirs; an evicted workspace lives on in the commands that use it.
+/// A call recorded into a graph gets a workspace of its own, which the graph owns (a cached one
+/// could be evicted and destroyed while the graph still replays it).
 std::pair<buffer<float>, buffer<int>> split_workspace(const queue& q, std::size_t floats, std::size_t heads) {
+  if (q.is_recording()) {
+    const std::vector<int> zeros(heads, 0);
+    return {buffer<float>(q.get_context(), floats), buffer<int>(q.get_context(), zeros.data(), heads)};
+  }
   constexpr std::size_t kMaxQueues = 8;
   struct entry {
     std::uint64_t queue_id;
