@@ -17,7 +17,9 @@
 // ACC_N (ceil(D / WG)), KROW16 (0/1: cache rows 16-byte aligned, read 16 bytes per load), ROWS
 // (decode_attention's variant 1 for CPUs: decode_attention_rows, one work-item per query head),
 // GROUPED (variant 2 for GPUs: decode_attention_grouped, one work-group per kv head serving its
-// GROUPED query heads; 0 otherwise).
+// GROUPED query heads; 0 otherwise), LANES (variant 3 for GPUs: decode_attention_lanes, flash
+// decoding for blocks of GROUPED query heads, with KU rows in flight a warp, SCRATCH floats of
+// local scratch and LANE_SHFL 1 where inline-PTX warp shuffles build).
 
 #if defined(QKV_ROPE_CACHE) || defined(DECODE_ATTENTION)
 // RoPE of dim i < ROT of a head row: it mixes the row's dims rope_first(i) and rope_second(i)
