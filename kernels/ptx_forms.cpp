@@ -66,9 +66,9 @@ const char* const ptx_probe_sources[][2] = {
 
 const ptx_forms& probe_ptx(const device& dev) {
   static std::mutex mu;
-  static auto* cache = new std::map<std::string, ptx_forms>();  // never destroyed: no OpenCL at exit
-  const std::string key =
-      fmt::format("{}|{}|{}|{}", dev.platform_name(), dev.name(), dev.driver_version(), dev.global_index());
+  // Keyed by the device's index in the process's one device list: enqueues on the hot path ask.
+  static auto* cache = new std::map<std::size_t, ptx_forms>();  // never destroyed: no OpenCL at exit
+  const std::size_t key = dev.global_index();
   std::lock_guard lock(mu);
   if (auto it = cache->find(key); it != cache->end()) return it->second;
   ptx_forms f;

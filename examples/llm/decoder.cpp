@@ -320,15 +320,19 @@ tensor decoder::forward(std::span<const std::int32_t> tokens) {
   return forward(tensor::from_host(q_, ids.data(), {n}, dtype::i64));
 }
 
+void decoder::check_room(std::int64_t n, const char* where) const {
+  if (pos_ + n > c_.max_seq_len)
+    throw error(errc::invalid_argument, where,
+                fmt::format("position {} + {} {} exceeds max_seq_len {} of model '{}'", pos_, n,
+                            n == 1 ? "token" : "tokens", c_.max_seq_len, c_.name));
+}
+
 tensor decoder::forward(const tensor& token_ids) {
   const std::int64_t n = token_ids.numel();
   if (token_ids.dim() != 1 || n == 0)
     throw error(errc::invalid_argument, "llm::decoder::forward",
                 fmt::format("token ids must be a non-empty 1-D tensor, got {}", token_ids.str()));
-  if (pos_ + n > c_.max_seq_len)
-    throw error(errc::invalid_argument, "llm::decoder::forward",
-                fmt::format("position {} + {} tokens exceeds max_seq_len {} of model '{}'", pos_, n,
-                            c_.max_seq_len, c_.name));
+  check_room(n, "llm::decoder::forward");
   tensor logits = forward_at(token_ids, positions_.slice(0, pos_, pos_ + n), pos_);
   pos_ += n;
   return logits;
@@ -440,10 +444,7 @@ std::vector<graph::command_time> decoder::time_decode_step() {
   if (!use_graph_)
     throw error(errc::invalid_argument, "llm::decoder::time_decode_step",
                 "decode steps are timed from the recorded decode graph; turn the graph on (set_graph)");
-  if (pos_ + 1 > c_.max_seq_len)
-    throw error(errc::invalid_argument, "llm::decoder::time_decode_step",
-                fmt::format("position {} + 1 token exceeds max_seq_len {} of model '{}'", pos_, c_.max_seq_len,
-                            c_.name));
+  check_room(1, "llm::decoder::time_decode_step");
   decode_step_commands();  // records the graph if needed
   step_pos_->set(q_, pos_);
   if (!timing_queue_) {
@@ -502,10 +503,7 @@ decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std:
       stop = next(logits, ids);
       continue;
     }
-    if (pos_ + 1 > c_.max_seq_len)
-      throw error(errc::invalid_argument, "llm::decoder::generate",
-                  fmt::format("position {} + 1 token exceeds max_seq_len {} of model '{}'", pos_,
-                              c_.max_seq_len, c_.name));
+    check_room(1, "llm::decoder::generate");
     if (!decode_graph_ || graph_greedy_ != greedy || graph_generation_ != dispatch::routing_generation())
       record_decode_graph(greedy);
     // The step's two scalars, then the recorded step: nothing else is enqueued.

@@ -151,6 +151,8 @@ class decoder {
   /// never read `pos` (their cache length comes from `positions`), so a recording is always one.
   tensor forward_at(const tensor& token_ids, const tensor& positions, std::int64_t pos);
   void record_decode_graph(bool greedy);
+  /// Throws (naming `where`) when n more tokens do not fit the cache after position pos_.
+  void check_room(std::int64_t n, const char* where) const;
 
   queue& q_;
   model_config c_;

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -474,13 +475,13 @@ run_result run_model(const run_options& opt) {
   // device time of nine timed replays of the step (issue 12's per-dispatch figure).
   if (graph_on && gen.tokens.size() > 1 && r.decode_step_commands > 0 &&
       static_cast<std::int64_t>(r.prompt.size() + gen.tokens.size()) <= config.max_seq_len) {
-    std::vector<double> sums;
+    double least = std::numeric_limits<double>::infinity();
     for (int i = 0; i < 9; ++i) {
       double sum = 0;
       for (const auto& t : dec.time_decode_step()) sum += t.seconds;
-      sums.push_back(sum);
+      least = std::min(least, sum);
     }
-    r.decode_kernel_seconds = *std::min_element(sums.begin(), sums.end());
+    r.decode_kernel_seconds = least;
     const double per_token = gen.decode_seconds / static_cast<double>(gen.tokens.size() - 1);
     r.launch_us_per_command =
         1e6 * (per_token - r.decode_kernel_seconds) / static_cast<double>(r.decode_step_commands);

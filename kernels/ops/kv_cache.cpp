@@ -683,8 +683,9 @@ op_descriptor make_decode_attention() {
       {"chunk",
        0,
        {0, 16, 32, 64, 128, 256, 512},
-       "variant 0: keys per work-group, split over the cache's capacity, the last group of each head "
-       "combining (GPUs: more groups in flight); 0: one group per head"}};
+       "variants 0, 2 and 3: keys per work-group, split over the cache's capacity, the last group of "
+       "each head (variant 2: kv head; 3: block of query heads) combining (GPUs: more groups in flight); "
+       "0: one group per head (not variant 3)"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chunk") != 0)
       return "chunk=" + std::to_string(k.at("chunk")) +
@@ -736,9 +737,9 @@ op_descriptor make_decode_attention() {
     const std::int64_t wg = rows ? 1 : cfg.at("wg"), chunk = rows ? 0 : cfg.at("chunk");
     // Grouped: query heads a work-group serves (variant 3: a divisor of the kv head's group).
     const std::int64_t group = lanes ? lanes_block(h.hq / h.hk) : grouped ? h.hq / h.hk : 0;
-    // Variant 3 always takes the split kernel's partials and counters (one chunk: one split).
-    const std::int64_t splits =
-        chunk > 0 ? std::max<std::int64_t>((h.S + chunk - 1) / chunk, lanes ? 2 : 1) : 1;
+    const std::int64_t splits = chunk > 0 ? std::max<std::int64_t>((h.S + chunk - 1) / chunk, 1) : 1;
+    // The split kernel's partials and counters: variant 3 always takes them (one chunk: one split).
+    const bool split = lanes || splits > 1;
     const std::string opts =
         "-DDECODE_ATTENTION " + dtype_defines("A", qkv.type()) + dtype_defines("K", cache.type()) +
         dtype_defines("W", wt) + dtype_defines("C", cs.type()) + dtype_defines("P", pos.type()) +
@@ -747,7 +748,7 @@ op_descriptor make_decode_attention() {
             "-DROWS={} "
             "-DGROUPED={}",
             h.d, cs.size(1), wg, c.get_bool("is_neox") ? 1 : 0, has_qn ? 1 : 0, has_kn ? 1 : 0,
-            (h.d + wg - 1) / wg, splits > 1 ? 1 : 0, std::max<std::int64_t>(chunk, 1), rows ? 1 : 0, group) +
+            (h.d + wg - 1) / wg, split ? 1 : 0, std::max<std::int64_t>(chunk, 1), rows ? 1 : 0, group) +
         krow16_define(cache, h.d) +
         (lanes ? fmt::format(" -DLANES=1 -DKU=8 -DSCRATCH={} -DLANE_SHFL={}",
                              lanes_scratch(h.d, group, wg, chunk),
@@ -769,7 +770,7 @@ op_descriptor make_decode_attention() {
     // Unsplit, the kernel never reads them: no workspace is allocated on that (CPU) path.
     std::optional<buffer<float>> partials;
     std::optional<buffer<int>> counters;
-    if (splits > 1) {
+    if (split) {
       // D + 2 floats a split (variant 3: D + 4, rows kept 16-byte aligned).
       auto ws = split_workspace(q, static_cast<std::size_t>(h.hq * splits * (h.d + 4)),
                                 static_cast<std::size_t>(h.hq));
@@ -787,7 +788,7 @@ op_descriptor make_decode_attention() {
       if (rows) {
         hd.parallel_for(r, k, h.hq, h.hk, h.S, cs.size(0), scale, eps, X, qkv.offset(), P, pos.offset(), C,
                         cs.offset(), KV, cache.offset(), QN, qn.offset(), KN, kn.offset(), O, out.offset());
-      } else if (splits > 1) {
+      } else if (split) {
         accessor<float> PT(*partials, hd, read_write);
         accessor<int> CT(*counters, hd, read_write);
         hd.parallel_for(r, k, h.hq, h.hk, h.S, cs.size(0), scale, eps, X, qkv.offset(), P, pos.offset(), C,
