@@ -126,6 +126,7 @@ void bm_op(benchmark::State& state, const std::string& name, const std::string& 
   state.counters["x_copy"] = gbs / copy_gbs;
   state.counters["wall_GB/s"] = bytes / wall / 1e9;
   state.counters["wall_us"] = wall / n * 1e6;
+  if (d.flops) state.counters["TFLOP/s"] = d.flops(c) * n / seconds / 1e12;  // as the descriptor counts them
   state.SetLabel(cfg.str());
 }
 
@@ -164,6 +165,12 @@ const bench_case cases[] = {
     {"decode_attention", "heads=32,kv_heads=8,d=128,max_seq=6145", dtype::bf16},
     {"decode_attention", "heads=16,kv_heads=8,d=128,max_seq=4096", dtype::f32},
     {"decode_attention", "heads=16,kv_heads=8,d=128,max_seq=4096", dtype::bf16},
+    // Causal prefill attention at sequence 2048, d = 128: Llama-2-7B's 32 heads and a GQA 32/8
+    // layout (benchmarks/gpu/torch_attention_prefill.py times PyTorch's SDPA on the same shapes).
+    {"scaled_dot_product_attention", "b=1,hq=32,hkv=32,lq=2048,lk=2048,d=128,causal=1,mask=0", dtype::f32},
+    {"scaled_dot_product_attention", "b=1,hq=32,hkv=32,lq=2048,lk=2048,d=128,causal=1,mask=0", dtype::bf16},
+    {"scaled_dot_product_attention", "b=1,hq=32,hkv=8,lq=2048,lk=2048,d=128,causal=1,mask=0", dtype::f32},
+    {"scaled_dot_product_attention", "b=1,hq=32,hkv=8,lq=2048,lk=2048,d=128,causal=1,mask=0", dtype::bf16},
 };
 
 }  // namespace

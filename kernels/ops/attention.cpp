@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// scaled_dot_product_attention: descriptor over the online-softmax kernel in
-// kernels/cl/attention.cl (GQA, causal with a KV-cache offset, additive or boolean masks, a
-// [batch, keys] padding mask, any of them together, scale).
+// scaled_dot_product_attention: descriptor over the online-softmax kernels in
+// kernels/cl/attention.cl (a row per work-item), attention_split.cl (a row per work-group) and
+// attention_tiled.cl (query x key tiles for GPUs) (GQA, causal with a KV-cache offset, additive or boolean
+// masks, a [batch, keys] padding mask, any of them together, scale).
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "kernels/cl_source.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "kernels/ops/gemm_shared.hpp"
+#include "kernels/ptx_forms.hpp"
 #include "prism/error.hpp"
 
 namespace prism {
@@ -139,18 +141,41 @@ config_schema schema() {
   s.params = {
       {"variant",
        0,
-       {0, 1},
+       {0, 1, 2},
        "0 one query row per work-item (attention.cl), 1 one work-group per row, split over keys "
-       "(attention_split.cl)"},
-      {"bq", 16, {1, 2, 4, 8, 16, 32, 64, 128}, "query rows per work-group (one per work-item)"},
-      {"bk", 16, {1, 2, 4, 8, 16, 32}, "keys scored per online-softmax step (one rescale per block)"},
+       "(attention_split.cl), 2 tiled flash attention for GPUs: 128 items per bq x bk tile "
+       "(attention_tiled.cl)"},
+      {"bq",
+       16,
+       {1, 2, 4, 8, 16, 32, 64, 128},
+       "query rows per work-group (variant 0: one per work-item; variant 2: 16, 32 or 64)"},
+      {"bk",
+       16,
+       {1, 2, 4, 8, 16, 32},
+       "keys scored per online-softmax step (one rescale per block; variant 2: 8, 16 or 32)"},
       {"local", 0, {0, 1}, "1: stage each K/V block in local memory shared by the work-group (GPU)"},
       {"wg", 64, {16, 32, 64, 128, 256}, "variant 1: work-group size (keys per block, output dims per pass)"},
+  };
+  s.rule = [](const kernel_config& k) -> std::optional<std::string> {
+    if (k.at("variant") != 2) return std::nullopt;
+    if (k.at("bq") < 16 || k.at("bq") > 64)
+      return fmt::format("variant 2 takes bq 16, 32 or 64 (16 row groups of bq / 16 rows), got {}",
+                         k.at("bq"));
+    if (k.at("bk") < 8)
+      return fmt::format("variant 2 takes bk 8, 16 or 32 (8 key groups of bk / 8 keys), got {}", k.at("bk"));
+    return std::nullopt;
   };
   return s;
 }
 
-event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_override src, bool split) {
+// Local memory of variant 2 (attention_tiled.cl): K and V tiles, the weights, and the row-group
+// reduction's scratch where warp shuffles are not built.
+std::uint64_t tiled_local_bytes(const attn_shape& s, const kernel_config& cfg, bool shfl) {
+  const std::int64_t bq = cfg.at("bq"), bk = cfg.at("bk");
+  return static_cast<std::uint64_t>(4 * (bk * (s.d + 4 + s.dv + 4) + bq * (bk + 4) + (shfl ? 0 : bq * 8)));
+}
+
+event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_override src, int variant) {
   const attn_shape s = shape_of(c);
   if (s.b == 0 || s.hq == 0 || s.lq == 0 || s.dv == 0) return {};
   const tensor& out = c.outputs[0];
@@ -166,7 +191,14 @@ event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_overr
   const std::int64_t bq = std::min(cfg.at("bq"), next_pow2(s.lq)), wg = cfg.at("wg");
   kernel k;
   nd_range r;
-  if (split) {
+  if (variant == 2) {
+    const std::int64_t bm = cfg.at("bq");
+    const std::string opts = fmt::format(
+        "-DPRISM_DTYPE={} -DD={} -DDV={} -DBM={} -DBN={} -DCAUSAL={} -DMASK_KIND={} -DLANE_SHFL={}{}", dt,
+        s.d, s.dv, bm, cfg.at("bk"), causal, mk, probe_ptx(q.get_device()).has("shfl") ? 1 : 0, km_opts);
+    k = build_kernel(q.get_context(), "attention_tiled.cl", src, opts, "attention_tiled");
+    r = nd_range(range<3>(ceil_div(s.lq, bm) * 128, s.hq, s.b), range<3>(128, 1, 1));
+  } else if (variant == 1) {
     const std::string opts =
         fmt::format("-DPRISM_DTYPE={} -DD={} -DDV={} -DWG={} -DCAUSAL={} -DMASK_KIND={}{}", dt, s.d, s.dv, wg,
                     causal, mk, km_opts);
@@ -410,9 +442,14 @@ void register_attention_ops(op_registry& r) {
         {"mask", mask_key(c)}};
   };
   d.flops = [](const op_call& c) {
+    // Scores and weighted values over the keys each query row sees (under is_causal, row i of
+    // lq sees lk - lq + i + 1 of them).
     const attn_shape s = shape_of(c);
-    return 2.0 * static_cast<double>(s.b * s.hq * s.lq) * static_cast<double>(s.lk) *
-           static_cast<double>(s.d + s.dv);
+    double pairs = static_cast<double>(s.lq) * static_cast<double>(s.lk);
+    if (c.get_bool("is_causal") && s.lk >= s.lq)
+      pairs = static_cast<double>(s.lq) * static_cast<double>(s.lk - s.lq) +
+              0.5 * static_cast<double>(s.lq) * static_cast<double>(s.lq + 1);
+    return 2.0 * static_cast<double>(s.b * s.hq) * pairs * static_cast<double>(s.d + s.dv);
   };
   d.bytes = [](const op_call& c) {
     double b = 0;
@@ -426,7 +463,9 @@ void register_attention_ops(op_registry& r) {
   d.implementations.push_back(
       {"opencl.flash", "attention.cl",
        [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
-         if (cfg.at("variant") != 0) return std::string("config variant=1 selects opencl.split");
+         if (cfg.at("variant") != 0)
+           return fmt::format("config variant={} selects opencl.{}", cfg.at("variant"),
+                              cfg.at("variant") == 1 ? "split" : "tiled");
          if (!is_floating(c.inputs[0].type()))
            return fmt::format("dtype {} is not a float dtype", dtype_name(c.inputs[0].type()));
          if (static_cast<std::size_t>(cfg.at("bq")) > dev.max_work_group_size())
@@ -442,12 +481,14 @@ void register_attention_ops(op_registry& r) {
          return std::nullopt;
        },
        [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
-         return enqueue(q, c, cfg, src, false);
+         return enqueue(q, c, cfg, src, 0);
        }});
   d.implementations.push_back(
       {"opencl.split", "attention_split.cl",
        [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
-         if (cfg.at("variant") != 1) return std::string("config variant=0 selects opencl.flash");
+         if (cfg.at("variant") != 1)
+           return fmt::format("config variant={} selects opencl.{}", cfg.at("variant"),
+                              cfg.at("variant") == 0 ? "flash" : "tiled");
          if (!is_floating(c.inputs[0].type()))
            return fmt::format("dtype {} is not a float dtype", dtype_name(c.inputs[0].type()));
          if (static_cast<std::size_t>(cfg.at("wg")) > dev.max_work_group_size())
@@ -459,7 +500,38 @@ void register_attention_ops(op_registry& r) {
          return std::nullopt;
        },
        [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
-         return enqueue(q, c, cfg, src, true);
+         return enqueue(q, c, cfg, src, 1);
+       }});
+  d.implementations.push_back(
+      {"opencl.tiled", "attention_tiled.cl",
+       [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
+         if (cfg.at("variant") != 2)
+           return fmt::format("config variant={} selects opencl.{}", cfg.at("variant"),
+                              cfg.at("variant") == 0 ? "flash" : "split");
+         if (!is_floating(c.inputs[0].type()))
+           return fmt::format("dtype {} is not a float dtype", dtype_name(c.inputs[0].type()));
+         const attn_shape s = shape_of(c);
+         if (s.d % 4 != 0 || s.dv % 4 != 0)
+           return fmt::format("head_dim {} and value dim {} must be multiples of 4 (4 dims per load)", s.d,
+                              s.dv);
+         for (int i = 0; i < 3; ++i)
+           if (c.inputs[i].strides()[3] != 1)
+             return fmt::format("{} has head-dim stride {}; variant 2 reads 4 contiguous dims per load",
+                                i == 0   ? "query"
+                                : i == 1 ? "key"
+                                         : "value",
+                                c.inputs[i].strides()[3]);
+         if (dev.max_work_group_size() < 128)
+           return fmt::format("needs 128 work-items per group > device maximum {}",
+                              dev.max_work_group_size());
+         const auto bytes = tiled_local_bytes(s, cfg, false);
+         if (bytes > dev.local_mem_size())
+           return fmt::format("bq={}, bk={} need {} B of local memory > device {} B", cfg.at("bq"),
+                              cfg.at("bk"), bytes, dev.local_mem_size());
+         return std::nullopt;
+       },
+       [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
+         return enqueue(q, c, cfg, src, 2);
        }});
   d.sample = sample;
   d.config_test_shapes = {"b=1,hq=4,hkv=2,lq=5,lk=11,d=16,dv=16,causal=1,mask=0"};

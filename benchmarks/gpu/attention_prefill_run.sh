@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# On the GPU machine, from the repository root with the bundle carried (.gpu, see
+# bundle_env.sh): scaled_dot_product_attention's prefill variants on NVIDIA. 1. the op suite's
+# attention cases and every profile's configs, and the tiled variant's own tests; 2. device time
+# per config at sequence 2048, d = 128, causal (prism_bench_ops, OpenCL profiling) and
+# PyTorch's scaled_dot_product_attention on the same shapes; 3. qwen3-0.6b prefill with each
+# config routed. Usage: benchmarks/gpu/attention_prefill_run.sh OUTDIR
+# Env: AP_CONFIGS (configs to time), AP_MODEL_CONFIGS (configs routed in the model).
+set -u
+out=$1
+mkdir -p "$out"
+source benchmarks/gpu/bundle_env.sh
+b=$G/bin
+export PRISM_DEVICE=nvidia PRISM_TUNING_DB=$out/tuning.db
+PRISM_OPS_ALL_VENDORS=1 timeout 240 "$b/prism_op_suite" --gtest_brief=1 \
+  --gtest_filter='*_attention.scaled_dot_product_attention*:attention_variants.*' > "$out/suite.txt" 2>&1
+echo "suite exit $?" >> "$out/suite.txt"
+tail -4 "$out/suite.txt"
+configs=${AP_CONFIGS:-"default variant=2,bq=64,bk=32 variant=2,bq=64,bk=16 variant=2,bq=32,bk=32 variant=2,bq=32,bk=16"}
+for cfg in $configs; do
+  echo "== $cfg"
+  if [ "$cfg" = default ]; then unset PRISM_BENCH_CONFIG; else export PRISM_BENCH_CONFIG=$cfg; fi
+  PRISM_BENCH_VENDOR=nvidia timeout 120 "$b/prism_bench_ops" --benchmark_filter='scaled_dot_product_attention' \
+    --benchmark_min_time=0.2s 2>&1 | grep -E "^scaled_dot"
+done > "$out/bench.txt"
+unset PRISM_BENCH_CONFIG
+cat "$out/bench.txt"
+timeout 120 python3 benchmarks/gpu/torch_attention_prefill.py > "$out/torch.txt" 2>&1
+cat "$out/torch.txt"
+models=${AP_MODEL_CONFIGS:-"profile variant=2,bq=64,bk=32"}
+for dt in f32 bf16; do
+  for cfg in $models; do
+    routes=$out/routes.yaml
+    if [ "$cfg" = profile ]; then : > "$routes"; else
+      printf 'routes:\n  scaled_dot_product_attention: {backend: opencl, config: "%s"}\n' "$cfg" > "$routes"; fi
+    timeout 180 "$b/prism-llm" --preset qwen3-0.6b --dtype $dt --prompt-len 2048 --new-tokens 4 \
+      --repeat 3 --breakdown-steps 0 --routes "$routes" --json "$out/r.json" > "$out/llm.log" 2>&1
+    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[2], 'prefill', j['prefill_tokens_per_s'], 'decode', j['decode_tokens_per_s'])" \
+      "$out/r.json" "$dt prompt=2048 $cfg" 2>&1 || { echo "$dt $cfg failed"; tail -3 "$out/llm.log"; }
+  done
+done | tee "$out/model.txt"
