@@ -99,6 +99,7 @@ struct step {
   source_override src;
   std::string src_note;  // "override <path>" when a vendor kernel replaces the file
   counter* count = nullptr;
+  bool default_retry = false;  // the routed backend again with its default config (a fallback)
 };
 
 struct decision {
@@ -478,23 +479,34 @@ std::unique_ptr<decision> decide(state& s, device_state& dev, int op, const op_c
   if (!options.forced)
     for (const backend* b : o.backends)
       if (b != first) order.push_back(b);
+  // A routed or tuned config that no implementation of its backend takes on this device (e.g. a
+  // profile's tensor-core config on a GPU without that form) falls back to the same backend with
+  // its default config before another backend; forced calls and strict mode keep it exact.
   for (const backend* be : order) {
-    kernel_config cfg = be->read_config(*o.desc, be == first ? first_config : std::string(), dev.vendor);
-    for (const auto& entry : o.impls) {
-      if (entry.owner != be) continue;
-      step st;
-      st.impl = &entry;
-      st.config = cfg;
-      st.config_text = cfg.str();
-      if (!entry.impl.kernel_file.empty())
-        if (const auto* k = dev.vendor.kernel(entry.impl.kernel_file)) {
-          st.src = std::string_view(k->text);
-          st.src_note = "kernel override " + k->path;
-        }
-      // The same tier run_decision reports for a call served by this step.
-      const bool later_backend = !d->steps.empty() && d->steps[0].impl->owner != be;
-      st.count = counters().get(o.desc->name, be->name(), later_backend ? source_tier::fallback : d->tier);
-      d->steps.push_back(std::move(st));
+    std::vector<std::string> texts{be == first ? first_config : std::string()};
+    if (be == first && !options.forced && !s.env.strict && !first_config.empty()) texts.emplace_back();
+    std::string routed_text;
+    for (std::size_t v = 0; v < texts.size(); ++v) {
+      kernel_config cfg = be->read_config(*o.desc, texts[v], dev.vendor);
+      if (v == 0) routed_text = cfg.str();
+      if (v > 0 && cfg.str() == routed_text) break;  // the routed config is the default
+      for (const auto& entry : o.impls) {
+        if (entry.owner != be) continue;
+        step st;
+        st.impl = &entry;
+        st.config = cfg;
+        st.config_text = cfg.str();
+        st.default_retry = v > 0;
+        if (!entry.impl.kernel_file.empty())
+          if (const auto* k = dev.vendor.kernel(entry.impl.kernel_file)) {
+            st.src = std::string_view(k->text);
+            st.src_note = "kernel override " + k->path;
+          }
+        // The same tier run_decision reports for a call served by this step.
+        const bool later = st.default_retry || (!d->steps.empty() && d->steps[0].impl->owner != be);
+        st.count = counters().get(o.desc->name, be->name(), later ? source_tier::fallback : d->tier);
+        d->steps.push_back(std::move(st));
+      }
     }
   }
   return d;
@@ -553,7 +565,7 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
       res.backend = st.impl->owner->name();
       res.implementation = st.impl->impl.name;
       res.config = st.config_text;
-      const bool fell_back = st.impl->owner != d.steps[0].impl->owner;
+      const bool fell_back = st.default_retry || st.impl->owner != d.steps[0].impl->owner;
       res.tier = fell_back ? source_tier::fallback : d.tier;
       res.reason = fell_back ? refusals : d.origin;
       return res;
@@ -598,7 +610,7 @@ dispatch_result run_decision(state& s, queue& q, const decision& d, const op_cal
       }
       continue;
     }
-    const bool fell_back = st.impl->owner != d.steps[0].impl->owner;
+    const bool fell_back = st.default_retry || st.impl->owner != d.steps[0].impl->owner;
     st.count->calls.fetch_add(1, std::memory_order_relaxed);
     if (d.untuned_calls) d.untuned_calls->fetch_add(1, std::memory_order_relaxed);
     if (fell_back) st.count->fallbacks.fetch_add(1, std::memory_order_relaxed);

@@ -792,6 +792,52 @@ TEST(Dispatch, ConditionalRoutesReadTheOutputsElementSize) {
   EXPECT_NE(what.find("and esize"), std::string::npos) << what;
 }
 
+// A routed config that no implementation of its backend takes for a call (here the tiled
+// attention variant, which reads 4 head dims per load, at head_dim 6) falls back to that backend's
+// default config, not to another backend; strict mode keeps the route exact.
+TEST(Dispatch, RefusedRouteConfigFallsBackToTheBackendsDefault) {
+  auto& q = test_queue();
+  temp_dir d;
+  auto routes = d.write(
+      "routes.yaml",
+      "routes:\n  scaled_dot_product_attention: {backend: opencl, config: \"variant=2,bq=32,bk=16\"}\n");
+  const op_descriptor& desc = op_registry::instance().get("scaled_dot_product_attention");
+  auto call = [&](std::int64_t dim) {
+    sample_options o;
+    op_call c = desc.sample(
+        q, shape_key::parse("b=1,hq=2,hkv=1,lq=5,lk=9,causal=1,mask=0,d=" + std::to_string(dim)), o);
+    return c;
+  };
+  {
+    env_scope env(env_vars{{"PRISM_ROUTES", routes}});
+    pd::testing::reload_config();
+    op_call routed = call(8);
+    auto r = pd::dispatch_call(q, routed);
+    EXPECT_EQ(r.implementation, "opencl.tiled");
+    EXPECT_EQ(r.tier, pd::source_tier::routes);
+    op_call c = call(6);
+    r = pd::dispatch_call(q, c);
+    EXPECT_EQ(r.backend, "opencl");
+    EXPECT_NE(r.implementation, "opencl.tiled");
+    EXPECT_EQ(r.tier, pd::source_tier::fallback);
+    EXPECT_EQ(r.config.find("variant=2"), std::string::npos) << r.config;  // the profile default
+    EXPECT_NE(r.reason.find("opencl.tiled: head_dim 6 and value dim 6 must be multiples of 4"),
+              std::string::npos)
+        << r.reason;
+    auto expected = compute_reference(q, desc, c);
+    std::vector<host_tensor> got{read_host(q, c.outputs[0])};
+    EXPECT_TRUE(compare_outputs(desc, c, expected, got).ok);
+  }
+  {
+    env_scope env(env_vars{{"PRISM_ROUTES", routes}, {"PRISM_STRICT_ROUTES", "1"}});
+    pd::testing::reload_config();
+    op_call c = call(6);
+    std::string what;
+    EXPECT_EQ(code_of([&] { pd::dispatch_call(q, c); }, &what), errc::unsupported);
+    EXPECT_NE(what.find("must be multiples of 4"), std::string::npos) << what;
+  }
+}
+
 // An env route outranks the conditions; conditions with bad names or configs stop start-up.
 TEST(Dispatch, ConditionalRoutesPrecedenceAndStartupErrors) {
   auto& q = test_queue();

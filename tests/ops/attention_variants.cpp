@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: Apache-2.0
+// scaled_dot_product_attention's GPU variants on whatever device runs the suite, for every dtype
+// and every test case of the descriptor:
+// - variant 2 (tiled flash attention, attention_tiled.cl) runs everywhere, so CI's CPU device
+//   checks its structure: query tiles taken last-first, partial query and key tiles, the causal
+//   offset of a KV cache, GQA, masks on top of the tiles, and the row-group reductions (the
+//   local-memory pass here, inline-PTX shuffles on NVIDIA). The one case it refuses (head_dim 1)
+//   names the reason.
+// - variant 3 (tensor cores through inline PTX, attention_mma.cl) runs on NVIDIA; elsewhere the
+//   test checks that it is refused with the probe's reason.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+
+#include "kernels/op_descriptor.hpp"
+#include "ops_test_util.hpp"
+
+namespace prism::test {
+namespace {
+
+const op_implementation& impl_named(const op_descriptor& d, const std::string& name) {
+  for (const auto& impl : d.implementations)
+    if (impl.name == name) return impl;
+  throw std::runtime_error("scaled_dot_product_attention has no " + name + " implementation");
+}
+const op_implementation& tiled(const op_descriptor& d) {
+  return impl_named(d, "opencl.tiled");
+}
+const op_implementation& mma(const op_descriptor& d) {
+  return impl_named(d, "opencl.mma");
+}
+
+TEST(attention_variants, tiled_matches_the_reference_in_every_dtype) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
+  const kernel_config cfg = d.config.complete(kernel_config::parse("variant=2,bq=16,bk=8"));
+  int ran = 0, refused = 0;
+  for (dtype t : d.dtypes) {
+    for (const auto& tc : d.test_cases(t)) {
+      sample_options o;
+      o.type = t;
+      o.seed = 13;
+      op_call c = tc.make(q, o);
+      SCOPED_TRACE(tc.shape_class + " " + dtype_name(t));
+      if (auto why = tiled(d).supports(q.get_device(), c, cfg)) {
+        EXPECT_NE(why->find("must be multiples of 4"), std::string::npos) << *why;
+        ++refused;
+        continue;
+      }
+      run_and_compare(d, c, cfg, false);
+      ++ran;
+    }
+  }
+  EXPECT_EQ(refused, 3);  // the d = 1 case, in each dtype
+  EXPECT_GE(ran, 27);
+}
+
+// Several query and key tiles, each partial at the end; a KV-cache offset (lk > lq) under
+// causal masking, so the first rows see most keys; GQA with a value dim other than head_dim; a
+// padding mask together with causal masking; the largest tiles.
+TEST(attention_variants, tiled_walks_many_tiles) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
+  const std::pair<const char*, const char*> cases[] = {
+      {"b=1,hq=4,hkv=2,lq=70,lk=101,d=40,dv=24,causal=1,mask=0", "variant=2,bq=32,bk=16"},
+      {"b=2,hq=2,hkv=1,lq=45,lk=45,d=16,causal=1,mask=4", "variant=2,bq=16,bk=8"},
+      {"b=1,hq=2,hkv=2,lq=130,lk=80,d=32,causal=0,mask=2", "variant=2,bq=64,bk=32"},
+  };
+  for (const auto& [shape, text] : cases) {
+    SCOPED_TRACE(std::string(shape) + " " + text);
+    sample_options o;
+    o.type = dtype::f32;
+    o.seed = 7;
+    op_call c = d.sample(q, shape_key::parse(shape), o);
+    const kernel_config cfg = d.config.complete(kernel_config::parse(text));
+    ASSERT_FALSE(tiled(d).supports(q.get_device(), c, cfg).has_value());
+    run_and_compare(d, c, cfg, false);
+  }
+}
+
+// Every test case in f16 and bf16 with two and four warps a work-group; the cases whose head_dim
+// is not a multiple of 16 (or whose strided views leave 16-byte rows) are refused with the reason.
+TEST(attention_variants, mma_matches_the_reference_in_16_bit_dtypes) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
+  int ran = 0, refused = 0;
+  for (dtype t : {dtype::f16, dtype::bf16}) {
+    for (const auto& tc : d.test_cases(t)) {
+      for (const char* text : {"variant=3,bq=32,bk=16", "variant=3,bq=64,bk=32,stages=2"}) {
+        sample_options o;
+        o.type = t;
+        o.seed = 17;
+        op_call c = tc.make(q, o);
+        const kernel_config cfg = d.config.complete(kernel_config::parse(text));
+        SCOPED_TRACE(tc.shape_class + " " + dtype_name(t) + " " + text);
+        if (auto why = mma(d).supports(q.get_device(), c, cfg)) {
+          if (q.get_device().platform_name().find("NVIDIA") == std::string::npos)
+            EXPECT_NE(why->find("inline PTX needs NVIDIA's OpenCL platform"), std::string::npos) << *why;
+          ++refused;
+          continue;
+        }
+        run_and_compare(d, c, cfg, false);
+        ++ran;
+      }
+    }
+  }
+  if (ran == 0)
+    GTEST_SKIP() << "variant 3 needs NVIDIA's inline PTX (mma, ldmatrix, shfl); refused " << refused;
+  // d = 64 (large), d = 16 (broadcast x2, padding x2, strided) and d = 24 / 8 / 1 refused.
+  EXPECT_GE(ran, 2 * 2 * 5);
+}
+
+// Several query and key tiles, partial at the end, the causal offset of a KV cache and GQA with
+// a value dim other than head_dim; a padding mask with causal masking; the largest tiles.
+TEST(attention_variants, mma_walks_many_tiles) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
+  const std::pair<const char*, const char*> cases[] = {
+      {"b=1,hq=4,hkv=2,lq=70,lk=150,d=128,dv=64,causal=1,mask=0", "variant=3,bq=32,bk=32,stages=2"},
+      {"b=2,hq=2,hkv=1,lq=45,lk=45,d=32,causal=1,mask=4", "variant=3,bq=64,bk=16"},
+      {"b=1,hq=2,hkv=2,lq=200,lk=130,d=64,causal=0,mask=2", "variant=3,bq=128,bk=32"},
+  };
+  int ran = 0;
+  for (dtype t : {dtype::bf16, dtype::f16})
+    for (const auto& [shape, text] : cases) {
+      SCOPED_TRACE(std::string(shape) + " " + dtype_name(t) + " " + text);
+      sample_options o;
+      o.type = t;
+      o.seed = 9;
+      op_call c = d.sample(q, shape_key::parse(shape), o);
+      const kernel_config cfg = d.config.complete(kernel_config::parse(text));
+      if (mma(d).supports(q.get_device(), c, cfg)) continue;
+      run_and_compare(d, c, cfg, false);
+      ++ran;
+    }
+  if (ran == 0) GTEST_SKIP() << "variant 3 needs NVIDIA's inline PTX";
+  EXPECT_EQ(ran, 6);
+}
+
+// Bad configs name what is valid.
+TEST(attention_variants, tiled_configs_outside_its_tiles_are_refused) {
+  const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
+  auto why = d.config.validate(kernel_config::parse("variant=2,bq=128,bk=16"));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("variant 2 takes bq 16, 32 or 64"), std::string::npos) << *why;
+  why = d.config.validate(kernel_config::parse("variant=2,bq=32,bk=4"));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("variant 2 takes bk 8, 16 or 32"), std::string::npos) << *why;
+  why = d.config.validate(kernel_config::parse("variant=3,bq=16,bk=32"));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("variant 3 takes bq 32, 64 or 128"), std::string::npos) << *why;
+  why = d.config.validate(kernel_config::parse("variant=2,bq=32,bk=16,stages=2"));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("stages=2 (cp.async double buffering) is variant 3's"), std::string::npos) << *why;
+  EXPECT_FALSE(d.config.validate(kernel_config::parse("variant=0,bq=128,bk=4")).has_value());
+  // f32 is not a tensor-core dtype here (TF32 would be opt-in): the reason says what runs.
+  queue& q = shared_queue();
+  sample_options o;
+  op_call c = d.sample(q, shape_key::parse("b=1,hq=2,hkv=2,lq=16,lk=16,d=16,causal=1,mask=0"), o);
+  why = mma(d).supports(q.get_device(), c, d.config.complete(kernel_config::parse("variant=3,bq=64,bk=32")));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("variant 3 runs f16 and bf16 on tensor cores, not f32"), std::string::npos) << *why;
+}
+
+}  // namespace
+}  // namespace prism::test
