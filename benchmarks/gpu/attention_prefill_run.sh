@@ -25,6 +25,7 @@ for cfg in $configs; do
   if [ "$cfg" = default ]; then unset PRISM_BENCH_CONFIG; else export PRISM_BENCH_CONFIG=$cfg; fi
   filter=scaled_dot_product_attention
   [ "${cfg#variant=3}" != "$cfg" ] && filter='scaled_dot_product_attention/(bf16|f16)'  # 16-bit only
+  [ "${cfg#variant=4}" != "$cfg" ] && filter='scaled_dot_product_attention/f32'  # f32 only
   PRISM_BENCH_VENDOR=nvidia timeout 120 "$b/prism_bench_ops" --benchmark_filter="$filter" \
     --benchmark_min_time=0.2s 2>&1 | grep -E "^scaled_dot"
 done >> "$out/bench.txt"
@@ -36,11 +37,13 @@ models=${AP_MODEL_CONFIGS:-"profile variant=2,bq=64,bk=32 variant=3,bq=64,bk=64"
 for dt in f32 bf16; do
   for cfg in $models; do
     [ "$dt" = f32 ] && [ "${cfg#variant=3}" != "$cfg" ] && continue  # 16-bit only
+    [ "$dt" = bf16 ] && [ "${cfg#variant=4}" != "$cfg" ] && continue  # f32 only
     routes=$out/routes.yaml
     if [ "$cfg" = profile ]; then : > "$routes"; else
-      # A 16-bit-only config (variant 3) routes the 16-bit calls; f32 keeps the profile's route.
+      # A 16-bit-only config (variant 3) routes the 16-bit calls, an f32-only one (variant 4) the
+      # f32 calls; the other dtype keeps the profile's route.
       printf 'routes:\n  scaled_dot_product_attention:\n    - {when: "%s", backend: opencl, config: "%s"}\n' \
-        "$( [ "${cfg#variant=3}" != "$cfg" ] && echo 'esize == 2 && lq >= 16' || echo 'lq >= 16')" "$cfg" > "$routes"; fi
+        "$( [ "${cfg#variant=3}" != "$cfg" ] && echo 'esize == 2 && lq >= 16' || { [ "${cfg#variant=4}" != "$cfg" ] && echo 'esize == 4 && lq >= 16' || echo 'lq >= 16'; })" "$cfg" > "$routes"; fi
     timeout 180 "$b/prism-llm" --preset qwen3-0.6b --dtype $dt --prompt-len 2048 --new-tokens 4 \
       --repeat 3 --breakdown-steps 0 --routes "$routes" --json "$out/r.json" > "$out/llm.log" 2>&1
     python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[2], 'prefill', j['prefill_tokens_per_s'], 'decode', j['decode_tokens_per_s'])" \

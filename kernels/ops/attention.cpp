@@ -141,27 +141,29 @@ config_schema schema() {
   s.params = {
       {"variant",
        0,
-       {0, 1, 2, 3},
+       {0, 1, 2, 3, 4},
        "0 one query row per work-item (attention.cl), 1 one work-group per row, split over keys "
        "(attention_split.cl), 2 tiled flash attention for GPUs: 128 items per bq x bk tile "
        "(attention_tiled.cl), 3 flash attention on NVIDIA tensor cores for f16/bf16: bq / 16 warps "
-       "per bq x bk tile (attention_mma.cl)"},
+       "per bq x bk tile (attention_mma.cl), 4 the same for f32 with 3xTF32 products (f32-class accuracy, "
+       "attention_tf32x3.cl)"},
       {"bq",
        16,
        {1, 2, 4, 8, 16, 32, 64, 128},
-       "query rows per work-group (variant 0: one per work-item; variant 2: 16, 32 or 64; variant 3: "
+       "query rows per work-group (variant 0: one per work-item; variant 2: 16, 32 or 64; variants 3 and 4: "
        "32, 64 or 128, 16 per warp)"},
       {"bk",
        16,
        {1, 2, 4, 8, 16, 32, 64},
        "keys scored per online-softmax step (one rescale per block; variant 2: 8, 16 or 32; variant 3: "
-       "16, 32 or 64)"},
+       "16, 32 or 64; variant 4: 8, 16 or 32)"},
       {"local", 0, {0, 1}, "1: stage each K/V block in local memory shared by the work-group (GPU)"},
       {"wg", 64, {16, 32, 64, 128, 256}, "variant 1: work-group size (keys per block, output dims per pass)"},
       {"stages",
        1,
        {1, 2},
-       "variant 3: K/V tiles in local memory (2: the next tile's cp.async copies overlap this tile's math)"},
+       "variants 3 and 4: K/V tiles in local memory (2: the next tile's cp.async copies overlap this tile's "
+       "math)"},
   };
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 2) {
@@ -172,9 +174,16 @@ config_schema schema() {
         return fmt::format("variant 2 takes bk 8, 16 or 32 (8 key groups of bk / 8 keys), got {}",
                            k.at("bk"));
     }
-    if (k.at("stages") == 2 && k.at("variant") != 3)
-      return fmt::format("stages=2 (cp.async double buffering) is variant 3's; variant {} takes stages=1",
-                         k.at("variant"));
+    if (k.at("stages") == 2 && k.at("variant") < 3)
+      return fmt::format(
+          "stages=2 (cp.async double buffering) is variants 3 and 4's; variant {} takes stages=1",
+          k.at("variant"));
+    if (k.at("variant") == 4) {
+      if (k.at("bq") < 32)
+        return fmt::format("variant 4 takes bq 32, 64 or 128 (16 query rows a warp), got {}", k.at("bq"));
+      if (k.at("bk") < 8 || k.at("bk") > 32)
+        return fmt::format("variant 4 takes bk 8, 16 or 32 (mma k-steps of 8 keys), got {}", k.at("bk"));
+    }
     if (k.at("variant") == 3) {
       if (k.at("bq") < 32)
         return fmt::format("variant 3 takes bq 32, 64 or 128 (16 query rows a warp), got {}", k.at("bq"));
@@ -188,8 +197,8 @@ config_schema schema() {
 
 // The implementation a config's variant selects.
 const char* variant_impl(std::int64_t variant) {
-  static const char* names[] = {"flash", "split", "tiled", "mma"};
-  return variant >= 0 && variant < 4 ? names[variant] : "none";
+  static const char* names[] = {"flash", "split", "tiled", "mma", "tf32x3"};
+  return variant >= 0 && variant < 5 ? names[variant] : "none";
 }
 
 // Local memory of variant 2 (attention_tiled.cl): K and V tiles, the weights, and the row-group
@@ -215,7 +224,14 @@ event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_overr
   const std::int64_t bq = std::min(cfg.at("bq"), next_pow2(s.lq)), wg = cfg.at("wg");
   kernel k;
   nd_range r;
-  if (variant == 3) {
+  if (variant == 4) {
+    const std::int64_t bm = cfg.at("bq");
+    const std::string opts =
+        fmt::format("-DPRISM_DTYPE=0 -DD={} -DDV={} -DNW={} -DBN={} -DSTAGES={} -DCAUSAL={} -DMASK_KIND={}{}",
+                    s.d, s.dv, bm / 16, cfg.at("bk"), cfg.at("stages"), causal, mk, km_opts);
+    k = build_kernel(q.get_context(), "attention_tf32x3.cl", src, opts, "attention_tf32x3");
+    r = nd_range(range<3>(ceil_div(s.lq, bm) * (bm * 2), s.hq, s.b), range<3>(bm * 2, 1, 1));
+  } else if (variant == 3) {
     const std::int64_t bm = cfg.at("bq");
     const std::string opts = fmt::format(
         "-DPRISM_DTYPE={} -DD={} -DDV={} -DNW={} -DBN={} -DSTAGES={} -DCAUSAL={} -DMASK_KIND={}{}", dt, s.d,
@@ -611,6 +627,51 @@ void register_attention_ops(op_registry& r) {
        },
        [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
          return enqueue(q, c, cfg, src, 3);
+       }});
+  d.implementations.push_back(
+      {"opencl.tf32x3", "attention_tf32x3.cl",
+       [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
+         if (cfg.at("variant") != 4)
+           return fmt::format("config variant={} selects opencl.{}", cfg.at("variant"),
+                              variant_impl(cfg.at("variant")));
+         const dtype t = c.inputs[0].type();
+         if (t != dtype::f32)
+           return fmt::format(
+               "variant 4 runs f32 on tensor cores (3xTF32), not {}; 16-bit dtypes take variant 3",
+               dtype_name(t));
+         const ptx_forms& ptx = probe_ptx(dev);
+         for (const char* form : {"mma.m16n8k8.tf32", "shfl"})
+           if (!ptx.has(form)) return ptx.why(form);
+         if (cfg.at("stages") == 2 && !ptx.has("cp.async")) return ptx.why("cp.async");
+         const attn_shape s = shape_of(c);
+         if (s.d % 8 != 0 || s.dv % 8 != 0 || s.d > 128 || s.dv > 128)
+           return fmt::format(
+               "head_dim {} and value dim {} must be multiples of 8 up to 128 (mma k-steps, "
+               "fragments in registers)",
+               s.d, s.dv);
+         const char* names[3] = {"query", "key", "value"};
+         for (int i = 0; i < 3; ++i) {
+           const tensor& x = c.inputs[i];
+           const auto& st = x.strides();
+           if (st[3] != 1 ||
+               (i > 0 && (st[0] % 4 != 0 || st[1] % 4 != 0 || st[2] % 4 != 0 || x.offset() % 4 != 0)))
+             return fmt::format(
+                 "{} needs a unit head-dim stride{}; got strides [{}, {}, {}, {}], offset {}", names[i],
+                 i > 0 ? " and other strides and offset in multiples of 4 elements (16-byte rows)" : "",
+                 st[0], st[1], st[2], st[3], x.offset());
+         }
+         const auto bytes =
+             static_cast<std::uint64_t>(4 * cfg.at("stages") * cfg.at("bk") * (s.d + 4 + s.dv + 4));
+         if (bytes > dev.local_mem_size())
+           return fmt::format("bk={}, stages={} need {} B of local memory > device {} B", cfg.at("bk"),
+                              cfg.at("stages"), bytes, dev.local_mem_size());
+         if (static_cast<std::size_t>(2 * cfg.at("bq")) > dev.max_work_group_size())
+           return fmt::format("bq={} needs {} work-items per group > device maximum {}", cfg.at("bq"),
+                              2 * cfg.at("bq"), dev.max_work_group_size());
+         return std::nullopt;
+       },
+       [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
+         return enqueue(q, c, cfg, src, 4);
        }});
   d.sample = sample;
   d.config_test_shapes = {"b=1,hq=4,hkv=2,lq=5,lk=11,d=16,dv=16,causal=1,mask=0"};

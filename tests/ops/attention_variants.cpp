@@ -6,7 +6,8 @@
 //   offset of a KV cache, GQA, masks on top of the tiles, and the row-group reductions (the
 //   local-memory pass here, inline-PTX shuffles on NVIDIA). The one case it refuses (head_dim 1)
 //   names the reason.
-// - variant 3 (tensor cores through inline PTX, attention_mma.cl) runs on NVIDIA; elsewhere the
+// - variants 3 and 4 (tensor cores through inline PTX: attention_mma.cl for 16-bit dtypes,
+//   attention_tf32x3.cl for f32) run on NVIDIA; elsewhere the
 //   test checks that it is refused with the probe's reason.
 #include <gtest/gtest.h>
 
@@ -29,6 +30,9 @@ const op_implementation& tiled(const op_descriptor& d) {
 }
 const op_implementation& mma(const op_descriptor& d) {
   return impl_named(d, "opencl.mma");
+}
+const op_implementation& tf32x3(const op_descriptor& d) {
+  return impl_named(d, "opencl.tf32x3");
 }
 
 TEST(attention_variants, tiled_matches_the_reference_in_every_dtype) {
@@ -138,6 +142,52 @@ TEST(attention_variants, mma_walks_many_tiles) {
   EXPECT_EQ(ran, 6);
 }
 
+// Variant 4 (f32 through 3xTF32 products) against the f32 tolerance, every test case with two
+// and four warps; head dims that are not multiples of 8 (d = 1, the strided case's value dim 12)
+// are refused with the reason.
+TEST(attention_variants, tf32x3_matches_the_f32_reference) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
+  int ran = 0, refused = 0;
+  for (const auto& tc : d.test_cases(dtype::f32)) {
+    for (const char* text : {"variant=4,bq=32,bk=8", "variant=4,bq=64,bk=16,stages=2"}) {
+      sample_options o;
+      o.type = dtype::f32;
+      o.seed = 19;
+      op_call c = tc.make(q, o);
+      const kernel_config cfg = d.config.complete(kernel_config::parse(text));
+      SCOPED_TRACE(tc.shape_class + " " + text);
+      if (auto why = tf32x3(d).supports(q.get_device(), c, cfg)) {
+        if (q.get_device().platform_name().find("NVIDIA") == std::string::npos)
+          EXPECT_NE(why->find("inline PTX needs NVIDIA's OpenCL platform"), std::string::npos) << *why;
+        ++refused;
+        continue;
+      }
+      run_and_compare(d, c, cfg, false);
+      ++ran;
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "variant 4 needs NVIDIA's inline PTX (mma tf32, shfl); refused " << refused;
+  EXPECT_EQ(refused, 2 * 2);  // d = 1 and the value dim 12, with each config
+  // Several tiles with a KV-cache offset and GQA, a padding mask with causal masking, the
+  // largest tiles with a boolean mask.
+  const std::pair<const char*, const char*> cases[] = {
+      {"b=1,hq=4,hkv=2,lq=70,lk=150,d=128,dv=64,causal=1,mask=0", "variant=4,bq=32,bk=32"},
+      {"b=2,hq=2,hkv=1,lq=45,lk=45,d=32,causal=1,mask=4", "variant=4,bq=64,bk=8,stages=2"},
+      {"b=1,hq=2,hkv=2,lq=200,lk=130,d=64,causal=0,mask=2", "variant=4,bq=128,bk=16,stages=2"},
+  };
+  for (const auto& [shape, text] : cases) {
+    SCOPED_TRACE(std::string(shape) + " " + text);
+    sample_options o;
+    o.type = dtype::f32;
+    o.seed = 23;
+    op_call c = d.sample(q, shape_key::parse(shape), o);
+    const kernel_config cfg = d.config.complete(kernel_config::parse(text));
+    ASSERT_FALSE(tf32x3(d).supports(q.get_device(), c, cfg).has_value());
+    run_and_compare(d, c, cfg, false);
+  }
+}
+
 // Bad configs name what is valid.
 TEST(attention_variants, tiled_configs_outside_its_tiles_are_refused) {
   const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
@@ -152,7 +202,8 @@ TEST(attention_variants, tiled_configs_outside_its_tiles_are_refused) {
   EXPECT_NE(why->find("variant 3 takes bq 32, 64 or 128"), std::string::npos) << *why;
   why = d.config.validate(kernel_config::parse("variant=2,bq=32,bk=16,stages=2"));
   ASSERT_TRUE(why.has_value());
-  EXPECT_NE(why->find("stages=2 (cp.async double buffering) is variant 3's"), std::string::npos) << *why;
+  EXPECT_NE(why->find("stages=2 (cp.async double buffering) is variants 3 and 4's"), std::string::npos)
+      << *why;
   EXPECT_FALSE(d.config.validate(kernel_config::parse("variant=0,bq=128,bk=4")).has_value());
   // f32 is not a tensor-core dtype here (TF32 would be opt-in): the reason says what runs.
   queue& q = shared_queue();
@@ -161,6 +212,9 @@ TEST(attention_variants, tiled_configs_outside_its_tiles_are_refused) {
   why = mma(d).supports(q.get_device(), c, d.config.complete(kernel_config::parse("variant=3,bq=64,bk=32")));
   ASSERT_TRUE(why.has_value());
   EXPECT_NE(why->find("variant 3 runs f16 and bf16 on tensor cores, not f32"), std::string::npos) << *why;
+  why = d.config.validate(kernel_config::parse("variant=4,bq=64,bk=64"));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("variant 4 takes bk 8, 16 or 32"), std::string::npos) << *why;
 }
 
 }  // namespace

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: Apache-2.0
+// prism scaled-dot-product attention in f32 on NVIDIA tensor cores with f32-class accuracy: the
+// flash-attention scheme of attention_mma.cl with m16n8k8 TF32 mma, each f32 operand x split
+// into x = hi + lo (both TF32, rounded to nearest: hi keeps 11 significant bits, lo the next 11)
+// and each product taken as hi*hi + hi*lo + lo*hi ("3xTF32"; the dropped lo*lo term is below
+// f32's own rounding), accumulated in f32. Unlike plain TF32 (an opt-in elsewhere in prism) the
+// result meets the f32 kernels' error bound; the op suite checks it against the same tolerance.
+// A work-group of NW warps owns 16 * NW query rows of one (batch, head); warp w owns rows
+// 16w .. 16w + 15, kept as f32 A fragments in registers. Per tile of BN keys: K and V staged in
+// local memory as f32 rows padded by 4 words (16-byte loads, or cp.async double-buffered with
+// STAGES 2); S = Q K^T; online softmax on the accumulator fragments (quad shuffles, log2 units);
+// O += P V. For P V the weights stay in the registers they were computed in: the k index of the
+// TF32 A fragment (columns t and t + 4 of a lane) is mapped to keys 2t and 2t + 1, which are what
+// an accumulator fragment holds (c0 c1 at columns 2t, 2t + 1), and V's B fragment is read with
+// the same mapping (rows 2t and 2t + 1 of the V tile).
+// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k8", .tf32), g = lane / 4,
+// t = lane % 4: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4); b0 (k=t, n=g), b1 (k=t+4, n=g);
+// c0 c1 (g, 2t, 2t+1), c2 c3 (g+8, 2t, 2t+1).
+// Q [B,Hq,Lq,D], K [B,Hkv,Lk,D], V [B,Hkv,Lk,DV] f32: unit head-dim stride, K's and V's other
+// strides and offsets multiples of 4 elements (16-byte rows); O any strides. CAUSAL, MASK_KIND,
+// KEY_MASK as in attention.cl; a row that sees no key outputs zeros.
+// Build defines: D, DV (multiples of 8), NW (warps), BN (8, 16, 32), STAGES (1, 2), CAUSAL,
+// MASK_KIND, KEY_MASK (with KM_T). PRISM_DTYPE is 0.
+// Local memory: 4 * STAGES * BN * (D + 4 + DV + 4) bytes.
+
+#include "gemm_common.cl"  // GT (float), PRISM_STORE
+
+#include "attention_common.cl"  // mask_t, MASK_VALUE, KEY_OK
+
+#define NT (32 * NW)
+#define KS (D + 4)  // padded local row strides, in words
+#define VS (DV + 4)
+#define KQ (D / 8)     // k-steps of Q K^T
+#define NTS (BN / 8)   // score n-tiles (and k-steps of P V)
+#define NTO (DV / 8)   // output n-tiles
+
+inline void mma_tf32(float* c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// x = hi + lo in TF32, each rounded to nearest (.x hi, .y lo).
+inline uint2 split_tf32(float x) {
+  uint hi, lo;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(x - as_float(hi)));
+  return (uint2)(hi, lo);
+}
+
+// c += a b as hi*hi + hi*lo + lo*hi (the small terms first).
+inline void mma3(float* c, uint2 a0, uint2 a1, uint2 a2, uint2 a3, uint2 b0, uint2 b1) {
+  mma_tf32(c, a0.y, a1.y, a2.y, a3.y, b0.x, b1.x);
+  mma_tf32(c, a0.x, a1.x, a2.x, a3.x, b0.y, b1.y);
+  mma_tf32(c, a0.x, a1.x, a2.x, a3.x, b0.x, b1.x);
+}
+
+inline float lane_xor(float x, int o) {
+  float y;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x), "r"(o));
+  return y;
+}
+inline float quad_max(float x) {
+  x = fmax(x, lane_xor(x, 1));
+  return fmax(x, lane_xor(x, 2));
+}
+inline float quad_sum(float x) {
+  x += lane_xor(x, 1);
+  return x + lane_xor(x, 2);
+}
+
+#if STAGES == 2
+inline void cp16(__local float* dst, __global const float* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(size_t)dst), "l"((ulong)src),
+               "r"(src_bytes)
+               : "memory");
+}
+#endif
+
+// Stage keys j0 .. j0 + BN - 1 of K and V into Kb and Vb (keys past Lk as zeros).
+inline void stage_tile(__local float* Kb, __local float* Vb, __global const float* Kp, long sk2,
+                       __global const float* Vp, long sv2, int j0, int Lk, int lid) {
+  for (int idx = lid; idx < BN * (D / 4); idx += NT) {
+    const int jj = idx / (D / 4), c = idx - jj * (D / 4);
+#if STAGES == 2
+    cp16(Kb + jj * KS + 4 * c, Kp + (long)min(j0 + jj, Lk - 1) * sk2 + 4 * c, j0 + jj < Lk ? 16 : 0);
+#else
+    const float4 x = j0 + jj < Lk ? *(__global const float4*)(Kp + (long)(j0 + jj) * sk2 + 4 * c) : (float4)(0.0f);
+    *(__local float4*)(Kb + jj * KS + 4 * c) = x;
+#endif
+  }
+  for (int idx = lid; idx < BN * (DV / 4); idx += NT) {
+    const int jj = idx / (DV / 4), c = idx - jj * (DV / 4);
+#if STAGES == 2
+    cp16(Vb + jj * VS + 4 * c, Vp + (long)min(j0 + jj, Lk - 1) * sv2 + 4 * c, j0 + jj < Lk ? 16 : 0);
+#else
+    const float4 x = j0 + jj < Lk ? *(__global const float4*)(Vp + (long)(j0 + jj) * sv2 + 4 * c) : (float4)(0.0f);
+    *(__local float4*)(Vb + jj * VS + 4 * c) = x;
+#endif
+  }
+#if STAGES == 2
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
+void attention_tf32x3(int Hq, int Hkv, int Lq, int Lk, float scale,
+                      __global const float* restrict Q, long q_off, long4 sq, __global const float* restrict Kp,
+                      long k_off, long4 sk, __global const float* restrict Vp, long v_off, long4 sv,
+                      __global float* O, long o_off, long4 so, __global const mask_t* Mk, long m_off, long4 sm,
+                      __global const km_t* Km, long km_off, long skb, long skt) {
+  __local float Kbuf[STAGES][BN * KS] __attribute__((aligned(16)));
+  __local float Vbuf[STAGES][BN * VS] __attribute__((aligned(16)));
+  const int lid = get_local_id(0);
+  const int lane = lid % 32, warp = lid / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int tiles = (Lq + 16 * NW - 1) / (16 * NW);
+  const int i0 = (tiles - 1 - (int)get_group_id(0)) * 16 * NW;  // the last query tile first
+  const int h = get_global_id(1);
+  const long b = get_global_id(2);
+  const int hk = h / (Hq / Hkv);
+  const float sl2 = scale * M_LOG2E_F;
+
+  Q += q_off + b * sq.s0 + h * sq.s1;
+  Kp += k_off + b * sk.s0 + hk * sk.s1;
+  Vp += v_off + b * sv.s0 + hk * sv.s1;
+#if MASK_KIND != 0
+  Mk += m_off + b * sm.s0 + h * sm.s1;
+#endif
+#if KEY_MASK
+  Km += km_off + b * skb;
+#endif
+
+  const int ra = i0 + 16 * warp + g, rb = ra + 8;
+  const int qa_row = min(ra, Lq - 1), qb_row = min(rb, Lq - 1);
+#if CAUSAL
+  const int end_a = min(Lk, Lk - Lq + qa_row + 1), end_b = min(Lk, Lk - Lq + qb_row + 1);
+#else
+  const int end_a = Lk, end_b = Lk;
+#endif
+  float qf[KQ][4];
+  {
+    __global const float* qa = Q + (long)qa_row * sq.s2;
+    __global const float* qb = Q + (long)qb_row * sq.s2;
+#pragma unroll
+    for (int kk = 0; kk < KQ; ++kk) {
+      qf[kk][0] = qa[kk * 8 + t];
+      qf[kk][1] = qb[kk * 8 + t];
+      qf[kk][2] = qa[kk * 8 + t + 4];
+      qf[kk][3] = qb[kk * 8 + t + 4];
+    }
+  }
+  float o[NTO][4];
+#pragma unroll
+  for (int n = 0; n < NTO; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+
+#if CAUSAL
+  const int loop_end = min(Lk, Lk - Lq + min(i0 + 16 * NW - 1, Lq - 1) + 1);
+  const int first_end = min(Lk, Lk - Lq + min(i0, Lq - 1) + 1);  // the fewest keys a row here sees
+#else
+  const int loop_end = Lk, first_end = Lk;
+#endif
+
+#if STAGES == 2
+  if (loop_end > 0) stage_tile(Kbuf[0], Vbuf[0], Kp, sk.s2, Vp, sv.s2, 0, Lk, lid);
+#endif
+  for (int j0 = 0, buf = 0; j0 < loop_end; j0 += BN, buf ^= STAGES - 1) {
+    __local const float* Ks = Kbuf[buf];
+    __local const float* Vs = Vbuf[buf];
+#if STAGES == 2
+    if (j0 + BN < loop_end) {
+      stage_tile(Kbuf[buf ^ 1], Vbuf[buf ^ 1], Kp, sk.s2, Vp, sv.s2, j0 + BN, Lk, lid);
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+    } else {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    }
+#else
+    stage_tile(Kbuf[0], Vbuf[0], Kp, sk.s2, Vp, sv.s2, j0, Lk, lid);
+#endif
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    // S = Q K^T (each q word split once per k-step, shared by the tile's n-tiles).
+    float s[NTS][4];
+#pragma unroll
+    for (int n = 0; n < NTS; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < KQ; ++kk) {
+      const uint2 a0 = split_tf32(qf[kk][0]), a1 = split_tf32(qf[kk][1]), a2 = split_tf32(qf[kk][2]),
+                  a3 = split_tf32(qf[kk][3]);
+#pragma unroll
+      for (int n = 0; n < NTS; ++n) {
+        const __local float* kr = Ks + (n * 8 + g) * KS + kk * 8 + t;
+        mma3(s[n], a0, a1, a2, a3, split_tf32(kr[0]), split_tf32(kr[4]));
+      }
+    }
+
+    // Online softmax (as attention_mma.cl): full tiles keep raw scores, the scale goes into the
+    // exponent's fma.
+#if MASK_KIND == 0 && !KEY_MASK
+    const bool full = j0 + BN <= first_end;
+#else
+    const bool full = false;
+#endif
+    if (!full) {
+#pragma unroll
+      for (int n = 0; n < NTS; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = j0 + n * 8 + 2 * t + (e & 1);
+          const int row = e < 2 ? qa_row : qb_row;
+          float v = -INFINITY;
+          if (j < (e < 2 ? end_a : end_b) && KEY_OK(j)) {
+            v = s[n][e] * sl2;
+#if MASK_KIND != 0
+            v += MASK_VALUE(Mk + (long)row * sm.s2 + (long)j * sm.s3) * M_LOG2E_F;
+#endif
+          }
+          s[n][e] = v;
+        }
+    }
+    const float mul = full ? sl2 : 1.0f;
+    float tm_a = -INFINITY, tm_b = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < NTS; ++n) {
+      tm_a = fmax(tm_a, fmax(s[n][0], s[n][1]));
+      tm_b = fmax(tm_b, fmax(s[n][2], s[n][3]));
+    }
+    const float mn_a = fmax(m_a, quad_max(tm_a) * mul), mn_b = fmax(m_b, quad_max(tm_b) * mul);
+    const float c_a = mn_a == -INFINITY ? 1.0f : exp2(m_a - mn_a);
+    const float c_b = mn_b == -INFINITY ? 1.0f : exp2(m_b - mn_b);
+    const float sub_a = mn_a == -INFINITY ? 0.0f : mn_a, sub_b = mn_b == -INFINITY ? 0.0f : mn_b;
+    m_a = mn_a;
+    m_b = mn_b;
+    float ps_a = 0.0f, ps_b = 0.0f;
+#pragma unroll
+    for (int n = 0; n < NTS; ++n) {
+      s[n][0] = exp2(fma(s[n][0], mul, -sub_a));  // 2^-inf = 0
+      s[n][1] = exp2(fma(s[n][1], mul, -sub_a));
+      s[n][2] = exp2(fma(s[n][2], mul, -sub_b));
+      s[n][3] = exp2(fma(s[n][3], mul, -sub_b));
+      ps_a += s[n][0] + s[n][1];
+      ps_b += s[n][2] + s[n][3];
+    }
+    l_a = l_a * c_a + ps_a;
+    l_b = l_b * c_b + ps_b;
+
+    // O = O * corr + P V, k index t -> key 2t, t + 4 -> key 2t + 1 (see the header).
+#pragma unroll
+    for (int n = 0; n < NTO; ++n) {
+      o[n][0] *= c_a;
+      o[n][1] *= c_a;
+      o[n][2] *= c_b;
+      o[n][3] *= c_b;
+    }
+#pragma unroll
+    for (int kk = 0; kk < NTS; ++kk) {
+      const uint2 a0 = split_tf32(s[kk][0]), a1 = split_tf32(s[kk][2]), a2 = split_tf32(s[kk][1]),
+                  a3 = split_tf32(s[kk][3]);
+      const __local float* v0 = Vs + (kk * 8 + 2 * t) * VS + g;
+#pragma unroll
+      for (int n = 0; n < NTO; ++n) mma3(o[n], a0, a1, a2, a3, split_tf32(v0[n * 8]), split_tf32(v0[VS + n * 8]));
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the next stage_tile overwrites what was read here
+  }
+
+  const float sa = quad_sum(l_a), sb = quad_sum(l_b);
+  const float inv_a = sa > 0.0f ? 1.0f / sa : 0.0f, inv_b = sb > 0.0f ? 1.0f / sb : 0.0f;
+  __global float* oa = O + o_off + b * so.s0 + h * so.s1 + (long)ra * so.s2;
+  __global float* ob = O + o_off + b * so.s0 + h * so.s1 + (long)rb * so.s2;
+#pragma unroll
+  for (int n = 0; n < NTO; ++n) {
+    const int d0 = n * 8 + 2 * t;
+    if (ra < Lq) {
+      oa[d0 * so.s3] = o[n][0] * inv_a;
+      oa[(d0 + 1) * so.s3] = o[n][1] * inv_a;
+    }
+    if (rb < Lq) {
+      ob[d0 * so.s3] = o[n][2] * inv_b;
+      ob[(d0 + 1) * so.s3] = o[n][3] * inv_b;
+    }
+  }
+}
