@@ -178,21 +178,19 @@ void attention_mma(int Hq, int Hkv, int Lq, int Lk, float scale,
   if (loop_end > 0) stage_tile(Kbuf[0], Vbuf[0], Kp, sk.s2, Vp, sv.s2, 0, Lk, lid);
 #endif
   for (int j0 = 0, buf = 0; j0 < loop_end; j0 += BN, buf ^= STAGES - 1) {
-    // 1. The tile in local memory: with two stages the next one's copies go out first, then this
-    // one's are waited for (every group but the newest complete).
     __local const uint* Ks = Kbuf[buf];
     __local const uint* Vs = Vbuf[buf];
 #if STAGES == 2
-    if (j0 + BN < loop_end) {
-      stage_tile(Kbuf[buf ^ 1], Vbuf[buf ^ 1], Kp, sk.s2, Vp, sv.s2, j0 + BN, Lk, lid);
-      asm volatile("cp.async.wait_group 1;" ::: "memory");
-    } else {
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
-    }
+    // This tile's copies (issued last iteration) landed for every item, and every warp is past
+    // the last iteration's reads of the other buffer: one barrier, then the next tile's copies go
+    // out to run under this tile's math.
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (j0 + BN < loop_end) stage_tile(Kbuf[buf ^ 1], Vbuf[buf ^ 1], Kp, sk.s2, Vp, sv.s2, j0 + BN, Lk, lid);
 #else
     stage_tile(Kbuf[0], Vbuf[0], Kp, sk.s2, Vp, sv.s2, j0, Lk, lid);
-#endif
     barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 
     // 2. S = Q K^T for the warp's 16 rows and the tile's BN keys.
     // Two n-tiles per ldmatrix.x4: lane l addresses row l % 8 of matrix l / 8 = (keys +0 / +8,
@@ -293,7 +291,9 @@ void attention_mma(int Hq, int Hkv, int Lq, int Lk, float scale,
         mma16(o[2 * np + 1], a0, a1, a2, a3, b2, b3);
       }
     }
+#if STAGES == 1
     barrier(CLK_LOCAL_MEM_FENCE);  // the next stage_tile overwrites what was read here
+#endif
   }
 
   // The row sums meet across the 4 lanes of a row; rows past Lq are not stored.

@@ -169,16 +169,16 @@ void attention_tf32x3(int Hq, int Hkv, int Lq, int Lk, float scale,
     __local const float* Ks = Kbuf[buf];
     __local const float* Vs = Vbuf[buf];
 #if STAGES == 2
-    if (j0 + BN < loop_end) {
-      stage_tile(Kbuf[buf ^ 1], Vbuf[buf ^ 1], Kp, sk.s2, Vp, sv.s2, j0 + BN, Lk, lid);
-      asm volatile("cp.async.wait_group 1;" ::: "memory");
-    } else {
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
-    }
+    // This tile's copies (issued last iteration) landed for every item, and every warp is past
+    // the last iteration's reads of the other buffer: one barrier, then the next tile's copies go
+    // out to run under this tile's math.
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (j0 + BN < loop_end) stage_tile(Kbuf[buf ^ 1], Vbuf[buf ^ 1], Kp, sk.s2, Vp, sv.s2, j0 + BN, Lk, lid);
 #else
     stage_tile(Kbuf[0], Vbuf[0], Kp, sk.s2, Vp, sv.s2, j0, Lk, lid);
-#endif
     barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 
     // S = Q K^T (each q word split once per k-step, shared by the tile's n-tiles).
     float s[NTS][4];
@@ -261,7 +261,9 @@ void attention_tf32x3(int Hq, int Hkv, int Lq, int Lk, float scale,
 #pragma unroll
       for (int n = 0; n < NTO; ++n) mma3(o[n], a0, a1, a2, a3, split_tf32(v0[n * 8]), split_tf32(v0[VS + n * 8]));
     }
+#if STAGES == 1
     barrier(CLK_LOCAL_MEM_FENCE);  // the next stage_tile overwrites what was read here
+#endif
   }
 
   const float sa = quad_sum(l_a), sb = quad_sum(l_b);
