@@ -31,25 +31,14 @@
 
 #include "attention_common.cl"  // mask_t, MASK_VALUE, KEY_OK
 
-#define NT (32 * NW)
-#define KSW (D / 2 + 4)   // padded local row strides, in 32-bit words
-#define VSW (DV / 2 + 4)
-#define KQ (D / 16)       // k-steps of Q K^T
-#define NTS (BN / 8)      // score n-tiles
-#define KP (BN / 16)      // k-steps of P V
-#define NTO (DV / 8)      // output n-tiles
+#include "mma_common.cl"  // mma_tile (f16 / bf16), MMA_SMEM
 
-inline void mma16(float* c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
-#if PRISM_DTYPE == 1
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
+#define ATTN_EXP2 native_exp2  // ex2.approx: its error is far below the weights' 16-bit rounding
+#include "attention_frag.cl"  // NT, KSW, VSW, NTS, quad_max / quad_sum, stage_tile, frag_softmax, frag_store
+
+#define KQ (D / 16)   // k-steps of Q K^T
+#define KP (BN / 16)  // k-steps of P V
+#define NTO (DV / 8)  // output n-tiles
 
 // Two f32 values rounded to nearest even into one word of the storage dtype, lo in the low half.
 inline uint pack2(float lo, float hi) {
@@ -60,57 +49,6 @@ inline uint pack2(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
 #endif
   return r;
-}
-
-inline float lane_xor(float x, int o) {
-  float y;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x), "r"(o));
-  return y;
-}
-
-// Max or sum over the 4 lanes holding a row (lanes 4g .. 4g + 3).
-inline float quad_max(float x) {
-  x = fmax(x, lane_xor(x, 1));
-  return fmax(x, lane_xor(x, 2));
-}
-inline float quad_sum(float x) {
-  x += lane_xor(x, 1);
-  return x + lane_xor(x, 2);
-}
-
-#if STAGES == 2
-// 16 bytes global -> local without registers; src_bytes 0 fills zeros (keys past Lk).
-inline void cp16(__local uint* dst, __global const GT* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(size_t)dst), "l"((ulong)src),
-               "r"(src_bytes)
-               : "memory");
-}
-#endif
-
-// Stage keys j0 .. j0 + BN - 1 of K and V into Kb and Vb (keys past Lk as zeros).
-inline void stage_tile(__local uint* Kb, __local uint* Vb, __global const GT* Kp, long sk2, __global const GT* Vp,
-                       long sv2, int j0, int Lk, int lid) {
-  for (int idx = lid; idx < BN * (D / 8); idx += NT) {
-    const int jj = idx / (D / 8), c = idx - jj * (D / 8);
-#if STAGES == 2
-    cp16(Kb + jj * KSW + 4 * c, Kp + (long)min(j0 + jj, Lk - 1) * sk2 + 8 * c, j0 + jj < Lk ? 16 : 0);
-#else
-    const uint4 x = j0 + jj < Lk ? *(__global const uint4*)(Kp + (long)(j0 + jj) * sk2 + 8 * c) : (uint4)(0);
-    *(__local uint4*)(Kb + jj * KSW + 4 * c) = x;
-#endif
-  }
-  for (int idx = lid; idx < BN * (DV / 8); idx += NT) {
-    const int jj = idx / (DV / 8), c = idx - jj * (DV / 8);
-#if STAGES == 2
-    cp16(Vb + jj * VSW + 4 * c, Vp + (long)min(j0 + jj, Lk - 1) * sv2 + 8 * c, j0 + jj < Lk ? 16 : 0);
-#else
-    const uint4 x = j0 + jj < Lk ? *(__global const uint4*)(Vp + (long)(j0 + jj) * sv2 + 8 * c) : (uint4)(0);
-    *(__local uint4*)(Vb + jj * VSW + 4 * c) = x;
-#endif
-  }
-#if STAGES == 2
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
 }
 
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
@@ -165,7 +103,7 @@ void attention_mma(int Hq, int Hkv, int Lq, int Lk, float scale,
   float o[NTO][4];
 #pragma unroll
   for (int n = 0; n < NTO; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // running max and sum, rows a and b
 
 #if CAUSAL
   const int loop_end = min(Lk, Lk - Lq + min(i0 + 16 * NW - 1, Lq - 1) + 1);
@@ -180,6 +118,7 @@ void attention_mma(int Hq, int Hkv, int Lq, int Lk, float scale,
   for (int j0 = 0, buf = 0; j0 < loop_end; j0 += BN, buf ^= STAGES - 1) {
     __local const uint* Ks = Kbuf[buf];
     __local const uint* Vs = Vbuf[buf];
+    // 1. The tile in local memory.
 #if STAGES == 2
     // This tile's copies (issued last iteration) landed for every item, and every warp is past
     // the last iteration's reads of the other buffer: one barrier, then the next tile's copies go
@@ -201,78 +140,34 @@ void attention_mma(int Hq, int Hkv, int Lq, int Lk, float scale,
     for (int n = 0; n < NTS; n += 2) {
       s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
       s[n + 1][0] = s[n + 1][1] = s[n + 1][2] = s[n + 1][3] = 0.0f;
-      const uint kbase = (uint)(size_t)(Ks + (n * 8 + (mat >> 1) * 8 + lane % 8) * KSW + (mat & 1) * 4);
+      const uint kbase = MMA_SMEM(Ks + (n * 8 + (mat >> 1) * 8 + lane % 8) * KSW + (mat & 1) * 4);
 #pragma unroll
       for (int kk = 0; kk < KQ; ++kk) {
         uint b0, b1, b2, b3;
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                      : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3)
                      : "r"(kbase + kk * 32));  // 16 dims = 8 words = 32 bytes further
-        mma16(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b0, b1);
-        mma16(s[n + 1], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b2, b3);
+        mma_tile(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b0, b1);
+        mma_tile(s[n + 1], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b2, b3);
       }
     }
 
-    // 3. Online softmax. Keys a row may not see score -inf; a tile every row sees in full skips
-    // the checks.
+    // 3. Online softmax (attention_frag.cl); a tile every row sees whole skips the masks.
 #if MASK_KIND == 0 && !KEY_MASK
     const bool full = j0 + BN <= first_end;
 #else
     const bool full = false;
 #endif
-    // A full tile keeps raw scores (the scale is folded into the exponent's fma below: scale > 0,
-    // so the max commutes with it); the others are scaled and masked here.
-    if (!full) {
-#pragma unroll
-      for (int n = 0; n < NTS; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = j0 + n * 8 + 2 * t + (e & 1);
-          const int row = e < 2 ? qa_row : qb_row;
-          float v = -INFINITY;
-          if (j < (e < 2 ? end_a : end_b) && KEY_OK(j)) {
-            v = s[n][e] * sl2;
-#if MASK_KIND != 0
-            v += MASK_VALUE(Mk + (long)row * sm.s2 + (long)j * sm.s3) * M_LOG2E_F;
-#endif
-          }
-          s[n][e] = v;
-        }
-    }
-    const float mul = full ? sl2 : 1.0f;
-    float tm_a = -INFINITY, tm_b = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < NTS; ++n) {
-      tm_a = fmax(tm_a, fmax(s[n][0], s[n][1]));
-      tm_b = fmax(tm_b, fmax(s[n][2], s[n][3]));
-    }
-    const float mn_a = fmax(m_a, quad_max(tm_a) * mul), mn_b = fmax(m_b, quad_max(tm_b) * mul);
-    // Nothing seen yet (max -inf): weights 0, nothing to rescale.
-    const float c_a = mn_a == -INFINITY ? 1.0f : native_exp2(m_a - mn_a);
-    const float c_b = mn_b == -INFINITY ? 1.0f : native_exp2(m_b - mn_b);
-    const float sub_a = mn_a == -INFINITY ? 0.0f : mn_a, sub_b = mn_b == -INFINITY ? 0.0f : mn_b;
-    m_a = mn_a;
-    m_b = mn_b;
-    float ps_a = 0.0f, ps_b = 0.0f;
-#pragma unroll
-    for (int n = 0; n < NTS; ++n) {
-      s[n][0] = native_exp2(fma(s[n][0], mul, -sub_a));  // ex2.approx; 2^-inf = 0
-      s[n][1] = native_exp2(fma(s[n][1], mul, -sub_a));
-      s[n][2] = native_exp2(fma(s[n][2], mul, -sub_b));
-      s[n][3] = native_exp2(fma(s[n][3], mul, -sub_b));
-      ps_a += s[n][0] + s[n][1];
-      ps_b += s[n][2] + s[n][3];
-    }
-    l_a = l_a * c_a + ps_a;  // this lane's share of the row sums
-    l_b = l_b * c_b + ps_b;
+    float corr[2];
+    frag_softmax(s, full, sl2, j0, t, qa_row, qb_row, end_a, end_b, Mk, sm, Km, skt, m, l, corr);
 
     // 4. O = O * corr + P V.
 #pragma unroll
     for (int n = 0; n < NTO; ++n) {
-      o[n][0] *= c_a;
-      o[n][1] *= c_a;
-      o[n][2] *= c_b;
-      o[n][3] *= c_b;
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
     }
 #pragma unroll
     for (int kk = 0; kk < KP; ++kk) {
@@ -280,15 +175,15 @@ void attention_mma(int Hq, int Hkv, int Lq, int Lk, float scale,
       const uint a2 = pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), a3 = pack2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
       // ldmatrix.x4.trans: lane l addresses row l % 8 of matrix l / 8 = (keys +0 / +8, dims +0 / +8).
       const uint base =
-          (uint)(size_t)(Vs + (kk * 16 + (mat & 1) * 8 + lane % 8) * VSW + (mat >> 1) * 4);
+          MMA_SMEM(Vs + (kk * 16 + (mat & 1) * 8 + lane % 8) * VSW + (mat >> 1) * 4);
 #pragma unroll
       for (int np = 0; np < NTO / 2; ++np) {
         uint b0, b1, b2, b3;
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                      : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3)
                      : "r"(base + np * 32));  // 16 dims = 8 words = 32 bytes further
-        mma16(o[2 * np], a0, a1, a2, a3, b0, b1);
-        mma16(o[2 * np + 1], a0, a1, a2, a3, b2, b3);
+        mma_tile(o[2 * np], a0, a1, a2, a3, b0, b1);
+        mma_tile(o[2 * np + 1], a0, a1, a2, a3, b2, b3);
       }
     }
 #if STAGES == 1
@@ -296,21 +191,7 @@ void attention_mma(int Hq, int Hkv, int Lq, int Lk, float scale,
 #endif
   }
 
-  // The row sums meet across the 4 lanes of a row; rows past Lq are not stored.
-  const float sa = quad_sum(l_a), sb = quad_sum(l_b);
-  const float inv_a = sa > 0.0f ? 1.0f / sa : 0.0f, inv_b = sb > 0.0f ? 1.0f / sb : 0.0f;
-  __global GT* oa = O + o_off + b * so.s0 + h * so.s1 + (long)ra * so.s2;
-  __global GT* ob = O + o_off + b * so.s0 + h * so.s1 + (long)rb * so.s2;
-#pragma unroll
-  for (int n = 0; n < NTO; ++n) {
-    const int d0 = n * 8 + 2 * t;
-    if (ra < Lq) {
-      PRISM_STORE(oa + d0 * so.s3, o[n][0] * inv_a);
-      PRISM_STORE(oa + (d0 + 1) * so.s3, o[n][1] * inv_a);
-    }
-    if (rb < Lq) {
-      PRISM_STORE(ob + d0 * so.s3, o[n][2] * inv_b);
-      PRISM_STORE(ob + (d0 + 1) * so.s3, o[n][3] * inv_b);
-    }
-  }
+  // Rows past Lq are not stored.
+  frag_store(o, l, O + o_off + b * so.s0 + h * so.s1 + (long)ra * so.s2,
+             O + o_off + b * so.s0 + h * so.s1 + (long)rb * so.s2, so.s3, ra < Lq, rb < Lq, t);
 }

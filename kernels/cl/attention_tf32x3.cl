@@ -27,18 +27,13 @@
 
 #include "attention_common.cl"  // mask_t, MASK_VALUE, KEY_OK
 
-#define NT (32 * NW)
-#define KS (D + 4)  // padded local row strides, in words
-#define VS (DV + 4)
-#define KQ (D / 8)     // k-steps of Q K^T
-#define NTS (BN / 8)   // score n-tiles (and k-steps of P V)
-#define NTO (DV / 8)   // output n-tiles
+#include "mma_common.cl"  // mma_tile (TF32 for PRISM_DTYPE 0), MMA_SMEM
 
-inline void mma_tf32(float* c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+#define ATTN_EXP2 exp2
+#include "attention_frag.cl"  // NT, KSW, VSW, NTS, quad_max / quad_sum, stage_tile, frag_softmax, frag_store
+
+#define KQ (D / 8)    // k-steps of Q K^T
+#define NTO (DV / 8)  // output n-tiles
 
 // x = hi + lo in TF32, each rounded to nearest (.x hi, .y lo).
 inline uint2 split_tf32(float x) {
@@ -50,57 +45,9 @@ inline uint2 split_tf32(float x) {
 
 // c += a b as hi*hi + hi*lo + lo*hi (the small terms first).
 inline void mma3(float* c, uint2 a0, uint2 a1, uint2 a2, uint2 a3, uint2 b0, uint2 b1) {
-  mma_tf32(c, a0.y, a1.y, a2.y, a3.y, b0.x, b1.x);
-  mma_tf32(c, a0.x, a1.x, a2.x, a3.x, b0.y, b1.y);
-  mma_tf32(c, a0.x, a1.x, a2.x, a3.x, b0.x, b1.x);
-}
-
-inline float lane_xor(float x, int o) {
-  float y;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x), "r"(o));
-  return y;
-}
-inline float quad_max(float x) {
-  x = fmax(x, lane_xor(x, 1));
-  return fmax(x, lane_xor(x, 2));
-}
-inline float quad_sum(float x) {
-  x += lane_xor(x, 1);
-  return x + lane_xor(x, 2);
-}
-
-#if STAGES == 2
-inline void cp16(__local float* dst, __global const float* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(size_t)dst), "l"((ulong)src),
-               "r"(src_bytes)
-               : "memory");
-}
-#endif
-
-// Stage keys j0 .. j0 + BN - 1 of K and V into Kb and Vb (keys past Lk as zeros).
-inline void stage_tile(__local float* Kb, __local float* Vb, __global const float* Kp, long sk2,
-                       __global const float* Vp, long sv2, int j0, int Lk, int lid) {
-  for (int idx = lid; idx < BN * (D / 4); idx += NT) {
-    const int jj = idx / (D / 4), c = idx - jj * (D / 4);
-#if STAGES == 2
-    cp16(Kb + jj * KS + 4 * c, Kp + (long)min(j0 + jj, Lk - 1) * sk2 + 4 * c, j0 + jj < Lk ? 16 : 0);
-#else
-    const float4 x = j0 + jj < Lk ? *(__global const float4*)(Kp + (long)(j0 + jj) * sk2 + 4 * c) : (float4)(0.0f);
-    *(__local float4*)(Kb + jj * KS + 4 * c) = x;
-#endif
-  }
-  for (int idx = lid; idx < BN * (DV / 4); idx += NT) {
-    const int jj = idx / (DV / 4), c = idx - jj * (DV / 4);
-#if STAGES == 2
-    cp16(Vb + jj * VS + 4 * c, Vp + (long)min(j0 + jj, Lk - 1) * sv2 + 4 * c, j0 + jj < Lk ? 16 : 0);
-#else
-    const float4 x = j0 + jj < Lk ? *(__global const float4*)(Vp + (long)(j0 + jj) * sv2 + 4 * c) : (float4)(0.0f);
-    *(__local float4*)(Vb + jj * VS + 4 * c) = x;
-#endif
-  }
-#if STAGES == 2
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
+  mma_tile(c, a0.y, a1.y, a2.y, a3.y, b0.x, b1.x);
+  mma_tile(c, a0.x, a1.x, a2.x, a3.x, b0.y, b1.y);
+  mma_tile(c, a0.x, a1.x, a2.x, a3.x, b0.x, b1.x);
 }
 
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
@@ -109,8 +56,8 @@ void attention_tf32x3(int Hq, int Hkv, int Lq, int Lk, float scale,
                       long k_off, long4 sk, __global const float* restrict Vp, long v_off, long4 sv,
                       __global float* O, long o_off, long4 so, __global const mask_t* Mk, long m_off, long4 sm,
                       __global const km_t* Km, long km_off, long skb, long skt) {
-  __local float Kbuf[STAGES][BN * KS] __attribute__((aligned(16)));
-  __local float Vbuf[STAGES][BN * VS] __attribute__((aligned(16)));
+  __local uint Kbuf[STAGES][BN * KSW] __attribute__((aligned(16)));  // f32 bit patterns
+  __local uint Vbuf[STAGES][BN * VSW] __attribute__((aligned(16)));
   const int lid = get_local_id(0);
   const int lane = lid % 32, warp = lid / 32;
   const int g = lane / 4, t = lane % 4;
@@ -153,7 +100,7 @@ void attention_tf32x3(int Hq, int Hkv, int Lq, int Lk, float scale,
   float o[NTO][4];
 #pragma unroll
   for (int n = 0; n < NTO; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // running max and sum, rows a and b
 
 #if CAUSAL
   const int loop_end = min(Lk, Lk - Lq + min(i0 + 16 * NW - 1, Lq - 1) + 1);
@@ -166,8 +113,8 @@ void attention_tf32x3(int Hq, int Hkv, int Lq, int Lk, float scale,
   if (loop_end > 0) stage_tile(Kbuf[0], Vbuf[0], Kp, sk.s2, Vp, sv.s2, 0, Lk, lid);
 #endif
   for (int j0 = 0, buf = 0; j0 < loop_end; j0 += BN, buf ^= STAGES - 1) {
-    __local const float* Ks = Kbuf[buf];
-    __local const float* Vs = Vbuf[buf];
+    __local const uint* Ks = Kbuf[buf];
+    __local const uint* Vs = Vbuf[buf];
 #if STAGES == 2
     // This tile's copies (issued last iteration) landed for every item, and every warp is past
     // the last iteration's reads of the other buffer: one barrier, then the next tile's copies go
@@ -190,96 +137,43 @@ void attention_tf32x3(int Hq, int Hkv, int Lq, int Lk, float scale,
                   a3 = split_tf32(qf[kk][3]);
 #pragma unroll
       for (int n = 0; n < NTS; ++n) {
-        const __local float* kr = Ks + (n * 8 + g) * KS + kk * 8 + t;
-        mma3(s[n], a0, a1, a2, a3, split_tf32(kr[0]), split_tf32(kr[4]));
+        const __local uint* kr = Ks + (n * 8 + g) * KSW + kk * 8 + t;
+        mma3(s[n], a0, a1, a2, a3, split_tf32(as_float(kr[0])), split_tf32(as_float(kr[4])));
       }
     }
 
-    // Online softmax (as attention_mma.cl): full tiles keep raw scores, the scale goes into the
-    // exponent's fma.
+    // Online softmax (attention_frag.cl); a tile every row sees whole skips the masks.
 #if MASK_KIND == 0 && !KEY_MASK
     const bool full = j0 + BN <= first_end;
 #else
     const bool full = false;
 #endif
-    if (!full) {
-#pragma unroll
-      for (int n = 0; n < NTS; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = j0 + n * 8 + 2 * t + (e & 1);
-          const int row = e < 2 ? qa_row : qb_row;
-          float v = -INFINITY;
-          if (j < (e < 2 ? end_a : end_b) && KEY_OK(j)) {
-            v = s[n][e] * sl2;
-#if MASK_KIND != 0
-            v += MASK_VALUE(Mk + (long)row * sm.s2 + (long)j * sm.s3) * M_LOG2E_F;
-#endif
-          }
-          s[n][e] = v;
-        }
-    }
-    const float mul = full ? sl2 : 1.0f;
-    float tm_a = -INFINITY, tm_b = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < NTS; ++n) {
-      tm_a = fmax(tm_a, fmax(s[n][0], s[n][1]));
-      tm_b = fmax(tm_b, fmax(s[n][2], s[n][3]));
-    }
-    const float mn_a = fmax(m_a, quad_max(tm_a) * mul), mn_b = fmax(m_b, quad_max(tm_b) * mul);
-    const float c_a = mn_a == -INFINITY ? 1.0f : exp2(m_a - mn_a);
-    const float c_b = mn_b == -INFINITY ? 1.0f : exp2(m_b - mn_b);
-    const float sub_a = mn_a == -INFINITY ? 0.0f : mn_a, sub_b = mn_b == -INFINITY ? 0.0f : mn_b;
-    m_a = mn_a;
-    m_b = mn_b;
-    float ps_a = 0.0f, ps_b = 0.0f;
-#pragma unroll
-    for (int n = 0; n < NTS; ++n) {
-      s[n][0] = exp2(fma(s[n][0], mul, -sub_a));  // 2^-inf = 0
-      s[n][1] = exp2(fma(s[n][1], mul, -sub_a));
-      s[n][2] = exp2(fma(s[n][2], mul, -sub_b));
-      s[n][3] = exp2(fma(s[n][3], mul, -sub_b));
-      ps_a += s[n][0] + s[n][1];
-      ps_b += s[n][2] + s[n][3];
-    }
-    l_a = l_a * c_a + ps_a;
-    l_b = l_b * c_b + ps_b;
+    float corr[2];
+    frag_softmax(s, full, sl2, j0, t, qa_row, qb_row, end_a, end_b, Mk, sm, Km, skt, m, l, corr);
 
     // O = O * corr + P V, k index t -> key 2t, t + 4 -> key 2t + 1 (see the header).
 #pragma unroll
     for (int n = 0; n < NTO; ++n) {
-      o[n][0] *= c_a;
-      o[n][1] *= c_a;
-      o[n][2] *= c_b;
-      o[n][3] *= c_b;
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
     }
 #pragma unroll
     for (int kk = 0; kk < NTS; ++kk) {
       const uint2 a0 = split_tf32(s[kk][0]), a1 = split_tf32(s[kk][2]), a2 = split_tf32(s[kk][1]),
                   a3 = split_tf32(s[kk][3]);
-      const __local float* v0 = Vs + (kk * 8 + 2 * t) * VS + g;
+      const __local uint* v0 = Vs + (kk * 8 + 2 * t) * VSW + g;
 #pragma unroll
-      for (int n = 0; n < NTO; ++n) mma3(o[n], a0, a1, a2, a3, split_tf32(v0[n * 8]), split_tf32(v0[VS + n * 8]));
+      for (int n = 0; n < NTO; ++n)
+        mma3(o[n], a0, a1, a2, a3, split_tf32(as_float(v0[n * 8])), split_tf32(as_float(v0[VSW + n * 8])));
     }
 #if STAGES == 1
     barrier(CLK_LOCAL_MEM_FENCE);  // the next stage_tile overwrites what was read here
 #endif
   }
 
-  const float sa = quad_sum(l_a), sb = quad_sum(l_b);
-  const float inv_a = sa > 0.0f ? 1.0f / sa : 0.0f, inv_b = sb > 0.0f ? 1.0f / sb : 0.0f;
-  __global float* oa = O + o_off + b * so.s0 + h * so.s1 + (long)ra * so.s2;
-  __global float* ob = O + o_off + b * so.s0 + h * so.s1 + (long)rb * so.s2;
-#pragma unroll
-  for (int n = 0; n < NTO; ++n) {
-    const int d0 = n * 8 + 2 * t;
-    if (ra < Lq) {
-      oa[d0 * so.s3] = o[n][0] * inv_a;
-      oa[(d0 + 1) * so.s3] = o[n][1] * inv_a;
-    }
-    if (rb < Lq) {
-      ob[d0 * so.s3] = o[n][2] * inv_b;
-      ob[(d0 + 1) * so.s3] = o[n][3] * inv_b;
-    }
-  }
+  // Rows past Lq are not stored.
+  frag_store(o, l, O + o_off + b * so.s0 + h * so.s1 + (long)ra * so.s2,
+             O + o_off + b * so.s0 + h * so.s1 + (long)rb * so.s2, so.s3, ra < Lq, rb < Lq, t);
 }

@@ -22,6 +22,8 @@
 
 #include "gemm_common.cl"  // storage type GT, epilogue (resolved by build_kernel)
 
+#include "mma_common.cl"  // mma_tile, MMA_SMEM
+
 #ifndef LDSM
 #define LDSM 0
 #endif
@@ -78,24 +80,6 @@ inline ST mma_elem(const uint* w, int i) {
 #endif
 }
 
-inline void mma_tile(float* c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
-#if PRISM_DTYPE == 0
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#elif PRISM_DTYPE == 1
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-
-// The shared-window address of a local pointer (what PTX's .shared state space takes).
-#define MMA_SMEM(p) ((uint)(size_t)(p))
 
 // ldmatrix .x4: lane l names row (l % 8) of 8x8 b16 matrix l / 8; register q of each lane gets
 // word (lane % 4) of row (lane / 4) of matrix q. With 32-bit words that is the tf32 layout too.

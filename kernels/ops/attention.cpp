@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <random>
 #include <string>
@@ -201,6 +202,47 @@ const char* variant_impl(std::int64_t variant) {
   return variant >= 0 && variant < 5 ? names[variant] : "none";
 }
 
+// What variants 3 and 4 (tensor cores through inline PTX) need beyond their dtype: the PTX forms
+// (cp.async too with stages=2), head dims in multiples of `dim_step` up to 128 (fragments live in
+// registers), unit head-dim strides with 4-byte query words and 16-byte key / value rows, local
+// memory for `stages` K/V tiles, and 2 * bq work-items. The reason, or nullopt.
+std::optional<std::string> tensor_core_refusal(const device& dev, const op_call& c, const kernel_config& cfg,
+                                               std::initializer_list<const char*> forms,
+                                               std::int64_t dim_step) {
+  const ptx_forms& ptx = probe_ptx(dev);
+  for (const char* form : forms)
+    if (!ptx.has(form)) return ptx.why(form);
+  if (cfg.at("stages") == 2 && !ptx.has("cp.async")) return ptx.why("cp.async");
+  const attn_shape s = shape_of(c);
+  if (s.d % dim_step != 0 || s.dv % dim_step != 0 || s.d > 128 || s.dv > 128)
+    return fmt::format(
+        "variant {} takes head_dim and value dim in multiples of {} up to 128 (mma k-steps, fragments in "
+        "registers); got {} and {}",
+        cfg.at("variant"), dim_step, s.d, s.dv);
+  const std::int64_t esize = static_cast<std::int64_t>(dtype_size(c.inputs[0].type()));
+  const char* names[3] = {"query", "key", "value"};
+  for (int i = 0; i < 3; ++i) {
+    const tensor& x = c.inputs[i];
+    const auto& st = x.strides();
+    const std::int64_t align = (i == 0 ? 4 : 16) / esize;  // elements per query word / key-value chunk
+    if (st[3] != 1 || st[0] % align != 0 || st[1] % align != 0 || st[2] % align != 0 ||
+        x.offset() % align != 0)
+      return fmt::format(
+          "{} needs a unit head-dim stride and its other strides and offset in multiples of {} elements "
+          "({}-byte {}); got strides [{}, {}, {}, {}], offset {}",
+          names[i], align, align * esize, i == 0 ? "words" : "rows", st[0], st[1], st[2], st[3], x.offset());
+  }
+  const std::int64_t words = (s.d + s.dv) * esize / 4 + 8;  // a key's K and V row in local memory
+  const auto bytes = static_cast<std::uint64_t>(4 * cfg.at("stages") * cfg.at("bk") * words);
+  if (bytes > dev.local_mem_size())
+    return fmt::format("bk={}, stages={} need {} B of local memory > device {} B", cfg.at("bk"),
+                       cfg.at("stages"), bytes, dev.local_mem_size());
+  if (static_cast<std::size_t>(2 * cfg.at("bq")) > dev.max_work_group_size())
+    return fmt::format("bq={} needs {} work-items per group > device maximum {}", cfg.at("bq"),
+                       2 * cfg.at("bq"), dev.max_work_group_size());
+  return std::nullopt;
+}
+
 // Local memory of variant 2 (attention_tiled.cl): K and V tiles, the weights, and the row-group
 // reduction's scratch where warp shuffles are not built.
 std::uint64_t tiled_local_bytes(const attn_shape& s, const kernel_config& cfg, bool shfl) {
@@ -224,19 +266,14 @@ event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_overr
   const std::int64_t bq = std::min(cfg.at("bq"), next_pow2(s.lq)), wg = cfg.at("wg");
   kernel k;
   nd_range r;
-  if (variant == 4) {
+  if (variant >= 3) {
+    // Tensor cores: bq / 16 warps of 16 query rows (f32 calls take the 3xTF32 kernel).
     const std::int64_t bm = cfg.at("bq");
-    const std::string opts =
-        fmt::format("-DPRISM_DTYPE=0 -DD={} -DDV={} -DNW={} -DBN={} -DSTAGES={} -DCAUSAL={} -DMASK_KIND={}{}",
-                    s.d, s.dv, bm / 16, cfg.at("bk"), cfg.at("stages"), causal, mk, km_opts);
-    k = build_kernel(q.get_context(), "attention_tf32x3.cl", src, opts, "attention_tf32x3");
-    r = nd_range(range<3>(ceil_div(s.lq, bm) * (bm * 2), s.hq, s.b), range<3>(bm * 2, 1, 1));
-  } else if (variant == 3) {
-    const std::int64_t bm = cfg.at("bq");
+    const std::string name = variant == 3 ? "attention_mma" : "attention_tf32x3";
     const std::string opts = fmt::format(
         "-DPRISM_DTYPE={} -DD={} -DDV={} -DNW={} -DBN={} -DSTAGES={} -DCAUSAL={} -DMASK_KIND={}{}", dt, s.d,
         s.dv, bm / 16, cfg.at("bk"), cfg.at("stages"), causal, mk, km_opts);
-    k = build_kernel(q.get_context(), "attention_mma.cl", src, opts, "attention_mma");
+    k = build_kernel(q.get_context(), name + ".cl", src, opts, name);
     r = nd_range(range<3>(ceil_div(s.lq, bm) * (bm * 2), s.hq, s.b), range<3>(bm * 2, 1, 1));
   } else if (variant == 2) {
     const std::int64_t bm = cfg.at("bq");
@@ -594,36 +631,9 @@ void register_attention_ops(op_registry& r) {
          const dtype t = c.inputs[0].type();
          if (t != dtype::f16 && t != dtype::bf16)
            return fmt::format("variant 3 runs f16 and bf16 on tensor cores, not {}", dtype_name(t));
-         const ptx_forms& ptx = probe_ptx(dev);
-         for (const char* form :
-              {t == dtype::f16 ? "mma.m16n8k16.f16" : "mma.m16n8k16.bf16", "ldmatrix", "shfl"})
-           if (!ptx.has(form)) return ptx.why(form);
-         if (cfg.at("stages") == 2 && !ptx.has("cp.async")) return ptx.why("cp.async");
-         const attn_shape s = shape_of(c);
-         if (s.d % 16 != 0 || s.dv % 16 != 0 || s.d > 128 || s.dv > 128)
-           return fmt::format(
-               "head_dim {} and value dim {} must be multiples of 16 up to 128 (mma k-steps, "
-               "fragments in registers)",
-               s.d, s.dv);
-         const char* names[3] = {"query", "key", "value"};
-         for (int i = 0; i < 3; ++i) {
-           const tensor& x = c.inputs[i];
-           const auto& st = x.strides();
-           if (st[3] != 1 || st[0] % 8 != 0 || st[1] % 8 != 0 || st[2] % 8 != 0 || x.offset() % 8 != 0)
-             return fmt::format(
-                 "{} needs a unit head-dim stride and other strides and offset in multiples of 8 "
-                 "elements (16-byte rows); got strides [{}, {}, {}, {}], offset {}",
-                 names[i], st[0], st[1], st[2], st[3], x.offset());
-         }
-         const auto bytes =
-             static_cast<std::uint64_t>(4 * cfg.at("stages") * cfg.at("bk") * (s.d / 2 + 4 + s.dv / 2 + 4));
-         if (bytes > dev.local_mem_size())
-           return fmt::format("bk={}, stages={} need {} B of local memory > device {} B", cfg.at("bk"),
-                              cfg.at("stages"), bytes, dev.local_mem_size());
-         if (static_cast<std::size_t>(2 * cfg.at("bq")) > dev.max_work_group_size())
-           return fmt::format("bq={} needs {} work-items per group > device maximum {}", cfg.at("bq"),
-                              2 * cfg.at("bq"), dev.max_work_group_size());
-         return std::nullopt;
+         return tensor_core_refusal(
+             dev, c, cfg, {t == dtype::f16 ? "mma.m16n8k16.f16" : "mma.m16n8k16.bf16", "ldmatrix", "shfl"},
+             16);
        },
        [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
          return enqueue(q, c, cfg, src, 3);
@@ -639,36 +649,7 @@ void register_attention_ops(op_registry& r) {
            return fmt::format(
                "variant 4 runs f32 on tensor cores (3xTF32), not {}; 16-bit dtypes take variant 3",
                dtype_name(t));
-         const ptx_forms& ptx = probe_ptx(dev);
-         for (const char* form : {"mma.m16n8k8.tf32", "shfl"})
-           if (!ptx.has(form)) return ptx.why(form);
-         if (cfg.at("stages") == 2 && !ptx.has("cp.async")) return ptx.why("cp.async");
-         const attn_shape s = shape_of(c);
-         if (s.d % 8 != 0 || s.dv % 8 != 0 || s.d > 128 || s.dv > 128)
-           return fmt::format(
-               "head_dim {} and value dim {} must be multiples of 8 up to 128 (mma k-steps, "
-               "fragments in registers)",
-               s.d, s.dv);
-         const char* names[3] = {"query", "key", "value"};
-         for (int i = 0; i < 3; ++i) {
-           const tensor& x = c.inputs[i];
-           const auto& st = x.strides();
-           if (st[3] != 1 ||
-               (i > 0 && (st[0] % 4 != 0 || st[1] % 4 != 0 || st[2] % 4 != 0 || x.offset() % 4 != 0)))
-             return fmt::format(
-                 "{} needs a unit head-dim stride{}; got strides [{}, {}, {}, {}], offset {}", names[i],
-                 i > 0 ? " and other strides and offset in multiples of 4 elements (16-byte rows)" : "",
-                 st[0], st[1], st[2], st[3], x.offset());
-         }
-         const auto bytes =
-             static_cast<std::uint64_t>(4 * cfg.at("stages") * cfg.at("bk") * (s.d + 4 + s.dv + 4));
-         if (bytes > dev.local_mem_size())
-           return fmt::format("bk={}, stages={} need {} B of local memory > device {} B", cfg.at("bk"),
-                              cfg.at("stages"), bytes, dev.local_mem_size());
-         if (static_cast<std::size_t>(2 * cfg.at("bq")) > dev.max_work_group_size())
-           return fmt::format("bq={} needs {} work-items per group > device maximum {}", cfg.at("bq"),
-                              2 * cfg.at("bq"), dev.max_work_group_size());
-         return std::nullopt;
+         return tensor_core_refusal(dev, c, cfg, {"mma.m16n8k8.tf32", "shfl"}, 8);
        },
        [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
          return enqueue(q, c, cfg, src, 4);

@@ -11,8 +11,11 @@
 //   test checks that it is refused with the probe's reason.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <initializer_list>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels/op_descriptor.hpp"
 #include "ops_test_util.hpp"
@@ -35,27 +38,71 @@ const op_implementation& tf32x3(const op_descriptor& d) {
   return impl_named(d, "opencl.tf32x3");
 }
 
-TEST(attention_variants, tiled_matches_the_reference_in_every_dtype) {
+// Every test case of each dtype with each config through `impl`; a refused call's reason goes
+// to `refusal`. Returns {ran, refused}.
+std::pair<int, int> sweep_cases(const op_implementation& impl, std::initializer_list<dtype> dtypes,
+                                std::initializer_list<const char*> configs, std::uint64_t seed,
+                                const std::function<void(const std::string&)>& refusal) {
   queue& q = shared_queue();
   const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
-  const kernel_config cfg = d.config.complete(kernel_config::parse("variant=2,bq=16,bk=8"));
   int ran = 0, refused = 0;
-  for (dtype t : d.dtypes) {
-    for (const auto& tc : d.test_cases(t)) {
+  for (dtype t : dtypes)
+    for (const auto& tc : d.test_cases(t))
+      for (const char* text : configs) {
+        sample_options o;
+        o.type = t;
+        o.seed = seed;
+        op_call c = tc.make(q, o);
+        const kernel_config cfg = d.config.complete(kernel_config::parse(text));
+        SCOPED_TRACE(tc.shape_class + " " + dtype_name(t) + " " + text);
+        if (auto why = impl.supports(q.get_device(), c, cfg)) {
+          refusal(*why);
+          ++refused;
+          continue;
+        }
+        run_and_compare(d, c, cfg, false);
+        ++ran;
+      }
+  return {ran, refused};
+}
+
+// Shapes (with their configs) through `impl` in each dtype; the number run. With `all`, every
+// one must be taken; otherwise refused ones are skipped (a device without the PTX forms).
+int walk_shapes(const op_implementation& impl, std::initializer_list<dtype> dtypes,
+                const std::vector<std::pair<const char*, const char*>>& cases, std::uint64_t seed, bool all) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
+  int ran = 0;
+  for (dtype t : dtypes)
+    for (const auto& [shape, text] : cases) {
+      SCOPED_TRACE(std::string(shape) + " " + dtype_name(t) + " " + text);
       sample_options o;
       o.type = t;
-      o.seed = 13;
-      op_call c = tc.make(q, o);
-      SCOPED_TRACE(tc.shape_class + " " + dtype_name(t));
-      if (auto why = tiled(d).supports(q.get_device(), c, cfg)) {
-        EXPECT_NE(why->find("must be multiples of 4"), std::string::npos) << *why;
-        ++refused;
+      o.seed = seed;
+      op_call c = d.sample(q, shape_key::parse(shape), o);
+      const kernel_config cfg = d.config.complete(kernel_config::parse(text));
+      if (auto why = impl.supports(q.get_device(), c, cfg)) {
+        EXPECT_FALSE(all) << *why;
         continue;
       }
       run_and_compare(d, c, cfg, false);
       ++ran;
     }
-  }
+  return ran;
+}
+
+// Off NVIDIA's platform the tensor-core variants are refused with the probe's reason.
+void expect_ptx_refusal(const std::string& why) {
+  if (shared_queue().get_device().platform_name().find("NVIDIA") == std::string::npos)
+    EXPECT_NE(why.find("inline PTX needs NVIDIA's OpenCL platform"), std::string::npos) << why;
+}
+
+TEST(attention_variants, tiled_matches_the_reference_in_every_dtype) {
+  const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
+  auto [ran, refused] = sweep_cases(tiled(d), {dtype::f32, dtype::f16, dtype::bf16}, {"variant=2,bq=16,bk=8"},
+                                    13, [](const std::string& why) {
+                                      EXPECT_NE(why.find("must be multiples of 4"), std::string::npos) << why;
+                                    });
   EXPECT_EQ(refused, 3);  // the d = 1 case, in each dtype
   EXPECT_GE(ran, 27);
 }
@@ -64,51 +111,22 @@ TEST(attention_variants, tiled_matches_the_reference_in_every_dtype) {
 // causal masking, so the first rows see most keys; GQA with a value dim other than head_dim; a
 // padding mask together with causal masking; the largest tiles.
 TEST(attention_variants, tiled_walks_many_tiles) {
-  queue& q = shared_queue();
   const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
-  const std::pair<const char*, const char*> cases[] = {
-      {"b=1,hq=4,hkv=2,lq=70,lk=101,d=40,dv=24,causal=1,mask=0", "variant=2,bq=32,bk=16"},
-      {"b=2,hq=2,hkv=1,lq=45,lk=45,d=16,causal=1,mask=4", "variant=2,bq=16,bk=8"},
-      {"b=1,hq=2,hkv=2,lq=130,lk=80,d=32,causal=0,mask=2", "variant=2,bq=64,bk=32"},
-  };
-  for (const auto& [shape, text] : cases) {
-    SCOPED_TRACE(std::string(shape) + " " + text);
-    sample_options o;
-    o.type = dtype::f32;
-    o.seed = 7;
-    op_call c = d.sample(q, shape_key::parse(shape), o);
-    const kernel_config cfg = d.config.complete(kernel_config::parse(text));
-    ASSERT_FALSE(tiled(d).supports(q.get_device(), c, cfg).has_value());
-    run_and_compare(d, c, cfg, false);
-  }
+  EXPECT_EQ(walk_shapes(tiled(d), {dtype::f32},
+                        {{"b=1,hq=4,hkv=2,lq=70,lk=101,d=40,dv=24,causal=1,mask=0", "variant=2,bq=32,bk=16"},
+                         {"b=2,hq=2,hkv=1,lq=45,lk=45,d=16,causal=1,mask=4", "variant=2,bq=16,bk=8"},
+                         {"b=1,hq=2,hkv=2,lq=130,lk=80,d=32,causal=0,mask=2", "variant=2,bq=64,bk=32"}},
+                        7, true),
+            3);
 }
 
 // Every test case in f16 and bf16 with two and four warps a work-group; the cases whose head_dim
 // is not a multiple of 16 (or whose strided views leave 16-byte rows) are refused with the reason.
 TEST(attention_variants, mma_matches_the_reference_in_16_bit_dtypes) {
-  queue& q = shared_queue();
   const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
-  int ran = 0, refused = 0;
-  for (dtype t : {dtype::f16, dtype::bf16}) {
-    for (const auto& tc : d.test_cases(t)) {
-      for (const char* text : {"variant=3,bq=32,bk=16", "variant=3,bq=64,bk=32,stages=2"}) {
-        sample_options o;
-        o.type = t;
-        o.seed = 17;
-        op_call c = tc.make(q, o);
-        const kernel_config cfg = d.config.complete(kernel_config::parse(text));
-        SCOPED_TRACE(tc.shape_class + " " + dtype_name(t) + " " + text);
-        if (auto why = mma(d).supports(q.get_device(), c, cfg)) {
-          if (q.get_device().platform_name().find("NVIDIA") == std::string::npos)
-            EXPECT_NE(why->find("inline PTX needs NVIDIA's OpenCL platform"), std::string::npos) << *why;
-          ++refused;
-          continue;
-        }
-        run_and_compare(d, c, cfg, false);
-        ++ran;
-      }
-    }
-  }
+  auto [ran, refused] =
+      sweep_cases(mma(d), {dtype::f16, dtype::bf16},
+                  {"variant=3,bq=32,bk=16", "variant=3,bq=64,bk=32,stages=2"}, 17, expect_ptx_refusal);
   if (ran == 0)
     GTEST_SKIP() << "variant 3 needs NVIDIA's inline PTX (mma, ldmatrix, shfl); refused " << refused;
   // d = 64 (large), d = 16 (broadcast x2, padding x2, strided) and d = 24 / 8 / 1 refused.
@@ -118,74 +136,35 @@ TEST(attention_variants, mma_matches_the_reference_in_16_bit_dtypes) {
 // Several query and key tiles, partial at the end, the causal offset of a KV cache and GQA with
 // a value dim other than head_dim; a padding mask with causal masking; the largest tiles.
 TEST(attention_variants, mma_walks_many_tiles) {
-  queue& q = shared_queue();
   const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
-  const std::pair<const char*, const char*> cases[] = {
-      {"b=1,hq=4,hkv=2,lq=70,lk=150,d=128,dv=64,causal=1,mask=0", "variant=3,bq=32,bk=32,stages=2"},
-      {"b=2,hq=2,hkv=1,lq=45,lk=45,d=32,causal=1,mask=4", "variant=3,bq=64,bk=16"},
-      {"b=1,hq=2,hkv=2,lq=200,lk=130,d=64,causal=0,mask=2", "variant=3,bq=128,bk=32"},
-  };
-  int ran = 0;
-  for (dtype t : {dtype::bf16, dtype::f16})
-    for (const auto& [shape, text] : cases) {
-      SCOPED_TRACE(std::string(shape) + " " + dtype_name(t) + " " + text);
-      sample_options o;
-      o.type = t;
-      o.seed = 9;
-      op_call c = d.sample(q, shape_key::parse(shape), o);
-      const kernel_config cfg = d.config.complete(kernel_config::parse(text));
-      if (mma(d).supports(q.get_device(), c, cfg)) continue;
-      run_and_compare(d, c, cfg, false);
-      ++ran;
-    }
+  const int ran = walk_shapes(
+      mma(d), {dtype::bf16, dtype::f16},
+      {{"b=1,hq=4,hkv=2,lq=70,lk=150,d=128,dv=64,causal=1,mask=0", "variant=3,bq=32,bk=32,stages=2"},
+       {"b=2,hq=2,hkv=1,lq=45,lk=45,d=32,causal=1,mask=4", "variant=3,bq=64,bk=16"},
+       {"b=1,hq=2,hkv=2,lq=200,lk=130,d=64,causal=0,mask=2", "variant=3,bq=128,bk=32"}},
+      9, false);
   if (ran == 0) GTEST_SKIP() << "variant 3 needs NVIDIA's inline PTX";
   EXPECT_EQ(ran, 6);
 }
 
 // Variant 4 (f32 through 3xTF32 products) against the f32 tolerance, every test case with two
 // and four warps; head dims that are not multiples of 8 (d = 1, the strided case's value dim 12)
-// are refused with the reason.
+// are refused with the reason. Then several tiles with a KV-cache offset and GQA, a padding mask
+// with causal masking, the largest tiles with a boolean mask.
 TEST(attention_variants, tf32x3_matches_the_f32_reference) {
-  queue& q = shared_queue();
   const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
-  int ran = 0, refused = 0;
-  for (const auto& tc : d.test_cases(dtype::f32)) {
-    for (const char* text : {"variant=4,bq=32,bk=8", "variant=4,bq=64,bk=16,stages=2"}) {
-      sample_options o;
-      o.type = dtype::f32;
-      o.seed = 19;
-      op_call c = tc.make(q, o);
-      const kernel_config cfg = d.config.complete(kernel_config::parse(text));
-      SCOPED_TRACE(tc.shape_class + " " + text);
-      if (auto why = tf32x3(d).supports(q.get_device(), c, cfg)) {
-        if (q.get_device().platform_name().find("NVIDIA") == std::string::npos)
-          EXPECT_NE(why->find("inline PTX needs NVIDIA's OpenCL platform"), std::string::npos) << *why;
-        ++refused;
-        continue;
-      }
-      run_and_compare(d, c, cfg, false);
-      ++ran;
-    }
-  }
+  auto [ran, refused] =
+      sweep_cases(tf32x3(d), {dtype::f32}, {"variant=4,bq=32,bk=8", "variant=4,bq=64,bk=16,stages=2"}, 19,
+                  expect_ptx_refusal);
   if (ran == 0) GTEST_SKIP() << "variant 4 needs NVIDIA's inline PTX (mma tf32, shfl); refused " << refused;
   EXPECT_EQ(refused, 2 * 2);  // d = 1 and the value dim 12, with each config
-  // Several tiles with a KV-cache offset and GQA, a padding mask with causal masking, the
-  // largest tiles with a boolean mask.
-  const std::pair<const char*, const char*> cases[] = {
-      {"b=1,hq=4,hkv=2,lq=70,lk=150,d=128,dv=64,causal=1,mask=0", "variant=4,bq=32,bk=32"},
-      {"b=2,hq=2,hkv=1,lq=45,lk=45,d=32,causal=1,mask=4", "variant=4,bq=64,bk=8,stages=2"},
-      {"b=1,hq=2,hkv=2,lq=200,lk=130,d=64,causal=0,mask=2", "variant=4,bq=128,bk=16,stages=2"},
-  };
-  for (const auto& [shape, text] : cases) {
-    SCOPED_TRACE(std::string(shape) + " " + text);
-    sample_options o;
-    o.type = dtype::f32;
-    o.seed = 23;
-    op_call c = d.sample(q, shape_key::parse(shape), o);
-    const kernel_config cfg = d.config.complete(kernel_config::parse(text));
-    ASSERT_FALSE(tf32x3(d).supports(q.get_device(), c, cfg).has_value());
-    run_and_compare(d, c, cfg, false);
-  }
+  EXPECT_EQ(
+      walk_shapes(tf32x3(d), {dtype::f32},
+                  {{"b=1,hq=4,hkv=2,lq=70,lk=150,d=128,dv=64,causal=1,mask=0", "variant=4,bq=32,bk=32"},
+                   {"b=2,hq=2,hkv=1,lq=45,lk=45,d=32,causal=1,mask=4", "variant=4,bq=64,bk=8,stages=2"},
+                   {"b=1,hq=2,hkv=2,lq=200,lk=130,d=64,causal=0,mask=2", "variant=4,bq=128,bk=16,stages=2"}},
+                  23, true),
+      3);
 }
 
 // Bad configs name what is valid.
