@@ -22,3 +22,24 @@ typedef KM_T km_t;
 typedef uchar km_t;
 #define KEY_OK(j) 1
 #endif
+
+// Moves the Q, K and V pointers and the masks' (the tiled and tensor-core kernels' shared argument
+// names) to batch b, query head h and its kv head hk.
+#if MASK_KIND != 0
+#define ATTN_SEEK_MASK(b, h) (Mk += m_off + (b) * sm.s0 + (h) * sm.s1)
+#else
+#define ATTN_SEEK_MASK(b, h) ((void)0)
+#endif
+#if KEY_MASK
+#define ATTN_SEEK_KEY_MASK(b) (Km += km_off + (b) * skb)
+#else
+#define ATTN_SEEK_KEY_MASK(b) ((void)0)
+#endif
+#define ATTN_SEEK(b, h, hk)                 \
+  do {                                      \
+    Q += q_off + (b) * sq.s0 + (h) * sq.s1;  \
+    Kp += k_off + (b) * sk.s0 + (hk) * sk.s1; \
+    Vp += v_off + (b) * sv.s0 + (hk) * sv.s1; \
+    ATTN_SEEK_MASK(b, h);                   \
+    ATTN_SEEK_KEY_MASK(b);                  \
+  } while (0)

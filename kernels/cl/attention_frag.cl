@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the tensor-core attention kernels share (attention_mma.cl for f16/bf16, attention_tf32x3.cl
-// for f32): K/V tiles staged in local memory, the online softmax on a warp's m16n8 score
-// fragments, and the store of the output fragments. A warp owns 16 query rows; lane (g, t) =
+// for f32): the lane's rows, K/V tiles staged in local memory (one or two stages), the online
+// softmax on a warp's m16n8 score fragments, and the store of the output fragments. A warp owns 16 query rows; lane (g, t) =
 // (lane / 4, lane % 4) holds rows g and g + 8 ("a" and "b") at columns 2t and 2t + 1 of each
 // 8-wide n-tile (accumulator fragment c0 c1 / c2 c3).
 // Needs gemm_common.cl (GT, PRISM_STORE), attention_common.cl (masks) and mma_common.cl first,
@@ -13,12 +13,10 @@
 #define KSW (D * (int)sizeof(GT) / 4 + 4)       // local row strides in 32-bit words, padded by 4 so
 #define VSW (DV * (int)sizeof(GT) / 4 + 4)      // that 8 rows x 4 words hit 32 distinct banks
 #define NTS (BN / 8)                            // score n-tiles a tile
+#define KQ (D * (int)sizeof(GT) / 32)           // k-steps of Q K^T (8 words of a row each)
 
-inline float lane_xor(float x, int o) {
-  float y;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x), "r"(o));
-  return y;
-}
+#include "lane_shfl.cl"  // lane_xor
+
 // Max or sum over the 4 lanes holding a row (lanes 4g .. 4g + 3).
 inline float quad_max(float x) {
   x = fmax(x, lane_xor(x, 1));
@@ -48,6 +46,47 @@ inline void stage_rows(__local uint* dst, int dst_words, __global const GT* src,
   }
 }
 
+// The work-group's query tile (the last one first: under CAUSAL the tiles with the most keys
+// start first) as this lane sees it: rows ra and rb = ra + 8 of its warp, qa and qb the same
+// clamped into range (rows past Lq compute and are not stored), end_a / end_b the keys each may
+// see, loop_end the keys the work-group walks and first_end the fewest any of its rows sees.
+typedef struct {
+  int ra, rb, qa, qb, end_a, end_b, loop_end, first_end;
+} frag_rows;
+
+inline frag_rows frag_rows_of(int Lq, int Lk, int warp, int g) {
+  const int tiles = (Lq + 16 * NW - 1) / (16 * NW);
+  const int i0 = (tiles - 1 - (int)get_group_id(0)) * 16 * NW;
+  frag_rows r;
+  r.ra = i0 + 16 * warp + g;
+  r.rb = r.ra + 8;
+  r.qa = min(r.ra, Lq - 1);
+  r.qb = min(r.rb, Lq - 1);
+#if CAUSAL
+  r.end_a = min(Lk, Lk - Lq + r.qa + 1);
+  r.end_b = min(Lk, Lk - Lq + r.qb + 1);
+  r.loop_end = min(Lk, Lk - Lq + min(i0 + 16 * NW - 1, Lq - 1) + 1);
+  r.first_end = min(Lk, Lk - Lq + min(i0, Lq - 1) + 1);
+#else
+  r.end_a = r.end_b = r.loop_end = r.first_end = Lk;
+#endif
+  return r;
+}
+
+// The warp's Q rows as mma A fragments, in 32-bit words of a row (two 16-bit values or one f32):
+// a0 (row a, word t), a1 (row b, t), a2 (row a, t + 4), a3 (row b, t + 4) of each 8-word k-step.
+inline void frag_load_q(uint qf[KQ][4], __global const GT* Q, long sq2, frag_rows r, int t) {
+  __global const uint* qa = (__global const uint*)(Q + (long)r.qa * sq2);
+  __global const uint* qb = (__global const uint*)(Q + (long)r.qb * sq2);
+#pragma unroll
+  for (int kk = 0; kk < KQ; ++kk) {
+    qf[kk][0] = qa[kk * 8 + t];
+    qf[kk][1] = qb[kk * 8 + t];
+    qf[kk][2] = qa[kk * 8 + t + 4];
+    qf[kk][3] = qb[kk * 8 + t + 4];
+  }
+}
+
 // Keys j0 .. j0 + BN - 1 of K and V into Kb and Vb (keys past Lk as zeros).
 inline void stage_tile(__local uint* Kb, __local uint* Vb, __global const GT* Kp, long sk2, __global const GT* Vp,
                        long sv2, int j0, int Lk, int lid) {
@@ -58,14 +97,42 @@ inline void stage_tile(__local uint* Kb, __local uint* Vb, __global const GT* Kp
 #endif
 }
 
+// Makes the tile at j0 (buffer buf) ready in local memory for every item. With two stages: this
+// tile's copies (issued by the last call; at j0 = 0 now) are waited for, one barrier also fences
+// every warp's reads of the other buffer, and the next tile's copies go out to run under this
+// tile's math. With one stage: staged now, then the barrier; frag_tile_done closes the tile.
+inline void frag_tile_ready(__local uint (*Kbuf)[BN * KSW], __local uint (*Vbuf)[BN * VSW], int buf, int j0,
+                            int loop_end, __global const GT* Kp, long sk2, __global const GT* Vp, long sv2, int Lk,
+                            int lid) {
+#if STAGES == 2
+  if (j0 == 0) stage_tile(Kbuf[0], Vbuf[0], Kp, sk2, Vp, sv2, 0, Lk, lid);
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (j0 + BN < loop_end) stage_tile(Kbuf[buf ^ 1], Vbuf[buf ^ 1], Kp, sk2, Vp, sv2, j0 + BN, Lk, lid);
+#else
+  stage_tile(Kbuf[0], Vbuf[0], Kp, sk2, Vp, sv2, j0, Lk, lid);
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+}
+inline void frag_tile_done(void) {
+#if STAGES == 1
+  barrier(CLK_LOCAL_MEM_FENCE);  // the next stage_tile overwrites what was read here
+#endif
+}
+
 // One tile's online softmax on the warp's score fragments s (raw Q K^T sums, keys
-// j0 + 8n + 2t + {0, 1}): masks and scales them (a `full` tile, which every row sees whole and
-// without masks, keeps raw scores: the scale, positive, goes into the exponent's fma), replaces
-// them by the weights 2^(score - max), updates the running max m[] and this lane's share of the
-// row sums l[] (rows a, b), and sets corr[] to the factor the accumulators are rescaled by.
-inline void frag_softmax(float s[NTS][4], bool full, float sl2, int j0, int t, int row_a, int row_b, int end_a,
-                         int end_b, __global const mask_t* Mk, long4 sm, __global const km_t* Km, long skt, float* m,
-                         float* l, float* corr) {
+// j0 + 8n + 2t + {0, 1}): masks and scales them (a tile every row sees whole and without masks
+// keeps raw scores: the scale, positive, goes into the exponent's fma), replaces them by the
+// weights 2^(score - max), updates the running max m[] and this lane's share of the row sums l[]
+// (rows a, b), and rescales the output fragments o by the change of the max.
+inline void frag_softmax(float s[NTS][4], float o[DV / 8][4], frag_rows r, float sl2, int j0, int t,
+                         __global const mask_t* Mk, long4 sm, __global const km_t* Km, long skt, float* m, float* l) {
+#if MASK_KIND == 0 && !KEY_MASK
+  const bool full = j0 + BN <= r.first_end;
+#else
+  const bool full = false;
+#endif
+  const int row_a = r.qa, row_b = r.qb, end_a = r.end_a, end_b = r.end_b;
   if (!full) {
 #pragma unroll
     for (int n = 0; n < NTS; ++n)
@@ -92,8 +159,8 @@ inline void frag_softmax(float s[NTS][4], bool full, float sl2, int j0, int t, i
   }
   const float mn_a = fmax(m[0], quad_max(tm_a) * mul), mn_b = fmax(m[1], quad_max(tm_b) * mul);
   // Nothing seen yet (max -inf): weights 0, nothing to rescale.
-  corr[0] = mn_a == -INFINITY ? 1.0f : ATTN_EXP2(m[0] - mn_a);
-  corr[1] = mn_b == -INFINITY ? 1.0f : ATTN_EXP2(m[1] - mn_b);
+  const float c_a = mn_a == -INFINITY ? 1.0f : ATTN_EXP2(m[0] - mn_a);
+  const float c_b = mn_b == -INFINITY ? 1.0f : ATTN_EXP2(m[1] - mn_b);
   const float sub_a = mn_a == -INFINITY ? 0.0f : mn_a, sub_b = mn_b == -INFINITY ? 0.0f : mn_b;
   m[0] = mn_a;
   m[1] = mn_b;
@@ -107,8 +174,15 @@ inline void frag_softmax(float s[NTS][4], bool full, float sl2, int j0, int t, i
     ps_a += s[n][0] + s[n][1];
     ps_b += s[n][2] + s[n][3];
   }
-  l[0] = l[0] * corr[0] + ps_a;
-  l[1] = l[1] * corr[1] + ps_b;
+  l[0] = l[0] * c_a + ps_a;
+  l[1] = l[1] * c_b + ps_b;
+#pragma unroll
+  for (int n = 0; n < DV / 8; ++n) {
+    o[n][0] *= c_a;
+    o[n][1] *= c_a;
+    o[n][2] *= c_b;
+    o[n][3] *= c_b;
+  }
 }
 
 // The output fragments o[DV / 8] of rows ra and rb (stored when inside Lq), divided by the row

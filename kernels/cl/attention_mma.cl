@@ -36,7 +36,6 @@
 #define ATTN_EXP2 native_exp2  // ex2.approx: its error is far below the weights' 16-bit rounding
 #include "attention_frag.cl"  // NT, KSW, VSW, NTS, quad_max / quad_sum, stage_tile, frag_softmax, frag_store
 
-#define KQ (D / 16)   // k-steps of Q K^T
 #define KP (BN / 16)  // k-steps of P V
 #define NTO (DV / 8)  // output n-tiles
 
@@ -62,74 +61,28 @@ void attention_mma(int Hq, int Hkv, int Lq, int Lk, float scale,
   const int lid = get_local_id(0);
   const int lane = lid % 32, warp = lid / 32;
   const int g = lane / 4, t = lane % 4;
-  const int tiles = (Lq + 16 * NW - 1) / (16 * NW);
-  const int i0 = (tiles - 1 - (int)get_group_id(0)) * 16 * NW;  // the last query tile first
   const int h = get_global_id(1);
   const long b = get_global_id(2);
   const int hk = h / (Hq / Hkv);
   const float sl2 = scale * M_LOG2E_F;
 
-  Q += q_off + b * sq.s0 + h * sq.s1;
-  Kp += k_off + b * sk.s0 + hk * sk.s1;
-  Vp += v_off + b * sv.s0 + hk * sv.s1;
-#if MASK_KIND != 0
-  Mk += m_off + b * sm.s0 + h * sm.s1;
-#endif
-#if KEY_MASK
-  Km += km_off + b * skb;
-#endif
+  ATTN_SEEK(b, h, hk);
 
   // This lane's two rows (g and g + 8 of the warp's 16; clamped: rows past Lq are not stored),
   // the keys each may see, and the warp's Q fragments.
-  const int ra = i0 + 16 * warp + g, rb = ra + 8;
-  const int qa_row = min(ra, Lq - 1), qb_row = min(rb, Lq - 1);
-#if CAUSAL
-  const int end_a = min(Lk, Lk - Lq + qa_row + 1), end_b = min(Lk, Lk - Lq + qb_row + 1);
-#else
-  const int end_a = Lk, end_b = Lk;
-#endif
+  const frag_rows r = frag_rows_of(Lq, Lk, warp, g);
   uint qf[KQ][4];
-  {
-    __global const uint* qa = (__global const uint*)(Q + (long)qa_row * sq.s2);
-    __global const uint* qb = (__global const uint*)(Q + (long)qb_row * sq.s2);
-#pragma unroll
-    for (int kk = 0; kk < KQ; ++kk) {
-      qf[kk][0] = qa[kk * 8 + t];
-      qf[kk][1] = qb[kk * 8 + t];
-      qf[kk][2] = qa[kk * 8 + t + 4];
-      qf[kk][3] = qb[kk * 8 + t + 4];
-    }
-  }
+  frag_load_q(qf, Q, sq.s2, r, t);
   float o[NTO][4];
 #pragma unroll
   for (int n = 0; n < NTO; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // running max and sum, rows a and b
 
-#if CAUSAL
-  const int loop_end = min(Lk, Lk - Lq + min(i0 + 16 * NW - 1, Lq - 1) + 1);
-  const int first_end = min(Lk, Lk - Lq + min(i0, Lq - 1) + 1);  // the fewest keys a row here sees
-#else
-  const int loop_end = Lk, first_end = Lk;
-#endif
-
-#if STAGES == 2
-  if (loop_end > 0) stage_tile(Kbuf[0], Vbuf[0], Kp, sk.s2, Vp, sv.s2, 0, Lk, lid);
-#endif
-  for (int j0 = 0, buf = 0; j0 < loop_end; j0 += BN, buf ^= STAGES - 1) {
+  for (int j0 = 0, buf = 0; j0 < r.loop_end; j0 += BN, buf ^= STAGES - 1) {
+    // 1. The tile in local memory.
+    frag_tile_ready(Kbuf, Vbuf, buf, j0, r.loop_end, Kp, sk.s2, Vp, sv.s2, Lk, lid);
     __local const uint* Ks = Kbuf[buf];
     __local const uint* Vs = Vbuf[buf];
-    // 1. The tile in local memory.
-#if STAGES == 2
-    // This tile's copies (issued last iteration) landed for every item, and every warp is past
-    // the last iteration's reads of the other buffer: one barrier, then the next tile's copies go
-    // out to run under this tile's math.
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (j0 + BN < loop_end) stage_tile(Kbuf[buf ^ 1], Vbuf[buf ^ 1], Kp, sk.s2, Vp, sv.s2, j0 + BN, Lk, lid);
-#else
-    stage_tile(Kbuf[0], Vbuf[0], Kp, sk.s2, Vp, sv.s2, j0, Lk, lid);
-    barrier(CLK_LOCAL_MEM_FENCE);
-#endif
 
     // 2. S = Q K^T for the warp's 16 rows and the tile's BN keys.
     // Two n-tiles per ldmatrix.x4: lane l addresses row l % 8 of matrix l / 8 = (keys +0 / +8,
@@ -152,23 +105,10 @@ void attention_mma(int Hq, int Hkv, int Lq, int Lk, float scale,
       }
     }
 
-    // 3. Online softmax (attention_frag.cl); a tile every row sees whole skips the masks.
-#if MASK_KIND == 0 && !KEY_MASK
-    const bool full = j0 + BN <= first_end;
-#else
-    const bool full = false;
-#endif
-    float corr[2];
-    frag_softmax(s, full, sl2, j0, t, qa_row, qb_row, end_a, end_b, Mk, sm, Km, skt, m, l, corr);
+    // 3. Online softmax (attention_frag.cl).
+    frag_softmax(s, o, r, sl2, j0, t, Mk, sm, Km, skt, m, l);
 
-    // 4. O = O * corr + P V.
-#pragma unroll
-    for (int n = 0; n < NTO; ++n) {
-      o[n][0] *= corr[0];
-      o[n][1] *= corr[0];
-      o[n][2] *= corr[1];
-      o[n][3] *= corr[1];
-    }
+    // 4. O += P V (frag_softmax rescaled O for the new max).
 #pragma unroll
     for (int kk = 0; kk < KP; ++kk) {
       const uint a0 = pack2(s[2 * kk][0], s[2 * kk][1]), a1 = pack2(s[2 * kk][2], s[2 * kk][3]);
@@ -186,12 +126,10 @@ void attention_mma(int Hq, int Hkv, int Lq, int Lk, float scale,
         mma_tile(o[2 * np + 1], a0, a1, a2, a3, b2, b3);
       }
     }
-#if STAGES == 1
-    barrier(CLK_LOCAL_MEM_FENCE);  // the next stage_tile overwrites what was read here
-#endif
+    frag_tile_done();
   }
 
   // Rows past Lq are not stored.
-  frag_store(o, l, O + o_off + b * so.s0 + h * so.s1 + (long)ra * so.s2,
-             O + o_off + b * so.s0 + h * so.s1 + (long)rb * so.s2, so.s3, ra < Lq, rb < Lq, t);
+  frag_store(o, l, O + o_off + b * so.s0 + h * so.s1 + (long)r.ra * so.s2,
+             O + o_off + b * so.s0 + h * so.s1 + (long)r.rb * so.s2, so.s3, r.ra < Lq, r.rb < Lq, t);
 }

@@ -32,7 +32,6 @@
 #define ATTN_EXP2 exp2
 #include "attention_frag.cl"  // NT, KSW, VSW, NTS, quad_max / quad_sum, stage_tile, frag_softmax, frag_store
 
-#define KQ (D / 8)    // k-steps of Q K^T
 #define NTO (DV / 8)  // output n-tiles
 
 // x = hi + lo in TF32, each rounded to nearest (.x hi, .y lo).
@@ -61,71 +60,26 @@ void attention_tf32x3(int Hq, int Hkv, int Lq, int Lk, float scale,
   const int lid = get_local_id(0);
   const int lane = lid % 32, warp = lid / 32;
   const int g = lane / 4, t = lane % 4;
-  const int tiles = (Lq + 16 * NW - 1) / (16 * NW);
-  const int i0 = (tiles - 1 - (int)get_group_id(0)) * 16 * NW;  // the last query tile first
   const int h = get_global_id(1);
   const long b = get_global_id(2);
   const int hk = h / (Hq / Hkv);
   const float sl2 = scale * M_LOG2E_F;
 
-  Q += q_off + b * sq.s0 + h * sq.s1;
-  Kp += k_off + b * sk.s0 + hk * sk.s1;
-  Vp += v_off + b * sv.s0 + hk * sv.s1;
-#if MASK_KIND != 0
-  Mk += m_off + b * sm.s0 + h * sm.s1;
-#endif
-#if KEY_MASK
-  Km += km_off + b * skb;
-#endif
+  ATTN_SEEK(b, h, hk);
 
-  const int ra = i0 + 16 * warp + g, rb = ra + 8;
-  const int qa_row = min(ra, Lq - 1), qb_row = min(rb, Lq - 1);
-#if CAUSAL
-  const int end_a = min(Lk, Lk - Lq + qa_row + 1), end_b = min(Lk, Lk - Lq + qb_row + 1);
-#else
-  const int end_a = Lk, end_b = Lk;
-#endif
-  float qf[KQ][4];
-  {
-    __global const float* qa = Q + (long)qa_row * sq.s2;
-    __global const float* qb = Q + (long)qb_row * sq.s2;
-#pragma unroll
-    for (int kk = 0; kk < KQ; ++kk) {
-      qf[kk][0] = qa[kk * 8 + t];
-      qf[kk][1] = qb[kk * 8 + t];
-      qf[kk][2] = qa[kk * 8 + t + 4];
-      qf[kk][3] = qb[kk * 8 + t + 4];
-    }
-  }
+  const frag_rows r = frag_rows_of(Lq, Lk, warp, g);
+  uint qf[KQ][4];
+  frag_load_q(qf, Q, sq.s2, r, t);
   float o[NTO][4];
 #pragma unroll
   for (int n = 0; n < NTO; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // running max and sum, rows a and b
 
-#if CAUSAL
-  const int loop_end = min(Lk, Lk - Lq + min(i0 + 16 * NW - 1, Lq - 1) + 1);
-  const int first_end = min(Lk, Lk - Lq + min(i0, Lq - 1) + 1);  // the fewest keys a row here sees
-#else
-  const int loop_end = Lk, first_end = Lk;
-#endif
-
-#if STAGES == 2
-  if (loop_end > 0) stage_tile(Kbuf[0], Vbuf[0], Kp, sk.s2, Vp, sv.s2, 0, Lk, lid);
-#endif
-  for (int j0 = 0, buf = 0; j0 < loop_end; j0 += BN, buf ^= STAGES - 1) {
+  for (int j0 = 0, buf = 0; j0 < r.loop_end; j0 += BN, buf ^= STAGES - 1) {
+    // 1. The tile in local memory.
+    frag_tile_ready(Kbuf, Vbuf, buf, j0, r.loop_end, Kp, sk.s2, Vp, sv.s2, Lk, lid);
     __local const uint* Ks = Kbuf[buf];
     __local const uint* Vs = Vbuf[buf];
-#if STAGES == 2
-    // This tile's copies (issued last iteration) landed for every item, and every warp is past
-    // the last iteration's reads of the other buffer: one barrier, then the next tile's copies go
-    // out to run under this tile's math.
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (j0 + BN < loop_end) stage_tile(Kbuf[buf ^ 1], Vbuf[buf ^ 1], Kp, sk.s2, Vp, sv.s2, j0 + BN, Lk, lid);
-#else
-    stage_tile(Kbuf[0], Vbuf[0], Kp, sk.s2, Vp, sv.s2, j0, Lk, lid);
-    barrier(CLK_LOCAL_MEM_FENCE);
-#endif
 
     // S = Q K^T (each q word split once per k-step, shared by the tile's n-tiles).
     float s[NTS][4];
@@ -133,8 +87,8 @@ void attention_tf32x3(int Hq, int Hkv, int Lq, int Lk, float scale,
     for (int n = 0; n < NTS; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < KQ; ++kk) {
-      const uint2 a0 = split_tf32(qf[kk][0]), a1 = split_tf32(qf[kk][1]), a2 = split_tf32(qf[kk][2]),
-                  a3 = split_tf32(qf[kk][3]);
+      const uint2 a0 = split_tf32(as_float(qf[kk][0])), a1 = split_tf32(as_float(qf[kk][1])),
+                  a2 = split_tf32(as_float(qf[kk][2])), a3 = split_tf32(as_float(qf[kk][3]));
 #pragma unroll
       for (int n = 0; n < NTS; ++n) {
         const __local uint* kr = Ks + (n * 8 + g) * KSW + kk * 8 + t;
@@ -142,23 +96,10 @@ void attention_tf32x3(int Hq, int Hkv, int Lq, int Lk, float scale,
       }
     }
 
-    // Online softmax (attention_frag.cl); a tile every row sees whole skips the masks.
-#if MASK_KIND == 0 && !KEY_MASK
-    const bool full = j0 + BN <= first_end;
-#else
-    const bool full = false;
-#endif
-    float corr[2];
-    frag_softmax(s, full, sl2, j0, t, qa_row, qb_row, end_a, end_b, Mk, sm, Km, skt, m, l, corr);
+    // Online softmax (attention_frag.cl).
+    frag_softmax(s, o, r, sl2, j0, t, Mk, sm, Km, skt, m, l);
 
-    // O = O * corr + P V, k index t -> key 2t, t + 4 -> key 2t + 1 (see the header).
-#pragma unroll
-    for (int n = 0; n < NTO; ++n) {
-      o[n][0] *= corr[0];
-      o[n][1] *= corr[0];
-      o[n][2] *= corr[1];
-      o[n][3] *= corr[1];
-    }
+    // O += P V (frag_softmax rescaled O), k index t -> key 2t, t + 4 -> key 2t + 1 (see the header).
 #pragma unroll
     for (int kk = 0; kk < NTS; ++kk) {
       const uint2 a0 = split_tf32(s[kk][0]), a1 = split_tf32(s[kk][2]), a2 = split_tf32(s[kk][1]),
@@ -168,12 +109,10 @@ void attention_tf32x3(int Hq, int Hkv, int Lq, int Lk, float scale,
       for (int n = 0; n < NTO; ++n)
         mma3(o[n], a0, a1, a2, a3, split_tf32(as_float(v0[n * 8])), split_tf32(as_float(v0[VSW + n * 8])));
     }
-#if STAGES == 1
-    barrier(CLK_LOCAL_MEM_FENCE);  // the next stage_tile overwrites what was read here
-#endif
+    frag_tile_done();
   }
 
   // Rows past Lq are not stored.
-  frag_store(o, l, O + o_off + b * so.s0 + h * so.s1 + (long)ra * so.s2,
-             O + o_off + b * so.s0 + h * so.s1 + (long)rb * so.s2, so.s3, ra < Lq, rb < Lq, t);
+  frag_store(o, l, O + o_off + b * so.s0 + h * so.s1 + (long)r.ra * so.s2,
+             O + o_off + b * so.s0 + h * so.s1 + (long)r.rb * so.s2, so.s3, r.ra < Lq, r.rb < Lq, t);
 }

@@ -40,11 +40,7 @@
 #define PS (BN + 4)
 
 #if LANE_SHFL
-inline float lane_xor(float x, int o) {
-  float y;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x), "r"(o));
-  return y;
-}
+#include "lane_shfl.cl"  // lane_xor
 #endif
 
 // The max (is_max) or sum of x over the 8 consecutive items of a row group, in each of them.
@@ -90,15 +86,7 @@ void attention_tiled(int Hq, int Hkv, int Lq, int Lk, float scale,
   const int hk = h / (Hq / Hkv);
   const float sl2 = scale * M_LOG2E_F;
 
-  Q += q_off + b * sq.s0 + h * sq.s1;
-  Kp += k_off + b * sk.s0 + hk * sk.s1;
-  Vp += v_off + b * sv.s0 + hk * sv.s1;
-#if MASK_KIND != 0
-  Mk += m_off + b * sm.s0 + h * sm.s1;
-#endif
-#if KEY_MASK
-  Km += km_off + b * skb;
-#endif
+  ATTN_SEEK(b, h, hk);
 
   // This item's rows (clamped into range: rows past Lq compute and are not stored) and the
   // keys each may see.

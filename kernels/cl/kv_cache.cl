@@ -450,11 +450,7 @@ void combine_splits(volatile __global const float* all, long used, __global STYP
 #define DL ((D + 31) / 32)
 #define IN_ROW(lane, i) ((lane) * DL + (i) < D)  // dim i of a lane's slice is inside the row
 #if LANE_SHFL
-inline float lane_xor(float x, int o) {
-  float y;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x), "r"(o));
-  return y;
-}
+#include "lane_shfl.cl"  // lane_xor
 #endif
 // The sum (is_max false) or max of x over the caller's warp, in every lane. All WG items call it
 // together (the local-memory pass has barriers), each with its own x.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <optional>
 #include <random>
 #include <string>
@@ -196,12 +197,6 @@ config_schema schema() {
   return s;
 }
 
-// The implementation a config's variant selects.
-const char* variant_impl(std::int64_t variant) {
-  static const char* names[] = {"flash", "split", "tiled", "mma", "tf32x3"};
-  return variant >= 0 && variant < 5 ? names[variant] : "none";
-}
-
 // What variants 3 and 4 (tensor cores through inline PTX) need beyond their dtype: the PTX forms
 // (cp.async too with stages=2), head dims in multiples of `dim_step` up to 128 (fragments live in
 // registers), unit head-dim strides with 4-byte query words and 16-byte key / value rows, local
@@ -244,10 +239,10 @@ std::optional<std::string> tensor_core_refusal(const device& dev, const op_call&
 }
 
 // Local memory of variant 2 (attention_tiled.cl): K and V tiles, the weights, and the row-group
-// reduction's scratch where warp shuffles are not built.
-std::uint64_t tiled_local_bytes(const attn_shape& s, const kernel_config& cfg, bool shfl) {
+// reduction's scratch (unused where warp shuffles build, counted anyway: the check is per device).
+std::uint64_t tiled_local_bytes(const attn_shape& s, const kernel_config& cfg) {
   const std::int64_t bq = cfg.at("bq"), bk = cfg.at("bk");
-  return static_cast<std::uint64_t>(4 * (bk * (s.d + 4 + s.dv + 4) + bq * (bk + 4) + (shfl ? 0 : bq * 8)));
+  return static_cast<std::uint64_t>(4 * (bk * (s.d + 4 + s.dv + 4) + bq * (bk + 4) + bq * 8));
 }
 
 event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_override src, int variant) {
@@ -462,6 +457,77 @@ op_call sample(queue& q, const shape_key& key, const sample_options& o0) {
   return c;
 }
 
+// What each variant needs of a call beyond its config's variant and a float dtype: the reason
+// it refuses, or nullopt.
+std::optional<std::string> flash_needs(const device& dev, const op_call& c, const kernel_config& cfg) {
+  if (static_cast<std::size_t>(cfg.at("bq")) > dev.max_work_group_size())
+    return fmt::format("bq={} > device maximum work-group size {}", cfg.at("bq"), dev.max_work_group_size());
+  if (cfg.at("local")) {
+    const attn_shape s = shape_of(c);
+    const auto bytes = static_cast<std::uint64_t>(cfg.at("bk") * (s.d + s.dv) * 4);
+    if (bytes > dev.local_mem_size())
+      return fmt::format("local=1 needs {} B of local memory > device {} B", bytes, dev.local_mem_size());
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> split_needs(const device& dev, const op_call& c, const kernel_config& cfg) {
+  if (static_cast<std::size_t>(cfg.at("wg")) > dev.max_work_group_size())
+    return fmt::format("wg={} > device maximum work-group size {}", cfg.at("wg"), dev.max_work_group_size());
+  const auto bytes = static_cast<std::uint64_t>((shape_of(c).d + 2 * cfg.at("wg")) * 4);
+  if (bytes > dev.local_mem_size())
+    return fmt::format("needs {} B of local memory > device {} B", bytes, dev.local_mem_size());
+  return std::nullopt;
+}
+
+std::optional<std::string> tiled_needs(const device& dev, const op_call& c, const kernel_config& cfg) {
+  const attn_shape s = shape_of(c);
+  if (s.d % 4 != 0 || s.dv % 4 != 0)
+    return fmt::format("head_dim {} and value dim {} must be multiples of 4 (4 dims per load)", s.d, s.dv);
+  const char* names[3] = {"query", "key", "value"};
+  for (int i = 0; i < 3; ++i)
+    if (c.inputs[i].strides()[3] != 1)
+      return fmt::format("{} has head-dim stride {}; variant 2 reads 4 contiguous dims per load", names[i],
+                         c.inputs[i].strides()[3]);
+  if (dev.max_work_group_size() < 128)
+    return fmt::format("needs 128 work-items per group > device maximum {}", dev.max_work_group_size());
+  const auto bytes = tiled_local_bytes(s, cfg);
+  if (bytes > dev.local_mem_size())
+    return fmt::format("bq={}, bk={} need {} B of local memory > device {} B", cfg.at("bq"), cfg.at("bk"),
+                       bytes, dev.local_mem_size());
+  return std::nullopt;
+}
+
+std::optional<std::string> mma_needs(const device& dev, const op_call& c, const kernel_config& cfg) {
+  const dtype t = c.inputs[0].type();
+  if (t != dtype::f16 && t != dtype::bf16)
+    return fmt::format("variant 3 runs f16 and bf16 on tensor cores, not {}", dtype_name(t));
+  return tensor_core_refusal(
+      dev, c, cfg, {t == dtype::f16 ? "mma.m16n8k16.f16" : "mma.m16n8k16.bf16", "ldmatrix", "shfl"}, 16);
+}
+
+std::optional<std::string> tf32x3_needs(const device& dev, const op_call& c, const kernel_config& cfg) {
+  const dtype t = c.inputs[0].type();
+  if (t != dtype::f32)
+    return fmt::format("variant 4 runs f32 on tensor cores (3xTF32), not {}; 16-bit dtypes take variant 3",
+                       dtype_name(t));
+  return tensor_core_refusal(dev, c, cfg, {"mma.m16n8k8.tf32", "shfl"}, 8);
+}
+
+// The kernels, indexed by the config's `variant` (the schema's help says what each is).
+struct variant_spec {
+  const char* impl;
+  const char* file;
+  std::optional<std::string> (*needs)(const device&, const op_call&, const kernel_config&);
+};
+constexpr variant_spec variants[] = {
+    {"opencl.flash", "attention.cl", flash_needs},
+    {"opencl.split", "attention_split.cl", split_needs},
+    {"opencl.tiled", "attention_tiled.cl", tiled_needs},
+    {"opencl.mma", "attention_mma.cl", mma_needs},
+    {"opencl.tf32x3", "attention_tf32x3.cl", tf32x3_needs},
+};
+
 test_case keyed(std::string shape_class, std::string key) {
   return {std::move(shape_class), [key](queue& q, const sample_options& o) {
             return op_registry::instance()
@@ -549,111 +615,23 @@ void register_attention_ops(op_registry& r) {
   d.reference = reference;
   d.tol = tol;
   d.config = schema();
-  d.implementations.push_back(
-      {"opencl.flash", "attention.cl",
-       [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
-         if (cfg.at("variant") != 0)
-           return fmt::format("config variant={} selects opencl.{}", cfg.at("variant"),
-                              variant_impl(cfg.at("variant")));
-         if (!is_floating(c.inputs[0].type()))
-           return fmt::format("dtype {} is not a float dtype", dtype_name(c.inputs[0].type()));
-         if (static_cast<std::size_t>(cfg.at("bq")) > dev.max_work_group_size())
-           return fmt::format("bq={} > device maximum work-group size {}", cfg.at("bq"),
-                              dev.max_work_group_size());
-         if (cfg.at("local")) {
-           const attn_shape s = shape_of(c);
-           const auto bytes = static_cast<std::uint64_t>(cfg.at("bk") * (s.d + s.dv) * 4);
-           if (bytes > dev.local_mem_size())
-             return fmt::format("local=1 needs {} B of local memory > device {} B", bytes,
-                                dev.local_mem_size());
-         }
-         return std::nullopt;
-       },
-       [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
-         return enqueue(q, c, cfg, src, 0);
-       }});
-  d.implementations.push_back(
-      {"opencl.split", "attention_split.cl",
-       [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
-         if (cfg.at("variant") != 1)
-           return fmt::format("config variant={} selects opencl.{}", cfg.at("variant"),
-                              variant_impl(cfg.at("variant")));
-         if (!is_floating(c.inputs[0].type()))
-           return fmt::format("dtype {} is not a float dtype", dtype_name(c.inputs[0].type()));
-         if (static_cast<std::size_t>(cfg.at("wg")) > dev.max_work_group_size())
-           return fmt::format("wg={} > device maximum work-group size {}", cfg.at("wg"),
-                              dev.max_work_group_size());
-         const auto bytes = static_cast<std::uint64_t>((shape_of(c).d + 2 * cfg.at("wg")) * 4);
-         if (bytes > dev.local_mem_size())
-           return fmt::format("needs {} B of local memory > device {} B", bytes, dev.local_mem_size());
-         return std::nullopt;
-       },
-       [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
-         return enqueue(q, c, cfg, src, 1);
-       }});
-  d.implementations.push_back(
-      {"opencl.tiled", "attention_tiled.cl",
-       [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
-         if (cfg.at("variant") != 2)
-           return fmt::format("config variant={} selects opencl.{}", cfg.at("variant"),
-                              variant_impl(cfg.at("variant")));
-         if (!is_floating(c.inputs[0].type()))
-           return fmt::format("dtype {} is not a float dtype", dtype_name(c.inputs[0].type()));
-         const attn_shape s = shape_of(c);
-         if (s.d % 4 != 0 || s.dv % 4 != 0)
-           return fmt::format("head_dim {} and value dim {} must be multiples of 4 (4 dims per load)", s.d,
-                              s.dv);
-         for (int i = 0; i < 3; ++i)
-           if (c.inputs[i].strides()[3] != 1)
-             return fmt::format("{} has head-dim stride {}; variant 2 reads 4 contiguous dims per load",
-                                i == 0   ? "query"
-                                : i == 1 ? "key"
-                                         : "value",
-                                c.inputs[i].strides()[3]);
-         if (dev.max_work_group_size() < 128)
-           return fmt::format("needs 128 work-items per group > device maximum {}",
-                              dev.max_work_group_size());
-         const auto bytes = tiled_local_bytes(s, cfg, false);
-         if (bytes > dev.local_mem_size())
-           return fmt::format("bq={}, bk={} need {} B of local memory > device {} B", cfg.at("bq"),
-                              cfg.at("bk"), bytes, dev.local_mem_size());
-         return std::nullopt;
-       },
-       [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
-         return enqueue(q, c, cfg, src, 2);
-       }});
-  d.implementations.push_back(
-      {"opencl.mma", "attention_mma.cl",
-       [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
-         if (cfg.at("variant") != 3)
-           return fmt::format("config variant={} selects opencl.{}", cfg.at("variant"),
-                              variant_impl(cfg.at("variant")));
-         const dtype t = c.inputs[0].type();
-         if (t != dtype::f16 && t != dtype::bf16)
-           return fmt::format("variant 3 runs f16 and bf16 on tensor cores, not {}", dtype_name(t));
-         return tensor_core_refusal(
-             dev, c, cfg, {t == dtype::f16 ? "mma.m16n8k16.f16" : "mma.m16n8k16.bf16", "ldmatrix", "shfl"},
-             16);
-       },
-       [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
-         return enqueue(q, c, cfg, src, 3);
-       }});
-  d.implementations.push_back(
-      {"opencl.tf32x3", "attention_tf32x3.cl",
-       [](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
-         if (cfg.at("variant") != 4)
-           return fmt::format("config variant={} selects opencl.{}", cfg.at("variant"),
-                              variant_impl(cfg.at("variant")));
-         const dtype t = c.inputs[0].type();
-         if (t != dtype::f32)
-           return fmt::format(
-               "variant 4 runs f32 on tensor cores (3xTF32), not {}; 16-bit dtypes take variant 3",
-               dtype_name(t));
-         return tensor_core_refusal(dev, c, cfg, {"mma.m16n8k8.tf32", "shfl"}, 8);
-       },
-       [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
-         return enqueue(q, c, cfg, src, 4);
-       }});
+  for (int v = 0; v < static_cast<int>(std::size(variants)); ++v)
+    d.implementations.push_back(
+        {variants[v].impl, variants[v].file,
+         [v](const device& dev, const op_call& c, const kernel_config& cfg) -> std::optional<std::string> {
+           const std::int64_t want = cfg.at("variant");
+           if (want != v)
+             return fmt::format("config variant={} selects {}", want,
+                                want >= 0 && want < static_cast<std::int64_t>(std::size(variants))
+                                    ? variants[want].impl
+                                    : "none");
+           if (!is_floating(c.inputs[0].type()))
+             return fmt::format("dtype {} is not a float dtype", dtype_name(c.inputs[0].type()));
+           return variants[v].needs(dev, c, cfg);
+         },
+         [v](queue& q, const op_call& c, const kernel_config& cfg, source_override src) {
+           return enqueue(q, c, cfg, src, v);
+         }});
   d.sample = sample;
   d.config_test_shapes = {"b=1,hq=4,hkv=2,lq=5,lk=11,d=16,dv=16,causal=1,mask=0"};
   d.test_cases = cases;
