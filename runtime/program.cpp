@@ -5,6 +5,7 @@
 #include <future>
 #include <unordered_map>
 
+#include "runtime/env.hpp"
 #include "runtime/hash.hpp"
 #include "runtime/impl.hpp"
 #include "runtime/log.hpp"
@@ -58,6 +59,11 @@ std::shared_ptr<program::impl> compile(const context& ctx, std::string_view sour
   }
   logger->debug("built program {} for {} in {:.1f} ms (options '{}')", source_hash, c.dev.name(), ms,
                 options);
+  if (logger->should_log(spdlog::level::debug)) {
+    // What the compiler said about a good build (NVIDIA's -cl-nv-verbose: ptxas registers, spills).
+    const std::string log = build_log(p->prog, dev);
+    if (!log.empty()) logger->debug("compiler log of program {}:\n{}", source_hash, log);
+  }
   return p;
 }
 }  // namespace
@@ -65,6 +71,10 @@ std::shared_ptr<program::impl> compile(const context& ctx, std::string_view sour
 program program::build(const context& ctx, std::string_view source, std::string_view options) {
   auto& c = ctx.get_impl();
   std::string opts(options);
+  // PRISM_CL_OPTIONS goes after every program's own options (a developer's switch: for example
+  // -cl-nv-verbose, whose report the debug log shows); it is part of the cache key.
+  if (const auto extra = env::get("PRISM_CL_OPTIONS"); extra && !extra->empty())
+    opts += (opts.empty() ? "" : " ") + *extra;
   std::uint64_t h = hash::fnv1a64(source);
   h = hash::fnv1a64("\n--options--\n", h);
   h = hash::fnv1a64(opts, h);

@@ -7,6 +7,16 @@
 // Needs gemm_common.cl (GT, PRISM_STORE), attention_common.cl (masks) and mma_common.cl first,
 // and the defines D, DV, BN, NW, STAGES, CAUSAL, MASK_KIND, KEY_MASK; ATTN_EXP2 picks the
 // exponential (native_exp2 where 16-bit rounding of the weights dwarfs its error, exp2 for f32).
+// CP_ASYNC (1 where the device has cp.async; STAGES 2 needs it) copies tiles without registers.
+//
+// A tile's life, with the three calls a kernel makes per tile (frag_tile_ready before Q K^T,
+// frag_v_ready before P V, frag_tile_done after it):
+// - STAGES 2: both tiles double-buffered; the next tile's copies run under this tile's math, one
+//   barrier a tile.
+// - STAGES 1 with CP_ASYNC (FlashAttention-2's order): one K and one V buffer; V's copy runs under
+//   Q K^T and the softmax, the next K's under P V; two barriers a tile, and no math waits on a
+//   copy it could have overlapped, in half the local memory of STAGES 2.
+// - STAGES 1 without: copies through registers, then the math.
 
 #define NT (32 * NW)
 #define EPV (16 / (int)sizeof(GT))              // elements per 16-byte chunk
@@ -14,6 +24,13 @@
 #define VSW (DV * (int)sizeof(GT) / 4 + 4)      // that 8 rows x 4 words hit 32 distinct banks
 #define NTS (BN / 8)                            // score n-tiles a tile
 #define KQ (D * (int)sizeof(GT) / 32)           // k-steps of Q K^T (8 words of a row each)
+#ifndef CP_ASYNC
+#define CP_ASYNC (STAGES == 2)
+#endif
+#define ATTN_SLACK 8.0f  // see frag_softmax
+#if STAGES == 2 && !CP_ASYNC
+#error "STAGES 2 needs cp.async"
+#endif
 
 #include "lane_shfl.cl"  // lane_xor
 
@@ -28,13 +45,13 @@ inline float quad_sum(float x) {
 }
 
 // `rows` rows of `chunks` 16-byte chunks from src (row stride src_stride elements) to dst (row
-// stride dst_words); rows at or past `valid` are zeros. With STAGES 2 through cp.async (the
-// caller commits), else through registers.
+// stride dst_words); rows at or past `valid` are zeros. Through cp.async where built (the caller
+// commits), else through registers.
 inline void stage_rows(__local uint* dst, int dst_words, __global const GT* src, long src_stride, int rows,
                        int chunks, int valid, int lid) {
   for (int idx = lid; idx < rows * chunks; idx += NT) {
     const int r = idx / chunks, c = idx - r * chunks;
-#if STAGES == 2
+#if CP_ASYNC
     __global const GT* p = src + (long)min(r, valid - 1) * src_stride + EPV * c;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(MMA_SMEM(dst + r * dst_words + 4 * c)),
                  "l"((ulong)p), "r"(r < valid ? 16 : 0)
@@ -87,36 +104,65 @@ inline void frag_load_q(uint qf[KQ][4], __global const GT* Q, long sq2, frag_row
   }
 }
 
-// Keys j0 .. j0 + BN - 1 of K and V into Kb and Vb (keys past Lk as zeros).
-inline void stage_tile(__local uint* Kb, __local uint* Vb, __global const GT* Kp, long sk2, __global const GT* Vp,
-                       long sv2, int j0, int Lk, int lid) {
+// Keys j0 .. j0 + BN - 1 of K (or V) into Kb (Vb), keys past Lk as zeros; cp.async copies are
+// committed as one group.
+inline void stage_k(__local uint* Kb, __global const GT* Kp, long sk2, int j0, int Lk, int lid) {
   stage_rows(Kb, KSW, Kp + (long)j0 * sk2, sk2, BN, D / EPV, Lk - j0, lid);
-  stage_rows(Vb, VSW, Vp + (long)j0 * sv2, sv2, BN, DV / EPV, Lk - j0, lid);
-#if STAGES == 2
+#if CP_ASYNC
   asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }
+inline void stage_v(__local uint* Vb, __global const GT* Vp, long sv2, int j0, int Lk, int lid) {
+  stage_rows(Vb, VSW, Vp + (long)j0 * sv2, sv2, BN, DV / EPV, Lk - j0, lid);
+#if CP_ASYNC
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+inline void cp_async_wait_all(void) {
+#if CP_ASYNC
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
+}
 
-// Makes the tile at j0 (buffer buf) ready in local memory for every item. With two stages: this
-// tile's copies (issued by the last call; at j0 = 0 now) are waited for, one barrier also fences
-// every warp's reads of the other buffer, and the next tile's copies go out to run under this
-// tile's math. With one stage: staged now, then the barrier; frag_tile_done closes the tile.
+// Makes the K tile at j0 (buffer buf; with STAGES 2 the V tile too) ready in local memory for
+// every item, and starts the copies that run under the math to come (see the header).
 inline void frag_tile_ready(__local uint (*Kbuf)[BN * KSW], __local uint (*Vbuf)[BN * VSW], int buf, int j0,
                             int loop_end, __global const GT* Kp, long sk2, __global const GT* Vp, long sv2, int Lk,
                             int lid) {
 #if STAGES == 2
-  if (j0 == 0) stage_tile(Kbuf[0], Vbuf[0], Kp, sk2, Vp, sv2, 0, Lk, lid);
-  asm volatile("cp.async.wait_group 0;" ::: "memory");
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (j0 + BN < loop_end) stage_tile(Kbuf[buf ^ 1], Vbuf[buf ^ 1], Kp, sk2, Vp, sv2, j0 + BN, Lk, lid);
+  if (j0 == 0) {
+    stage_k(Kbuf[0], Kp, sk2, 0, Lk, lid);
+    stage_v(Vbuf[0], Vp, sv2, 0, Lk, lid);
+  }
+  cp_async_wait_all();
+  barrier(CLK_LOCAL_MEM_FENCE);  // this tile landed for all; every warp is done with the other buffer
+  if (j0 + BN < loop_end) {
+    stage_k(Kbuf[buf ^ 1], Kp, sk2, j0 + BN, Lk, lid);
+    stage_v(Vbuf[buf ^ 1], Vp, sv2, j0 + BN, Lk, lid);
+  }
+#elif CP_ASYNC
+  if (j0 == 0) stage_k(Kbuf[0], Kp, sk2, 0, Lk, lid);
+  cp_async_wait_all();
+  barrier(CLK_LOCAL_MEM_FENCE);  // K landed for all; every warp is done with the last tile's V
+  stage_v(Vbuf[0], Vp, sv2, j0, Lk, lid);
 #else
-  stage_tile(Kbuf[0], Vbuf[0], Kp, sk2, Vp, sv2, j0, Lk, lid);
+  stage_k(Kbuf[0], Kp, sk2, j0, Lk, lid);
+  stage_v(Vbuf[0], Vp, sv2, j0, Lk, lid);
   barrier(CLK_LOCAL_MEM_FENCE);
 #endif
 }
+// Makes the V tile ready before P V (STAGES 1 with CP_ASYNC: and starts the next K tile's copy).
+inline void frag_v_ready(__local uint (*Kbuf)[BN * KSW], int j0, int loop_end, __global const GT* Kp, long sk2,
+                         int Lk, int lid) {
+#if STAGES == 1 && CP_ASYNC
+  cp_async_wait_all();
+  barrier(CLK_LOCAL_MEM_FENCE);  // V landed for all; every warp is done with this K tile
+  if (j0 + BN < loop_end) stage_k(Kbuf[0], Kp, sk2, j0 + BN, Lk, lid);
+#endif
+}
 inline void frag_tile_done(void) {
-#if STAGES == 1
-  barrier(CLK_LOCAL_MEM_FENCE);  // the next stage_tile overwrites what was read here
+#if STAGES == 1 && !CP_ASYNC
+  barrier(CLK_LOCAL_MEM_FENCE);  // the next tile's copies overwrite what was read here
 #endif
 }
 
@@ -157,10 +203,15 @@ inline void frag_softmax(float s[NTS][4], float o[DV / 8][4], frag_rows r, float
     tm_a = fmax(tm_a, fmax(s[n][0], s[n][1]));
     tm_b = fmax(tm_b, fmax(s[n][2], s[n][3]));
   }
-  const float mn_a = fmax(m[0], quad_max(tm_a) * mul), mn_b = fmax(m[1], quad_max(tm_b) * mul);
+  // The reference max moves only when the tile's max passes it by more than ATTN_SLACK (log2
+  // units; FlashAttention-4's lazy rescale): weights stay <= 2^ATTN_SLACK, far inside f32 and the
+  // 16-bit dtypes' range, and the result is the same (every weight and the row sum share the
+  // reference), while most tiles after the first skip the accumulators' rescale.
+  const float tx_a = quad_max(tm_a) * mul, tx_b = quad_max(tm_b) * mul;
+  const float mn_a = tx_a > m[0] + ATTN_SLACK ? tx_a : m[0], mn_b = tx_b > m[1] + ATTN_SLACK ? tx_b : m[1];
   // Nothing seen yet (max -inf): weights 0, nothing to rescale.
-  const float c_a = mn_a == -INFINITY ? 1.0f : ATTN_EXP2(m[0] - mn_a);
-  const float c_b = mn_b == -INFINITY ? 1.0f : ATTN_EXP2(m[1] - mn_b);
+  const float c_a = mn_a == m[0] ? 1.0f : ATTN_EXP2(m[0] - mn_a);
+  const float c_b = mn_b == m[1] ? 1.0f : ATTN_EXP2(m[1] - mn_b);
   const float sub_a = mn_a == -INFINITY ? 0.0f : mn_a, sub_b = mn_b == -INFINITY ? 0.0f : mn_b;
   m[0] = mn_a;
   m[1] = mn_b;
@@ -176,12 +227,14 @@ inline void frag_softmax(float s[NTS][4], float o[DV / 8][4], frag_rows r, float
   }
   l[0] = l[0] * c_a + ps_a;
   l[1] = l[1] * c_b + ps_b;
+  if (c_a != 1.0f || c_b != 1.0f) {
 #pragma unroll
-  for (int n = 0; n < DV / 8; ++n) {
-    o[n][0] *= c_a;
-    o[n][1] *= c_a;
-    o[n][2] *= c_b;
-    o[n][3] *= c_b;
+    for (int n = 0; n < DV / 8; ++n) {
+      o[n][0] *= c_a;
+      o[n][1] *= c_a;
+      o[n][2] *= c_b;
+      o[n][3] *= c_b;
+    }
   }
 }
 

@@ -3,13 +3,14 @@
 // inline PTX, sm_80+), for f16 and bf16 storage with f32 accumulation. A work-group of NW warps
 // owns 16 * NW query rows of one (batch, head); warp w owns rows 16w .. 16w + 15 and keeps them
 // as mma A fragments in registers for the whole kernel. Per tile of BN keys:
-//   1. the K and V tiles are staged in local memory as they lie in global memory (16-byte loads;
+//   1. the K and V tiles are staged in local memory as they lie in global memory (16-byte copies;
 //      rows padded by 4 words, so fragment reads of 8 rows x 4 words hit 32 distinct banks);
 //   2. S = Q K^T: m16n8k16 mma, K read as the col-major B operand (a K row is an n column) by
 //      ldmatrix;
 //   3. online softmax on the accumulator fragments: a row's max and sum across the 4 lanes that
 //      hold it (shfl.sync.bfly); scores in log2 units (scale * log2(e) folded in), one ex2.approx
-//      each (native_exp2: its error is far below the weights' rounding to 16 bits);
+//      each (native_exp2: its error is far below the weights' rounding to 16 bits); the
+//      accumulators are rescaled only when a row's max grows by more than 2^8;
 //   4. O += P V: the weights, rounded to the storage dtype, become A fragments in registers (an
 //      m16n8 accumulator pair is an m16k16 A fragment), V's B fragments come from ldmatrix.trans
 //      of the row-major V tile.
@@ -21,10 +22,11 @@
 // offsets multiples of 8 elements (16-byte rows); O [B,Hq,Lq,DV], any strides. Query head h reads
 // kv head h / (Hq / Hkv). CAUSAL, MASK_KIND, KEY_MASK as in attention.cl; a row that sees no key
 // outputs zeros.
-// STAGES 2 double-buffers the tiles: the next tile's cp.async copies run while this one's math
-// does (STAGES 1: 16-byte loads through registers, then the math).
+// STAGES 2 double-buffers the tiles (the next tile's cp.async copies run under this one's math);
+// STAGES 1 with CP_ASYNC has one K and one V buffer, V's copy running under Q K^T and the next
+// K's under P V (FlashAttention-2's order, attention_frag.cl), which fits 64-key tiles.
 // Build defines: PRISM_DTYPE (1 f16, 2 bf16), D, DV (multiples of 16), NW (warps), BN (16, 32,
-// 64), STAGES (1, 2), CAUSAL, MASK_KIND, KEY_MASK (with KM_T).
+// 64), STAGES (1, 2), CP_ASYNC, CAUSAL, MASK_KIND, KEY_MASK (with KM_T).
 // Local memory: 4 * STAGES * BN * (D / 2 + 4 + DV / 2 + 4) bytes.
 
 #include "gemm_common.cl"  // GT, PRISM_LOAD / PRISM_STORE
@@ -34,7 +36,7 @@
 #include "mma_common.cl"  // mma_tile (f16 / bf16), MMA_SMEM
 
 #define ATTN_EXP2 native_exp2  // ex2.approx: its error is far below the weights' 16-bit rounding
-#include "attention_frag.cl"  // NT, KSW, VSW, NTS, quad_max / quad_sum, stage_tile, frag_softmax, frag_store
+#include "attention_frag.cl"  // NT, KSW, VSW, NTS, quad_max / quad_sum, tile staging, frag_softmax, frag_store
 
 #define KP (BN / 16)  // k-steps of P V
 #define NTO (DV / 8)  // output n-tiles
@@ -108,6 +110,7 @@ void attention_mma(int Hq, int Hkv, int Lq, int Lk, float scale,
     // 3. Online softmax (attention_frag.cl).
     frag_softmax(s, o, r, sl2, j0, t, Mk, sm, Km, skt, m, l);
 
+    frag_v_ready(Kbuf, j0, r.loop_end, Kp, sk.s2, Lk, lid);
     // 4. O += P V (frag_softmax rescaled O for the new max).
 #pragma unroll
     for (int kk = 0; kk < KP; ++kk) {

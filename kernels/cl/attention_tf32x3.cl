@@ -7,8 +7,8 @@
 // result meets the f32 kernels' error bound; the op suite checks it against the same tolerance.
 // A work-group of NW warps owns 16 * NW query rows of one (batch, head); warp w owns rows
 // 16w .. 16w + 15, kept as f32 A fragments in registers. Per tile of BN keys: K and V staged in
-// local memory as f32 rows padded by 4 words (16-byte loads, or cp.async double-buffered with
-// STAGES 2); S = Q K^T; online softmax on the accumulator fragments (quad shuffles, log2 units);
+// local memory as f32 rows padded by 4 words (cp.async where built, overlapped with the math as
+// attention_frag.cl describes); S = Q K^T; online softmax on the accumulator fragments (quad shuffles, log2 units);
 // O += P V. For P V the weights stay in the registers they were computed in: the k index of the
 // TF32 A fragment (columns t and t + 4 of a lane) is mapped to keys 2t and 2t + 1, which are what
 // an accumulator fragment holds (c0 c1 at columns 2t, 2t + 1), and V's B fragment is read with
@@ -19,8 +19,8 @@
 // Q [B,Hq,Lq,D], K [B,Hkv,Lk,D], V [B,Hkv,Lk,DV] f32: unit head-dim stride, K's and V's other
 // strides and offsets multiples of 4 elements (16-byte rows); O any strides. CAUSAL, MASK_KIND,
 // KEY_MASK as in attention.cl; a row that sees no key outputs zeros.
-// Build defines: D, DV (multiples of 8), NW (warps), BN (8, 16, 32), STAGES (1, 2), CAUSAL,
-// MASK_KIND, KEY_MASK (with KM_T). PRISM_DTYPE is 0.
+// Build defines: D, DV (multiples of 8), NW (warps), BN (8, 16, 32), STAGES (1, 2), CP_ASYNC,
+// CAUSAL, MASK_KIND, KEY_MASK (with KM_T). PRISM_DTYPE is 0.
 // Local memory: 4 * STAGES * BN * (D + 4 + DV + 4) bytes.
 
 #include "gemm_common.cl"  // GT (float), PRISM_STORE
@@ -30,7 +30,7 @@
 #include "mma_common.cl"  // mma_tile (TF32 for PRISM_DTYPE 0), MMA_SMEM
 
 #define ATTN_EXP2 exp2
-#include "attention_frag.cl"  // NT, KSW, VSW, NTS, quad_max / quad_sum, stage_tile, frag_softmax, frag_store
+#include "attention_frag.cl"  // NT, KSW, VSW, NTS, quad_max / quad_sum, tile staging, frag_softmax, frag_store
 
 #define NTO (DV / 8)  // output n-tiles
 
@@ -99,6 +99,7 @@ void attention_tf32x3(int Hq, int Hkv, int Lq, int Lk, float scale,
     // Online softmax (attention_frag.cl).
     frag_softmax(s, o, r, sl2, j0, t, Mk, sm, Km, skt, m, l);
 
+    frag_v_ready(Kbuf, j0, r.loop_end, Kp, sk.s2, Lk, lid);
     // O += P V (frag_softmax rescaled O), k index t -> key 2t, t + 4 -> key 2t + 1 (see the header).
 #pragma unroll
     for (int kk = 0; kk < NTS; ++kk) {

@@ -164,8 +164,9 @@ config_schema schema() {
       {"stages",
        1,
        {1, 2},
-       "variants 3 and 4: K/V tiles in local memory (2: the next tile's cp.async copies overlap this tile's "
-       "math)"},
+       "variants 3 and 4: K/V tiles in local memory (2: double-buffered, the next tile's cp.async copies "
+       "overlap this tile's math; 1: one of each, V's copy overlapping the scores and the next K's P V "
+       "where the device has cp.async)"},
   };
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 2) {
@@ -266,8 +267,9 @@ event enqueue(queue& q, const op_call& c, const kernel_config& cfg, source_overr
     const std::int64_t bm = cfg.at("bq");
     const std::string name = variant == 3 ? "attention_mma" : "attention_tf32x3";
     const std::string opts = fmt::format(
-        "-DPRISM_DTYPE={} -DD={} -DDV={} -DNW={} -DBN={} -DSTAGES={} -DCAUSAL={} -DMASK_KIND={}{}", dt, s.d,
-        s.dv, bm / 16, cfg.at("bk"), cfg.at("stages"), causal, mk, km_opts);
+        "-DPRISM_DTYPE={} -DD={} -DDV={} -DNW={} -DBN={} -DSTAGES={} -DCP_ASYNC={} -DCAUSAL={} -DMASK_KIND={}{}",
+        dt, s.d, s.dv, bm / 16, cfg.at("bk"), cfg.at("stages"), probe_ptx(q.get_device()).has("cp.async") ? 1 : 0,
+        causal, mk, km_opts);
     k = build_kernel(q.get_context(), name + ".cl", src, opts, name);
     r = nd_range(range<3>(ceil_div(s.lq, bm) * (bm * 2), s.hq, s.b), range<3>(bm * 2, 1, 1));
   } else if (variant == 2) {

@@ -167,6 +167,48 @@ TEST(attention_variants, tf32x3_matches_the_f32_reference) {
       3);
 }
 
+// Scores that keep growing along the keys (K row j = 0.05 j plus noise, Q around 0.5): each row's
+// max passes the running one by more than the tensor-core kernels' rescale slack (2^8) several
+// times, so a skipped or wrong accumulator rescale shows. Every variant that runs here, in the
+// dtypes it takes.
+TEST(attention_variants, growing_scores_rescale_the_accumulators) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");
+  struct run {
+    const op_implementation* impl;
+    const char* config;
+    dtype type;
+  };
+  const std::vector<run> runs = {{&tiled(d), "variant=2,bq=32,bk=16", dtype::f32},
+                                 {&tiled(d), "variant=2,bq=32,bk=16", dtype::bf16},
+                                 {&mma(d), "variant=3,bq=64,bk=64", dtype::bf16},
+                                 {&mma(d), "variant=3,bq=32,bk=32,stages=2", dtype::bf16},
+                                 {&tf32x3(d), "variant=4,bq=64,bk=16,stages=2", dtype::f32},
+                                 {&tf32x3(d), "variant=4,bq=32,bk=32", dtype::f32}};
+  int ran = 0;
+  for (const auto& [impl, text, t] : runs) {
+    SCOPED_TRACE(std::string(text) + " " + dtype_name(t));
+    sample_options o;
+    o.type = t;
+    o.seed = 31;
+    op_call c = d.sample(q, shape_key::parse("b=1,hq=2,hkv=1,lq=40,lk=300,d=32,causal=1,mask=0"), o);
+    std::vector<float> qv = c.inputs[0].to_floats(q), kv = c.inputs[1].to_floats(q);
+    for (auto& x : qv) x = 0.5f + 0.05f * x;
+    for (std::size_t i = 0; i < kv.size(); ++i)
+      kv[i] = 0.05f * static_cast<float>(i / 32 % 300) + 0.05f * kv[i];
+    c.inputs[0] = tensor::from_floats(q, qv, c.inputs[0].shape(), t);
+    c.inputs[1] = tensor::from_floats(q, kv, c.inputs[1].shape(), t);
+    const kernel_config cfg = d.config.complete(kernel_config::parse(text));
+    if (auto why = impl->supports(q.get_device(), c, cfg)) {
+      expect_ptx_refusal(*why);
+      continue;
+    }
+    run_and_compare(d, c, cfg, false);
+    ++ran;
+  }
+  EXPECT_GE(ran, 2);  // variant 2 runs on every device
+}
+
 // Bad configs name what is valid.
 TEST(attention_variants, tiled_configs_outside_its_tiles_are_refused) {
   const op_descriptor& d = op_registry::instance().get("scaled_dot_product_attention");

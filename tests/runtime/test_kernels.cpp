@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "prism/runtime.hpp"
+#include "runtime/env.hpp"
 #include "tests/runtime/test_support.hpp"
 
 using namespace prism;
@@ -136,4 +137,26 @@ TEST(Programs, ConcurrentRequestsCompileOnce) {
   auto other = program::build(q.get_context(), source);
   EXPECT_NE(other.source_hash(), results[0].source_hash());
   EXPECT_EQ(program_cache_statistics().builds - before.builds, 2u);
+}
+
+TEST(Programs, ClOptionsFromTheEnvironmentJoinEveryBuild) {
+  auto& q = default_queue();
+  const std::string source =
+      "kernel void seen(global int* a) {\n#ifdef PRISM_TEST_EXTRA\n a[0] = PRISM_TEST_EXTRA;\n#else\n a[0] = "
+      "-1;\n#endif\n}\n";
+  env::override_for_testing("PRISM_CL_OPTIONS", "-DPRISM_TEST_EXTRA=29");
+  program with = program::build(q.get_context(), source, "-cl-fast-relaxed-math");
+  env::override_for_testing("PRISM_CL_OPTIONS", std::nullopt);
+  program without = program::build(q.get_context(), source, "-cl-fast-relaxed-math");
+  EXPECT_EQ(with.options(), "-cl-fast-relaxed-math -DPRISM_TEST_EXTRA=29");
+  EXPECT_EQ(without.options(), "-cl-fast-relaxed-math");
+  EXPECT_NE(with.source_hash(), without.source_hash()) << "the extra options are part of the cache key";
+  for (auto* p : {&with, &without}) {
+    buffer<int> out(q, 1);
+    q.submit([&](handler& h) {
+      accessor<int> a(out, h, discard_write);
+      h.parallel_for(range<1>(1), p->get_kernel("seen"), a);
+    });
+    EXPECT_EQ(out.read()[0], p == &with ? 29 : -1);
+  }
 }
