@@ -2,6 +2,7 @@
 // Program builds through a process-wide cache of shared futures keyed by (context, device,
 // source hash, options): concurrent requests for one key compile once; failures are cached too.
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <unordered_map>
 
@@ -32,6 +33,52 @@ std::string build_log(cl_program p, cl_device_id d) {
   return log;
 }
 
+// Splits the `-prism-ptx-target=T` token (see program::build) off the driver's options.
+std::string take_ptx_target(std::string& options) {
+  static constexpr std::string_view token = "-prism-ptx-target=";
+  const std::size_t at = options.find(token);
+  if (at == std::string::npos) return {};
+  std::size_t end = options.find(' ', at);
+  if (end == std::string::npos) end = options.size();
+  std::string target = options.substr(at + token.size(), end - at - token.size());
+  options.erase(at, end - at);
+  return target;
+}
+
+// The PTX of an NVIDIA build with the marked lines made live and its .target set to `target`;
+// throws naming what is missing.
+std::string retarget_ptx(cl_program prog, const std::string& target, const std::string& source_hash) {
+  std::size_t size = 0;
+  detail::check_cl(clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr),
+                   "clGetProgramInfo(CL_PROGRAM_BINARY_SIZES)");
+  std::string ptx(size, '\0');
+  unsigned char* bytes = reinterpret_cast<unsigned char*>(ptx.data());
+  detail::check_cl(clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bytes, &bytes, nullptr),
+                   "clGetProgramInfo(CL_PROGRAM_BINARIES)");
+  ptx.resize(std::strlen(ptx.c_str()));
+  const std::size_t t = ptx.find("\n.target ");
+  if (t == std::string::npos)
+    throw error(errc::build_failure, "program::build",
+                "program " + source_hash + ": -prism-ptx-target=" + target +
+                    " needs a driver whose program binary is PTX text (NVIDIA's OpenCL); this one has no "
+                    ".target line");
+  std::size_t name = t + 9, name_end = ptx.find_first_of(", \n", name);
+  ptx.replace(name, name_end - name, target);
+  std::string out;
+  out.reserve(ptx.size());
+  static constexpr std::string_view marker = PRISM_PTX_TARGET_MARKER;
+  for (std::size_t pos = 0; pos < ptx.size();) {
+    const std::size_t m = ptx.find(marker, pos);
+    if (m == std::string::npos) {
+      out.append(ptx, pos, std::string::npos);
+      break;
+    }
+    out.append(ptx, pos, m - pos);
+    pos = m + marker.size();
+  }
+  return out;
+}
+
 std::shared_ptr<program::impl> compile(const context& ctx, std::string_view source,
                                        const std::string& options, const std::string& source_hash) {
   auto& c = ctx.get_impl();
@@ -40,6 +87,8 @@ std::shared_ptr<program::impl> compile(const context& ctx, std::string_view sour
   p->ctx = ctx;
   p->options = options;
   p->source_hash = source_hash;
+  std::string driver_options = options;
+  const std::string ptx_target = take_ptx_target(driver_options);
   const char* src = source.data();
   std::size_t len = source.size();
   cl_int st = CL_SUCCESS;
@@ -47,16 +96,32 @@ std::shared_ptr<program::impl> compile(const context& ctx, std::string_view sour
   detail::check_cl(st, "clCreateProgramWithSource");
   cl_device_id dev = c.dev.get_impl().id;
   auto t0 = std::chrono::steady_clock::now();
-  st = clBuildProgram(p->prog, 1, &dev, options.c_str(), nullptr, nullptr);
-  auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (st != CL_SUCCESS) {
+  auto fail = [&](const char* stage) {
     std::string log = build_log(p->prog, dev);
-    logger->warn("build of program {} failed on {} ({})", source_hash, c.dev.name(), cl_error_name(st));
-    throw error(errc::build_failure, "clBuildProgram",
+    logger->warn("build of program {} failed on {} ({}, {})", source_hash, c.dev.name(), stage,
+                 cl_error_name(st));
+    throw error(errc::build_failure, stage,
                 "program " + source_hash + " failed to build for " + c.dev.name() + " with options '" +
                     options + "'; compiler log:\n" + (log.empty() ? std::string("(empty)") : log),
                 st);
+  };
+  st = clBuildProgram(p->prog, 1, &dev, driver_options.c_str(), nullptr, nullptr);
+  if (st != CL_SUCCESS) fail("clBuildProgram");
+  if (!ptx_target.empty()) {
+    // The first build carried the marked lines as PTX comments; the second builds its PTX with
+    // them live for the requested target.
+    const std::string ptx = retarget_ptx(p->prog, ptx_target, source_hash);
+    clReleaseProgram(p->prog);
+    p->prog = nullptr;
+    const auto* bin = reinterpret_cast<const unsigned char*>(ptx.c_str());
+    const std::size_t bin_len = ptx.size() + 1;
+    cl_int bin_status = CL_SUCCESS;
+    p->prog = clCreateProgramWithBinary(c.ctx, 1, &dev, &bin_len, &bin, &bin_status, &st);
+    detail::check_cl(st, "clCreateProgramWithBinary");
+    st = clBuildProgram(p->prog, 1, &dev, driver_options.c_str(), nullptr, nullptr);
+    if (st != CL_SUCCESS) fail("clBuildProgram (PTX retargeted)");
   }
+  const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   logger->debug("built program {} for {} in {:.1f} ms (options '{}')", source_hash, c.dev.name(), ms,
                 options);
   if (logger->should_log(spdlog::level::debug)) {

@@ -139,6 +139,41 @@ TEST(Programs, ConcurrentRequestsCompileOnce) {
   EXPECT_EQ(program_cache_statistics().builds - before.builds, 2u);
 }
 
+// -prism-ptx-target: on NVIDIA's OpenCL the marked line is live in the retargeted build (the
+// kernel writes 7, not 1); elsewhere the build fails naming the option and what it needs.
+TEST(Programs, PtxTargetMakesMarkedLinesLive) {
+  auto& q = default_queue();
+  const std::string source = std::string("kernel void marked(global int* a) {\n  int x = 1;\n") +
+                             "  __asm__ volatile(\"{\\n" PRISM_PTX_TARGET_MARKER
+                             "mov.u32 %0, 7;\\n}\" : \"+r\"(x));\n" +
+                             "  a[0] = x;\n}\n";
+  const bool nvidia = q.get_device().platform_name().find("NVIDIA") != std::string::npos;
+  if (!nvidia) {
+    try {
+      program::build(q.get_context(), "kernel void plain(global int* a) { a[0] = 1; }\n",
+                     "-prism-ptx-target=sm_90a");
+      FAIL() << "built with -prism-ptx-target off NVIDIA's OpenCL";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::build_failure);
+      const std::string what = e.what();
+      EXPECT_NE(what.find("-prism-ptx-target=sm_90a needs a driver whose program binary is PTX text"),
+                std::string::npos)
+          << what;
+    }
+    return;
+  }
+  for (const char* options : {"", "-prism-ptx-target=sm_90a"}) {
+    const program p = program::build(q.get_context(), source, options);
+    const kernel k = p.get_kernel("marked");
+    buffer<int> out(q, 1);
+    q.submit([&](handler& h) {
+      accessor<int> a(out, h, discard_write);
+      h.parallel_for(range<1>(1), k, a);
+    });
+    EXPECT_EQ(out.read()[0], *options ? 7 : 1) << "options '" << options << "'";
+  }
+}
+
 TEST(Programs, ClOptionsFromTheEnvironmentJoinEveryBuild) {
   auto& q = default_queue();
   const std::string source =
@@ -153,9 +188,10 @@ TEST(Programs, ClOptionsFromTheEnvironmentJoinEveryBuild) {
   EXPECT_NE(with.source_hash(), without.source_hash()) << "the extra options are part of the cache key";
   for (auto* p : {&with, &without}) {
     buffer<int> out(q, 1);
+    const kernel k = p->get_kernel("seen");
     q.submit([&](handler& h) {
       accessor<int> a(out, h, discard_write);
-      h.parallel_for(range<1>(1), p->get_kernel("seen"), a);
+      h.parallel_for(range<1>(1), k, a);
     });
     EXPECT_EQ(out.read()[0], p == &with ? 29 : -1);
   }

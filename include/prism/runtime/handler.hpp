@@ -84,7 +84,8 @@ class handler {
   }
 
   /// Launches `k` over `r` with `args`: accessors, device_ptrs, local_memory and trivially
-  /// copyable values, in the kernel's parameter order.
+  /// copyable values, in the kernel's parameter order. The group records a pointer to `k`, which
+  /// must outlive the submit call (a temporary kernel is refused at compile time).
   template <class... Args>
   void parallel_for(const nd_range& r, const kernel& k, const Args&... args) {
     set_command(detail::command_kind::kernel);
@@ -93,6 +94,8 @@ class handler {
     cg_.arg_count = 0;
     (add_arg(args), ...);
   }
+  template <class... Args>
+  void parallel_for(const nd_range& r, kernel&& k, const Args&... args) = delete;
 
   /// Copies `bytes` from src to dst (byte offsets). Both accessors must be part of this group.
   template <class T, class U>

@@ -11,6 +11,9 @@
 
 #include "prism/runtime/context.hpp"
 
+/// The prefix (a PTX comment) of inline-asm lines that a `-prism-ptx-target` build makes live.
+#define PRISM_PTX_TARGET_MARKER "// @@prism-ptx-target@@ "
+
 namespace prism {
 
 class kernel;
@@ -22,6 +25,11 @@ class program {
   /// Builds (or returns the cached build of) `source` with `options` for the context's device.
   /// Throws errc::build_failure with the compiler log when the build fails; failures are cached
   /// too, so a broken variant is not recompiled on every call.
+  /// NVIDIA only: an option `-prism-ptx-target=T` (e.g. sm_90a) builds the source, takes the
+  /// driver's PTX, makes every line marked with PRISM_PTX_TARGET_MARKER live (the source writes
+  /// such lines as PTX comments through inline asm) and builds that PTX for `.target T`. This
+  /// reaches instructions the driver's own target (sm_90 on an H100) lacks, such as Hopper's
+  /// wgmma (sm_90a).
   static program build(const context& ctx, std::string_view source, std::string_view options = {});
 
   kernel get_kernel(const std::string& name) const;
