@@ -20,6 +20,7 @@ struct run_options {
   bool has_config = false;
   bool dry_run = false;
   bool json = false;
+  bool no_check = false;
   int repeat = 10;
   std::uint64_t seed = 1;
 };
@@ -55,6 +56,10 @@ int run(const run_options& o, const std::string& device_spec) {
     if (o.has_config) r.config = o.config;
   }
   r.seed = o.seed;
+  r.check = !o.no_check;
+  if (o.no_check && o.dry_run)
+    throw prism::error(prism::errc::invalid_argument, "prism run",
+                       "--no-check and --dry-run do not combine: a dry run checks nothing");
   auto dev = prism::cli::pick_device(device_spec);
   prism::queue q(dev);
 
@@ -70,8 +75,12 @@ int run(const run_options& o, const std::string& device_spec) {
                         {"tier", prism::dispatch::source_tier_name(rep.decision.tier)},
                         {"reason", rep.decision.reason}};
     if (!o.dry_run) {
-      j["check"] = {{"ok", rep.ok}, {"elements", rep.elements_checked}, {"message", rep.check_message}};
+      j["check"] = {{"ok", rep.ok},
+                    {"skipped", !rep.checked},
+                    {"elements", rep.elements_checked},
+                    {"message", rep.checked ? rep.check_message : "skipped (--no-check)"}};
       j["times_us"] = rep.times_us;
+      j["pipelined_us"] = rep.pipelined_us;
       j["flops"] = rep.flops;
       j["bytes"] = rep.bytes;
     }
@@ -89,15 +98,22 @@ int run(const run_options& o, const std::string& device_spec) {
   std::printf("op:        %s\n", rep.call.c_str());
   std::printf("device:    %s [%s]\n", dev.name().c_str(), dev.fingerprint().hash.c_str());
   print_decision("dispatch: ", rep.decision);
-  std::printf("check:     %s (%lld elements checked)%s%s\n", rep.ok ? "PASS" : "FAIL",
-              static_cast<long long>(rep.elements_checked), rep.check_message.empty() ? "" : ": ",
-              rep.check_message.c_str());
+  if (rep.checked)
+    std::printf("check:     %s (%lld elements checked)%s%s\n", rep.ok ? "PASS" : "FAIL",
+                static_cast<long long>(rep.elements_checked), rep.check_message.empty() ? "" : ": ",
+                rep.check_message.c_str());
+  else
+    std::printf("check:     skipped (--no-check)\n");
   if (!rep.times_us.empty()) {
     const double med = rep.times_us[rep.times_us.size() / 2];
     std::printf("time:      min %.2f us, median %.2f us over %d runs (wall, dispatch to idle queue)",
                 rep.times_us.front(), med, o.repeat);
     if (rep.flops > 0) std::printf(", %.2f GFLOP/s", rep.flops / (med * 1e3));
     if (rep.bytes > 0) std::printf(", %.2f GB/s", rep.bytes / (med * 1e3));
+    std::printf("\n");
+    std::printf("pipelined: %.2f us per call over %d calls back to back", rep.pipelined_us, o.repeat);
+    if (rep.flops > 0) std::printf(", %.2f GFLOP/s", rep.flops / (rep.pipelined_us * 1e3));
+    if (rep.bytes > 0) std::printf(", %.2f GB/s", rep.bytes / (rep.pipelined_us * 1e3));
     std::printf("\n");
   }
   return rep.ok ? prism::cli::exit_ok : prism::cli::exit_check_failed;
@@ -128,10 +144,13 @@ PRISM_CLI_COMMAND(30) {
                   "Backend config, e.g. wg=64,vec=4 or KWG=32,MWG=64 (needs --backend)")
       ->each([o](const std::string&) { o->has_config = true; });
   cmd->add_option("--attrs", o->attrs, "Attributes, e.g. alpha=2.0;dims=[1]");
-  cmd->add_option("--repeat", o->repeat, "Timed runs after the checked one")
+  cmd->add_option("--repeat", o->repeat,
+                  "Timed runs after the checked one, each to an idle queue; then as many back to back (pipelined)")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed of the inputs")->capture_default_str();
+  cmd->add_flag("--no-check", o->no_check,
+                "Skip the host reference (for shapes too large for it); time the op only");
   cmd->add_flag("--dry-run", o->dry_run, "Print the routed decision (backend, config, tier) without running");
   cmd->add_flag("--json", o->json, "Print the call, the decision, the check and the times as JSON");
   cmd->add_option("--replay", o->replay, "A dispatch log line (prism_dispatch,v2,... or v1) to replay");

@@ -24,6 +24,7 @@ struct run_request {
   std::uint64_t seed = 1;
   std::string backend;                ///< non-empty: forced, without routing or fallback
   std::optional<std::string> config;  ///< the forced backend's config (nullopt: its default)
+  bool check = true;                  ///< false: no host reference (shapes too large for one), timing only
 };
 
 /// What served the call (or, for plan_run, would serve it).
@@ -43,6 +44,7 @@ struct run_report {
   std::int64_t elements_checked = 0;
   std::string check_message;     ///< the worst element, or why the check failed
   std::vector<double> times_us;  ///< wall time of each timed run, ascending
+  double pipelined_us = 0;       ///< wall time per call of `repeat` calls back to back, one wait (0: none)
   double flops = 0;              ///< per call; 0 when the op does not count them
   double bytes = 0;
 };
@@ -51,8 +53,10 @@ struct run_report {
 /// errc::invalid_argument for a forced backend (a dry run shows routing), an unknown op (listing
 /// the registered ones), a shape key the op's sample builder cannot read, or bad attributes.
 run_report plan_run(queue& q, const run_request& r);
-/// Runs the request once and checks it against the host reference, then `repeat` more times,
-/// each timed as the whole routine dispatched to an idle queue (as pretune times candidates).
+/// Runs the request once and checks it against the host reference (unless r.check is false:
+/// then report.checked is false and report.ok true), then `repeat` more times,
+/// each timed as the whole routine dispatched to an idle queue (as pretune times candidates),
+/// then `repeat` more back to back with one wait (report.pipelined_us).
 /// Throws like plan_run, and what dispatch throws (errc::unsupported for a forced backend that
 /// cannot serve the call).
 run_report run_checked(queue& q, const run_request& r, int repeat);

@@ -57,6 +57,11 @@ exit_codes)
   grep -q "v7" "$work/out" || fail "the error does not name the version"
   PRISM_VENDOR_PATH=$(broken_vendor) expect 3 "$prism" run add --shape n=64 --repeat 0
   grep -q "check: *FAIL" "$work/out" || { cat "$work/out"; fail "no FAIL line"; }
+  # --no-check times the same wrong kernel without the host reference: exit 0, and says so.
+  PRISM_VENDOR_PATH=$(broken_vendor) expect 0 "$prism" run add --shape n=64 --repeat 1 --no-check
+  grep -q "check: *skipped (--no-check)" "$work/out" || { cat "$work/out"; fail "--no-check did not skip the check"; }
+  grep -Eq "^pipelined: [0-9.]+ us per call over 1 calls back to back" "$work/out" || { cat "$work/out"; fail "no pipelined time"; }
+  expect 2 "$prism" run add --shape n=64 --no-check --dry-run
   echo "exit_codes: 0, 1, 2 and 3 where documented"
   ;;
 
@@ -158,7 +163,8 @@ log)
   grep -q 'dispatch summary' "$log" && fail "the exit summary went into the CSV file"
   grep -q 'prism dispatch summary' "$work/p1.err" || { cat "$work/p1.err"; fail "no exit summary on stderr"; }
   "$prism" log summarize "$log" > "$work/sum.txt"
-  grep -Eq '^add +opencl +[a-z-]+ +24 ' "$work/sum.txt" || { cat "$work/sum.txt"; fail "4 x 6 calls of add"; }
+  # Each process: the checked call, 5 timed alone, 5 back to back.
+  grep -Eq '^add +opencl +[a-z-]+ +44 ' "$work/sum.txt" || { cat "$work/sum.txt"; fail "4 x 11 calls of add"; }
   grep -q 'processes: 4' "$work/sum.txt" || { cat "$work/sum.txt"; fail "not 4 processes"; }
   # A filter that matches nothing still writes the header.
   PRISM_LOG_DISPATCH=1 PRISM_LOG_DISPATCH_FILTER=',no_such_op,' PRISM_LOG_DISPATCH_FILE=$work/empty.csv \

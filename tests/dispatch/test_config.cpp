@@ -105,7 +105,8 @@ TEST(DispatchEnv, UnknownNamesAreReportedWithASuggestion) {
                       {"PRISM_TUNING_DB", "/y.db"},
                       {"PRISM_RECORD_UNTUNED", "/s.yaml"},
                       {"PRISM_OPS_ALL_VENDORS", "1"},  // the op suite's, which now builds dispatch state
-                      {"PRISM_PYTHON", "/venv/bin/python"},  // scripts/test.sh exports it to every test
+                      {"PRISM_PYTHON", "/venv/bin/python"},    // scripts/test.sh exports it to every test
+                      {"PRISM_CL_OPTIONS", "-cl-nv-verbose"},  // the runtime's program builds read it
                       {"PRISM_LOG_LEVEL", "info"}});
   ASSERT_EQ(s.unknown.size(), 2u);
   EXPECT_NE(s.unknown[0].find("PRISM_LOG_DISPATH is not a variable prism reads; ignored (did you mean "
