@@ -15,10 +15,23 @@
 // LDSM=1 reads fragments with ldmatrix (one instruction per 4 words instead of 4 loads);
 // CPASYNC=1 (B k-contiguous only) fills STAGES local buffers with cp.async instead of going
 // through registers.
+// WGMMA=1 (Hopper, sm_90a; built with -prism-ptx-target=sm_90a, see mma_common.cl): each
+// warpgroup (4 warps) owns 64 rows x BN and issues `wgmma.mma_async m64nBNk16` (k8 for TF32)
+// with both operands read by the tensor cores straight from local memory through matrix
+// descriptors. A slice is stored row by row, BK * ES bytes a row (32, 64 or 128: the swizzle
+// width W), with the 16-byte chunks of each row permuted as wgmma's W-byte swizzle mode reads
+// them (byte offset bits 4.. XOR bits 7..), so its reads and the cp.async writes that fill it
+// are free of bank conflicts. WG_SWIZZLE=0 keeps the unswizzled "core matrix" layout instead
+// (8 rows x 16 bytes contiguous, K-neighbours 128 bytes apart); it measured 1.3-2x slower. Needs CPASYNC,
+// WARPS_N 1 and WARPS_M = BM / 16 (BM 64 or 128); the accumulators of a warp are then the
+// mma.sync C fragments of its 16 rows, so the epilogue below serves both. WG_WAIT=1 leaves a
+// slice's wgmma running under the next slice's barrier and copy issue (needs STAGES >= 3; the
+// copies then run STAGES - 2 slices ahead instead of STAGES - 1).
 // Build defines: PRISM_DTYPE, BM, BN, BK (elements), WARPS_M, WARPS_N, B_NCONTIG (0/1),
-// HAS_BIAS, LDSM, CPASYNC, STAGES, SPLITK (> 1: f32 partial sums to a workspace, then
+// HAS_BIAS, LDSM, CPASYNC, STAGES, WGMMA, WG_WAIT, SPLITK (> 1: f32 partial sums to a workspace, then
 // gemm_mma_reduce, built with -DREDUCE). A must be k-contiguous; row strides and offsets multiples of
-// 16 bytes; STAGES * (BM + BN) * (BK * size + 16) bytes of local memory.
+// 16 bytes; STAGES * (BM + BN) * (BK * size + 16) bytes of local memory (WGMMA: no padding,
+// STAGES * (BM + BN) * BK * size).
 
 #include "gemm_common.cl"  // storage type GT, epilogue (resolved by build_kernel)
 
@@ -35,6 +48,12 @@
 #endif
 #ifndef SPLITK
 #define SPLITK 1
+#endif
+#ifndef WGMMA
+#define WGMMA 0
+#endif
+#ifndef WG_WAIT
+#define WG_WAIT 0
 #endif
 
 #if PRISM_DTYPE == 0
@@ -56,6 +75,102 @@ typedef ushort ST;
 #define B_VECS (BN * BK / VE)
 #define A_PER ((A_VECS + NT - 1) / NT)
 #define B_PER ((B_VECS + NT - 1) / NT)
+
+#if WGMMA
+#if !CPASYNC || WARPS_N != 1 || BM != 16 * WARPS_M || BM % 64 != 0
+#error "WGMMA needs CPASYNC, WARPS_N 1 and WARPS_M = BM / 16 with BM a multiple of 64"
+#endif
+#if WG_WAIT && STAGES < 3
+#error "WG_WAIT 1 needs STAGES >= 3"
+#endif
+#ifndef WG_SWIZZLE
+#define WG_SWIZZLE 1
+#endif
+#define KC (BK * ES / 16)  // 16-byte chunks in a k-row of a slice
+#define WG_STEPS (BK * ES / 32)  // wgmma k-steps a slice: 32 bytes of k each (k16 16-bit, k8 tf32)
+#if WG_SWIZZLE
+#if KC != 2 && KC != 4 && KC != 8
+#error "WGMMA's swizzled layout needs BK * ES of 32, 64 or 128 bytes"
+#endif
+// A local address in a row-major slice, swizzled: its chunk bits (4..) XOR its bits 7.. (the
+// 128-byte line within the 8-row repeat of W * 8 bytes), as the hardware does to the addresses
+// it forms.
+#define WG_SWZ(off) ((off) ^ ((((off) >> 7) & (KC - 1)) << 4))
+// Matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address, leading offset
+// (unused by swizzled K-major layouts: 1), stride offset (8-row groups, 8 * W bytes), all in
+// 16-byte units; base offset 0 (slices aligned to their repeat); layout type W = 128: 1, 64: 2,
+// 32: 3. A k-step moves the start address 32 bytes along the row; the hardware swizzles the
+// address it forms.
+inline ulong wg_desc(uint addr) {
+  return (ulong)((addr & 0x3FFFFu) >> 4) | ((ulong)1 << 16) | ((ulong)((KC * 128) >> 4) << 32) |
+         ((ulong)(KC == 8 ? 1 : KC == 4 ? 2 : 3) << 62);
+}
+#define WG_STEP_BYTES 32
+#else
+// Element (row r, k element kk) of a slice sits at byte (r / 8) * KC * 128 + (kk * ES / 16) * 128
+// + (r % 8) * 16: copy v's 16 bytes land at byte 16 v (row v % 8 of core matrix v / 8).
+// Descriptor: leading byte offset (K-neighbouring core matrices, 128 B), stride byte offset
+// (8-row groups), in 16-byte units; no swizzle.
+inline ulong wg_desc(uint addr) {
+  return (ulong)((addr & 0x3FFFFu) >> 4) | ((ulong)(128 >> 4) << 16) | ((ulong)((KC * 128) >> 4) << 32);
+}
+#define WG_STEP_BYTES 256
+#endif
+#define WG_STR_(x) #x
+#define WG_STR(x) WG_STR_(x)
+#if PRISM_DTYPE == 0
+#define WG_INSN "wgmma.mma_async.sync.aligned.m64n" WG_STR(BN) "k8.f32.tf32.tf32 "
+#define WG_IMM ", 1, 1;"
+#elif PRISM_DTYPE == 1
+#define WG_INSN "wgmma.mma_async.sync.aligned.m64n" WG_STR(BN) "k16.f32.f16.f16 "
+#define WG_IMM ", 1, 1, 0, 0;"
+#else
+#define WG_INSN "wgmma.mma_async.sync.aligned.m64n" WG_STR(BN) "k16.f32.bf16.bf16 "
+#define WG_IMM ", 1, 1, 0, 0;"
+#endif
+// The accumulator operands: register 4j + e of the m64nBN fragment is acc[0][j][e] (row g + 8 *
+// (e / 2), column 8j + 2t + e % 2 of the warp's 16 rows, as an mma.sync C fragment); WG_ACC8
+// lists the four of column group j, WG_ACC64 those of eight groups from j.
+#define WG_ACC8(acc, j) "+f"(acc[0][j][0]), "+f"(acc[0][j][1]), "+f"(acc[0][j][2]), "+f"(acc[0][j][3])
+#define WG_ACC64(acc, j)                                                                      \
+  WG_ACC8(acc, j), WG_ACC8(acc, j + 1), WG_ACC8(acc, j + 2), WG_ACC8(acc, j + 3), WG_ACC8(acc, j + 4), \
+      WG_ACC8(acc, j + 5), WG_ACC8(acc, j + 6), WG_ACC8(acc, j + 7)
+#if BN == 64
+#define WG_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define WG_DESC_A "%32"
+#define WG_DESC_B "%33"
+#define WG_SCALE_D "%34"
+#define WG_D_OPS(acc) WG_ACC64(acc, 0)
+#elif BN == 128
+#define WG_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define WG_DESC_A "%64"
+#define WG_DESC_B "%65"
+#define WG_SCALE_D "%66"
+#define WG_D_OPS(acc) WG_ACC64(acc, 0), WG_ACC64(acc, 8)
+#elif BN == 256
+#define WG_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+#define WG_DESC_A "%128"
+#define WG_DESC_B "%129"
+#define WG_SCALE_D "%130"
+#define WG_D_OPS(acc) WG_ACC64(acc, 0), WG_ACC64(acc, 8), WG_ACC64(acc, 16), WG_ACC64(acc, 24)
+#else
+#error "WGMMA takes BN 64, 128 or 256"
+#endif
+// One slice: the warpgroup's WG_STEPS wgmma on local buffers a (its 64 rows) and b, then waits
+// until at most WG_WAIT groups (slices) are pending (a buffer is refilled only after every
+// warpgroup's wait for it, which the barrier at the top of the main loop orders).
+#define WG_SLICE(acc, a_addr, b_addr)                                                                \
+  asm volatile(PTX_TARGET_LINE("wgmma.fence.sync.aligned;") ::: "memory");                          \
+  _Pragma("unroll") for (int ks = 0; ks < WG_STEPS; ++ks) {                                         \
+    const ulong da = wg_desc((a_addr) + ks * WG_STEP_BYTES), db = wg_desc((b_addr) + ks * WG_STEP_BYTES); \
+    asm volatile("{\n" PTX_TARGET_LINE(".reg .pred p;") PTX_TARGET_LINE("setp.ne.b32 p, " WG_SCALE_D ", 0;") \
+                 PTX_TARGET_LINE(WG_INSN WG_D ", " WG_DESC_A ", " WG_DESC_B ", p" WG_IMM) "}\n"        \
+                 : WG_D_OPS(acc)                                                                    \
+                 : "l"(da), "l"(db), "r"(1));                                                        \
+  }                                                                                                 \
+  asm volatile(PTX_TARGET_LINE("wgmma.commit_group.sync.aligned;") ::: "memory");                   \
+  asm volatile(PTX_TARGET_LINE("wgmma.wait_group.sync.aligned " WG_STR(WG_WAIT) ";") ::: "memory")
+#endif
 
 // 16 bytes of a row-contiguous operand starting at element `pos`; elements at or past `lim`
 // read as 0.
@@ -105,8 +220,28 @@ void gemm_mma(int M, int N, int K, float alpha, float beta,
               __global const GT* B_, long b_off, int sbk, int sbn, long sbb,
               __global GT* C, long c_off, int scm, long scb,
               __global const GT* X, long x_off, int sxm, int sxn) {
+#if WGMMA
+  __local uint As[STAGES][BM * BKW] __attribute__((aligned(1024)));
+  __local uint Bs[STAGES][BN * BKW] __attribute__((aligned(1024)));
+#if WG_SWIZZLE
+  // Copy v: row v / KC, chunk v % KC (a warp reads whole rows of global memory).
+#define MMA_SLOT(v, mm, kk) const int mm = (v) / KC, kk = ((v) % KC) * VE
+#define MMA_A_DST(buf, v, mm, kk) WG_SWZ(MMA_SMEM(&As[buf][0]) + (v) * 16)
+#define MMA_B_DST(buf, v, nn, kk) WG_SWZ(MMA_SMEM(&Bs[buf][0]) + (v) * 16)
+#else
+  // Copy v: row v % 8 of core matrix v / 8 (a warp fills whole core matrices and reads 8 rows x
+  // 16 * KC contiguous bytes of global memory).
+#define MMA_SLOT(v, mm, kk) const int mm = ((v) / 8 / KC) * 8 + (v) % 8, kk = ((v) / 8 % KC) * VE
+#define MMA_A_DST(buf, v, mm, kk) (MMA_SMEM(&As[buf][0]) + (v) * 16)
+#define MMA_B_DST(buf, v, nn, kk) (MMA_SMEM(&Bs[buf][0]) + (v) * 16)
+#endif
+#else
+#define MMA_SLOT(v, mm, kk) const int mm = (v) / (BK / VE), kk = ((v) % (BK / VE)) * VE
   __local uint As[STAGES][BM][SW] __attribute__((aligned(16)));
   __local uint Bs[STAGES][BN][SW] __attribute__((aligned(16)));
+#define MMA_A_DST(buf, v, mm, kk) MMA_SMEM(&As[buf][mm][(kk) * ES / 4])
+#define MMA_B_DST(buf, v, nn, kk) MMA_SMEM(&Bs[buf][nn][(kk) * ES / 4])
+#endif
   const int tid = get_local_id(0);
   const int lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;
@@ -237,35 +372,52 @@ void gemm_mma(int M, int N, int K, float alpha, float beta,
   _Pragma("unroll") for (int r = 0; r < A_PER; ++r) {                                          \
     const int v = tid + r * NT;                                                                \
     if (A_VECS % NT == 0 || v < A_VECS) {                                                      \
-      const int mm = v / (BK / VE), kk = (v % (BK / VE)) * VE;                                 \
+      MMA_SLOT(v, mm, kk);                                                                     \
       const int m = m0 + mm, k = (k0) + kk;                                                    \
       const int bytes = m < M ? clamp((kend - k) * ES, 0, 16) : 0;                                \
-      mma_cp16(MMA_SMEM(&As[buf][mm][kk * ES / 4]), bytes ? A + (long)m * sam + k : A, bytes); \
+      mma_cp16(MMA_A_DST(buf, v, mm, kk), bytes ? A + (long)m * sam + k : A, bytes);           \
     }                                                                                          \
   }                                                                                            \
   _Pragma("unroll") for (int r = 0; r < B_PER; ++r) {                                          \
     const int v = tid + r * NT;                                                                \
     if (B_VECS % NT == 0 || v < B_VECS) {                                                      \
-      const int nn = v / (BK / VE), kk = (v % (BK / VE)) * VE;                                 \
+      MMA_SLOT(v, nn, kk);                                                                     \
       const int n = n0 + nn, k = (k0) + kk;                                                    \
       const int bytes = n < N ? clamp((kend - k) * ES, 0, 16) : 0;                                \
-      mma_cp16(MMA_SMEM(&Bs[buf][nn][kk * ES / 4]), bytes ? B + (long)n * sbn + k : B, bytes); \
+      mma_cp16(MMA_B_DST(buf, v, nn, kk), bytes ? B + (long)n * sbn + k : B, bytes);           \
     }                                                                                          \
   }
+  // PREFETCH slices are in flight ahead of the one multiplied. With WGMMA and WG_WAIT = 1 the
+  // previous slice's wgmma may still read its buffer while this slice's are issued, so the
+  // copies go one buffer further back.
+#define PREFETCH (STAGES - 1 - WG_WAIT)
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
+  for (int s = 0; s < PREFETCH; ++s) {
     if (kbeg + s * BK < kend) { MMA_ISSUE(kbeg + s * BK, s); }
     MMA_CP_COMMIT();
   }
   for (int kt = 0; kbeg + kt * BK < kend; ++kt) {
-    MMA_CP_WAIT(STAGES - 2);
+    MMA_CP_WAIT(PREFETCH - 1);
+#if WGMMA
+    // This thread's landed copies (generic proxy) become visible to wgmma's reads (async proxy).
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+    // Every thread's copies of slice kt have landed, and (WG_WAIT) every warpgroup's wgmma of
+    // slice kt - 1 - WG_WAIT is done, so its buffer can be refilled.
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int nk = kbeg + (kt + STAGES - 1) * BK;
-    if (nk < kend) { MMA_ISSUE(nk, (kt + STAGES - 1) % STAGES); }
+    const int nk = kbeg + (kt + PREFETCH) * BK;
+    if (nk < kend) { MMA_ISSUE(nk, (kt + PREFETCH) % STAGES); }
     MMA_CP_COMMIT();
     const int cur = kt % STAGES;
+#if WGMMA
+    WG_SLICE(acc, MMA_SMEM(&As[cur][0]) + (warp / 4) * 64 * KC * 16, MMA_SMEM(&Bs[cur][0]));
+#else
     MMA_COMPUTE(cur);
+#endif
   }
+#if WGMMA && WG_WAIT
+  asm volatile(PTX_TARGET_LINE("wgmma.wait_group.sync.aligned 0;") ::: "memory");
+#endif
 #else
   MMA_FETCH(kbeg);
   MMA_STORE(0);

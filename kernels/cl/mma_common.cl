@@ -21,5 +21,11 @@ inline void mma_tile(float* c, uint a0, uint a1, uint a2, uint a3, uint b0, uint
 #endif
 }
 
+// An inline-asm line that only a -prism-ptx-target build runs (program::build makes lines with
+// this prefix, PRISM_PTX_TARGET_MARKER in prism/runtime/program.hpp, live in the retargeted
+// PTX; in the driver's own build they are comments). For instructions of an arch-specific target
+// such as sm_90a's wgmma.
+#define PTX_TARGET_LINE(s) "// @@prism-ptx-target@@ " s "\n"
+
 // The shared-window address of a local pointer (what PTX's .shared state space takes).
 #define MMA_SMEM(p) ((uint)(size_t)(p))

@@ -258,7 +258,17 @@ config_schema gemm_schema() {
       {"wpn", 2, {1, 2, 4}, "mma: warps along N"},
       {"ldsm", 0, {0, 1}, "mma: 1 = fragments through ldmatrix"},
       {"cpa", 0, {0, 1}, "mma: 1 = local tiles filled by cp.async (B k-contiguous only)"},
-      {"st", 2, {2, 3, 4}, "mma: local-memory stages with cp.async"},
+      {"st", 2, {2, 3, 4, 5, 6}, "mma: local-memory stages with cp.async"},
+      {"wgmma",
+       0,
+       {0, 1},
+       "mma: 1 = Hopper wgmma (sm_90a): a warpgroup of 4 warps per 64 rows, operands read from local "
+       "memory by the tensor cores (tm 64 or 128, tn 64, 128 or 256, cpa=1; wpm and wpn unused)"},
+      {"wgw",
+       0,
+       {0, 1},
+       "mma with wgmma=1: 1 = a slice's wgmma still runs while the next slice's copies are issued (st >= 3; "
+       "copies run st-2 slices ahead)"},
       {"tf32",
        0,
        {0, 1},
@@ -282,15 +292,28 @@ config_schema gemm_schema() {
     if (tn % wn != 0) return fmt::format("tn={} must be a multiple of wn={}", tn, wn);
     if (c.at("gv") == 4 && (wm % 4 != 0 || wn % 4 != 0))
       return fmt::format("gv=4 needs wm and wn multiples of 4, got wm={} wn={}", wm, wn);
+    if (c.at("variant") == 5 && c.at("wgmma") == 1) {
+      if ((tm != 64 && tm != 128) || (tn != 64 && tn != 128 && tn != 256) || c.at("cpa") != 1)
+        return fmt::format(
+            "wgmma=1 takes tm 64 or 128 (a warpgroup per 64 rows), tn 64, 128 or 256 and cpa=1; got tm={} "
+            "tn={} "
+            "cpa={}",
+            tm, tn, c.at("cpa"));
+      if (c.at("wgw") == 1 && c.at("st") < 3)
+        return fmt::format("wgw=1 needs st >= 3 (a buffer for the running wgmma), got st={}", c.at("st"));
+      return std::nullopt;
+    }
+    if (c.at("variant") == 5 && (tm % (16 * c.at("wpm")) != 0 || tn % (8 * c.at("wpn")) != 0))
+      return fmt::format("mma needs tm % (16*wpm) == 0 and tn % (8*wpn) == 0, got tm={} wpm={} tn={} wpn={}",
+                         tm, c.at("wpm"), tn, c.at("wpn"));
+    if (c.at("variant") == 5)
+      return std::nullopt;  // wm, wn and the work-group rule below are the gpu kernel's
     if ((tm / wm) * (tn / wn) > 1024)
       return fmt::format("gpu work-group (tn/wn)*(tm/wm) = {} exceeds 1024", (tm / wm) * (tn / wn));
     if (c.at("lx") * c.at("ly") > 4096)
       return fmt::format("cpu work-group lx*ly = {} exceeds 4096", c.at("lx") * c.at("ly"));
     if (c.at("variant") == 3 && (wm % 4 != 0 || wn % 4 != 0))
       return fmt::format("nv needs wm and wn multiples of 4, got wm={} wn={}", wm, wn);
-    if (c.at("variant") == 5 && (tm % (16 * c.at("wpm")) != 0 || tn % (8 * c.at("wpn")) != 0))
-      return fmt::format("mma needs tm % (16*wpm) == 0 and tn % (8*wpn) == 0, got tm={} wpm={} tn={} wpn={}",
-                         tm, c.at("wpm"), tn, c.at("wpn"));
     return std::nullopt;
   };
   return s;
@@ -546,13 +569,32 @@ event enqueue_nv_skinny(queue& q, const gemm_problem& p, std::int64_t mb, std::i
 }
 
 struct mma_tile_cfg {
-  std::int64_t bm, bn, bk, wpm, wpn, ldsm, cpa, st, sk = 1;
+  std::int64_t bm, bn, bk, wpm, wpn, ldsm, cpa, st, sk = 1, wgmma = 0, wgw = 0;
+  mma_tile_cfg(std::int64_t bm_, std::int64_t bn_, std::int64_t bk_, std::int64_t wpm_, std::int64_t wpn_,
+               std::int64_t ldsm_, std::int64_t cpa_, std::int64_t st_, std::int64_t sk_ = 1,
+               std::int64_t wgmma_ = 0, std::int64_t wgw_ = 0)
+      : bm(bm_),
+        bn(bn_),
+        bk(bk_),
+        wpm(wpm_),
+        wpn(wpn_),
+        ldsm(ldsm_),
+        cpa(cpa_),
+        st(st_),
+        sk(sk_),
+        wgmma(wgmma_),
+        wgw(wgmma_ ? wgw_ : 0) {
+    if (wgmma) wpm = bm / 16, wpn = 1;  // a warpgroup (4 warps of 16 rows) per 64 rows
+  }
+  explicit mma_tile_cfg(const kernel_config& c)
+      : mma_tile_cfg(c.at("tm"), c.at("tn"), c.at("tk"), c.at("wpm"), c.at("wpn"), c.at("ldsm"), c.at("cpa"),
+                     c.at("st"), c.at("sk"), c.at("wgmma"), c.at("wgw")) {}
 };
 
 std::uint64_t mma_local_bytes(const mma_tile_cfg& t, dtype dt) {
   const std::int64_t stages = t.cpa ? t.st : 2;
-  return static_cast<std::uint64_t>(stages * (t.bm + t.bn) *
-                                    (t.bk * static_cast<std::int64_t>(elem_size(dt)) + 16));
+  const std::int64_t row = t.bk * static_cast<std::int64_t>(elem_size(dt)) + (t.wgmma ? 0 : 16);
+  return static_cast<std::uint64_t>(stages * (t.bm + t.bn) * row);
 }
 
 event enqueue_mma(queue& q, const gemm_problem& p, const mma_tile_cfg& t, source_override src) {
@@ -563,9 +605,10 @@ event enqueue_mma(queue& q, const gemm_problem& p, const mma_tile_cfg& t, source
   const std::string opts = fmt::format(
       "{} -DBM={} -DBN={} -DBK={} -DWARPS_M={} -DWARPS_N={} -DB_NCONTIG={} -DHAS_BIAS={} -DLDSM={} "
       "-DCPASYNC={} "
-      "-DSTAGES={} -DSPLITK={} -DREDUCE",
+      "-DSTAGES={} -DSPLITK={} -DREDUCE{}",
       dtype_define(p.c.type()), t.bm, t.bn, t.bk, t.wpm, t.wpn, b_ncontig ? 1 : 0, p.bias.defined() ? 1 : 0,
-      t.ldsm, t.cpa, t.cpa ? t.st : 2, t.sk);
+      t.ldsm, t.cpa, t.cpa ? t.st : 2, t.sk,
+      t.wgmma ? fmt::format(" -DWGMMA=1 -DWG_WAIT={} -prism-ptx-target=sm_90a", t.wgw) : std::string());
   kernel k = build_kernel(q.get_context(), "gemm_mma.cl", src, opts + act_define(p), "gemm_mma");
   const std::int64_t threads = 32 * t.wpm * t.wpn;
   nd_range r(range<3>(ceil_div(p.n, t.bn) * threads, ceil_div(p.m, t.bm), p.batch * t.sk),
@@ -584,6 +627,10 @@ std::optional<std::string> mma_unusable(const device& dev, const op_call& call, 
   if (!forms.has(mma_form(dt))) return forms.why(mma_form(dt));
   if (t.ldsm && !forms.has("ldmatrix")) return forms.why("ldmatrix");
   if (t.cpa && !forms.has("cp.async")) return forms.why("cp.async");
+  if (t.wgmma && !forms.has("wgmma")) return forms.why("wgmma");
+  if (t.wgmma && (t.bk * static_cast<std::int64_t>(elem_size(dt))) % 32 != 0)
+    return fmt::format("wgmma=1 needs tk * element size a multiple of 32 bytes (a k-step); tk={} with {}",
+                       t.bk, dtype_name(dt));
   if (dt == dtype::f32 && !tf32_allowed(call, c))
     return std::string(
         "f32 inputs use TF32 tensor cores only on request (attribute allow_tf32, config tf32=1 or "
@@ -619,14 +666,22 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
   auto groups = [&](std::int64_t bm, std::int64_t bn) {
     return ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch;
   };
-  // Tensor cores: 16-bit always, f32 only when TF32 is allowed. 128x128 tiles (ldmatrix, two
-  // cp.async stages) when they fill the device, else 64x128 with three stages and split-K; B
-  // n-contiguous (no cp.async) keeps two register-staged buffers.
+  // Tensor cores: 16-bit always, f32 only when TF32 is allowed. With Hopper's wgmma (and
+  // cp.async): 128x128 tiles, three stages of 64-byte-deep slices (k 32 in 16 bits, 16 in TF32) when they
+  // fill the device, else 64x64 tiles with 128-byte slices (RESULTS.md, "wgmma"). Otherwise mma.sync: 128x128
+  // tiles (ldmatrix, two cp.async stages) when they fill the device, else 64x128 with three stages and
+  // split-K; B n-contiguous (no cp.async) keeps two register-staged buffers.
   if (p.m > 16) {
     const bool f32 = p.c.type() == dtype::f32;
     const std::int64_t bk = f32 ? 16 : 32;
     bool b_ncontig = false;
     const bool cpa = mma_layout(p, true, b_ncontig);
+    if (cpa && probe_ptx(dev).has("wgmma")) {
+      const bool fill = groups(128, 128) * 10 >= cus * 9;
+      const mma_tile_cfg w = fill ? mma_tile_cfg(128, 128, bk, 0, 0, 0, 1, 3, 1, 1)
+                                  : mma_tile_cfg(64, 64, f32 ? 32 : 64, 0, 0, 0, 1, 3, 1, 1);
+      if (!mma_unusable(dev, call, p, c, w)) return enqueue_mma(q, p, w, {});
+    }
     mma_tile_cfg t{128, 128, bk, 2, 2, 1, cpa ? 1 : 0, 2};
     if (groups(128, 128) * 10 < cus * 9) {
       t.bm = 64, t.st = cpa ? 3 : 2;
@@ -1002,8 +1057,8 @@ std::vector<op_implementation> gemm_implementations(lowering lower) {
          if (!forms.has(mma_form(dt))) return forms.why(mma_form(dt));
          if (c.at("ldsm") == 1 && !forms.has("ldmatrix")) return forms.why("ldmatrix");
          if (c.at("cpa") == 1 && !forms.has("cp.async")) return forms.why("cp.async");
-         const mma_tile_cfg t{c.at("tm"),   c.at("tn"),  c.at("tk"), c.at("wpm"), c.at("wpn"),
-                              c.at("ldsm"), c.at("cpa"), c.at("st"), c.at("sk")};
+         if (c.at("wgmma") == 1 && !forms.has("wgmma")) return forms.why("wgmma");
+         const mma_tile_cfg t(c);
          if (static_cast<std::size_t>(32 * t.wpm * t.wpn) > dev.max_work_group_size())
            return fmt::format("work-group 32*wpm*wpn = {} > device maximum {}", 32 * t.wpm * t.wpn,
                               dev.max_work_group_size());
@@ -1015,8 +1070,7 @@ std::vector<op_implementation> gemm_implementations(lowering lower) {
        },
        [lower](queue& q, const op_call& call, const kernel_config& c, source_override src) {
          const gemm_problem p = for_kernels(q, lower(call));
-         const mma_tile_cfg t{c.at("tm"),   c.at("tn"),  c.at("tk"), c.at("wpm"), c.at("wpn"),
-                              c.at("ldsm"), c.at("cpa"), c.at("st"), c.at("sk")};
+         const mma_tile_cfg t(c);
          if (auto why = mma_unusable(q.get_device(), call, p, c, t)) {
            log::get("kernels")->debug("GEMM {}: mma config not usable here ({}); auto choice", call.op, *why);
            return enqueue_nv_auto(q, call, p, c, {});

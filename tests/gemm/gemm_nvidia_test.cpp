@@ -207,4 +207,55 @@ TEST(NvGemm, Tf32OnlyOnRequest) {
   }
 }
 
+// Hopper's wgmma (mma config wgmma=1, built as sm_90a PTX): every layout, partial tiles in M, N
+// and K, each swizzle width (slices 32, 64 and 128 bytes deep), split-K, a wgmma left running
+// under the next slice's copies (wgw=1), the linear epilogue with a bias; TF32 (k8 steps) on
+// request; and the default route (variant 3, auto) on a large and a small-M shape. Devices whose driver
+// rejects the form refuse it with the probe's reason.
+TEST(NvGemm, WgmmaMatchesReference) {
+  if (!on_nvidia()) GTEST_SKIP() << "inline PTX runs only on NVIDIA's OpenCL";
+  const std::vector<std::string> half_configs = {
+      "variant=5,tm=128,tn=128,tk=32,cpa=1,st=3,wgmma=1,wgw=1",
+      "variant=5,tm=128,tn=256,tk=16,cpa=1,st=4,wgmma=1,wgw=1",
+      "variant=5,tm=64,tn=64,tk=32,cpa=1,st=2,sk=3,wgmma=1",
+      "variant=5,tm=64,tn=128,tk=64,cpa=1,st=2,wgmma=1",  // 128-byte swizzle
+  };
+  const std::vector<std::string> tf32_configs = {
+      "variant=5,tm=128,tn=128,tk=16,cpa=1,st=3,wgmma=1,wgw=1",
+      "variant=5,tm=64,tn=64,tk=8,cpa=1,st=2,sk=3,wgmma=1",
+      "variant=5,tm=64,tn=64,tk=32,cpa=1,st=3,wgmma=1",
+  };
+  {
+    op_call probe = mm_call(64, 64, 64, dtype::bf16, false, true, 3);
+    const auto why = refusals(probe, half_configs[0]);
+    if (any_contains(why, "wgmma")) GTEST_SKIP() << "the driver rejects wgmma: " << why.front();
+  }
+  for (dtype t : {dtype::bf16, dtype::f16})
+    for (const auto& cfg : half_configs)
+      for (int layout = 0; layout < 4; ++layout) {
+        op_call call = mm_call(300, 136, 200, t, layout & 1, layout & 2, 21);
+        if (layout == 2)
+          EXPECT_TRUE(refusals(call, cfg).empty()) << cfg << ": the wgmma kernel must serve it";
+        const comparison r = run_and_compare(call, cfg);
+        EXPECT_TRUE(r.ok) << dtype_name(t) << " " << cfg << " layout=" << layout << ": " << r.message;
+      }
+  for (dtype t : {dtype::bf16, dtype::f32})
+    for (const auto& cfg : t == dtype::f32 ? tf32_configs : half_configs) {
+      op_call lin{
+          "linear",
+          {rand_tensor({2, 70, 264}, t, 23), rand_tensor({200, 264}, t, 24), rand_tensor({200}, t, 25)},
+          {},
+          {}};
+      if (t == dtype::f32) lin.set("allow_tf32", true);  // TF32's bound, and leave to use it
+      EXPECT_TRUE(refusals(lin, cfg).empty()) << cfg << ": the wgmma kernel must serve " << dtype_name(t);
+      const comparison rl = run_and_compare(lin, cfg);
+      EXPECT_TRUE(rl.ok) << dtype_name(t) << " " << cfg << " linear: " << rl.message;
+    }
+  for (std::int64_t m : {1100, 40}) {
+    op_call call = mm_call(m, 2000, 200, dtype::bf16, false, true, 31);  // 144 and 16 128x128 tiles
+    const comparison r = run_and_compare(call, "variant=3,auto=1");
+    EXPECT_TRUE(r.ok) << "auto m=" << m << ": " << r.message;
+  }
+}
+
 }  // namespace
