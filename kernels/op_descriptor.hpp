@@ -398,6 +398,8 @@ struct tune_space {
 };
 /// The schema's defaults alone: the space of an op no tune_configs.yaml names.
 tune_space schema_tune_space(const op_descriptor& d);
+/// The same, made once per descriptor and kept for the process (thread-safe).
+const tune_space& schema_tune_space_of(const op_descriptor& d);
 /// Parses one tune_configs.yaml text for every op it names (validated against the registry).
 std::map<std::string, tune_space> parse_tune_configs(std::string_view yaml_text, std::string_view vendor,
                                                      std::string_view file_name = "<text>");

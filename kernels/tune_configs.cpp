@@ -7,6 +7,8 @@
 #include <cctype>
 #include <charconv>
 #include <climits>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include "kernels/op_descriptor.hpp"
@@ -305,6 +307,15 @@ tune_space schema_tune_space(const op_descriptor& d) {
   s.defaults = d.config.defaults();
   s.configs = {s.defaults};
   return s;
+}
+
+const tune_space& schema_tune_space_of(const op_descriptor& d) {
+  static std::mutex mu;
+  static auto* spaces = new std::map<const op_descriptor*, tune_space>();  // never destroyed
+  std::lock_guard lock(mu);
+  auto it = spaces->find(&d);
+  if (it == spaces->end()) it = spaces->emplace(&d, schema_tune_space(d)).first;
+  return it->second;
 }
 
 }  // namespace prism

@@ -50,7 +50,7 @@ struct vendor_context {
   const vendor_profile* profile = nullptr;
   /// The op's opencl default and search space: the profile's own, else the generic profile's,
   /// else the schema default.
-  tune_space tune_space_of(const op_descriptor& d) const;
+  const tune_space& tune_space_of(const op_descriptor& d) const;
   /// The profile's replacement text for a kernels/cl file, or null.
   const kernel_override* kernel(const std::string& kernel_file) const;
   std::string name() const { return profile ? profile->name : std::string(); }

@@ -40,9 +40,9 @@ bool candidate_options::lists(std::string_view backend) const {
   return std::find(backends.begin(), backends.end(), backend) != backends.end();
 }
 
-tune_space vendor_context::tune_space_of(const op_descriptor& d) const {
+const tune_space& vendor_context::tune_space_of(const op_descriptor& d) const {
   if (set) return set->tune_space_of(d, profile);
-  return schema_tune_space(d);
+  return schema_tune_space_of(d);
 }
 
 const kernel_override* vendor_context::kernel(const std::string& kernel_file) const {

@@ -172,12 +172,12 @@ const vendor_profile* vendor_set::find(const std::string& name) const {
   return nullptr;
 }
 
-tune_space vendor_set::tune_space_of(const op_descriptor& d, const vendor_profile* p) const {
+const tune_space& vendor_set::tune_space_of(const op_descriptor& d, const vendor_profile* p) const {
   for (const vendor_profile* v : {p, find("generic")}) {
     if (!v) continue;
     if (auto it = v->tune_spaces.find(d.name); it != v->tune_spaces.end()) return it->second;
   }
-  return schema_tune_space(d);
+  return schema_tune_space_of(d);
 }
 
 namespace {

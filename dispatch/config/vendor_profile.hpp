@@ -58,8 +58,10 @@ class vendor_set {
   const std::vector<vendor_profile>& profiles() const noexcept { return profiles_; }
   const vendor_profile* find(const std::string& name) const;
   /// The op's opencl default and search space under `p`: p's tune_configs.yaml entry, else the
-  /// "generic" profile's, else the schema default alone.
-  tune_space tune_space_of(const op_descriptor& d, const vendor_profile* p) const;
+  /// "generic" profile's, else the schema default alone. A reference into the set (or the
+  /// process-wide schema spaces): dispatch reads a forced call's default config through it on
+  /// every call, and a GEMM space holds hundreds of configs.
+  const tune_space& tune_space_of(const op_descriptor& d, const vendor_profile* p) const;
 
  private:
   std::vector<vendor_profile> profiles_;
