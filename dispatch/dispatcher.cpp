@@ -741,14 +741,19 @@ dispatch_result route_and_run(queue& q, int op, op_call& call, const dispatch_op
   if (call.outputs.empty()) allocate_outputs(q, *o.desc, call);
   check_call(*o.desc, call);
   auto& dev = get_device_state(s, q.get_device());
-  if (options.forced) {
-    // A forced route is the tuner's or `prism run --backend`'s: decided afresh, never memoized.
-    auto d = decide(s, dev, op, call, options);
-    return run_decision(s, q, *d, call, true, dry_run);
-  }
   thread_local std::vector<std::int64_t> sig;
   signature_of(dev, op, call, sig);
   sig.push_back(options.skip_tuning_db ? 1 : 0);
+  if (options.forced) {
+    // A forced route (the tuner's candidates, `prism run --backend`) is memoized too, keyed by its
+    // backend and config text: deciding afresh parsed and validated the config on every call,
+    // which the tuner then timed with the kernel.
+    sig.push_back(-2);
+    for (char ch : options.forced->backend) sig.push_back(ch);
+    sig.push_back(options.forced->config ? -3 : -4);
+    if (options.forced->config)
+      for (char ch : *options.forced->config) sig.push_back(ch);
+  }
   std::shared_ptr<const decision> d;
   {
     std::shared_lock lock(s.memo_mutex);
@@ -762,7 +767,7 @@ dispatch_result route_and_run(queue& q, int op, op_call& call, const dispatch_op
     if (s.memo.size() >= max_memo_entries) s.memo.clear();
     s.memo.emplace(sig, d);
   }
-  return run_decision(s, q, *d, call, false, dry_run);
+  return run_decision(s, q, *d, call, options.forced != nullptr, dry_run);
 }
 }  // namespace
 

@@ -37,7 +37,7 @@ struct forced_route {
 
 /// Per-call choices of a dispatch.
 struct dispatch_options {
-  const forced_route* forced = nullptr;  ///< skip routing (never memoized)
+  const forced_route* forced = nullptr;  ///< skip routing (memoized by backend and config text)
   /// Route as if the tuning database had no rows: what pretune measures as the untuned
   /// default. Affects this call only; other threads keep their database answers.
   bool skip_tuning_db = false;

@@ -641,6 +641,28 @@ TEST(Dispatch, GemmFamilyOnEveryBackendMatchesTheReference) {
   pd::testing::host_backend_copies(false);
 }
 
+// Forced routes are memoized by backend and config text: the same call forced with another
+// config, or with none, runs that one, not the first one's decision.
+TEST(Dispatch, ForcedRoutesKeepTheirOwnConfig) {
+  auto& q = test_queue();
+  env_scope env(env_vars{});
+  pd::testing::reload_config();
+  const auto& desc = op_registry::instance().get("add");
+  sample_options so;
+  op_call call = desc.sample(q, shape_key::parse("n=1000"), so);
+  for (int round = 0; round < 2; ++round)
+    for (const std::optional<std::string> config :
+         {std::optional<std::string>("wg=64,vec=1,ept=1"), std::optional<std::string>("wg=128,vec=4,ept=1"),
+          std::optional<std::string>()}) {
+      pd::forced_route f{"opencl", config};
+      const auto r = pd::dispatch_call(q, call, &f);
+      EXPECT_EQ(r.backend, "opencl");
+      const kernel_config want = config ? desc.config.complete(kernel_config::parse(*config))
+                                        : pd::tune_space_for(desc, q.get_device()).defaults;
+      EXPECT_EQ(r.config, want.str()) << "forced " << config.value_or("(default)") << ", round " << round;
+    }
+}
+
 // The host backend's copy path (GPUs) writes back the output's byte range only, at the view's
 // offset: the output row lands in place and the rows around it keep their values.
 TEST(Dispatch, HostCopyPathLeavesTheRestOfTheStorageAlone) {
