@@ -263,7 +263,7 @@ config_schema gemm_schema() {
        0,
        {0, 1},
        "mma: 1 = Hopper wgmma (sm_90a): a warpgroup of 4 warps per 64 rows, operands read from local "
-       "memory by the tensor cores (tm 64 or 128, tn 64, 128 or 256, cpa=1; wpm and wpn unused)"},
+       "memory by the tensor cores (tm 64, 128 or 256, tn 64, 128 or 256, cpa=1; wpm and wpn unused)"},
       {"wgw",
        0,
        {0, 1},
@@ -293,11 +293,10 @@ config_schema gemm_schema() {
     if (c.at("gv") == 4 && (wm % 4 != 0 || wn % 4 != 0))
       return fmt::format("gv=4 needs wm and wn multiples of 4, got wm={} wn={}", wm, wn);
     if (c.at("variant") == 5 && c.at("wgmma") == 1) {
-      if ((tm != 64 && tm != 128) || (tn != 64 && tn != 128 && tn != 256) || c.at("cpa") != 1)
+      if ((tm != 64 && tm != 128 && tm != 256) || (tn != 64 && tn != 128 && tn != 256) || c.at("cpa") != 1)
         return fmt::format(
-            "wgmma=1 takes tm 64 or 128 (a warpgroup per 64 rows), tn 64, 128 or 256 and cpa=1; got tm={} "
-            "tn={} "
-            "cpa={}",
+            "wgmma=1 takes tm 64, 128 or 256 (a warpgroup per 64 rows), tn 64, 128 or 256 and cpa=1; got tm={} "
+            "tn={} cpa={}",
             tm, tn, c.at("cpa"));
       if (c.at("wgw") == 1 && c.at("st") < 3)
         return fmt::format("wgw=1 needs st >= 3 (a buffer for the running wgmma), got st={}", c.at("st"));

@@ -219,6 +219,7 @@ TEST(NvGemm, WgmmaMatchesReference) {
       "variant=5,tm=128,tn=256,tk=16,cpa=1,st=4,wgmma=1,wgw=1",
       "variant=5,tm=64,tn=64,tk=32,cpa=1,st=2,sk=3,wgmma=1",
       "variant=5,tm=64,tn=128,tk=64,cpa=1,st=2,wgmma=1",  // 128-byte swizzle
+      "variant=5,tm=256,tn=64,tk=32,cpa=1,st=2,wgmma=1",  // four warpgroups
   };
   const std::vector<std::string> tf32_configs = {
       "variant=5,tm=128,tn=128,tk=16,cpa=1,st=3,wgmma=1,wgw=1",
