@@ -21,9 +21,9 @@
 // descriptors. A slice is stored row by row, BK * ES bytes a row (32, 64 or 128: the swizzle
 // width W), with the 16-byte chunks of each row permuted as wgmma's W-byte swizzle mode reads
 // them (byte offset bits 4.. XOR bits 7..), so its reads and the cp.async writes that fill it
-// are free of bank conflicts. WG_SWIZZLE=0 keeps the unswizzled "core matrix" layout instead
-// (8 rows x 16 bytes contiguous, K-neighbours 128 bytes apart); it measured 1.3-2x slower. Needs CPASYNC,
-// WARPS_N 1 and WARPS_M = BM / 16 (BM 64 or 128); the accumulators of a warp are then the
+// are free of bank conflicts (the unswizzled "core matrix" layout measured 1.3-2x slower;
+// RESULTS.md, "Issue 13, session 15"). Needs CPASYNC, WARPS_N 1 and WARPS_M = BM / 16 (BM 64,
+// 128 or 256); the accumulators of a warp are then the
 // mma.sync C fragments of its 16 rows, so the epilogue below serves both. WG_WAIT=1 leaves a
 // slice's wgmma running under the next slice's barrier and copy issue (needs STAGES >= 3; the
 // copies then run STAGES - 2 slices ahead instead of STAGES - 1).
@@ -83,12 +83,8 @@ typedef ushort ST;
 #if WG_WAIT && STAGES < 3
 #error "WG_WAIT 1 needs STAGES >= 3"
 #endif
-#ifndef WG_SWIZZLE
-#define WG_SWIZZLE 1
-#endif
 #define KC (BK * ES / 16)  // 16-byte chunks in a k-row of a slice
 #define WG_STEPS (BK * ES / 32)  // wgmma k-steps a slice: 32 bytes of k each (k16 16-bit, k8 tf32)
-#if WG_SWIZZLE
 #if KC != 2 && KC != 4 && KC != 8
 #error "WGMMA's swizzled layout needs BK * ES of 32, 64 or 128 bytes"
 #endif
@@ -106,16 +102,6 @@ inline ulong wg_desc(uint addr) {
          ((ulong)(KC == 8 ? 1 : KC == 4 ? 2 : 3) << 62);
 }
 #define WG_STEP_BYTES 32
-#else
-// Element (row r, k element kk) of a slice sits at byte (r / 8) * KC * 128 + (kk * ES / 16) * 128
-// + (r % 8) * 16: copy v's 16 bytes land at byte 16 v (row v % 8 of core matrix v / 8).
-// Descriptor: leading byte offset (K-neighbouring core matrices, 128 B), stride byte offset
-// (8-row groups), in 16-byte units; no swizzle.
-inline ulong wg_desc(uint addr) {
-  return (ulong)((addr & 0x3FFFFu) >> 4) | ((ulong)(128 >> 4) << 16) | ((ulong)((KC * 128) >> 4) << 32);
-}
-#define WG_STEP_BYTES 256
-#endif
 #define WG_STR_(x) #x
 #define WG_STR(x) WG_STR_(x)
 #if PRISM_DTYPE == 0
@@ -223,18 +209,10 @@ void gemm_mma(int M, int N, int K, float alpha, float beta,
 #if WGMMA
   __local uint As[STAGES][BM * BKW] __attribute__((aligned(1024)));
   __local uint Bs[STAGES][BN * BKW] __attribute__((aligned(1024)));
-#if WG_SWIZZLE
   // Copy v: row v / KC, chunk v % KC (a warp reads whole rows of global memory).
 #define MMA_SLOT(v, mm, kk) const int mm = (v) / KC, kk = ((v) % KC) * VE
 #define MMA_A_DST(buf, v, mm, kk) WG_SWZ(MMA_SMEM(&As[buf][0]) + (v) * 16)
 #define MMA_B_DST(buf, v, nn, kk) WG_SWZ(MMA_SMEM(&Bs[buf][0]) + (v) * 16)
-#else
-  // Copy v: row v % 8 of core matrix v / 8 (a warp fills whole core matrices and reads 8 rows x
-  // 16 * KC contiguous bytes of global memory).
-#define MMA_SLOT(v, mm, kk) const int mm = ((v) / 8 / KC) * 8 + (v) % 8, kk = ((v) / 8 % KC) * VE
-#define MMA_A_DST(buf, v, mm, kk) (MMA_SMEM(&As[buf][0]) + (v) * 16)
-#define MMA_B_DST(buf, v, nn, kk) (MMA_SMEM(&Bs[buf][0]) + (v) * 16)
-#endif
 #else
 #define MMA_SLOT(v, mm, kk) const int mm = (v) / (BK / VE), kk = ((v) % (BK / VE)) * VE
   __local uint As[STAGES][BM][SW] __attribute__((aligned(16)));
