@@ -6,18 +6,23 @@
 // PRISM_DEVICE picks the device; PRISM_BENCH_VENDOR overrides the tune_configs profile;
 // PRISM_BENCH_QKEY replaces the GEMV's shape;
 // PRISM_BENCH_QCONFIG replaces the quantized config (e.g. variant=0,qrn=8,qwg=1); several
-// configs separated by ';' each get a benchmark, so variants compare in one run (qa=0;qa=1).
+// configs separated by ';' each get a benchmark, so variants compare in one run (qa=0;qa=1);
+// PRISM_BENCH_QACT gives the activations' dtype (f32, the default; f16 or bf16, as a 16-bit
+// model's decode runs them); PRISM_BENCH_PIPELINE=N times N calls back to back per wait, for the
+// GEMV and the read alike.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "benchmarks/bench_common.hpp"
 #include "kernels/op_descriptor.hpp"
+#include "prism/ops.hpp"
 
 namespace {
 
@@ -28,12 +33,16 @@ struct timed_call {
   const op_descriptor* d;
   op_call call;
   kernel_config cfg;
+  // Seconds per call: PRISM_BENCH_PIPELINE calls back to back and one wait (default 1: a wait
+  // after each call, so the host's round trip counts; a decode step's graph pipelines them).
   double seconds() {
     queue& q = bench_queue();
+    static const int calls =
+        std::max(1, std::atoi(bench::env("PRISM_BENCH_PIPELINE") ? bench::env("PRISM_BENCH_PIPELINE") : "1"));
     const auto t0 = std::chrono::steady_clock::now();
-    enqueue_opencl(q, *d, call, cfg);
+    for (int i = 0; i < calls; ++i) enqueue_opencl(q, *d, call, cfg);
     q.wait();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
   }
 };
 
@@ -53,6 +62,14 @@ timed_call make(const char* op, const char* key, dtype t, const std::string& con
   o.seed = 1;
   timed_call c{&d, d.sample(q, shape_key::parse(key), o),
                bench::tune_space_of(d, "PRISM_BENCH_VENDOR").defaults};
+  if (const char* act = bench::env("PRISM_BENCH_QACT"); act && is_quantized(t)) {
+    const dtype at = parse_dtype(act);
+    for (std::size_t i : {std::size_t{0}, std::size_t{2}})
+      if (i < c.call.inputs.size() && c.call.inputs[i].defined())
+        c.call.inputs[i] = ops::cast(q, c.call.inputs[i], at);
+    c.call.outputs.clear();
+    allocate_outputs(q, d, c.call);
+  }
   if (!config.empty()) c.cfg = d.config.complete(kernel_config::parse(config));
   c.seconds();  // build + warm up
   return c;
@@ -64,7 +81,14 @@ timed_call& read_reference() {
 }
 
 void bm_gemv(benchmark::State& state, const char* key, dtype t, const std::string& config) {
-  timed_call g = make("linear", key, t, config);
+  std::optional<timed_call> made;
+  try {
+    made = make("linear", key, t, config);
+  } catch (const error& e) {  // a config this shape or device refuses: say why, run the others
+    state.SkipWithError(e.what());
+    return;
+  }
+  timed_call& g = *made;
   timed_call& ref = read_reference();
   const double weight_bytes = static_cast<double>(g.call.inputs[1].nbytes());
   double seconds = 0, ref_seconds = 0, cpu_seconds = 0;
@@ -104,6 +128,9 @@ int main(int argc, char** argv) {
     }
   }
   if (configs.empty()) configs.push_back("");  // the profile's default
+  // Seconds per benchmark (PRISM_BENCH_MIN_TIME; default 1): each iteration also runs the read.
+  const double min_time =
+      bench::env("PRISM_BENCH_MIN_TIME") ? std::atof(bench::env("PRISM_BENCH_MIN_TIME")) : 1.0;
   for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::q4_1, dtype::f32})
     for (const std::string& config : is_quantized(t) ? configs : std::vector<std::string>{""}) {
       const std::string name = std::string("linear_gemv/") + dtype_name(t) + "/" + key +
@@ -111,7 +138,7 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(name.c_str(),
                                    [key, t, config](benchmark::State& s) { bm_gemv(s, key, t, config); })
           ->UseManualTime()
-          ->MinTime(1.0);
+          ->MinTime(min_time);
     }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

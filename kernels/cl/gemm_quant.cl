@@ -720,6 +720,238 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
 #endif  // QA8
 #endif
 
+#ifdef QMMA
+// gemm_q_mma (NVIDIA sm_80+, config qmma=1; decode and small M): the weights' GEMV on the tensor
+// cores. A work-group owns 16 weight rows and up to 8 activation rows; its QM_WARPS warps split K in
+// chunks of 8 blocks (256 k), warp w taking chunks w, w + QM_WARPS, ... Each chunk of the 16 rows
+// (16 x 8 x QBYTES contiguous bytes per row, so 16-byte aligned: the host asks K % 256 == 0 and a
+// row stride and offset that are multiples of 8 blocks) is read by the warp in coalesced 16-byte
+// loads into a local staging area, the next chunk's loads issued before this one's arithmetic.
+// From there each lane takes, per block and weight row g and g + 8, the 4 quantized bytes 4c..4c+3
+// (c = lane % 4): q4's low nibbles are k 4c..4c+3 and the high ones k 16+4c..; q8_0 takes bytes
+// 4c.. and 16+4c... Nibbles become exact 16-bit floats with one mask-or (2^7 + q in bf16, 2^10 + q
+// in f16) and one packed fma that removes the offset (q4_0's 8 too), so an m16n8k16 mma per 16 k
+// multiplies them with the activations (mma rows: weight rows, mma columns: activation rows).
+// The k order inside an mma is free as long as both operands share it: mma k 2c, 2c+1, 2c+8, 2c+9
+// carry k 4c, 4c+2, 4c+1, 4c+3 (+16 for the second half), which is what one mask-or of a 32-bit
+// word and of it shifted by 8 give. The products are exact (small integers times 16-bit
+// activations, f32 sums); the block's f16 scale then multiplies the block's f32 result, and
+// q4_1's min takes the activations' block sums from one more mma against a ones matrix. q8_0's
+// signed bytes go in as two exact parts, 16 * (high nibble - 8) and the low nibble. f32
+// activations (PRISM_DTYPE 0) are split into three bf16 terms whose sum is the f32 value, one mma
+// each (QM_TERMS 3). A local-memory sum over the warps, then the epilogue.
+#if QTYPE == 2
+#define QOFF_MMA 4  // q4_1: quantized bytes after the f16 scale and min
+#else
+#define QOFF_MMA 2
+#endif
+#define QM_CB 8                               // blocks per chunk
+#define QM_RS (QBYTES * QM_CB)                // staged row bytes: 144 (q4_0), 160 (q4_1), 272 (q8_0)
+#define QM_SEGS (QM_RS / 16)                  // 16-byte loads per staged row
+#define QM_LOADS ((16 * QM_SEGS + 31) / 32)   // per lane per chunk
+#if PRISM_DTYPE == 1
+#define QM_MAGIC 0x64006400u  // f16 pair 1024 + q
+#define QM_ONE 0x3C003C00u
+#define QM_NEG8 0xE408E408u   // -(1024 + 8)
+#define QM_NEG0 0xE400E400u   // -1024
+#define QM_SIXTEEN 0x4C004C00u
+#define QM_NEG8X16 0xF408F408u  // -16 * 1032
+#define QM_FMA "fma.rn.f16x2"
+#define QM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+#else
+#define QM_MAGIC 0x43004300u  // bf16 pair 128 + q
+#define QM_ONE 0x3F803F80u
+#define QM_NEG8 0xC308C308u   // -(128 + 8)
+#define QM_NEG0 0xC300C300u   // -128
+#define QM_SIXTEEN 0x41804180u
+#define QM_NEG8X16 0xC508C508u  // -16 * 136
+#define QM_FMA "fma.rn.bf16x2"
+#define QM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+#endif
+#if PRISM_DTYPE == 0
+#define QM_TERMS 3
+#else
+#define QM_TERMS 1
+#endif
+
+inline uint qm_fma2(uint a, uint b, uint c) {
+  uint d;
+  asm volatile(QM_FMA " %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+inline void qm_mma(float* c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
+  asm volatile(QM_MMA " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+inline void qm_warp_sync(void) { asm volatile("bar.warp.sync -1;" ::: "memory"); }
+
+// The 32-bit word at local byte offset o (2-byte aligned; a constant after unrolling).
+inline uint qm_word(const __local uchar* s, int o) {
+  if (o % 4 == 0) return *(const __local uint*)(s + o);
+  const __local ushort* h = (const __local ushort*)(s + o);
+  return (uint)h[0] | ((uint)h[1] << 16);
+}
+
+inline float qm_half(const __local uchar* s, int o) {
+  return vload_half(0, (const __local half*)(s + o));
+}
+
+// Packed 16-bit pairs of the nibbles at bits 0 and 16 of x, less `neg`: (x & 0xF) - offset.
+inline uint qm_nib(uint x, uint neg) { return qm_fma2((x & 0x000F000Fu) | QM_MAGIC, QM_ONE, neg); }
+
+// B fragments of one 16-k half: (k 4c, 4c+2) and (k 4c+1, 4c+3) of activation row `m` from a,
+// as QM_TERMS pairs of 16-bit words (f32 activations: three bf16 terms summing to the value).
+inline void qm_act(const __global GT* a, bool live, uint* b0, uint* b1) {
+#if PRISM_DTYPE == 0
+  const float4 x = live ? vload4(0, a) : (float4)0.0f;
+  float r[4] = {x.s0, x.s1, x.s2, x.s3};
+#pragma unroll
+  for (int t = 0; t < QM_TERMS; ++t) {
+    uint h[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {  // round to nearest even bf16, keep the rest for the next term
+      const uint u = as_uint(r[e]);
+      h[e] = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+      r[e] -= as_float(h[e] << 16);
+    }
+    b0[t] = h[0] | (h[2] << 16);
+    b1[t] = h[1] | (h[3] << 16);
+  }
+#else
+  uint2 u = (uint2)(0u, 0u);
+  if (live) {
+#if A_VEC4
+    u = *(const __global uint2*)a;
+#else
+    u = as_uint2(vload4(0, (const __global ushort*)a));
+#endif
+  }
+  b0[0] = (u.s0 & 0xFFFFu) | (u.s1 << 16);
+  b1[0] = (u.s0 >> 16) | (u.s1 & 0xFFFF0000u);
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(32 * QM_WARPS, 1, 1))) void gemm_q_mma(
+    int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off, int sam,
+    __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X,
+    long x_off, int sxm, int sxn) {
+  __local uint4 stage_all[QM_WARPS][16 * QM_SEGS];
+  __local float red[QM_WARPS][16][8];
+  const int t = get_local_id(0), lane = t % 32, warp = t / 32;
+  const int g = lane / 4, c = lane % 4;
+  const int n0 = get_group_id(0) * 16, m0 = get_group_id(1) * 8;
+  const int chunks = K / (32 * QM_CB);
+  __local uchar* stage = (__local uchar*)stage_all[warp];
+  // This lane's 16-byte loads: load i is segment e % QM_SEGS of staged row e / QM_SEGS.
+  const __global uint4* src[QM_LOADS];
+  int dst[QM_LOADS];
+#pragma unroll
+  for (int i = 0; i < QM_LOADS; ++i) {
+    const int e = lane + 32 * i, r = min(e / QM_SEGS, 15), s = e % QM_SEGS;
+    src[i] = (const __global uint4*)(W + (w_off + (long)min(n0 + r, N - 1) * swn) * QBYTES) + s;
+    dst[i] = e < 16 * QM_SEGS ? e : -1;
+  }
+  // Activation row m0 + g of this lane's B fragments (lanes past M multiply zeros).
+  const bool live = m0 + g < M;
+  const __global GT* arow = A + a_off + (long)min(m0 + g, M - 1) * sam + 4 * c;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  uint4 next[QM_LOADS];
+  int ch = warp;
+  if (ch < chunks) {
+#pragma unroll
+    for (int i = 0; i < QM_LOADS; ++i)
+      if (dst[i] >= 0) next[i] = src[i][(long)ch * QM_SEGS];
+  }
+  for (; ch < chunks; ch += QM_WARPS) {
+    qm_warp_sync();  // the previous chunk's reads of the staging area are done
+#pragma unroll
+    for (int i = 0; i < QM_LOADS; ++i)
+      if (dst[i] >= 0) stage_all[warp][dst[i]] = next[i];
+    qm_warp_sync();
+    if (ch + QM_WARPS < chunks) {
+#pragma unroll
+      for (int i = 0; i < QM_LOADS; ++i)
+        if (dst[i] >= 0) next[i] = src[i][(long)(ch + QM_WARPS) * QM_SEGS];
+    }
+#pragma unroll
+    for (int b = 0; b < QM_CB; ++b) {
+      const int kb = ch * QM_CB + b;
+      const __local uchar* r0 = stage + g * QM_RS + b * QBYTES;
+      const __local uchar* r8 = r0 + 8 * QM_RS;
+      float t0[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#if QTYPE == 2
+      float ts[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#endif
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // k 0..15, then 16..31 of the block
+        uint b0[QM_TERMS], b1[QM_TERMS];
+        qm_act(arow + kb * 32 + 16 * h, live, b0, b1);
+#if QTYPE == 0
+        // q8_0: bytes 16h + 4c.. as 16 * (high nibble - 8) and the low nibble, signed byte + 128 first
+        const uint v0 = qm_word(r0, 2 + 16 * h + 4 * c) ^ 0x80808080u;
+        const uint v8 = qm_word(r8, 2 + 16 * h + 4 * c) ^ 0x80808080u;
+        const uint lo0 = qm_nib(v0, QM_NEG0), lo2 = qm_nib(v0 >> 8, QM_NEG0);
+        const uint lo1 = qm_nib(v8, QM_NEG0), lo3 = qm_nib(v8 >> 8, QM_NEG0);
+        const uint hi0 = qm_fma2(((v0 >> 4) & 0x000F000Fu) | QM_MAGIC, QM_SIXTEEN, QM_NEG8X16);
+        const uint hi2 = qm_fma2(((v0 >> 12) & 0x000F000Fu) | QM_MAGIC, QM_SIXTEEN, QM_NEG8X16);
+        const uint hi1 = qm_fma2(((v8 >> 4) & 0x000F000Fu) | QM_MAGIC, QM_SIXTEEN, QM_NEG8X16);
+        const uint hi3 = qm_fma2(((v8 >> 12) & 0x000F000Fu) | QM_MAGIC, QM_SIXTEEN, QM_NEG8X16);
+#pragma unroll
+        for (int e = 0; e < QM_TERMS; ++e) {
+          qm_mma(t0, lo0, lo1, lo2, lo3, b0[e], b1[e]);
+          qm_mma(t0, hi0, hi1, hi2, hi3, b0[e], b1[e]);
+        }
+#else
+        // q4: one word of the block's bytes 4c.. serves both halves (low nibbles, then high)
+        const uint v0 = qm_word(r0, QOFF_MMA + 4 * c) >> (4 * h);
+        const uint v8 = qm_word(r8, QOFF_MMA + 4 * c) >> (4 * h);
+        const uint neg = QTYPE == 1 ? QM_NEG8 : QM_NEG0;
+        const uint a0 = qm_nib(v0, neg), a2 = qm_nib(v0 >> 8, neg);
+        const uint a1 = qm_nib(v8, neg), a3 = qm_nib(v8 >> 8, neg);
+#pragma unroll
+        for (int e = 0; e < QM_TERMS; ++e) {
+          qm_mma(t0, a0, a1, a2, a3, b0[e], b1[e]);
+#if QTYPE == 2
+          qm_mma(ts, QM_ONE, QM_ONE, QM_ONE, QM_ONE, b0[e], b1[e]);
+#endif
+        }
+#endif
+      }
+      const float d0 = qm_half(r0, 0), d8 = qm_half(r8, 0);
+#if QTYPE == 2
+      const float mn0 = qm_half(r0, 2), mn8 = qm_half(r8, 2);
+      acc[0] = fma(d0, t0[0], fma(mn0, ts[0], acc[0]));
+      acc[1] = fma(d0, t0[1], fma(mn0, ts[1], acc[1]));
+      acc[2] = fma(d8, t0[2], fma(mn8, ts[2], acc[2]));
+      acc[3] = fma(d8, t0[3], fma(mn8, ts[3], acc[3]));
+#else
+      acc[0] = fma(d0, t0[0], acc[0]);
+      acc[1] = fma(d0, t0[1], acc[1]);
+      acc[2] = fma(d8, t0[2], acc[2]);
+      acc[3] = fma(d8, t0[3], acc[3]);
+#endif
+    }
+  }
+  // C fragment: rows g and g + 8 (weight rows), columns 2c and 2c + 1 (activation rows).
+  red[warp][g][2 * c] = acc[0];
+  red[warp][g][2 * c + 1] = acc[1];
+  red[warp][g + 8][2 * c] = acc[2];
+  red[warp][g + 8][2 * c + 1] = acc[3];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int e = t; e < 16 * 8; e += 32 * QM_WARPS) {
+    const int r = e / 8, col = e % 8, n = n0 + r, m = m0 + col;
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < QM_WARPS; ++w) s += red[w][r][col];
+    if (n < N && m < M)
+      PRISM_STORE(C + c_off + (long)m * scm + n, prism_epilogue(s, alpha, beta, X, x_off, sxm, sxn, m, n));
+  }
+}
+#endif  // QMMA
+
 #ifdef TM
 #define TX (TN / WN)
 #define TY (TM / WM)

@@ -253,7 +253,7 @@ config_schema gemm_schema() {
        1,
        {1, 2, 3, 4, 6, 8, 16},
        "nv, mma: split-K factor (partial sums in a workspace, then one reduction)"},
-      {"warps", 4, {1, 2, 4, 8}, "nv_skinny: warps per work-group (each owns nb columns)"},
+      {"warps", 4, {1, 2, 4, 8}, "nv_skinny, quantized rows and qmma=1: warps per work-group"},
       {"wpm", 2, {1, 2, 4}, "mma: warps along M"},
       {"wpn", 2, {1, 2, 4}, "mma: warps along N"},
       {"ldsm", 0, {0, 1}, "mma: 1 = fragments through ldmatrix"},
@@ -280,6 +280,12 @@ config_schema gemm_schema() {
        {0, 1},
        "quantized weights, rows kernel with qa=1: 1 = each lane reads a pair of blocks in 32-bit loads "
        "(gemm_q_pairs_i8; K a multiple of 64)"},
+      {"qmma",
+       0,
+       {0, 1},
+       "quantized weights, rows kernel (variant 4; nv auto at M <= 8 picks it where it runs): 1 = "
+       "gemm_q_mma, the GEMV on tensor cores (mma.sync; 16 weight rows and 8 activation rows per "
+       "group, its warps split K; K, the row stride and the offset in whole 8-block chunks)"},
       {"qa",
        0,
        {0, 1},
@@ -295,7 +301,8 @@ config_schema gemm_schema() {
     if (c.at("variant") == 5 && c.at("wgmma") == 1) {
       if ((tm != 64 && tm != 128 && tm != 256) || (tn != 64 && tn != 128 && tn != 256) || c.at("cpa") != 1)
         return fmt::format(
-            "wgmma=1 takes tm 64, 128 or 256 (a warpgroup per 64 rows), tn 64, 128 or 256 and cpa=1; got tm={} "
+            "wgmma=1 takes tm 64, 128 or 256 (a warpgroup per 64 rows), tn 64, 128 or 256 and cpa=1; got "
+            "tm={} "
             "tn={} cpa={}",
             tm, tn, c.at("cpa"));
       if (c.at("wgw") == 1 && c.at("st") < 3)
@@ -736,6 +743,8 @@ std::optional<std::string> not_on_cpu(const device& dev) {
 }
 
 std::optional<std::string> variant_mismatch(const kernel_config& c, variant v) {
+  if (c.at("qmma") == 1)
+    return std::string("qmma=1 selects gemm_q_mma (opencl.quant), which serves block-quantized weights only");
   if (c.at("variant") != static_cast<std::int64_t>(v))
     return fmt::format("config variant={} selects {}", c.at("variant"), variant_impl(c.at("variant")));
   return std::nullopt;
@@ -768,17 +777,55 @@ int qtype_define(dtype t) {
   return t == dtype::q8_0 ? 0 : t == dtype::q4_0 ? 1 : 2;
 }
 
-enum class qkernel { cpu, gemv, rows, tiled };
+enum class qkernel { cpu, gemv, rows, tiled, mma };
 
 struct qplan {
   qkernel kind = qkernel::cpu;
-  // cpu: rm, rn, lx, ly; gemv: mb, nb, wg; rows: mb, nb, warps; tiled: tm, tn, wm, wn
+  // cpu: rm, rn, lx, ly; gemv: mb, nb, wg; rows: mb, nb, warps; tiled: tm, tn, wm, wn; mma: warps
   std::int64_t a = 0, b = 0, c = 0, d = 0;
   bool int8_activations = false;  // quantize_rows_q8, then gemm_q_cpu_i8 (cpu) or gemm_q_rows built with QA8
   bool pairs = false;             // rows with int8 activations: gemm_q_pairs_i8
 };
 
-qplan plan_quant(const kernel_config& c, std::int64_t m) {
+// K and the row stride (elements) of a quantized weight: linear's [n, k], or matmul's other, the
+// [k, n] transpose of one (its blocks always run along the stride-1 dimension).
+std::pair<std::int64_t, std::int64_t> quant_k_and_row(const tensor& w) {
+  const int d = w.dim();
+  if (d >= 2 && w.strides()[d - 1] != 1) return {w.size(d - 2), w.strides()[d - 1]};
+  return {w.size(d - 1), d >= 2 ? w.strides()[d - 2] : w.size(d - 1)};
+}
+
+// gemm_q_mma's local memory: per warp, a chunk (8 blocks) of its 16 weight rows, and the 16 x 8
+// partial sums of the cross-warp reduction.
+std::uint64_t qmma_local_bytes(dtype w, std::int64_t warps) {
+  return static_cast<std::uint64_t>(warps * (16 * 8 * static_cast<std::int64_t>(dtype_size(w)) + 16 * 8 * 4));
+}
+
+// Why gemm_q_mma cannot run a call (nothing when it can): tensor-core forms the driver rejects,
+// int8 activations, or a weight whose K, row stride or offset is not in whole 8-block chunks
+// (its 16-byte loads need each row's chunks 16-byte aligned).
+std::optional<std::string> qmma_refusal(const device& dev, const tensor& w, dtype act, bool int8) {
+  if (int8) return std::string("qmma=1 takes float activations (qa=0)");
+  const char* form = act == dtype::f16 ? "mma.m16n8k16.f16" : "mma.m16n8k16.bf16";
+  const ptx_forms& forms = probe_ptx(dev);
+  if (!forms.has(form)) return forms.why(form);
+  const std::int64_t block = static_cast<std::int64_t>(dtype_block_elements(w.type()));
+  const auto [k, row] = quant_k_and_row(w);
+  if (k % (8 * block) != 0 || row % (8 * block) != 0 || w.offset() % (8 * block) != 0)
+    return fmt::format(
+        "qmma=1 reads 8-block chunks: K ({}), the weight's row stride ({}) and offset ({}) must be multiples "
+        "of {}",
+        k, row, w.offset(), 8 * block);
+  return std::nullopt;
+}
+
+// The quantized kernel a config runs for m activation rows. `mma_refused` is qmma_refusal's
+// answer for the call: nv auto (variant 3, auto=1) takes gemm_q_mma at 2 <= M <= 8 wherever it
+// runs, with warps for the K chunks (at most 8, a power of two): on the H100 it runs 8 activation
+// rows in about the time of 1 (q8_0 [16384, 4096], bf16, M = 8: 59-62 us against the rows
+// kernel's 90-94), while at M = 1 the two are within 10% either way, so M = 1 keeps the rows
+// kernel (benchmarks/RESULTS.md, "Issue 17, session 16").
+qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, bool mma_refused) {
   switch (c.at("variant")) {
     case 0:  // at most 16 float16 accumulators: rm shrinks as qrn grows
       return {qkernel::cpu,
@@ -790,11 +837,18 @@ qplan plan_quant(const kernel_config& c, std::int64_t m) {
     case 2:
       return {qkernel::gemv, c.at("mb"), c.at("nb"), c.at("wg"), 0};
     case 4:
+      if (c.at("qmma") == 1) return {qkernel::mma, c.at("warps"), 0, 0, 0, c.at("qa") == 1};
       return {qkernel::rows, c.at("mb"), c.at("nb"), c.at("warps"), 0, c.at("qa") == 1, c.at("qp") == 1};
     case 3:
-      if (c.at("auto") == 1)
+      if (c.at("auto") == 1) {
+        if (m >= 2 && m <= 8 && !mma_refused && c.at("qa") == 0) {
+          std::int64_t warps = 1;
+          while (warps < 8 && warps * 2 <= k / 256) warps *= 2;
+          return {qkernel::mma, warps, 0, 0, 0};
+        }
         return m <= 8 ? qplan{qkernel::rows, 8, 2, 8, 0, c.at("qa") == 1, c.at("qp") == 1}
                       : qplan{qkernel::tiled, 64, 64, 4, 4};
+      }
       [[fallthrough]];
     default:
       return {qkernel::tiled, c.at("tm"), c.at("tn"), c.at("wm"), c.at("wn")};
@@ -810,9 +864,14 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
   if (!is_floating(t)) return fmt::format("dtype {} is not a float dtype (f32, f16, bf16)", dtype_name(t));
   std::int64_t m = 1;
   for (int i = 0; i + 1 < call.inputs[0].dim(); ++i) m *= call.inputs[0].size(i);
-  const qplan pl = plan_quant(c, m);
+  const auto mma_refused = qmma_refusal(dev, *w, t, c.at("qa") == 1);
+  const qplan pl = plan_quant(c, m, quant_k_and_row(*w).first, mma_refused.has_value());
   std::uint64_t threads = 1, local = 0;
-  if (pl.kind == qkernel::cpu) {
+  if (pl.kind == qkernel::mma) {
+    if (mma_refused) return mma_refused;
+    threads = static_cast<std::uint64_t>(32 * pl.a);
+    local = qmma_local_bytes(w->type(), pl.a);
+  } else if (pl.kind == qkernel::cpu) {
     threads = static_cast<std::uint64_t>(pl.c * pl.d);
   } else if (pl.kind == qkernel::gemv) {
     threads = static_cast<std::uint64_t>(pl.c);
@@ -820,7 +879,7 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
   } else if (pl.kind == qkernel::rows) {
     if (pl.pairs) {
       if (!pl.int8_activations) return std::string("qp=1 (block pairs) needs qa=1 (int8 activations)");
-      const std::int64_t k = w->size(w->dim() - 1), row = w->dim() > 1 ? w->strides()[w->dim() - 2] : k;
+      const auto [k, row] = quant_k_and_row(*w);
       if (k % 64 != 0 || row % 64 != 0 || w->offset() % 64 != 0)
         return fmt::format(
             "qp=1 reads block pairs: K ({}), the weight's row stride ({}) and offset ({}) must be "
@@ -901,7 +960,8 @@ event submit_quant(queue& q, const gemm_problem& p, const kernel& k, const nd_ra
 event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, source_override src) {
   if (p0.m == 0 || p0.n == 0 || p0.batch == 0) return {};
   const gemm_problem p = with_k_rows(q, p0);
-  const qplan pl = plan_quant(c, p.m);
+  const bool mma_refused = qmma_refusal(q.get_device(), p.b, p.c.type(), c.at("qa") == 1).has_value();
+  const qplan pl = plan_quant(c, p.m, p.k, mma_refused);
   std::string opts = fmt::format("{} -DQTYPE={} -DHAS_BIAS={}", dtype_define(p.c.type()),
                                  qtype_define(p.b.type()), p.bias.defined() ? 1 : 0);
   const char* name = "gemm_q_cpu";
@@ -940,6 +1000,11 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
                                        pl.pairs ? "gemm_q_pairs_i8" : "gemm_q_rows"),
                           r, ws);
     }
+  } else if (pl.kind == qkernel::mma) {
+    const bool vec4 = p.a.offset() % 4 == 0 && (p.m == 1 || p.sam % 4 == 0);
+    opts += fmt::format(" -DQMMA -DQM_WARPS={} -DA_VEC4={}", pl.a, vec4 ? 1 : 0);
+    name = "gemm_q_mma";
+    r = nd_range(range<3>(ceil_div(p.n, 16) * 32 * pl.a, ceil_div(p.m, 8), 1), range<3>(32 * pl.a, 1, 1));
   } else {
     opts += fmt::format(" -DTM={} -DTN={} -DWM={} -DWN={}", pl.a, pl.b, pl.c, pl.d);
     name = "gemm_q_tiled";

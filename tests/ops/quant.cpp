@@ -136,6 +136,71 @@ TEST(quant, int8_activations_follow_the_per_block_rounding) {
       }
 }
 
+// gemm_q_mma (qmma=1; nv auto at 2 <= M <= 8): the GEMV on tensor cores, NVIDIA's OpenCL only.
+// Every block format with f32 (three bf16 terms), f16 and bf16 activations against the
+// dequantized double reference: M 1, 5 and 11 (a second, partial group of 8 activation rows),
+// N 37 (partial 16-row groups), K 768 (three 8-block chunks: one warp runs all three, or two
+// warps share them), a bias; a weight that is a column slice (row stride 1024, offset 256) and
+// matmul's transposed weight. Elsewhere, and for a K that is not whole chunks, refused naming why.
+TEST(quant, tensor_core_gemv) {
+  queue& q = shared_queue();
+  const bool nvidia = q.get_device().platform_name().find("NVIDIA") != std::string::npos;
+  std::vector<std::string> refusals;
+  {
+    op_call c = linear_call(q, 1, 16, 768, dtype::bf16, dtype::q4_0, false, 9);
+    const bool ran = select_implementation(linear_op(), q.get_device(), c, config("variant=4,warps=2,qmma=1"),
+                                           &refusals) != nullptr;
+    EXPECT_EQ(ran, nvidia) << ::testing::PrintToString(refusals);
+    if (!nvidia) {
+      bool named = false;
+      for (const auto& r : refusals) named = named || r.find("inline PTX needs NVIDIA") != std::string::npos;
+      EXPECT_TRUE(named) << ::testing::PrintToString(refusals);
+      // nv's auto takes the rows kernel instead, and is right.
+      run_and_compare(linear_op(), c, config("variant=3,auto=1"), false);
+      return;
+    }
+  }
+  refusals.clear();
+  op_call odd = linear_call(q, 1, 16, 96, dtype::bf16, dtype::q4_0, false, 10);
+  EXPECT_EQ(
+      select_implementation(linear_op(), q.get_device(), odd, config("variant=4,warps=2,qmma=1"), &refusals),
+      nullptr);
+  bool named = false;
+  for (const auto& r : refusals) named = named || r.find("8-block chunks") != std::string::npos;
+  EXPECT_TRUE(named) << ::testing::PrintToString(refusals);
+  run_and_compare(linear_op(), odd, config("variant=3,auto=1"), false);  // auto falls back to rows
+
+  std::uint64_t seed = 400;
+  for (dtype wt : quantized_dtypes)
+    for (dtype act : float_dtypes)
+      for (std::int64_t m : {1, 5, 11}) {
+        SCOPED_TRACE(std::string(dtype_name(wt)) + " activations " + dtype_name(act) +
+                     " m=" + std::to_string(m));
+        op_call c = linear_call(q, m, 37, 768, act, wt, true, ++seed);
+        // one warp over all three chunks (the next chunk's loads in flight under each); auto's
+        // warps; two warps, one with two chunks and one with one
+        run_and_compare(linear_op(), c, config("variant=4,warps=1,qmma=1"), false);
+        if (m <= 8) run_and_compare(linear_op(), c, config("variant=3,auto=1"), false);
+        if (m == 1 && act != dtype::f32)
+          run_and_compare(linear_op(), c, config("variant=4,warps=2,qmma=1"), false);
+      }
+  std::mt19937_64 rng(77);
+  for (dtype wt : quantized_dtypes) {
+    SCOPED_TRACE(std::string("slice and transpose, ") + dtype_name(wt));
+    op_call c{"linear", {}, {}, {}};
+    c.inputs = {kernels::random_tensor(q, {3, 768}, dtype::bf16, rng, -1, 1),
+                kernels::random_tensor(q, {21, 1024}, wt, rng, -1, 1).slice(1, 256, 1024), tensor()};
+    allocate_outputs(q, linear_op(), c);
+    run_and_compare(linear_op(), c, config("variant=4,warps=2,qmma=1"), false);
+    op_call mm{"matmul", {}, {}, {}};
+    mm.inputs = {kernels::random_tensor(q, {2, 512}, dtype::f16, rng, -1, 1),
+                 kernels::random_tensor(q, {19, 512}, wt, rng, -1, 1).transpose(0, 1)};
+    const op_descriptor& mmd = op_registry::instance().get("matmul");
+    allocate_outputs(q, mmd, mm);
+    run_and_compare(mmd, mm, mmd.config.complete(kernel_config::parse("variant=4,warps=1,qmma=1")), false);
+  }
+}
+
 // qp=1 reads pairs of blocks in 32-bit words: a K that leaves pairs unaligned is refused with the
 // rule, and the dispatcher's fallback serves the call.
 TEST(quant, block_pairs_need_k_multiple_of_64) {
