@@ -5,6 +5,8 @@
 // is the process's CPU time per GEMV (every thread), which compares kernels under load.
 // PRISM_DEVICE picks the device; PRISM_BENCH_VENDOR overrides the tune_configs profile;
 // PRISM_BENCH_QKEY replaces the GEMV's shape;
+// without it each GEMV runs the profile's untuned route for its shape (vendor.yaml's `when`
+// entries: the pocl profile's M = 1 config), as a user's call does;
 // PRISM_BENCH_QCONFIG replaces the quantized config (e.g. variant=0,qrn=8,qwg=1); several
 // configs separated by ';' each get a benchmark, so variants compare in one run (qa=0;qa=1);
 // PRISM_BENCH_QACT gives the activations' dtype (f32, the default; f16 or bf16, as a 16-bit
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "benchmarks/bench_common.hpp"
+#include "dispatch/dispatcher.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "prism/ops.hpp"
 
@@ -70,7 +73,14 @@ timed_call make(const char* op, const char* key, dtype t, const std::string& con
     c.call.outputs.clear();
     allocate_outputs(q, d, c.call);
   }
-  if (!config.empty()) c.cfg = d.config.complete(kernel_config::parse(config));
+  if (!config.empty()) {
+    c.cfg = d.config.complete(kernel_config::parse(config));
+  } else {  // what a user's call gets: the profile's route for this shape (untuned), when it is OpenCL
+    dispatch::dispatch_options untuned;
+    untuned.skip_tuning_db = true;
+    const dispatch::dispatch_result routed = dispatch::plan_call(q, c.call, untuned);
+    if (routed.backend == "opencl") c.cfg = d.config.complete(kernel_config::parse(routed.config));
+  }
   c.seconds();  // build + warm up
   return c;
 }
