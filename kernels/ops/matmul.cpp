@@ -820,12 +820,13 @@ std::optional<std::string> qmma_refusal(const device& dev, const tensor& w, dtyp
 }
 
 // The quantized kernel a config runs for m activation rows. `mma_refused` is qmma_refusal's
-// answer for the call: nv auto (variant 3, auto=1) takes gemm_q_mma at 2 <= M <= 8 wherever it
-// runs, with warps for the K chunks (at most 8, a power of two): on the H100 it runs 8 activation
-// rows in about the time of 1 (q8_0 [16384, 4096], bf16, M = 8: 59-62 us against the rows
-// kernel's 90-94), while at M = 1 the two are within 10% either way, so M = 1 keeps the rows
-// kernel (benchmarks/RESULTS.md, "Issue 17, session 16").
-qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, bool mma_refused) {
+// answer for the call: nv auto (variant 3, auto=1) takes gemm_q_mma for 16-bit activations at
+// 2 <= M <= 8 wherever it runs, with warps for the K chunks (at most 8, a power of two): on the
+// H100 it runs 8 activation rows in about the time of 1 (q8_0 [16384, 4096], bf16, M = 8: 56-62
+// us against the rows kernel's 90-94), while at M = 1 the rows kernel is faster (39 against 48),
+// and f32 activations, three mma terms each, ran 1.6x slower than it at M = 1 and are not
+// measured above (benchmarks/RESULTS.md, "Issue 17, session 16").
+qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, dtype act, bool mma_refused) {
   switch (c.at("variant")) {
     case 0:  // at most 16 float16 accumulators: rm shrinks as qrn grows
       return {qkernel::cpu,
@@ -841,7 +842,7 @@ qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, bool mm
       return {qkernel::rows, c.at("mb"), c.at("nb"), c.at("warps"), 0, c.at("qa") == 1, c.at("qp") == 1};
     case 3:
       if (c.at("auto") == 1) {
-        if (m >= 2 && m <= 8 && !mma_refused && c.at("qa") == 0) {
+        if (m >= 2 && m <= 8 && act != dtype::f32 && !mma_refused && c.at("qa") == 0) {
           std::int64_t warps = 1;
           while (warps < 8 && warps * 2 <= k / 256) warps *= 2;
           return {qkernel::mma, warps, 0, 0, 0};
@@ -865,7 +866,7 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
   std::int64_t m = 1;
   for (int i = 0; i + 1 < call.inputs[0].dim(); ++i) m *= call.inputs[0].size(i);
   const auto mma_refused = qmma_refusal(dev, *w, t, c.at("qa") == 1);
-  const qplan pl = plan_quant(c, m, quant_k_and_row(*w).first, mma_refused.has_value());
+  const qplan pl = plan_quant(c, m, quant_k_and_row(*w).first, t, mma_refused.has_value());
   std::uint64_t threads = 1, local = 0;
   if (pl.kind == qkernel::mma) {
     if (mma_refused) return mma_refused;
@@ -961,7 +962,7 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
   if (p0.m == 0 || p0.n == 0 || p0.batch == 0) return {};
   const gemm_problem p = with_k_rows(q, p0);
   const bool mma_refused = qmma_refusal(q.get_device(), p.b, p.c.type(), c.at("qa") == 1).has_value();
-  const qplan pl = plan_quant(c, p.m, p.k, mma_refused);
+  const qplan pl = plan_quant(c, p.m, p.k, p.c.type(), mma_refused);
   std::string opts = fmt::format("{} -DQTYPE={} -DHAS_BIAS={}", dtype_define(p.c.type()),
                                  qtype_define(p.b.type()), p.bias.defined() ? 1 : 0);
   const char* name = "gemm_q_cpu";

@@ -136,11 +136,11 @@ TEST(quant, int8_activations_follow_the_per_block_rounding) {
       }
 }
 
-// gemm_q_mma (qmma=1; nv auto at 2 <= M <= 8): the GEMV on tensor cores, NVIDIA's OpenCL only.
-// Every block format with f32 (three bf16 terms), f16 and bf16 activations against the
-// dequantized double reference: M 1, 5 and 11 (a second, partial group of 8 activation rows),
-// N 37 (partial 16-row groups), K 768 (three 8-block chunks: one warp runs all three, or two
-// warps share them), a bias; a weight that is a column slice (row stride 1024, offset 256) and
+// gemm_q_mma (qmma=1; nv auto for 16-bit activations at 2 <= M <= 8, checked bit for bit): the
+// GEMV on tensor cores, NVIDIA's OpenCL only. Every block format with f32 (three bf16 terms),
+// f16 and bf16 activations against the dequantized double reference: M 1, 5 and 11 (a second, partial group
+// of 8 activation rows), N 37 (partial 16-row groups), K 768 (three 8-block chunks: one warp runs all three,
+// or two warps share them), a bias; a weight that is a column slice (row stride 1024, offset 256) and
 // matmul's transposed weight. Elsewhere, and for a K that is not whole chunks, refused naming why.
 TEST(quant, tensor_core_gemv) {
   queue& q = shared_queue();
@@ -183,6 +183,15 @@ TEST(quant, tensor_core_gemv) {
         if (m <= 8) run_and_compare(linear_op(), c, config("variant=3,auto=1"), false);
         if (m == 1 && act != dtype::f32)
           run_and_compare(linear_op(), c, config("variant=4,warps=2,qmma=1"), false);
+        if (m == 5) {  // auto's choice, bit for bit: qmma (2 warps for 3 chunks) for 16-bit
+          // activations, the rows kernel for f32
+          auto values = [&](const char* cfg) {
+            enqueue_opencl(q, linear_op(), c, config(cfg));
+            return read_host(q, c.outputs[0]).values;
+          };
+          EXPECT_EQ(values("variant=3,auto=1"),
+                    values(act == dtype::f32 ? "variant=4,mb=8,nb=2,warps=8" : "variant=4,warps=2,qmma=1"));
+        }
       }
   std::mt19937_64 rng(77);
   for (dtype wt : quantized_dtypes) {
