@@ -740,6 +740,7 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
 // signed bytes go in as two exact parts, 16 * (high nibble - 8) and the low nibble. f32
 // activations (PRISM_DTYPE 0) are split into three bf16 terms whose sum is the f32 value, one mma
 // each (QM_TERMS 3). A local-memory sum over the warps, then the epilogue.
+#include "mma_common.cl"  // mma_tile_f16, mma_tile_bf16
 #if QTYPE == 2
 #define QOFF_MMA 4  // q4_1: quantized bytes after the f16 scale and min
 #else
@@ -757,7 +758,7 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
 #define QM_SIXTEEN 0x4C004C00u
 #define QM_NEG8X16 0xF408F408u  // -16 * 1032
 #define QM_FMA "fma.rn.f16x2"
-#define QM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+#define qm_mma mma_tile_f16
 #else
 #define QM_MAGIC 0x43004300u  // bf16 pair 128 + q
 #define QM_ONE 0x3F803F80u
@@ -766,7 +767,7 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
 #define QM_SIXTEEN 0x41804180u
 #define QM_NEG8X16 0xC508C508u  // -16 * 136
 #define QM_FMA "fma.rn.bf16x2"
-#define QM_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+#define qm_mma mma_tile_bf16  // f32 activations too, as three bf16 terms
 #endif
 #if PRISM_DTYPE == 0
 #define QM_TERMS 3
@@ -778,12 +779,6 @@ inline uint qm_fma2(uint a, uint b, uint c) {
   uint d;
   asm volatile(QM_FMA " %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
   return d;
-}
-
-inline void qm_mma(float* c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
-  asm volatile(QM_MMA " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 inline void qm_warp_sync(void) { asm volatile("bar.warp.sync -1;" ::: "memory"); }
@@ -813,8 +808,7 @@ inline void qm_act(const __global GT* a, bool live, uint* b0, uint* b1) {
     uint h[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {  // round to nearest even bf16, keep the rest for the next term
-      const uint u = as_uint(r[e]);
-      h[e] = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+      h[e] = prism_to_bf16(r[e]);
       r[e] -= as_float(h[e] << 16);
     }
     b0[t] = h[0] | (h[2] << 16);
@@ -846,14 +840,14 @@ __kernel __attribute__((reqd_work_group_size(32 * QM_WARPS, 1, 1))) void gemm_q_
   const int chunks = K / (32 * QM_CB);
   __local uchar* stage = (__local uchar*)stage_all[warp];
   // This lane's 16-byte loads: load i is segment e % QM_SEGS of staged row e / QM_SEGS.
+  // Load i of this lane is piece e = lane + 32 i (while e < 16 * QM_SEGS), which lands at e.
   const __global uint4* src[QM_LOADS];
-  int dst[QM_LOADS];
 #pragma unroll
   for (int i = 0; i < QM_LOADS; ++i) {
     const int e = lane + 32 * i, r = min(e / QM_SEGS, 15), s = e % QM_SEGS;
     src[i] = (const __global uint4*)(W + (w_off + (long)min(n0 + r, N - 1) * swn) * QBYTES) + s;
-    dst[i] = e < 16 * QM_SEGS ? e : -1;
   }
+#define QM_MINE(i) (lane + 32 * (i) < 16 * QM_SEGS)
   // Activation row m0 + g of this lane's B fragments (lanes past M multiply zeros).
   const bool live = m0 + g < M;
   const __global GT* arow = A + a_off + (long)min(m0 + g, M - 1) * sam + 4 * c;
@@ -863,18 +857,18 @@ __kernel __attribute__((reqd_work_group_size(32 * QM_WARPS, 1, 1))) void gemm_q_
   if (ch < chunks) {
 #pragma unroll
     for (int i = 0; i < QM_LOADS; ++i)
-      if (dst[i] >= 0) next[i] = src[i][(long)ch * QM_SEGS];
+      if (QM_MINE(i)) next[i] = src[i][(long)ch * QM_SEGS];
   }
   for (; ch < chunks; ch += QM_WARPS) {
     qm_warp_sync();  // the previous chunk's reads of the staging area are done
 #pragma unroll
     for (int i = 0; i < QM_LOADS; ++i)
-      if (dst[i] >= 0) stage_all[warp][dst[i]] = next[i];
+      if (QM_MINE(i)) stage_all[warp][lane + 32 * i] = next[i];
     qm_warp_sync();
     if (ch + QM_WARPS < chunks) {
 #pragma unroll
       for (int i = 0; i < QM_LOADS; ++i)
-        if (dst[i] >= 0) next[i] = src[i][(long)(ch + QM_WARPS) * QM_SEGS];
+        if (QM_MINE(i)) next[i] = src[i][(long)(ch + QM_WARPS) * QM_SEGS];
     }
 #pragma unroll
     for (int b = 0; b < QM_CB; ++b) {
@@ -950,6 +944,7 @@ __kernel __attribute__((reqd_work_group_size(32 * QM_WARPS, 1, 1))) void gemm_q_
       PRISM_STORE(C + c_off + (long)m * scm + n, prism_epilogue(s, alpha, beta, X, x_off, sxm, sxn, m, n));
   }
 }
+#undef QM_MINE
 #endif  // QMMA
 
 #ifdef TM

@@ -283,9 +283,9 @@ config_schema gemm_schema() {
       {"qmma",
        0,
        {0, 1},
-       "quantized weights, rows kernel (variant 4; nv auto at M <= 8 picks it where it runs): 1 = "
-       "gemm_q_mma, the GEMV on tensor cores (mma.sync; 16 weight rows and 8 activation rows per "
-       "group, its warps split K; K, the row stride and the offset in whole 8-block chunks)"},
+       "quantized weights, rows kernel (variant 4; nv auto picks it for f16/bf16 activations at 2 <= M <= 8 "
+       "where it runs): 1 = gemm_q_mma, the GEMV on tensor cores (mma.sync; 16 weight rows and 8 activation "
+       "rows per group, its warps split K; K, the row stride and the offset in whole 8-block chunks)"},
       {"qa",
        0,
        {0, 1},
@@ -302,8 +302,7 @@ config_schema gemm_schema() {
       if ((tm != 64 && tm != 128 && tm != 256) || (tn != 64 && tn != 128 && tn != 256) || c.at("cpa") != 1)
         return fmt::format(
             "wgmma=1 takes tm 64, 128 or 256 (a warpgroup per 64 rows), tn 64, 128 or 256 and cpa=1; got "
-            "tm={} "
-            "tn={} cpa={}",
+            "tm={} tn={} cpa={}",
             tm, tn, c.at("cpa"));
       if (c.at("wgw") == 1 && c.at("st") < 3)
         return fmt::format("wgw=1 needs st >= 3 (a buffer for the running wgmma), got st={}", c.at("st"));
@@ -819,14 +818,23 @@ std::optional<std::string> qmma_refusal(const device& dev, const tensor& w, dtyp
   return std::nullopt;
 }
 
-// The quantized kernel a config runs for m activation rows. `mma_refused` is qmma_refusal's
-// answer for the call: nv auto (variant 3, auto=1) takes gemm_q_mma for 16-bit activations at
-// 2 <= M <= 8 wherever it runs, with warps for the K chunks (at most 8, a power of two): on the
-// H100 it runs 8 activation rows in about the time of 1 (q8_0 [16384, 4096], bf16, M = 8: 56-62
-// us against the rows kernel's 90-94), while at M = 1 the rows kernel is faster (39 against 48),
-// and f32 activations, three mma terms each, ran 1.6x slower than it at M = 1 and are not
-// measured above (benchmarks/RESULTS.md, "Issue 17, session 16").
-qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, dtype act, bool mma_refused) {
+// Whether a config may run gemm_q_mma at m activation rows: qmma=1 on variant 4, or nv auto
+// (variant 3, auto=1) for 16-bit float activations at 2 <= M <= 8. Only then is qmma_refusal
+// asked (it probes the driver), so the other kernels' calls pay nothing for it. Auto's choice: on
+// the H100 gemm_q_mma runs 8 activation rows in about the time of 1 (q8_0 [16384, 4096], bf16,
+// M = 8: 56-62 us against the rows kernel's 90-94), while at M = 1 the rows kernel is faster (39
+// against 48), and f32 activations, three mma terms each, ran 1.6x slower than it at M = 1 and
+// are not measured above (benchmarks/RESULTS.md, "Issue 17, session 16").
+bool wants_qmma(const kernel_config& c, std::int64_t m, dtype act) {
+  if (c.at("variant") == 4) return c.at("qmma") == 1;
+  return c.at("variant") == 3 && c.at("auto") == 1 && c.at("qa") == 0 && m >= 2 && m <= 8 &&
+         act != dtype::f32;
+}
+
+// The quantized kernel a config runs for m activation rows; `auto_mma`: nv auto may take
+// gemm_q_mma (wants_qmma, and qmma_refusal has nothing against it), with warps for the K
+// chunks (at most 8, a power of two).
+qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, bool auto_mma) {
   switch (c.at("variant")) {
     case 0:  // at most 16 float16 accumulators: rm shrinks as qrn grows
       return {qkernel::cpu,
@@ -842,7 +850,7 @@ qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, dtype a
       return {qkernel::rows, c.at("mb"), c.at("nb"), c.at("warps"), 0, c.at("qa") == 1, c.at("qp") == 1};
     case 3:
       if (c.at("auto") == 1) {
-        if (m >= 2 && m <= 8 && act != dtype::f32 && !mma_refused && c.at("qa") == 0) {
+        if (auto_mma) {
           std::int64_t warps = 1;
           while (warps < 8 && warps * 2 <= k / 256) warps *= 2;
           return {qkernel::mma, warps, 0, 0, 0};
@@ -865,8 +873,9 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
   if (!is_floating(t)) return fmt::format("dtype {} is not a float dtype (f32, f16, bf16)", dtype_name(t));
   std::int64_t m = 1;
   for (int i = 0; i + 1 < call.inputs[0].dim(); ++i) m *= call.inputs[0].size(i);
-  const auto mma_refused = qmma_refusal(dev, *w, t, c.at("qa") == 1);
-  const qplan pl = plan_quant(c, m, quant_k_and_row(*w).first, t, mma_refused.has_value());
+  std::optional<std::string> mma_refused;
+  if (wants_qmma(c, m, t)) mma_refused = qmma_refusal(dev, *w, t, c.at("qa") == 1);
+  const qplan pl = plan_quant(c, m, quant_k_and_row(*w).first, !mma_refused && wants_qmma(c, m, t));
   std::uint64_t threads = 1, local = 0;
   if (pl.kind == qkernel::mma) {
     if (mma_refused) return mma_refused;
@@ -961,8 +970,9 @@ event submit_quant(queue& q, const gemm_problem& p, const kernel& k, const nd_ra
 event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, source_override src) {
   if (p0.m == 0 || p0.n == 0 || p0.batch == 0) return {};
   const gemm_problem p = with_k_rows(q, p0);
-  const bool mma_refused = qmma_refusal(q.get_device(), p.b, p.c.type(), c.at("qa") == 1).has_value();
-  const qplan pl = plan_quant(c, p.m, p.k, p.c.type(), mma_refused);
+  const bool auto_mma =
+      wants_qmma(c, p.m, p.c.type()) && !qmma_refusal(q.get_device(), p.b, p.c.type(), c.at("qa") == 1);
+  const qplan pl = plan_quant(c, p.m, p.k, auto_mma);
   std::string opts = fmt::format("{} -DQTYPE={} -DHAS_BIAS={}", dtype_define(p.c.type()),
                                  qtype_define(p.b.type()), p.bias.defined() ? 1 : 0);
   const char* name = "gemm_q_cpu";
