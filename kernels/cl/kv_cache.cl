@@ -62,6 +62,14 @@ void head_norm_rope(__global const STYPE(A_K)* src, __global const STYPE(W_K)* w
     dst[i] = rotate && i < ROT ? rope_dim(i, row[rope_first(i)], row[rope_second(i)], c) : row[i];
   barrier(CLK_LOCAL_MEM_FENCE);
 }
+
+// head_norm_rope's reduction scratch, declared only where a norm uses it: a __local array that a
+// kernel declares and never uses aborts PoCL 5.0's compiler (pocl::isAutomaticLocal's assertion).
+#if HAS_QN || HAS_KN
+#define NORM_SCRATCH(name) __local float name[WG]
+#else
+#define NORM_SCRATCH(name) __local float* name = 0
+#endif
 #endif
 
 #ifdef QKV_ROPE_CACHE
@@ -70,7 +78,8 @@ __kernel void qkv_rope_cache(long hq, long hk, long S, long max_pos, __global co
                              __global const STYPE(C_K)* cs, long c_off, __global STYPE(A_K)* qout, long q_off,
                              __global STYPE(K_K)* cache, long cache_off, __global const STYPE(W_K)* qn, long qn_off,
                              __global const STYPE(W_K)* kn, long kn_off, float eps) {
-  __local float row[D], part[WG], res[D];
+  __local float row[D], res[D];
+  NORM_SCRATCH(part);
   const int lid = get_local_id(0);
   const long h = get_group_id(0), t = get_group_id(1);
   const bool is_q = h < hq;
@@ -518,7 +527,7 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
                                      long qn_off, __global const STYPE(W_K)* kn, long kn_off,
                                      __global STYPE(A_K)* out, long o_off, __global float* part,
                                      __global int* counters) {
-  __local float part_l[WG], qs[G * D], kr[D], vr[D], scr[SCRATCH], ml[2 * G], red[WG];
+  __local float qs[G * D], kr[D], vr[D], scr[SCRATCH], ml[2 * G], red[WG];
   __local int last_l;
   const int lid = get_local_id(0), lane = lid & 31, w = lid >> 5;
   // Block b: query heads qh0 .. qh0 + G - 1 of kv head kvh; its partials and counter are the block's.
@@ -728,7 +737,8 @@ __kernel void decode_attention_grouped(long hq, long hk, long S, long max_pos, f
                                        __global const STYPE(W_K)* qn, long qn_off, __global const STYPE(W_K)* kn,
                                        long kn_off, __global STYPE(A_K)* out, long o_off, __global float* part,
                                        __global int* counters) {
-  __local float row[D], part_l[WG], qs[G * D], kr[D], vr[D], ps[G * WG], red[G * WG];
+  __local float row[D], qs[G * D], kr[D], vr[D], ps[G * WG], red[G * WG];
+  NORM_SCRATCH(part_l);
   __local int last_l;
   const int lid = get_local_id(0);
   const long kvh = get_group_id(0), sidx = get_group_id(1), splits = get_num_groups(1);
@@ -848,7 +858,8 @@ __kernel void decode_attention(long hq, long hk, long S, long max_pos, float sca
                                long cache_off, __global const STYPE(W_K)* qn, long qn_off,
                                __global const STYPE(W_K)* kn, long kn_off, __global STYPE(A_K)* out, long o_off,
                                __global float* part, __global int* counters) {
-  __local float row[D], part_l[WG], qs[D], kr[D], vr[D], ps[WG], red[WG];
+  __local float row[D], qs[D], kr[D], vr[D], ps[WG], red[WG];
+  NORM_SCRATCH(part_l);
   __local int last_l;
   const int lid = get_local_id(0);
   const long h = get_group_id(0), sidx = get_group_id(1), splits = get_num_groups(1);
