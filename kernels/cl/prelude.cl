@@ -62,16 +62,26 @@ typedef float2 __attribute__((aligned(4))) prism_float2_u;
 typedef float4 __attribute__((aligned(4))) prism_float4_u;
 typedef float8 __attribute__((aligned(4))) prism_float8_u;
 typedef float16 __attribute__((aligned(4))) prism_float16_u;
+// Loads of f16 vectors likewise: PoCL 3.1's vload_half16 reads its upper half with an aligned
+// vmovdqa, which faults on a row that starts at an odd element (seen in argmax over [7, 1031]
+// f16, 2026-11-25); the halves are read unaligned into private memory, aligned there, and
+// converted from it.
 #if PRISM_CPU
 #define PRISM_STORE_U16V(N, q, v) (*(__global prism_ushort##N##_u*)(q) = (v))
 #define PRISM_STORE_F32V(N, q, v) (*(__global prism_float##N##_u*)(q) = (v))
+#define PRISM_LOAD_F16V(N, q)                                              \
+  ({                                                                       \
+    const ushort##N prism_bits = *(const __global prism_ushort##N##_u*)(q); \
+    vload_half##N(0, (const __private half*)&prism_bits);                  \
+  })
 #else
+#define PRISM_LOAD_F16V(N, q) vload_half##N(0, q)
 #define PRISM_STORE_U16V(N, q, v) vstore##N(v, 0, q)
 #define PRISM_STORE_F32V(N, q, v) vstore##N(v, 0, q)
 #endif
 #define PRISM_DEF_VEC(N)                                                                              \
   inline float##N prism_vload##N##_f32(const __global float* p, long i) { return vload##N(0, p + i); }     \
-  inline float##N prism_vload##N##_f16(const __global half* p, long i) { return vload_half##N(0, p + i); } \
+  inline float##N prism_vload##N##_f16(const __global half* p, long i) { return PRISM_LOAD_F16V(N, p + i); } \
   inline float##N prism_vload##N##_bf16(const __global ushort* p, long i) {                                \
     return as_float##N(convert_uint##N(vload##N(0, p + i)) << 16);                                   \
   }                                                                                                  \

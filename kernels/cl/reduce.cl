@@ -34,7 +34,24 @@ __kernel void reduce_rows(long R, __global const STYPE(A_K)* x, long x_off, __gl
   x += x_off + row * R;
   float bv = -INFINITY;
   long bi = R;  // sentinel: loses every tie
-  for (long j = lid; j < R; j += WG) {
+  long j = lid;
+#if VEC > 1
+  // VEC-wide loads; only the item's first vector, and one that holds a NaN or a value above the
+  // best so far (its plain max says which), takes the per-element pass, so a long row (a vocabulary's logits) costs a
+  // vector max per VEC elements. A work-item's indices still rise, so ties keep the first.
+  const long nv = R / VEC;
+  for (long c = lid; c < nv; c += WG) {
+    const floatv t = VLOAD(A_K, x, c * VEC);
+    if (bi == R || any(isnan(t)) || vmax(t) > bv)  // bi == R: nothing taken yet (a row of -inf)
+      for (int k = 0; k < VEC; ++k)
+        if (better(((float*)&t)[k], c * VEC + k, bv, bi)) {
+          bv = ((float*)&t)[k];
+          bi = c * VEC + k;
+        }
+  }
+  j = nv * VEC + lid;
+#endif
+  for (; j < R; j += WG) {
     const float v = LOAD(A_K, x, j);
     if (better(v, j, bv, bi)) {
       bv = v;

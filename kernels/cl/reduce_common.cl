@@ -45,6 +45,27 @@ inline float hsum(floatv v) {
   return s;
 #endif
 }
+// The plain max of v's lanes (fmax: for vectors without NaN), as a tree of vector fmax.
+inline float vmax(floatv v) {
+#if VEC == 1
+  return v;
+#else
+#if VEC == 16
+  const float8 a = fmax(v.lo, v.hi);
+  const float4 b = fmax(a.lo, a.hi);
+#elif VEC == 8
+  const float4 b = fmax(v.lo, v.hi);
+#elif VEC == 4
+  const float4 b = v;
+#endif
+#if VEC == 2
+  return fmax(v.x, v.y);
+#else
+  const float2 c = fmax(b.lo, b.hi);
+  return fmax(c.x, c.y);
+#endif
+#endif
+}
 inline float hmax(floatv v) {
 #if VEC == 1
   return v;

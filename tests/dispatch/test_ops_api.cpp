@@ -4,7 +4,9 @@
 // descriptor fails here (descriptors fall back to attribute defaults silently).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "prism/ops.hpp"
@@ -142,6 +144,36 @@ TEST(OpsApi, Reductions) {
   expect_values(am, {2, 2});
   expect_values(ops::argmax(q(), t({3, 9, 1, 9})), {1});
   EXPECT_EQ(ops::argmax(q(), m, 0, true).shape(), (dims{1, 3}));
+}
+
+// argmax over long rows, as a decode step's logits take it: the kernel reads whole vectors and
+// looks inside one only when it holds a NaN or a new best, so the first maximum (ties inside one
+// vector and across work-items), the first NaN, and rows of one value must all still come out;
+// f16 rows of odd length start at odd elements (PoCL's vload_half16 faulted there).
+TEST(OpsApi, ArgmaxOverLongRows) {
+  const std::int64_t n = 1031;
+  auto row = [&](auto fill) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+      v[static_cast<std::size_t>(i)] = std::sin(0.37f * static_cast<float>(i));
+    fill(v);
+    return v;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::vector<float>> rows = {
+      row([](auto& v) { v[700] = v[701] = v[1030] = 5; }),            // ties in one vector and past it
+      row([](auto& v) { v[3] = v[900] = 5; }),                        // ties far apart
+      row([&](auto& v) { v[500] = nan, v[600] = 9, v[800] = nan; }),  // the first NaN beats 9
+      row([&](auto& v) { std::fill(v.begin(), v.end(), -inf); }),     // one value: index 0
+      row([](auto& v) { v[1029] = 7; })};                             // in the scalar tail
+  const std::vector<float> want = {700, 3, 500, 0, 1029};
+  std::vector<float> all;
+  for (const auto& r : rows) all.insert(all.end(), r.begin(), r.end());
+  const dims shape = {static_cast<std::int64_t>(rows.size()), n};
+  for (dtype type : {dtype::f32, dtype::f16, dtype::bf16}) {
+    SCOPED_TRACE(dtype_name(type));
+    expect_values(ops::argmax(q(), t(all, shape, type), 1), want);
+  }
 }
 
 TEST(OpsApi, SoftmaxAndNorms) {
