@@ -173,6 +173,23 @@ __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global 
 #endif
 
 #ifdef QA8
+// Decode on AVX-512 (Q_G4: the CPU kernel at RM = 1 and RN = 1 for q4_0/q4_1) takes four blocks
+// a 512-bit register: each activation row's int8 bytes are then laid out in groups of four blocks
+// (128 bytes: the four blocks' k 0..15, then their k 16..31) up to the last whole group, and block
+// by block after it. Both kernels of a build see the same Q_G4, so they agree on the layout.
+#if defined(RM) && defined(__AVX512BW__) && defined(__F16C__) && defined(__clang__) && QTYPE != 0
+#define Q_G4 (RM == 1 && RN == 1)
+#else
+#define Q_G4 0
+#endif
+// Byte offsets, within an activation row of the workspace, of block b's k 0..15 and k 16..31.
+inline int q_lo_at(int b, int blocks) {
+  return Q_G4 && b < (blocks & ~3) ? (b >> 2) * 128 + (b & 3) * 16 : b * 32;
+}
+inline int q_hi_at(int b, int blocks) {
+  return Q_G4 && b < (blocks & ~3) ? (b >> 2) * 128 + 64 + (b & 3) * 16 : b * 32 + 16;
+}
+
 // One work-item per (32-block, row) of A: see the workspace layout at the top.
 __kernel void quantize_rows_q8(int M, int K, __global const GT* A, long a_off, int sam, __global uchar* QA) {
   const int b = get_global_id(0), m = get_global_id(1);
@@ -187,9 +204,9 @@ __kernel void quantize_rows_q8(int M, int K, __global const GT* A, long a_off, i
   const float d = fmax(m2.s0, m2.s1) * (1.0f / 127.0f);
   const float id = d > 0.0f ? 1.0f / d : 0.0f;
   const char16 ql = convert_char16_sat_rte(lo * id), qh = convert_char16_sat_rte(hi * id);
-  __global uchar* q = QA + (long)m * K + b * 32;
-  vstore16(as_uchar16(ql), 0, q);
-  vstore16(as_uchar16(qh), 0, q + 16);
+  __global uchar* q = QA + (long)m * K;
+  vstore16(as_uchar16(ql), 0, q + q_lo_at(b, blocks));
+  vstore16(as_uchar16(qh), 0, q + q_hi_at(b, blocks));
   const int16 s16 = convert_int16(ql) + convert_int16(qh);
   const int8 s8 = s16.lo + s16.hi;
   const int4 s4 = s8.lo + s8.hi;
@@ -210,15 +227,29 @@ __kernel void quantize_rows_q8(int M, int K, __global const GT* A, long a_off, i
 // neighbouring shorts to ints. q8_0 moves its weight's sign onto the activation (vpsignb).
 typedef char q_v32qi __attribute__((vector_size(32)));
 typedef short q_v16hi __attribute__((vector_size(32)));
+typedef int q_v8si __attribute__((vector_size(32)));
 #define Q_CAT32(x, y)                                                                                         \
   ((q_v32qi)__builtin_shufflevector((x), (y), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, \
                                     19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31))
+#if Q_VNNI
+// AVX-512 VNNI (the host defines Q_VNNI=1 when the CPU that PoCL runs on has it): one vpdpbusd
+// does vpmaddubsw + vpmaddwd's work. PoCL compiles for its LLVM's CPU name, which may lack VNNI
+// (skylake-avx512 on a Zen 4), so every function on the path to the instruction carries the
+// target attribute, the kernel's body included (Q_TARGET; an attributed function is not inlined
+// into one without it).
+#define Q_TARGET __attribute__((target("avx512vnni,avx512vl")))
+Q_TARGET inline int8 q_madd32(q_v32qi u, q_v32qi s) {
+  return as_int8(__builtin_ia32_vpdpbusd256((q_v8si)((int8)0), (q_v8si)u, (q_v8si)s));
+}
+#else
+#define Q_TARGET
 inline int8 q_madd32(q_v32qi u, q_v32qi s) {
   const q_v16hi p = __builtin_ia32_pmaddubsw256(u, s);
   return as_int8(__builtin_ia32_pmaddwd256(p, (q_v16hi)((short16)1)));
 }
+#endif
 
-inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
+Q_TARGET inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
 #if QTYPE == 0
   const q_v32qi w = Q_CAT32(as_char16(vload16(0, p + 2)), as_char16(vload16(0, p + 18)));
   return q_madd32(__builtin_ia32_psignb256(w, w), __builtin_ia32_psignb256(Q_CAT32(alo, ahi), w));
@@ -232,6 +263,7 @@ inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
 #endif
 }
 #else
+#define Q_TARGET
 // Portable: widened to shorts, products of neighbours summed to ints (vpmaddwd's pattern).
 inline int8 q_madd16(short16 a, short16 w) {
   return convert_int8(a.even) * convert_int8(w.even) + convert_int8(a.odd) * convert_int8(w.odd);
@@ -252,16 +284,16 @@ inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
 // One k block of gemm_q_cpu_i8: each (activation row, weight row) pair's integer block dot
 // product, scaled by d_a * d_w into acc; accm takes q4_0's d_w * s_a (times -8 at the end) or
 // q4_1's m * s_a.
-inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, const __global float* ad,
+Q_TARGET inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, const __global float* ad,
                        const __global float* as, const int* row, const __global uchar* const* w, float8 (*acc)[RN],
                        float (*accm)[RN]) {
   char16 alo[RM], ahi[RM];
   float da[RM], sa[RM];
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
-    const __global uchar* q = QA + (long)row[i] * K + kb * 32;
-    alo[i] = as_char16(vload16(0, q));
-    ahi[i] = as_char16(vload16(0, q + 16));
+    const __global uchar* q = QA + (long)row[i] * K;
+    alo[i] = as_char16(vload16(0, q + q_lo_at(kb, blocks)));
+    ahi[i] = as_char16(vload16(0, q + q_hi_at(kb, blocks)));
     da[i] = ad[(long)row[i] * blocks + kb];
     sa[i] = QTYPE != 0 ? as[(long)row[i] * blocks + kb] : 0.0f;
   }
@@ -288,12 +320,61 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 // instructions a block).
 #define Q_ACC2 (RM * RN <= 4)
 
-__kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const uchar* QA,
-                            __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,
-                            __global const GT* X, long x_off, int sxm, int sxn) {
-  const int n0 = get_global_id(0) * RN;
-  const int m0 = get_global_id(1) * RM;
-  if (n0 >= N || m0 >= M) return;
+#if Q_G4
+// Four q4 blocks of one weight row at once (Q_G4's layout): each block's 16 quantized bytes take
+// one 128-bit lane, their low nibbles meet the group's k 0..15 bytes and their high nibbles its
+// k 16..31, and the four blocks' scales come in one vcvtph2ps. Per block that is ~7 instructions
+// (in 256-bit units) where the one-block loop takes ~14, most of them its scalar scale chain.
+typedef char q_v64qi __attribute__((vector_size(64)));
+typedef short q_v32hi __attribute__((vector_size(64)));
+typedef int q_v16si __attribute__((vector_size(64)));
+#if Q_VNNI
+Q_TARGET inline int16 q_madd64(int16 acc, q_v64qi u, q_v64qi s) {
+  return as_int16(__builtin_ia32_vpdpbusd512((q_v16si)acc, (q_v16si)u, (q_v16si)s));
+}
+#else
+inline int16 q_madd64(int16 acc, q_v64qi u, q_v64qi s) {
+  const q_v32hi p = __builtin_ia32_pmaddubsw512(u, s);
+  return acc + as_int16(__builtin_ia32_pmaddwd512(p, (q_v32hi)((int16)0x00010001)));
+}
+#endif
+
+inline float4 q_half4(const __global uchar* p) {
+  typedef short q_v8hi4 __attribute__((vector_size(16)));
+  const q_v8hi4 v = {*(const __global short*)p, *(const __global short*)(p + QBYTES),
+                     *(const __global short*)(p + 2 * QBYTES), *(const __global short*)(p + 3 * QBYTES), 0, 0, 0, 0};
+  return __builtin_ia32_vcvtph2ps(v);
+}
+
+// Blocks 4g .. 4g + 3 of the weight row at w against activation row qa (scales ad, sums as):
+// the products into acc (4 lanes a block), q4_0's d_w * s_a or q4_1's m * s_a into accm.
+Q_TARGET inline void q_i8_group(int g, const __global uchar* w, const __global uchar* qa, const __global float* ad,
+                                const __global float* as, float16* acc, float4* accm) {
+  const __global uchar* p = w + (long)g * 4 * QBYTES;
+  Q_PREFETCH(p);
+  const int off = QTYPE == 1 ? 2 : 4;
+  const uint16 nib = (uint16)(as_uint4(vload16(0, p + off)), as_uint4(vload16(0, p + QBYTES + off)),
+                              as_uint4(vload16(0, p + 2 * QBYTES + off)), as_uint4(vload16(0, p + 3 * QBYTES + off)));
+  const __global uint* a = (const __global uint*)(qa + g * 128);
+  const q_v64qi alo = (q_v64qi)vload16(0, a), ahi = (q_v64qi)vload16(0, a + 16);
+  const uint16 m = (uint16)0x0F0F0F0Fu;
+  const int16 i = q_madd64(q_madd64((int16)0, (q_v64qi)(nib & m), alo), (q_v64qi)((nib >> 4) & m), ahi);
+  const float4 dw = q_half4(p);
+  const float4 d = dw * vload4(g, ad);
+  *acc = fma(convert_float16(i), __builtin_shufflevector(d, d, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), *acc);
+#if QTYPE == 1
+  *accm = fma(dw, vload4(g, as), *accm);
+#else
+  *accm = fma(q_half4(p + 2), vload4(g, as), *accm);
+#endif
+}
+#endif
+
+
+// The kernel's body (see Q_TARGET): work-item (n0 / RN, m0 / RM).
+Q_TARGET void q_i8_tile(int n0, int m0, int M, int N, int K, float alpha, float beta, __global const uchar* QA,
+                        __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,
+                        __global const GT* X, long x_off, int sxm, int sxn) {
   const int blocks = K / 32;
   const __global float* ad = (const __global float*)(QA + (long)M * K);
   const __global float* as = ad + (long)M * blocks;
@@ -313,6 +394,15 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
       accm[i][j] = accm2[i][j] = 0.0f;
     }
   int kb = 0;
+#if Q_G4
+  float16 acc16 = (float16)0.0f;
+  float4 accm4 = (float4)0.0f;
+  for (; kb + 4 <= blocks; kb += 4)
+    q_i8_group(kb / 4, w[0], QA + (long)row[0] * K, ad + (long)row[0] * blocks, as + (long)row[0] * blocks, &acc16,
+               &accm4);
+  acc[0][0] = acc16.lo + acc16.hi;
+  accm[0][0] = prism_hsum4(accm4);
+#endif
   if (Q_ACC2) {
     for (; kb + 1 < blocks; kb += 2) {
       q_i8_block(kb, K, blocks, QA, ad, as, row, w, acc, accm);
@@ -336,6 +426,15 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
         PRISM_STORE(C + c_off + (long)m * scm + n, prism_epilogue(v, alpha, beta, X, x_off, sxm, sxn, m, n));
       }
     }
+}
+
+__kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const uchar* QA,
+                            __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,
+                            __global const GT* X, long x_off, int sxm, int sxn) {
+  const int n0 = get_global_id(0) * RN;
+  const int m0 = get_global_id(1) * RM;
+  if (n0 >= N || m0 >= M) return;
+  q_i8_tile(n0, m0, M, N, K, alpha, beta, QA, W, w_off, swn, C, c_off, scm, X, x_off, sxm, sxn);
 }
 #endif  // RM
 #endif  // QA8
