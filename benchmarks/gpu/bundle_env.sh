@@ -4,8 +4,10 @@
 # bundle has one, points the OpenCL loader at the bundle (its env.sh) and prism at the vendor
 # profiles the build expects (.gpu/data/vendors).
 G=$PWD/.gpu
-[ -f "$G/lib/libopenblas.so.0.xz" ] &&
+# Unpacked once, into a temporary name then renamed: scripts that run side by side (op_suite_
+# sharded.sh's shards) source this too, and a library rewritten under a running program kills it.
+[ -f "$G/lib/libopenblas.so.0.xz" ] && [ ! -f "$G/lib/libopenblas.so.0" ] &&
   python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
-    "$G/lib/libopenblas.so.0.xz" "$G/lib/libopenblas.so.0"
+    "$G/lib/libopenblas.so.0.xz" "$G/lib/libopenblas.so.0.$$" && mv "$G/lib/libopenblas.so.0.$$" "$G/lib/libopenblas.so.0"
 source "$G/env.sh"
 export PRISM_DATA_DIR=$G/data

@@ -227,29 +227,15 @@ __kernel void quantize_rows_q8(int M, int K, __global const GT* A, long a_off, i
 // neighbouring shorts to ints. q8_0 moves its weight's sign onto the activation (vpsignb).
 typedef char q_v32qi __attribute__((vector_size(32)));
 typedef short q_v16hi __attribute__((vector_size(32)));
-typedef int q_v8si __attribute__((vector_size(32)));
 #define Q_CAT32(x, y)                                                                                         \
   ((q_v32qi)__builtin_shufflevector((x), (y), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, \
                                     19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31))
-#if Q_VNNI
-// AVX-512 VNNI (the host defines Q_VNNI=1 when the CPU that PoCL runs on has it): one vpdpbusd
-// does vpmaddubsw + vpmaddwd's work. PoCL compiles for its LLVM's CPU name, which may lack VNNI
-// (skylake-avx512 on a Zen 4), so every function on the path to the instruction carries the
-// target attribute, the kernel's body included (Q_TARGET; an attributed function is not inlined
-// into one without it).
-#define Q_TARGET __attribute__((target("avx512vnni,avx512vl")))
-Q_TARGET inline int8 q_madd32(q_v32qi u, q_v32qi s) {
-  return as_int8(__builtin_ia32_vpdpbusd256((q_v8si)((int8)0), (q_v8si)u, (q_v8si)s));
-}
-#else
-#define Q_TARGET
 inline int8 q_madd32(q_v32qi u, q_v32qi s) {
   const q_v16hi p = __builtin_ia32_pmaddubsw256(u, s);
   return as_int8(__builtin_ia32_pmaddwd256(p, (q_v16hi)((short16)1)));
 }
-#endif
 
-Q_TARGET inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
+inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
 #if QTYPE == 0
   const q_v32qi w = Q_CAT32(as_char16(vload16(0, p + 2)), as_char16(vload16(0, p + 18)));
   return q_madd32(__builtin_ia32_psignb256(w, w), __builtin_ia32_psignb256(Q_CAT32(alo, ahi), w));
@@ -263,7 +249,6 @@ Q_TARGET inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
 #endif
 }
 #else
-#define Q_TARGET
 // Portable: widened to shorts, products of neighbours summed to ints (vpmaddwd's pattern).
 inline int8 q_madd16(short16 a, short16 w) {
   return convert_int8(a.even) * convert_int8(w.even) + convert_int8(a.odd) * convert_int8(w.odd);
@@ -284,7 +269,7 @@ inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
 // One k block of gemm_q_cpu_i8: each (activation row, weight row) pair's integer block dot
 // product, scaled by d_a * d_w into acc; accm takes q4_0's d_w * s_a (times -8 at the end) or
 // q4_1's m * s_a.
-Q_TARGET inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, const __global float* ad,
+inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, const __global float* ad,
                        const __global float* as, const int* row, const __global uchar* const* w, float8 (*acc)[RN],
                        float (*accm)[RN]) {
   char16 alo[RM], ahi[RM];
@@ -327,17 +312,10 @@ Q_TARGET inline void q_i8_block(int kb, int K, int blocks, const __global uchar*
 // (in 256-bit units) where the one-block loop takes ~14, most of them its scalar scale chain.
 typedef char q_v64qi __attribute__((vector_size(64)));
 typedef short q_v32hi __attribute__((vector_size(64)));
-typedef int q_v16si __attribute__((vector_size(64)));
-#if Q_VNNI
-Q_TARGET inline int16 q_madd64(int16 acc, q_v64qi u, q_v64qi s) {
-  return as_int16(__builtin_ia32_vpdpbusd512((q_v16si)acc, (q_v16si)u, (q_v16si)s));
-}
-#else
 inline int16 q_madd64(int16 acc, q_v64qi u, q_v64qi s) {
   const q_v32hi p = __builtin_ia32_pmaddubsw512(u, s);
   return acc + as_int16(__builtin_ia32_pmaddwd512(p, (q_v32hi)((int16)0x00010001)));
 }
-#endif
 
 inline float4 q_half4(const __global uchar* p) {
   typedef short q_v8hi4 __attribute__((vector_size(16)));
@@ -348,7 +326,7 @@ inline float4 q_half4(const __global uchar* p) {
 
 // Blocks 4g .. 4g + 3 of the weight row at w against activation row qa (scales ad, sums as):
 // the products into acc (4 lanes a block), q4_0's d_w * s_a or q4_1's m * s_a into accm.
-Q_TARGET inline void q_i8_group(int g, const __global uchar* w, const __global uchar* qa, const __global float* ad,
+inline void q_i8_group(int g, const __global uchar* w, const __global uchar* qa, const __global float* ad,
                                 const __global float* as, float16* acc, float4* accm) {
   const __global uchar* p = w + (long)g * 4 * QBYTES;
   Q_PREFETCH(p);
@@ -371,10 +349,12 @@ Q_TARGET inline void q_i8_group(int g, const __global uchar* w, const __global u
 #endif
 
 
-// The kernel's body (see Q_TARGET): work-item (n0 / RN, m0 / RM).
-Q_TARGET void q_i8_tile(int n0, int m0, int M, int N, int K, float alpha, float beta, __global const uchar* QA,
-                        __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,
-                        __global const GT* X, long x_off, int sxm, int sxn) {
+__kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const uchar* QA,
+                            __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,
+                            __global const GT* X, long x_off, int sxm, int sxn) {
+  const int n0 = get_global_id(0) * RN;
+  const int m0 = get_global_id(1) * RM;
+  if (n0 >= N || m0 >= M) return;
   const int blocks = K / 32;
   const __global float* ad = (const __global float*)(QA + (long)M * K);
   const __global float* as = ad + (long)M * blocks;
@@ -426,15 +406,6 @@ Q_TARGET void q_i8_tile(int n0, int m0, int M, int N, int K, float alpha, float 
         PRISM_STORE(C + c_off + (long)m * scm + n, prism_epilogue(v, alpha, beta, X, x_off, sxm, sxn, m, n));
       }
     }
-}
-
-__kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const uchar* QA,
-                            __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,
-                            __global const GT* X, long x_off, int sxm, int sxn) {
-  const int n0 = get_global_id(0) * RN;
-  const int m0 = get_global_id(1) * RM;
-  if (n0 >= N || m0 >= M) return;
-  q_i8_tile(n0, m0, M, N, K, alpha, beta, QA, W, w_off, swn, C, c_off, scm, X, x_off, sxm, sxn);
 }
 #endif  // RM
 #endif  // QA8

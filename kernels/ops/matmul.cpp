@@ -24,7 +24,6 @@
 #include "kernels/ops/gemm_shared.hpp"
 #include "kernels/ptx_forms.hpp"
 #include "prism/error.hpp"
-#include "runtime/env.hpp"
 #include "runtime/log.hpp"
 
 namespace prism {
@@ -773,21 +772,6 @@ std::optional<std::string> dtype_unsupported(const op_call& call) {
 // wn; 3 with auto=1 lets the shape choose (M <= 8: rows with mb 8, nb 2, warps 8, the H100
 // sweep's best).
 
-// Whether gemm_q_cpu_i8 may use AVX-512 VNNI (Q_VNNI): the device is PoCL's CPU device on this
-// host (its HSTR names an x86_64 target: the pthread and basic drivers run kernels on the host's
-// cores) and the host CPU has avx512vnni and avx512vl. PRISM_CPU_VNNI=0 turns it off (A/B runs).
-bool cpu_vnni(const device& dev) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const bool host = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
-  const std::string& v = dev.opencl_version();
-  return host && dev.is_cpu() && v.find("PoCL") != std::string::npos &&
-         v.find("x86_64") != std::string::npos && env::get_bool("PRISM_CPU_VNNI", true);
-#else
-  (void)dev;
-  return false;
-#endif
-}
-
 int qtype_define(dtype t) {
   return t == dtype::q8_0 ? 0 : t == dtype::q4_0 ? 1 : 2;
 }
@@ -1000,7 +984,7 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
     const std::int64_t lx = std::min(next_pow2(gx), pl.c);
     r = nd_range(range<3>(ceil_div(gx, lx) * lx, gy, 1), range<3>(lx, 1, 1));
     if (pl.int8_activations) {
-      opts += fmt::format(" -DQA8 -DQ_VNNI={}", cpu_vnni(q.get_device()) ? 1 : 0);
+      opts += " -DQA8";
       const tensor ws = quantize_activations(q, p, opts, src);
       return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_cpu_i8"), r,
                           ws);

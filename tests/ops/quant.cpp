@@ -14,7 +14,6 @@
 #include "kernels/op_support.hpp"
 #include "ops_test_util.hpp"
 #include "prism/ops.hpp"
-#include "runtime/env.hpp"
 
 namespace prism::test {
 namespace {
@@ -106,44 +105,36 @@ TEST(quant, f16_and_bf16_activations) {
 TEST(quant, int8_activations_follow_the_per_block_rounding) {
   queue& q = shared_queue();
   std::uint64_t seed = 300;
-  // The CPU kernel, the GPU rows kernel and its block-pair form (dp4a on NVIDIA, four multiplies
-  // elsewhere) all follow the same host model. On a CPU the CPU kernel runs twice: as the device
-  // builds it (on x86 with AVX-512 VNNI: vpdpbusd, and at M = 1 on AVX-512 four blocks a
-  // register), and with PRISM_CPU_VNNI=0. K = 192: six blocks, one group of four and two more.
-  const bool cpu = q.get_device().is_cpu();
+  // The CPU kernel (at M = 1 on AVX-512 four blocks a register), the GPU rows kernel and its
+  // block-pair form (dp4a on NVIDIA, four multiplies elsewhere) all follow the same host model.
+  // K = 192: six blocks, one group of four and two more.
   for (const char* cfg : {"variant=0,rm=4,qrn=4,qwg=1,qa=1", "variant=0,rm=1,qrn=1,qwg=32,qa=1",
                           "variant=4,mb=2,nb=4,warps=2,qa=1", "variant=4,mb=2,nb=2,warps=2,qa=1,qp=1"})
-    for (int vnni_off = 0; vnni_off < (cpu && std::string_view(cfg).starts_with("variant=0") ? 2 : 1);
-         ++vnni_off)
-      for (dtype wt : quantized_dtypes)
-        for (std::int64_t m : {1, 5, 33}) {
-          env::override_for_testing("PRISM_CPU_VNNI",
-                                    vnni_off ? std::optional<std::string>("0") : std::nullopt);
-          SCOPED_TRACE(std::string(dtype_name(wt)) + " m=" + std::to_string(m) + " " + cfg +
-                       (vnni_off ? " PRISM_CPU_VNNI=0" : ""));
-          const std::int64_t n = 19, k = 192;
-          op_call c = linear_call(q, m, n, k, dtype::f32, wt, false, ++seed);
-          enqueue_opencl(q, linear_op(), c, config(cfg));
-          const host_tensor got = read_host(q, c.outputs[0]);
-          const host_tensor a = read_host(q, c.inputs[0]), w = read_host(q, c.inputs[1]);
-          for (std::int64_t i = 0; i < m; ++i)
-            for (std::int64_t j = 0; j < n; ++j) {
-              double want = 0, mag = 0;
-              for (std::int64_t kb = 0; kb < k; kb += 32) {
-                float amax = 0;
-                for (std::int64_t kk = kb; kk < kb + 32; ++kk)
-                  amax = std::max(amax, std::fabs(static_cast<float>(a.values[i * k + kk])));
-                const float d = amax * (1.0f / 127.0f), id = d > 0 ? 1.0f / d : 0.0f;
-                for (std::int64_t kk = kb; kk < kb + 32; ++kk) {
-                  const double qa = std::nearbyint(static_cast<float>(a.values[i * k + kk]) * id);
-                  want += w.values[j * k + kk] * static_cast<double>(d) * qa;
-                  mag += std::fabs(w.values[j * k + kk] * static_cast<double>(d) * qa);
-                }
+    for (dtype wt : quantized_dtypes)
+      for (std::int64_t m : {1, 5, 33}) {
+        SCOPED_TRACE(std::string(dtype_name(wt)) + " m=" + std::to_string(m) + " " + cfg);
+        const std::int64_t n = 19, k = 192;
+        op_call c = linear_call(q, m, n, k, dtype::f32, wt, false, ++seed);
+        enqueue_opencl(q, linear_op(), c, config(cfg));
+        const host_tensor got = read_host(q, c.outputs[0]);
+        const host_tensor a = read_host(q, c.inputs[0]), w = read_host(q, c.inputs[1]);
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t j = 0; j < n; ++j) {
+            double want = 0, mag = 0;
+            for (std::int64_t kb = 0; kb < k; kb += 32) {
+              float amax = 0;
+              for (std::int64_t kk = kb; kk < kb + 32; ++kk)
+                amax = std::max(amax, std::fabs(static_cast<float>(a.values[i * k + kk])));
+              const float d = amax * (1.0f / 127.0f), id = d > 0 ? 1.0f / d : 0.0f;
+              for (std::int64_t kk = kb; kk < kb + 32; ++kk) {
+                const double qa = std::nearbyint(static_cast<float>(a.values[i * k + kk]) * id);
+                want += w.values[j * k + kk] * static_cast<double>(d) * qa;
+                mag += std::fabs(w.values[j * k + kk] * static_cast<double>(d) * qa);
               }
-              EXPECT_NEAR(got.values[i * n + j], want, 1e-5 * mag + 1e-30) << "row " << i << " column " << j;
             }
-        }
-  env::override_for_testing("PRISM_CPU_VNNI", std::nullopt);
+            EXPECT_NEAR(got.values[i * n + j], want, 1e-5 * mag + 1e-30) << "row " << i << " column " << j;
+          }
+      }
 }
 
 // gemm_q_mma (qmma=1; nv auto for 16-bit activations at 2 <= M <= 8, checked bit for bit): the
