@@ -140,11 +140,13 @@ struct graph::impl {
   std::vector<std::size_t> lock_order;
   std::vector<const event::impl*> deps;
 
+  std::string name_of(std::size_t i) const {
+    const auto& n = nodes[i];
+    return n.kind == detail::command_kind::kernel ? n.name : std::string(detail::command_kind_name(n.kind));
+  }
   std::string describe(std::size_t i) const {
     const auto& n = nodes[i];
-    std::string what = n.kind == detail::command_kind::kernel
-                           ? "kernel '" + n.name + "'"
-                           : std::string(detail::command_kind_name(n.kind));
+    std::string what = n.kind == detail::command_kind::kernel ? "kernel '" + n.name + "'" : name_of(i);
     return what + " (command " + std::to_string(i) + " of the graph)";
   }
 
@@ -624,7 +626,8 @@ std::vector<graph::command_time> graph::replay_timed(queue& q) {
         "clGetEventProfilingInfo", impl_->describe(i));
     detail::check_cl(clGetEventProfilingInfo(evs[i], CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr),
                      "clGetEventProfilingInfo", impl_->describe(i));
-    out[i] = {impl_->describe(i), end > start ? static_cast<double>(end - start) * 1e-9 : 0.0};
+    out[i] = {impl_->describe(i), impl_->name_of(i),
+              end > start ? static_cast<double>(end - start) * 1e-9 : 0.0};
   }
   return out;
 }

@@ -97,6 +97,13 @@ struct run_result {
   /// Graph on: the decode step's commands' summed device time (the least of nine timed replays)
   /// and what the best decode time per token spends above it, per command (0: not measured).
   double decode_kernel_seconds = 0, launch_us_per_command = 0;
+  /// That least timed replay's device time per kernel (or command kind), largest first.
+  struct kernel_time {
+    std::string name;
+    std::size_t calls = 0;
+    double seconds = 0;
+  };
+  std::vector<kernel_time> decode_kernels;
   double prefill_tokens_per_s() const { return prefill_seconds > 0 ? prompt.size() / prefill_seconds : 0; }
   double decode_tokens_per_s() const {
     return decode_seconds > 0 && tokens.size() > 1 ? (tokens.size() - 1) / decode_seconds : 0;

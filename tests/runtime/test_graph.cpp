@@ -125,6 +125,8 @@ TEST_P(graph_modes, TimedReplayRunsTheGraphAndTimesEveryCommand) {
   EXPECT_EQ(replayed.d.read(), eager.d.read());
   EXPECT_NE(times[0].what.find("kernel 'iota' (command 0"), std::string::npos) << times[0].what;
   EXPECT_NE(times[3].what.find("kernel 'copy_int' (command 3"), std::string::npos) << times[3].what;
+  EXPECT_EQ(times[0].name, "iota");
+  EXPECT_EQ(times[3].name, "copy_int");
   for (const auto& t : times) {
     EXPECT_GE(t.seconds, 0.0) << t.what;
     EXPECT_LT(t.seconds, 10.0) << t.what;

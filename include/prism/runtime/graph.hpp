@@ -77,9 +77,11 @@ class graph {
   /// recording or empty, a buffer or allocation it uses destroyed since recording.
   event replay(queue& q);
   /// One command's device time in a timed replay: what it was (as errors name it: "kernel
-  /// 'name' (command i of the graph)") and profiling END - START in seconds.
+  /// 'name' (command i of the graph)"), its name alone (the kernel's, or the command's kind:
+  /// "handler::copy", ...) and profiling END - START in seconds.
   struct command_time {
     std::string what;
+    std::string name;
     double seconds = 0;
   };
   /// Replays once on `q`, which must have profiling on (queue_options::enable_profiling), with an

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# prism-llm's decode kernel table (graph on): the timed replay's device time per kernel, in the
+# text report and as --json's decode_kernels. Its calls must add up to the step's commands and
+# its times to decode_kernel_ms_per_token, largest first.
+# usage: kernel_table.sh PRISM_LLM WORK_DIR
+set -euo pipefail
+bin=$1
+dir=$2
+mkdir -p "$dir"
+"$bin" --preset tiny --prompt-len 8 --new-tokens 8 --graph on --warmup 0 --breakdown-steps 0 \
+  --json "$dir/run.json" > "$dir/run.out"
+grep -q '^decode kernels (device time of one step' "$dir/run.out" || { cat "$dir/run.out"; exit 1; }
+python3 - "$dir/run.json" << 'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+k = j["decode_kernels"]
+assert k, "decode_kernels is empty"
+calls = sum(e["calls"] for e in k)
+assert calls == j["decode_step_commands"], (calls, j["decode_step_commands"])
+us = sum(e["us"] for e in k)
+want = 1e3 * j["decode_kernel_ms_per_token"]
+assert abs(us - want) <= 1e-6 * max(want, 1.0) + 1e-3, (us, want)
+assert all(e["name"] and e["us"] >= 0 for e in k), k
+assert [e["us"] for e in k] == sorted((e["us"] for e in k), reverse=True), k
+assert len({e["name"] for e in k}) == len(k), "a kernel listed twice"
+print(f"{len(k)} kernels, {calls} commands, {us:.1f} us")
+PY
