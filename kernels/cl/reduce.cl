@@ -26,6 +26,16 @@ inline int better(float v, long i, float w, long j) {
   return v > w || (v == w && i < j);
 }
 
+// Vector t (elements VEC c ..): looked inside only when it may hold a new best (bi == R: nothing
+// taken yet, as in a row of -inf; a NaN; a value above bv).
+#define ARGMAX_VEC(t, c)                                                \
+  if (bi == R || any(isnan(t)) || vmax(t) > bv)                         \
+    for (int k = 0; k < VEC; ++k)                                       \
+      if (better(((const float*)&(t))[k], (c) * VEC + k, bv, bi)) {     \
+        bv = ((const float*)&(t))[k];                                   \
+        bi = (c) * VEC + k;                                             \
+      }
+
 __kernel void reduce_rows(long R, __global const STYPE(A_K)* x, long x_off, __global STYPE(O_K)* o, long o_off) {
   __local float sv[WG];
   __local long si[WG];
@@ -36,18 +46,25 @@ __kernel void reduce_rows(long R, __global const STYPE(A_K)* x, long x_off, __gl
   long bi = R;  // sentinel: loses every tie
   long j = lid;
 #if VEC > 1
-  // VEC-wide loads; only the item's first vector, and one that holds a NaN or a value above the
-  // best so far (its plain max says which), takes the per-element pass, so a long row (a vocabulary's logits) costs a
-  // vector max per VEC elements. A work-item's indices still rise, so ties keep the first.
+  // VEC-wide loads, and the per-element pass only where ARGMAX_VEC's test asks for it, so a long
+  // row (a vocabulary's logits) costs a vector max per VEC elements. A work-item's indices still
+  // rise, so ties keep the first. On GPUs four vectors are loaded before any is looked at: each item
+  // keeps four loads in flight (one work-group per row: those bound a long row's time).
   const long nv = R / VEC;
-  for (long c = lid; c < nv; c += WG) {
+  long c = lid;
+#if !PRISM_CPU  // CPUs step one vector at a time (no faster with four on PoCL 3.1, within its noise)
+  for (; c + 3 * WG < nv; c += 4 * WG) {
+    const floatv t0 = VLOAD(A_K, x, c * VEC), t1 = VLOAD(A_K, x, (c + WG) * VEC);
+    const floatv t2 = VLOAD(A_K, x, (c + 2 * WG) * VEC), t3 = VLOAD(A_K, x, (c + 3 * WG) * VEC);
+    ARGMAX_VEC(t0, c);
+    ARGMAX_VEC(t1, c + WG);
+    ARGMAX_VEC(t2, c + 2 * WG);
+    ARGMAX_VEC(t3, c + 3 * WG);
+  }
+#endif
+  for (; c < nv; c += WG) {
     const floatv t = VLOAD(A_K, x, c * VEC);
-    if (bi == R || any(isnan(t)) || vmax(t) > bv)  // bi == R: nothing taken yet (a row of -inf)
-      for (int k = 0; k < VEC; ++k)
-        if (better(((float*)&t)[k], c * VEC + k, bv, bi)) {
-          bv = ((float*)&t)[k];
-          bi = c * VEC + k;
-        }
+    ARGMAX_VEC(t, c);
   }
   j = nv * VEC + lid;
 #endif
