@@ -22,6 +22,12 @@ inline const char* env(const char* name) {
   return v && *v ? v : nullptr;
 }
 
+/// The variable's value as a number, or `fallback` when it is unset or empty.
+inline double env_number(const char* name, double fallback) {
+  const char* v = env(name);
+  return v ? std::atof(v) : fallback;
+}
+
 inline queue& bench_queue() {
   static auto* q = new queue();  // never destroyed: no OpenCL from static destructors
   return *q;

@@ -32,12 +32,6 @@ namespace {
 using namespace prism;
 using bench::bench_queue;
 
-// A number from the environment, or `fallback` when the variable is unset.
-double env_number(const char* name, double fallback) {
-  const char* v = bench::env(name);
-  return v ? std::atof(v) : fallback;
-}
-
 struct timed_call {
   const op_descriptor* d;
   op_call call;
@@ -46,7 +40,7 @@ struct timed_call {
   // after each call, so the host's round trip counts; a decode step's graph pipelines them).
   double seconds() {
     queue& q = bench_queue();
-    static const int calls = std::max(1, static_cast<int>(env_number("PRISM_BENCH_PIPELINE", 1)));
+    static const int calls = std::max(1, static_cast<int>(bench::env_number("PRISM_BENCH_PIPELINE", 1)));
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < calls; ++i) enqueue_opencl(q, *d, call, cfg);
     q.wait();
@@ -144,7 +138,7 @@ int main(int argc, char** argv) {
   }
   if (configs.empty()) configs.push_back("");  // the profile's default
   // Seconds per benchmark (PRISM_BENCH_MIN_TIME; default 1): each iteration also runs the read.
-  const double min_time = env_number("PRISM_BENCH_MIN_TIME", 1.0);
+  const double min_time = bench::env_number("PRISM_BENCH_MIN_TIME", 1.0);
   for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::q4_1, dtype::f32})
     for (const std::string& config : is_quantized(t) ? configs : std::vector<std::string>{""}) {
       const std::string name = std::string("linear_gemv/") + dtype_name(t) + "/" + key +

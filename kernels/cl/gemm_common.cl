@@ -26,7 +26,9 @@ typedef half GT;
 #if VW == 1
 #define PRISM_LOADV(p) vload_half(0, (p))
 #else
-#define PRISM_LOADV(p) GEMM_CAT(vload_half, VW)(0, (p))
+// prelude.cl's loader: on CPUs it avoids PoCL 3.1's vload_half16, which faults on rows that are
+// not 32-byte aligned.
+#define PRISM_LOADV(p) GEMM_CAT(GEMM_CAT(prism_vload, VW), _f16)((p), 0)
 #endif
 #elif PRISM_DTYPE == 2
 typedef ushort GT;

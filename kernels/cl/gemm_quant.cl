@@ -327,7 +327,7 @@ inline float4 q_half4(const __global uchar* p) {
 // Blocks 4g .. 4g + 3 of the weight row at w against activation row qa (scales ad, sums as):
 // the products into acc (4 lanes a block), q4_0's d_w * s_a or q4_1's m * s_a into accm.
 inline void q_i8_group(int g, const __global uchar* w, const __global uchar* qa, const __global float* ad,
-                                const __global float* as, float16* acc, float4* accm) {
+                       const __global float* as, float16* acc, float4* accm) {
   const __global uchar* p = w + (long)g * 4 * QBYTES;
   Q_PREFETCH(p);
   const int off = QTYPE == 1 ? 2 : 4;
@@ -347,7 +347,6 @@ inline void q_i8_group(int g, const __global uchar* w, const __global uchar* qa,
 #endif
 }
 #endif
-
 
 __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const uchar* QA,
                             __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,

@@ -873,9 +873,10 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
   if (!is_floating(t)) return fmt::format("dtype {} is not a float dtype (f32, f16, bf16)", dtype_name(t));
   std::int64_t m = 1;
   for (int i = 0; i + 1 < call.inputs[0].dim(); ++i) m *= call.inputs[0].size(i);
+  const bool wants_mma = wants_qmma(c, m, t);
   std::optional<std::string> mma_refused;
-  if (wants_qmma(c, m, t)) mma_refused = qmma_refusal(dev, *w, t, c.at("qa") == 1);
-  const qplan pl = plan_quant(c, m, quant_k_and_row(*w).first, !mma_refused && wants_qmma(c, m, t));
+  if (wants_mma) mma_refused = qmma_refusal(dev, *w, t, c.at("qa") == 1);
+  const qplan pl = plan_quant(c, m, quant_k_and_row(*w).first, wants_mma && !mma_refused);
   std::uint64_t threads = 1, local = 0;
   if (pl.kind == qkernel::mma) {
     if (mma_refused) return mma_refused;
