@@ -508,7 +508,17 @@ tensor& silu_and_mul_out(queue& q, tensor& out, const tensor& x) {
 }
 tensor linear_silu_and_mul(queue& q, const tensor& x, const tensor& weight) {
   static const op_handle op("linear_silu_and_mul");
-  return op.run(q, {x, weight});
+  return op.run(q, {x, weight, tensor{}});
+}
+tensor linear_silu_and_mul(queue& q, const tensor& x, const tensor& weight, const tensor& norm_weight,
+                           double eps) {
+  static const op_handle op("linear_silu_and_mul");
+  return op.run(q, {x, weight, norm_weight}, {{"eps", eps}});
+}
+tensor rms_norm_linear(queue& q, const tensor& x, const tensor& norm_weight, const tensor& weight,
+                       const tensor& bias, double eps) {
+  static const op_handle op("rms_norm_linear");
+  return op.run(q, {x, norm_weight, weight, bias}, {{"eps", eps}});
 }
 tensor gelu_and_mul(queue& q, const tensor& x, gelu_approx approximate) {
   static const op_handle op("gelu_and_mul");

@@ -196,13 +196,12 @@ decoder::decoder(queue& q, const device_weights& weights) : q_(q), c_(weights.co
   embed_ = get("model.embed_tokens.weight");
   final_norm_ = get("model.norm.weight");
   lm_head_ = c_.tie_embeddings || !weights.tensors.count("lm_head.weight") ? embed_ : get("lm_head.weight");
-  build_layers(
-      [&](const std::string& name) { return get(name); },
-      [&](const std::vector<std::string>& names) {
-        std::vector<const tensor*> parts;
-        for (const auto& n : names) parts.push_back(&get(n));
-        return fuse_rows(q_, parts);
-      });
+  build_layers([&](const std::string& name) { return get(name); },
+               [&](const std::vector<std::string>& names) {
+                 std::vector<const tensor*> parts;
+                 for (const auto& n : names) parts.push_back(&get(n));
+                 return fuse_rows(q_, parts);
+               });
   finish_setup(t0);
 }
 
@@ -213,8 +212,9 @@ decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.con
   // The arena holds every weight once: a tied head is the embedding itself, unless the head
   // reads a block-quantized copy of it.
   auto room = [&](const host_tensor& w) {
-    return w.quantized() ? weight_arena::room(w.blocks.size(), w.block_type)
-                         : weight_arena::room(dtype_storage_bytes(t, static_cast<std::int64_t>(w.values.size())), t);
+    return w.quantized()
+               ? weight_arena::room(w.blocks.size(), w.block_type)
+               : weight_arena::room(dtype_storage_bytes(t, static_cast<std::int64_t>(w.values.size())), t);
   };
   std::size_t arena_bytes = 0;
   for (const auto& [name, shape] : model_weights::expected(c_))
@@ -223,8 +223,8 @@ decoder::decoder(queue& q, const model_weights& weights) : q_(q), c_(weights.con
   weight_arena arena(q_, arena_bytes);
   embed_ = upload(arena, weights.get("model.embed_tokens.weight"), t);
   final_norm_ = upload(arena, weights.get("model.norm.weight"), t);
-  lm_head_ =
-      &weights.head() == &weights.get("model.embed_tokens.weight") ? embed_ : upload(arena, weights.head(), t);
+  lm_head_ = &weights.head() == &weights.get("model.embed_tokens.weight") ? embed_
+                                                                          : upload(arena, weights.head(), t);
   build_layers([&](const std::string& name) { return upload(arena, weights.get(name), t); },
                [&](const std::vector<std::string>& names) {
                  std::vector<const host_tensor*> parts;
@@ -242,9 +242,11 @@ void decoder::build_layers(const std::function<tensor(const std::string&)>& one,
     auto name = [&](const char* s) { return model_weights::layer_name(l, s); };
     layer_weights L;
     L.input_norm = one(name("input_layernorm.weight"));
-    L.qkv = cat({name("self_attn.q_proj.weight"), name("self_attn.k_proj.weight"), name("self_attn.v_proj.weight")});
+    L.qkv = cat(
+        {name("self_attn.q_proj.weight"), name("self_attn.k_proj.weight"), name("self_attn.v_proj.weight")});
     if (c_.attention_bias)
-      L.qkv_bias = cat({name("self_attn.q_proj.bias"), name("self_attn.k_proj.bias"), name("self_attn.v_proj.bias")});
+      L.qkv_bias =
+          cat({name("self_attn.q_proj.bias"), name("self_attn.k_proj.bias"), name("self_attn.v_proj.bias")});
     if (c_.qk_norm) {
       L.q_norm = one(name("self_attn.q_norm.weight"));
       L.k_norm = one(name("self_attn.k_norm.weight"));
@@ -259,6 +261,10 @@ void decoder::build_layers(const std::function<tensor(const std::string&)>& one,
 
 // Waits for the weights, then builds the caches, timing each part (setup_).
 void decoder::finish_setup(std::chrono::steady_clock::time_point t0) {
+  norm_fusable_ = !is_quantized(lm_head_.type()) && final_norm_.defined();
+  for (const auto& L : layers_)
+    for (const tensor* w : {&L.qkv, &L.o_proj, &L.gate_up, &L.down, &L.input_norm, &L.post_norm})
+      norm_fusable_ = norm_fusable_ && w->defined() && !is_quantized(w->type());
   q_.wait();
   setup_.weights_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   init_caches();
@@ -345,6 +351,7 @@ tensor decoder::forward_at(const tensor& token_ids, const tensor& positions, std
   if (timer_) timer_->start(q_);
   tensor x = ops::embedding(q_, embed_, token_ids);  // the residual stream, [n, hidden]
   step("embedding");
+  if (n == 1 && fusions_.norm && norm_fusable_) return forward_fused_norms(x, positions);
   tensor h, mlp_out;
   for (std::int64_t l = 0; l < c_.num_layers; ++l) {
     auto& L = layers_[l];
@@ -410,6 +417,47 @@ tensor decoder::forward_at(const tensor& token_ids, const tensor& positions, std
   if (capture_) layer_out_[c_.num_layers - 1] = x.to_floats(q_);
   const tensor logits = ops::linear(q_, h.slice(0, n - 1, n), lm_head_);  // [1, vocab]
   step("lm_head");
+  return logits;
+}
+
+// One token with the norm fusion: the residual adds ride the o/down projections' epilogues
+// (addmm_out into x: each output element read and written by the same work-item), and each
+// RMSNorm is read inside the GEMV that consumes it. Five launches a layer against seven.
+tensor decoder::forward_fused_norms(tensor& x, const tensor& positions) {
+  const double eps = c_.rms_eps;
+  for (std::int64_t l = 0; l < c_.num_layers; ++l) {
+    auto& L = layers_[l];
+    const tensor qkv = ops::rms_norm_linear(q_, x, L.input_norm, L.qkv, L.qkv_bias, eps);  // [1, q + 2 kv]
+    step("norm_qkv_proj");
+    tensor attn_rows;
+    if (fusions_.attention) {
+      attn_rows = ops::decode_attention(q_, qkv, positions, cos_sin_, L.kv_cache, L.q_norm, L.k_norm, eps);
+      step("attention");
+    } else {
+      const tensor qh =
+          ops::qkv_rope_cache(q_, qkv, positions, cos_sin_, L.kv_cache, L.q_norm, L.k_norm, eps);
+      step("qkv_rope_cache");
+      attn_rows = ops::kv_cache_attention(q_, qh, L.kv_cache, positions);
+      step("attention");
+    }
+    ops::addmm_out(q_, x, x, attn_rows, L.o_proj.transpose(0, 1));  // x += o_proj(attn)
+    step("o_proj_add");
+    tensor act;
+    if (fusions_.mlp) {
+      act = ops::linear_silu_and_mul(q_, x, L.gate_up, L.post_norm, eps);
+      step("norm_gate_up_silu");
+    } else {
+      const tensor gate_up = ops::rms_norm_linear(q_, x, L.post_norm, L.gate_up, {}, eps);  // [1, 2 ffn]
+      step("norm_gate_up_proj");
+      act = ops::silu_and_mul(q_, gate_up);
+      step("silu_and_mul");
+    }
+    ops::addmm_out(q_, x, x, act, L.down.transpose(0, 1));  // x += down_proj(act)
+    step("down_proj_add");
+    if (capture_) layer_out_[l] = x.to_floats(q_);
+  }
+  const tensor logits = ops::rms_norm_linear(q_, x, final_norm_, lm_head_, {}, eps);  // [1, vocab]
+  step("norm_lm_head");
   return logits;
 }
 

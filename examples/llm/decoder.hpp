@@ -115,12 +115,21 @@ class decoder {
   std::vector<graph::command_time> time_decode_step();
   /// Which fused ops one-token steps use: decode_attention (q/k norm, RoPE, cache write and
   /// attention in one kernel) and linear_silu_and_mul (gate/up GEMV and SiLU * mul). Off, the
-  /// step runs qkv_rope_cache + kv_cache_attention and linear + silu_and_mul. Both on by default.
+  /// step runs qkv_rope_cache + kv_cache_attention and linear + silu_and_mul. `norm` (float
+  /// weights): the residual adds go into the o/down projections' epilogues (addmm into the
+  /// residual stream) and each RMSNorm into the GEMV that reads it (rms_norm_linear,
+  /// linear_silu_and_mul with a norm weight), so a layer's norms launch nothing of their own; off,
+  /// fused_add_rms_norm runs between them. All on by default.
   struct fusions {
     bool attention = true;
     bool mlp = true;
+    bool norm = true;
   };
-  void set_fusions(fusions f) { fusions_ = f; }
+  /// Drops a recorded decode graph (the next step records the new fusions).
+  void set_fusions(fusions f) {
+    fusions_ = f;
+    decode_graph_ = graph{};
+  }
   /// Times the decode graph was recorded (tests: re-recording after a routes change).
   std::uint64_t graph_recordings() const { return graph_recordings_; }
 
@@ -150,6 +159,7 @@ class decoder {
   /// first position when known on the host (eager), -1 inside a graph recording. One-token steps
   /// never read `pos` (their cache length comes from `positions`), so a recording is always one.
   tensor forward_at(const tensor& token_ids, const tensor& positions, std::int64_t pos);
+  tensor forward_fused_norms(tensor& x, const tensor& positions);
   void record_decode_graph(bool greedy);
   /// Throws (naming `where`) when n more tokens do not fit the cache after position pos_.
   void check_room(std::int64_t n, const char* where) const;
@@ -168,6 +178,9 @@ class decoder {
   // Decode graph state (set_graph).
   bool use_graph_ = false;
   fusions fusions_;
+  /// The norm fusion's kernels take float weights of the run's dtype (not block-quantized ones,
+  /// which keep fused_add_rms_norm and linear's quantized kernels); set at upload.
+  bool norm_fusable_ = false;
   graph decode_graph_;
   bool graph_greedy_ = true;
   std::uint64_t graph_generation_ = 0;

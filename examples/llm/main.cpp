@@ -137,8 +137,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off", "auto"}))
       ->capture_default_str();
   app.add_option("--fuse", opt.fuse,
-                 "fused ops of a decode step: a comma-separated subset of attention (decode_attention) and mlp "
-                 "(linear_silu_and_mul), or none")
+                 "fused ops of a decode step: a comma-separated subset of attention (decode_attention), mlp "
+                 "(linear_silu_and_mul) and norm (residual adds in the projections' epilogues, RMSNorms read "
+                 "in the next GEMV: rms_norm_linear), or none")
       ->capture_default_str();
   app.add_option("--warmup", opt.warmup_runs, "untimed warm-up generations (build kernels first)")
       ->capture_default_str();

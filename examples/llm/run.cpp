@@ -274,17 +274,20 @@ run_result run_model(const run_options& opt) {
   decoder dec = ck && ck->device ? decoder(q, *ck->device) : decoder(q, weights);
   if (ck) ck->device.reset();  // the decoder holds what it uses
   {
-    decoder::fusions f{false, false};
+    decoder::fusions f{false, false, false};
     std::stringstream list(opt.fuse);
     for (std::string item; std::getline(list, item, ',');) {
       if (item == "attention")
         f.attention = true;
       else if (item == "mlp")
         f.mlp = true;
+      else if (item == "norm")
+        f.norm = true;
       else if (item != "none")
-        throw error(errc::invalid_argument, "prism-llm --fuse",
-                    fmt::format("unknown fusion '{}' in '{}'; valid: attention, mlp (comma-separated), none",
-                                item, opt.fuse));
+        throw error(
+            errc::invalid_argument, "prism-llm --fuse",
+            fmt::format("unknown fusion '{}' in '{}'; valid: attention, mlp, norm (comma-separated), none",
+                        item, opt.fuse));
     }
     dec.set_fusions(f);
   }

@@ -55,7 +55,7 @@ struct run_options {
   /// "on": on CPU devices, idle CPUs poll instead of halting while the run generates
   /// (prism::idle_poll, where permitted); "off".
   std::string poll = "on";
-  std::string fuse = "attention,mlp";  ///< decode fusions: attention, mlp, both, or none
+  std::string fuse = "attention,mlp,norm";  ///< decode fusions: attention, mlp, norm (any of them), or none
   int repeat = 1;                      ///< timed generations; the fastest prefill and decode are reported
   std::int64_t breakdown_decode_steps = 8;
   bool check = false;

@@ -194,6 +194,15 @@ tensor& silu_and_mul_out(queue& q, tensor& out, const tensor& x);
 /// silu_and_mul(linear(x, weight)) in one kernel for a fused gate|up weight [2F, K] (F gate rows,
 /// then F up rows): x [M, K] -> [M, F]. A GEMV, for decode's small M (SwiGLU's first half).
 tensor linear_silu_and_mul(queue& q, const tensor& x, const tensor& weight);
+/// The same after an RMSNorm of x: silu_and_mul(linear(rms_norm(x, norm_weight, eps), weight)),
+/// the norm read in the GEMV's loads (no normalized copy of x, no launch of its own).
+tensor linear_silu_and_mul(queue& q, const tensor& x, const tensor& weight, const tensor& norm_weight,
+                           double eps);
+/// linear(rms_norm(x, norm_weight, eps), weight, bias) in one GEMV kernel: x [M, K], norm_weight
+/// [K], weight [N, K] -> [M, N]. For decode's small M; with the residual add in the previous
+/// projection's epilogue (addmm_out into the residual), a decoder layer's norms cost no launch.
+tensor rms_norm_linear(queue& q, const tensor& x, const tensor& norm_weight, const tensor& weight,
+                       const tensor& bias = {}, double eps = 1e-6);
 tensor& gelu_and_mul_out(queue& q, tensor& out, const tensor& x, gelu_approx approximate = gelu_approx::none);
 
 // ---------------------------------------------------------------------------------------------

@@ -109,6 +109,9 @@ std::map<std::string, public_call> public_calls() {
   t["linear_silu_and_mul"] = {[](queue& q) {
     ops::linear_silu_and_mul(q, filled(q, {2, 3}), filled(q, {4, 3}));
   }};
+  t["rms_norm_linear"] = {[](queue& q) {
+    ops::rms_norm_linear(q, filled(q, {2, 3}), filled(q, {3}), filled(q, {4, 3}));
+  }};
   // A KV cache [2, 1 kv head, 8 positions, head_dim 4] and a qkv row of 2 q heads + k + v.
   t["qkv_rope_cache"] = {[](queue& q) {
     tensor cache = filled(q, {2, 1, 8, 4});

@@ -182,16 +182,17 @@ TEST(Decoder, GraphDecodeIsBitIdenticalToEager) {
   EXPECT_EQ(dec.graph_recordings(), 3u);  // back to greedy
   decode(dec, prompt, true, nullptr);
   EXPECT_EQ(dec.graph_recordings(), 3u);
-  // 2 layers x 7 ops (decode_attention fuses q/k norm, RoPE, the cache write and attention;
-  // linear_silu_and_mul the gate/up GEMV and SiLU * mul) + embedding, final norm, head, argmax.
-  EXPECT_EQ(dec.decode_step_commands(), 18u);
+  // 2 layers x 5 ops (rms_norm_linear: input norm + qkv; decode_attention: q/k norm, RoPE, the
+  // cache write and attention; addmm: o_proj + residual; linear_silu_and_mul: post norm + gate/up
+  // + SiLU * mul; addmm: down + residual) + embedding, final norm + head, argmax.
+  EXPECT_EQ(dec.decode_step_commands(), 13u);
 
   // A timed replay of the step (prism-llm's launch-cost figure): a device time per command,
   // named; its cache write at the next free position leaves a later generation unchanged.
   const auto want = decode(dec, prompt, false, nullptr).tokens;
   dec.set_graph(true);
   const auto times = dec.time_decode_step();
-  ASSERT_EQ(times.size(), 18u);
+  ASSERT_EQ(times.size(), 13u);
   EXPECT_NE(times.front().what.find("kernel '"), std::string::npos) << times.front().what;
   double sum = 0;
   for (const auto& t : times) {
@@ -202,6 +203,21 @@ TEST(Decoder, GraphDecodeIsBitIdenticalToEager) {
   EXPECT_EQ(decode(dec, prompt, true, nullptr).tokens, want);
   dec.set_graph(false);
   EXPECT_THROW(dec.time_decode_step(), prism::error);
+
+  // Without the norm fusion the norms launch on their own (rms_norm, then fused_add_rms_norm):
+  // 2 x 7 + embedding, final norm, head, argmax. Tokens and logits agree with the fused step's
+  // within rounding (the fused GEMVs read the norm unrounded).
+  dec.set_fusions({true, true, false});
+  EXPECT_EQ(dec.decode_step_commands(), 18u);
+  const auto unfused = decode(dec, prompt, false, nullptr);
+  dec.set_fusions({});
+  const auto fused = decode(dec, prompt, false, nullptr);
+  EXPECT_EQ(unfused.tokens, fused.tokens);
+  ASSERT_EQ(unfused.logits.size(), fused.logits.size());
+  for (std::size_t i = 0; i < fused.logits.size(); ++i)
+    for (std::size_t j = 0; j < fused.logits[i].size(); ++j)
+      ASSERT_NEAR(fused.logits[i][j], unfused.logits[i][j], 1e-3 * (1.0 + std::fabs(unfused.logits[i][j])))
+          << "step " << i << " logit " << j;
 }
 
 // A routing change (here: tuning lookups replaced) makes the decoder record its graph again,
@@ -219,14 +235,14 @@ TEST(Decoder, GraphIsRecordedAgainWhenRoutingChanges) {
     ~restore() { dispatch::use_tuning_database(); }
   } at_exit;
   dispatch::set_tuning_lookup([](const dispatch::tuning_query& qy) -> std::optional<dispatch::tuned_choice> {
-    if (qy.op == "fused_add_rms_norm") return dispatch::tuned_choice{"opencl", "wg=32,vec=1"};
+    if (qy.op == "rms_norm_linear") return dispatch::tuned_choice{"opencl", "variant=1,nb=2,wg=16,vw=8"};
     return std::nullopt;
   });
   EXPECT_EQ(decode(dec, prompt, true, nullptr).tokens, want);
   EXPECT_EQ(dec.graph_recordings(), 2u);
 
   dispatch::set_tuning_lookup([](const dispatch::tuning_query& qy) -> std::optional<dispatch::tuned_choice> {
-    if (qy.op == "fused_add_rms_norm") return dispatch::tuned_choice{"host", ""};
+    if (qy.op == "rms_norm_linear") return dispatch::tuned_choice{"host", ""};
     return std::nullopt;
   });
   try {
@@ -235,7 +251,7 @@ TEST(Decoder, GraphIsRecordedAgainWhenRoutingChanges) {
   } catch (const prism::error& e) {
     const std::string what = e.what();
     EXPECT_EQ(e.code(), errc::unsupported) << what;
-    EXPECT_NE(what.find("fused_add_rms_norm on the host backend"), std::string::npos) << what;
+    EXPECT_NE(what.find("rms_norm_linear on the host backend"), std::string::npos) << what;
     EXPECT_NE(what.find("cannot be recorded in a graph"), std::string::npos) << what;
   }
   // Eager decoding still runs it on the host, and the queue is usable again.
