@@ -261,10 +261,10 @@ void decoder::build_layers(const std::function<tensor(const std::string&)>& one,
 
 // Waits for the weights, then builds the caches, timing each part (setup_).
 void decoder::finish_setup(std::chrono::steady_clock::time_point t0) {
-  norm_fusable_ = !is_quantized(lm_head_.type()) && final_norm_.defined();
+  norm_fusable_ = final_norm_.defined();
   for (const auto& L : layers_)
     for (const tensor* w : {&L.qkv, &L.o_proj, &L.gate_up, &L.down, &L.input_norm, &L.post_norm})
-      norm_fusable_ = norm_fusable_ && w->defined() && !is_quantized(w->type());
+      norm_fusable_ = norm_fusable_ && w->defined();
   q_.wait();
   setup_.weights_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   init_caches();
@@ -443,7 +443,7 @@ tensor decoder::forward_fused_norms(tensor& x, const tensor& positions) {
     ops::addmm_out(q_, x, x, attn_rows, L.o_proj.transpose(0, 1));  // x += o_proj(attn)
     step("o_proj_add");
     tensor act;
-    if (fusions_.mlp) {
+    if (fusions_.mlp && !is_quantized(L.gate_up.type())) {
       act = ops::linear_silu_and_mul(q_, x, L.gate_up, L.post_norm, eps);
       step("norm_gate_up_silu");
     } else {

@@ -178,8 +178,9 @@ class decoder {
   // Decode graph state (set_graph).
   bool use_graph_ = false;
   fusions fusions_;
-  /// The norm fusion's kernels take float weights of the run's dtype (not block-quantized ones,
-  /// which keep fused_add_rms_norm and linear's quantized kernels); set at upload.
+  /// Every layer has the weights the norm fusion reads (set at upload). Block-quantized ones go
+  /// through rms_norm_linear's quantized form (the norm applied as the activations are quantized
+  /// to int8) and addmm's quantized mat2.
   bool norm_fusable_ = false;
   graph decode_graph_;
   bool graph_greedy_ = true;

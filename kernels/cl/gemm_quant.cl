@@ -172,6 +172,63 @@ __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global 
 }
 #endif
 
+#ifdef QNORM
+// rms_norm_linear's norm, one work-group of QNORM items (a power of two >= K / 32) per row:
+// item b loads 32-block b of the row at a, the blocks' sums of squares meet in `part`, and the
+// block comes back scaled by rsqrt(mean square + eps) and the norm weight g. False for the items
+// past the row's blocks (after the group's barriers).
+inline bool q_norm_block(const __global GT* a, const __global GT* g, int K, float eps, __local float* part,
+                         float16* lo, float16* hi) {
+  const int b = get_local_id(0);
+  const bool on = b < K / 32;
+  const __global GT* p = a + (on ? b : 0) * 32;
+  float16 l = PRISM_LOADV(p), h = PRISM_LOADV(p + 16);
+  const float16 sq = on ? l * l + h * h : (float16)(0.0f);
+  const float8 sq8 = sq.lo + sq.hi;
+  const float4 sq4 = sq8.lo + sq8.hi;
+  part[b] = sq4.s0 + sq4.s1 + sq4.s2 + sq4.s3;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int w = QNORM / 2; w > 0; w >>= 1) {
+    if (b < w) part[b] += part[b + w];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (!on) return false;
+  const float r = rsqrt(part[0] / (float)K + eps);
+  *lo = l * PRISM_LOADV(g + b * 32) * r;
+  *hi = h * PRISM_LOADV(g + b * 32 + 16) * r;
+  return true;
+}
+
+// 16 floats to storage (rounded to nearest even).
+inline void q_store16(float16 v, __global GT* y) {
+#if PRISM_DTYPE == 0
+  vstore16(v, 0, y);
+#elif PRISM_DTYPE == 1
+  vstore_half16_rte(v, 0, y);
+#else
+  const ushort8 l = (ushort8)(prism_to_bf16(v.s0), prism_to_bf16(v.s1), prism_to_bf16(v.s2), prism_to_bf16(v.s3),
+                              prism_to_bf16(v.s4), prism_to_bf16(v.s5), prism_to_bf16(v.s6), prism_to_bf16(v.s7));
+  const ushort8 h = (ushort8)(prism_to_bf16(v.s8), prism_to_bf16(v.s9), prism_to_bf16(v.sa), prism_to_bf16(v.sb),
+                              prism_to_bf16(v.sc), prism_to_bf16(v.sd), prism_to_bf16(v.se), prism_to_bf16(v.sf));
+  vstore16((ushort16)(l, h), 0, y);
+#endif
+}
+
+// The norm alone, for the float-activation kernels (rms_norm_linear at qa=0): normalized rows in
+// the storage dtype to Y [M, K] (as rms_norm would store them).
+__kernel __attribute__((reqd_work_group_size(QNORM, 1, 1))) void quant_norm_rows(
+    int M, int K, __global const GT* A, long a_off, int sam, __global GT* Y, __global const GT* G, long g_off,
+    float eps) {
+  __local float part[QNORM];
+  const int b = get_local_id(0), m = get_group_id(1);
+  float16 lo, hi;
+  if (!q_norm_block(A + a_off + (long)m * sam, G + g_off, K, eps, part, &lo, &hi)) return;
+  __global GT* y = Y + (long)m * K + b * 32;
+  q_store16(lo, y);
+  q_store16(hi, y + 16);
+}
+#endif
+
 #ifdef QA8
 // Decode on AVX-512 (Q_G4: the CPU kernel at RM = 1 and RN = 1 for q4_0/q4_1) takes four blocks
 // a 512-bit register: each activation row's int8 bytes are then laid out in groups of four blocks
@@ -190,13 +247,27 @@ inline int q_hi_at(int b, int blocks) {
   return Q_G4 && b < (blocks & ~3) ? (b >> 2) * 128 + 64 + (b & 3) * 16 : b * 32 + 16;
 }
 
-// One work-item per (32-block, row) of A: see the workspace layout at the top.
+// One work-item per (32-block, row) of A: see the workspace layout at the top. With QNORM (the
+// group size, a power of two >= K / 32; rms_norm_linear) the row is RMS-normalized first: one
+// work-group per row, the blocks' sums of squares meet in local memory, and each block is scaled
+// by rsqrt(mean square + eps) and the norm weight G before it is quantized.
+#ifdef QNORM
+__kernel __attribute__((reqd_work_group_size(QNORM, 1, 1))) void quantize_rows_q8(
+    int M, int K, __global const GT* A, long a_off, int sam, __global uchar* QA, __global const GT* G, long g_off,
+    float eps) {
+  __local float part[QNORM];
+  const int b = get_local_id(0), m = get_group_id(1);
+  const int blocks = K / 32;
+  float16 lo, hi;
+  if (!q_norm_block(A + a_off + (long)m * sam, G + g_off, K, eps, part, &lo, &hi)) return;
+#else
 __kernel void quantize_rows_q8(int M, int K, __global const GT* A, long a_off, int sam, __global uchar* QA) {
   const int b = get_global_id(0), m = get_global_id(1);
   const int blocks = K / 32;
   if (b >= blocks || m >= M) return;
   const __global GT* a = A + a_off + (long)m * sam + b * 32;
   const float16 lo = PRISM_LOADV(a), hi = PRISM_LOADV(a + 16);
+#endif
   const float16 mx = fmax(fabs(lo), fabs(hi));
   const float8 m8 = fmax(mx.lo, mx.hi);
   const float4 m4 = fmax(m8.lo, m8.hi);

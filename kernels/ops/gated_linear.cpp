@@ -6,12 +6,14 @@
 // - rms_norm_linear: linear(rms_norm(x, g), w, bias), the norm read in the GEMV's loads.
 // With the residual add in the previous projection's epilogue (addmm into the residual), the
 // norms between a decoder layer's GEMVs cost no launch of their own.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
 
 #include "kernels/op_support.hpp"
+#include "kernels/ops/gemm_shared.hpp"
 
 namespace prism {
 
@@ -55,7 +57,22 @@ void check_gemv(const op_call& c) {
   require_rank(c, x, "input", 2, 2);
   require_rank(c, w, "weight", 2, 2);
   require_dtype(c, x, "input", {dtype::f32, dtype::f16, dtype::bf16});
-  require_same_dtype(c, x, "input", w, "weight");
+  if (is_quantized(w.type())) {
+    if (o.gated)
+      fail(c, "'weight' is " + std::string(dtype_name(w.type())) +
+                  "; linear_silu_and_mul takes f32, f16 or bf16 weights (block-quantized ones: "
+                  "rms_norm_linear or "
+                  "linear, then silu_and_mul)");
+    const std::int64_t block = static_cast<std::int64_t>(dtype_block_elements(w.type()));
+    if (w.strides()[1] != 1 || w.size(1) % block != 0 || w.offset() % block != 0 ||
+        (w.size(0) > 1 && w.strides()[0] % block != 0))
+      fail(c, fmt::format(
+                  "'weight' {} must hold whole blocks of {} along k (dim 1): k contiguous, a multiple of "
+                  "{}, starting on a block; got shape {} strides {} offset {}",
+                  dtype_name(w.type()), block, block, w.shape().str(), w.strides().str(), w.offset()));
+  } else {
+    require_same_dtype(c, x, "input", w, "weight");
+  }
   if (o.gated && w.size(0) % 2 != 0)
     fail(c, "'weight' has shape " + w.shape().str() + "; expected [2 F, K]: F gate rows, then F up rows");
   if (w.size(1) != x.size(1))
@@ -94,6 +111,10 @@ void reference_gemv(host_call& h) {
       !gated && h.inputs.size() > 3 && !h.inputs[3].values.empty() ? &h.inputs[3].values : nullptr;
   const double eps = norm ? c.get_f64("eps") : 0.0;
   const std::int64_t M = x.shape[0], K = x.shape[1], F = gated ? w.shape[0] / 2 : w.shape[0];
+  // A block-quantized weight's kernels quantize the (normalized) activations to int8 per
+  // 32-block: the error scale is then sum over blocks of max_block |a| * sum_block |w|, which
+  // also bounds sum |a w| (linear's quantized reference, gemm_tolerance).
+  const bool quant = is_quantized(c.inputs[gated ? 1 : 2].type());
   auto& out = h.outputs[0];
   out.magnitude.assign(out.values.size(), 0.0);
   std::vector<double> a(static_cast<std::size_t>(K));
@@ -104,9 +125,15 @@ void reference_gemv(host_call& h) {
     for (std::int64_t k = 0; k < K; ++k) a[k] = x.values[m * K + k] * (g ? (*g)[k] * rs : 1.0);
     auto dot = [&](std::int64_t row, double& mag) {
       double s = 0;
-      for (std::int64_t k = 0; k < K; ++k) {
-        s += a[k] * w.values[row * K + k];
-        mag += std::fabs(a[k] * w.values[row * K + k]);
+      for (std::int64_t k = 0; k < K; ++k) s += a[k] * w.values[row * K + k];
+      for (std::int64_t kb = 0; kb < K; kb += 32) {
+        double amax = 0, wsum = 0, prod = 0;
+        for (std::int64_t k = kb; k < std::min(kb + 32, K); ++k) {
+          amax = std::max(amax, std::fabs(a[k]));
+          wsum += std::fabs(w.values[row * K + k]);
+          prod += std::fabs(a[k] * w.values[row * K + k]);
+        }
+        mag += quant ? amax * wsum : prod;
       }
       return s;
     };
@@ -141,7 +168,13 @@ config_schema gemv_schema() {
        {1, 2, 4, 8},
        "output units (gate/up row pairs, or rows) per work-group (variant 0) or item (1)"},
       {"wg", 128, {8, 16, 32, 64, 128, 256}, "work-group size (variant 0: the k split)"},
-      {"vw", 8, {1, 2, 4, 8, 16}, "variant 1: vector width along K"}};
+      {"vw", 8, {1, 2, 4, 8, 16}, "variant 1: vector width along K"},
+      {"qa",
+       1,
+       {0, 1},
+       "rms_norm_linear with a block-quantized weight: 1 = int8 activations per 32-block, the norm applied "
+       "as "
+       "they are quantized (llama.cpp's CPU rule); 0 = float activations, the norm written as its own rows"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 0 && (k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4 > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
@@ -156,6 +189,9 @@ op_implementation gemv_implementation(const char* name) {
   impl.kernel_file = "gemv_gated.cl";
   impl.supports = [](const device& dev, const op_call& c,
                      const kernel_config& cfg) -> std::optional<std::string> {
+    if (is_quantized(operands(c).w->type()))
+      return fmt::format("weight is {} (block-quantized): opencl.quant_norm serves it",
+                         dtype_name(operands(c).w->type()));
     if (auto r = check_wg(dev, cfg.at("wg"))) return r;
     const std::int64_t rpu = operands(c).gated ? 2 : 1;
     const auto local =
@@ -209,22 +245,58 @@ op_implementation gemv_implementation(const char* name) {
   return impl;
 }
 
+// rms_norm_linear with a block-quantized weight: linear's quantized GEMV on int8 activations, the
+// norm applied while quantize_rows_q8 quantizes them (kernels/ops/matmul.cpp). The config's
+// variant picks the kernel: 1 (CPUs) one weight row per work-item, 0 (GPUs) the rows kernel.
+op_implementation quant_norm_implementation() {
+  op_implementation impl;
+  impl.name = "opencl.quant_norm";
+  impl.kernel_file = "gemm_quant.cl";
+  impl.supports = [](const device& dev, const op_call& c,
+                     const kernel_config&) -> std::optional<std::string> {
+    const gemv_operands o = operands(c);
+    if (!is_quantized(o.w->type()))
+      return std::string("weight is not block-quantized (q8_0, q4_0, q4_1): opencl.gemv_rms_norm serves it");
+    const auto group = static_cast<std::uint64_t>(gemm_detail::quantize_norm_group(o.x->size(1)));
+    if (group > dev.max_work_group_size())
+      return fmt::format(
+          "the norm takes a row's {} blocks in one work-group of {} items; the device allows {}",
+          o.x->size(1) / 32, group, dev.max_work_group_size());
+    return std::nullopt;
+  };
+  impl.enqueue = [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) -> event {
+    const gemv_operands o = operands(c);
+    if (o.x->size(0) == 0 || o.w->size(0) == 0) return event{};
+    const gemm_detail::quant_norm norm{*o.g, c.get_f64("eps")};
+    return gemm_detail::enqueue_quant_norm_linear(q, *o.x, norm, *o.w, o.b ? *o.b : tensor{}, c.outputs[0],
+                                                  cfg.at("variant") == 1, cfg.at("qa") == 1, src);
+  };
+  return impl;
+}
+
 tolerance gemv_tolerance(const op_call& c, int) {
   const double k = static_cast<double>(c.inputs[0].size(1));
-  return tolerance{1.0, 0.0, 0.0, std::ldexp(1.0, -23) * (8.0 + std::sqrt(k))};
+  const double f32 = std::ldexp(1.0, -23) * (8.0 + std::sqrt(k));
+  // Int8 activations (block-quantized weight): each block's rounding, at most absmax / 254 * sum
+  // |w| (gemm_tolerance's bound for linear's quantized kernels).
+  if (is_quantized(operands(c).w->type()))
+    return tolerance{1.0, 0.0, 0.0, f32 + (1.0 + std::ldexp(1.0, -10)) / 254.0};
+  return tolerance{1.0, 0.0, 0.0, f32};
 }
 
 // Random operands: input and weight in [-1, 1]; the norm weight in [0.5, 1.5] (a layer norm's
 // gain), the bias in [-1, 1].
 op_call make_gemv_call(queue& q, const char* op, const sample_options& o, std::int64_t M, std::int64_t F,
-                       std::int64_t K, bool norm, bool bias) {
+                       std::int64_t K, bool norm, bool bias, dtype weight_type = dtype::f32) {
   std::mt19937_64 rng(o.seed);
   const dtype t = is_floating(o.type) ? o.type : dtype::f32;
   op_call c;
   c.op = op;
   const bool gated = c.op == "linear_silu_and_mul";
   tensor x = random_tensor(q, {M, K}, t, rng, -1, 1, false);
-  tensor w = random_tensor(q, {gated ? 2 * F : F, K}, t, rng, -1, 1, false);
+  // A block-quantized weight: f32 values quantized (tensor::from_floats rounds them to blocks).
+  tensor w = is_quantized(weight_type) ? gemm_detail::random_tensor(q, {F, K}, weight_type, o, 7)
+                                       : random_tensor(q, {gated ? 2 * F : F, K}, t, rng, -1, 1, false);
   tensor g = norm ? random_tensor(q, {K}, t, rng, 0.5, 1.5, false) : tensor{};
   if (gated)
     c.inputs = {x, w, g};
@@ -279,6 +351,7 @@ op_descriptor make_gemv_op(bool gated) {
   d.tol = gemv_tolerance;
   d.config = gemv_schema();
   d.implementations = {gemv_implementation(gated ? "opencl.gemv_silu_and_mul" : "opencl.gemv_rms_norm")};
+  if (!gated) d.implementations.push_back(quant_norm_implementation());
   // Tuning samples carry the norm: that is the decode step's call.
   d.sample = [name](queue& q, const shape_key& k, const sample_options& o) {
     return make_gemv_call(q, name, o, k.at("m"), k.at("n"), k.at("k"), true, false);
@@ -299,6 +372,15 @@ op_descriptor make_gemv_op(bool gated) {
       cases.push_back({"odd", tc(5, 37, 301, false, false)});
     } else {
       cases.push_back({"decode_bias", tc(1, 96, 264, true, true)});
+      // Block-quantized weights: the norm rides the int8 activation quantization.
+      auto qc = [name](std::int64_t M, std::int64_t F, std::int64_t K, bool bias, dtype wt) {
+        return [=](queue& q, const sample_options& o) {
+          return make_gemv_call(q, name, o, M, F, K, true, bias, wt);
+        };
+      };
+      cases.push_back({"decode_q4_0", qc(1, 40, 96, false, dtype::q4_0)});
+      cases.push_back({"q8_0", qc(3, 33, 64, false, dtype::q8_0)});
+      cases.push_back({"decode_q4_1_bias", qc(1, 24, 576, true, dtype::q4_1)});
     }
     return cases;
   };

@@ -3,6 +3,7 @@
 // random sample tensors, index narrowing.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -60,5 +61,27 @@ inline std::int64_t next_pow2(std::int64_t v) {
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
 }
+
+/// An RMSNorm the quantized GEMV applies to its activations while it quantizes them to int8
+/// (rms_norm_linear with a block-quantized weight): x / sqrt(mean(x^2) + eps) * weight.
+struct quant_norm {
+  tensor weight;
+  double eps = 1e-6;
+};
+
+/// quantize_rows_q8's work-group with a norm: one row a group, a power of two >= k / 32 items.
+inline std::int64_t quantize_norm_group(std::int64_t k) {
+  return std::max<std::int64_t>(1, next_pow2(k / 32));
+}
+
+/// linear(rms_norm(x, norm), weight, bias) for a block-quantized weight [n, k] (x [m, k], out
+/// [m, n]) on linear's quantized GEMV kernels (gemm_quant.cl). `int8`: the activations are
+/// quantized to int8 per 32-block with the norm applied on the way (quantize_rows_q8); else the
+/// norm writes float rows that the float-activation kernel reads. Two commands either way.
+/// `cpu`: one weight row per work-item, 32 items a group (the PoCL decode route's kernel); else
+/// the rows kernel, a 32-lane team per 2 weight rows, 8 teams a group (nv auto's M <= 8 choice).
+event enqueue_quant_norm_linear(queue& q, const tensor& x, const quant_norm& norm, const tensor& weight,
+                                const tensor& bias, const tensor& out, bool cpu, bool int8,
+                                source_override src);
 
 }  // namespace prism::gemm_detail

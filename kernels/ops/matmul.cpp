@@ -15,6 +15,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -922,14 +923,31 @@ gemm_problem with_k_rows(queue& q, gemm_problem p) {
 
 // qa=1: quantize_rows_q8 writes A as int8 blocks with their scales and sums into a workspace
 // (gemm_quant.cl's layout: M*K bytes, then 2*M*K/32 floats), which gemm_q_cpu_i8 reads in A's place.
-tensor quantize_activations(queue& q, const gemm_problem& p, const std::string& opts, source_override src) {
+// With `norm` (rms_norm_linear), each row is RMS-normalized and scaled by the norm weight on the
+// way (QNORM: one work-group per row, quantize_norm_group items).
+tensor quantize_activations(queue& q, const gemm_problem& p, const std::string& opts, source_override src,
+                            const quant_norm* norm = nullptr) {
   const char* op = "gemm";
   const int M = to_int(p.m, op, "M"), K = to_int(p.k, op, "K"), sam = to_int(p.sam, op, "A row stride");
   const std::int64_t blocks = p.k / 32, a_off = p.a.offset();
   tensor ws = tensor::empty(q, dims{p.m * p.k / 4 + 2 * p.m * blocks}, dtype::f32);
-  kernel quantize = build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "quantize_rows_q8");
+  const std::int64_t qn = norm ? quantize_norm_group(p.k) : 0;
+  kernel quantize = build_kernel(q.get_context(), "gemm_quant.cl", src,
+                                 norm ? opts + fmt::format(" -DQNORM={}", qn) : opts, "quantize_rows_q8");
   auto sa = p.a.storage();
   auto sw = ws.storage();
+  if (norm) {
+    const tensor g = norm->weight.contiguous(q);
+    auto sg = g.storage();
+    q.submit([&](handler& h) {
+      accessor<std::byte> aa(sa, h, read_only);
+      accessor<std::byte> aw(sw, h, write_only);
+      accessor<std::byte> ag(sg, h, read_only);
+      h.parallel_for(nd_range(range<3>(qn, p.m, 1), range<3>(qn, 1, 1)), quantize, M, K, aa, a_off, sam, aw,
+                     ag, g.offset(), static_cast<float>(norm->eps));
+    });
+    return ws;
+  }
   q.submit([&](handler& h) {
     accessor<std::byte> aa(sa, h, read_only);
     accessor<std::byte> aw(sw, h, write_only);
@@ -968,12 +986,16 @@ event submit_quant(queue& q, const gemm_problem& p, const kernel& k, const nd_ra
   });
 }
 
-event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, source_override src) {
+event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, source_override src,
+                    const quant_norm* norm = nullptr) {
   if (p0.m == 0 || p0.n == 0 || p0.batch == 0) return {};
   const gemm_problem p = with_k_rows(q, p0);
   const bool auto_mma =
       wants_qmma(c, p.m, p.c.type()) && !qmma_refusal(q.get_device(), p.b, p.c.type(), c.at("qa") == 1);
   const qplan pl = plan_quant(c, p.m, p.k, auto_mma);
+  if (norm && !pl.int8_activations)
+    throw error(errc::internal, "ops::rms_norm_linear",
+                "a norm rides the int8 activation quantization (qa=1); this plan keeps float activations");
   std::string opts = fmt::format("{} -DQTYPE={} -DHAS_BIAS={}", dtype_define(p.c.type()),
                                  qtype_define(p.b.type()), p.bias.defined() ? 1 : 0);
   const char* name = "gemm_q_cpu";
@@ -986,7 +1008,7 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
     r = nd_range(range<3>(ceil_div(gx, lx) * lx, gy, 1), range<3>(lx, 1, 1));
     if (pl.int8_activations) {
       opts += " -DQA8";
-      const tensor ws = quantize_activations(q, p, opts, src);
+      const tensor ws = quantize_activations(q, p, opts, src, norm);
       return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_cpu_i8"), r,
                           ws);
     }
@@ -1006,7 +1028,7 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
     if (pl.int8_activations) {
       opts += fmt::format(" -DQA8 -DQ_DP4A={} -DQPAIR={}", probe_ptx(q.get_device()).has("dp4a") ? 1 : 0,
                           pl.pairs ? 1 : 0);
-      const tensor ws = quantize_activations(q, p, opts, src);
+      const tensor ws = quantize_activations(q, p, opts, src, norm);
       return submit_quant(q, p,
                           build_kernel(q.get_context(), "gemm_quant.cl", src, opts,
                                        pl.pairs ? "gemm_q_pairs_i8" : "gemm_q_rows"),
@@ -1428,6 +1450,19 @@ std::vector<test_case> addmm_cases(dtype) {
                      c.set("beta", -1.0);
                      return finish(q, self("addmm"), std::move(c));
                    }});
+  // A block-quantized mat2 (a quantized linear weight [n, k], transposed) with the residual as the
+  // input: decode's o/down projection with its add. M = 1 (the decode GEMV) and M = 3.
+  for (auto [name, wt, m] :
+       {std::tuple{"q4_0_residual", dtype::q4_0, 1}, std::tuple{"q8_0_residual", dtype::q8_0, 3},
+        std::tuple{"q4_1_residual", dtype::q4_1, 1}}) {
+    cases.push_back({name, [wt, m](queue& q, const sample_options& o) {
+                       op_call c{"addmm", {}, {}, {}};
+                       c.inputs = {random_tensor(q, {m, 40}, o.type, o, 3),
+                                   random_tensor(q, {m, 96}, o.type, o, 1),
+                                   random_tensor(q, {40, 96}, wt, o, 2).transpose(0, 1)};
+                       return finish(q, self("addmm"), std::move(c));
+                     }});
+  }
   return cases;
 }
 
@@ -1609,6 +1644,43 @@ void check_matrix_pair(const op_call& call, const tensor& a, const char* an, con
 
 }  // namespace
 
+event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const quant_norm& norm,
+                                             const tensor& weight, const tensor& bias, const tensor& out,
+                                             bool cpu, bool int8, source_override src) {
+  static const kernel_config configs[2][2] = {
+      {gemm_schema().complete(kernel_config::parse("variant=4,mb=8,nb=2,warps=8,qa=0,qp=0,qmma=0")),
+       gemm_schema().complete(kernel_config::parse("variant=4,mb=8,nb=2,warps=8,qa=1,qp=0,qmma=0"))},
+      {gemm_schema().complete(kernel_config::parse("variant=0,rm=1,qrn=1,qwg=32,qa=0")),
+       gemm_schema().complete(kernel_config::parse("variant=0,rm=1,qrn=1,qwg=32,qa=1"))}};
+  const kernel_config& cfg = configs[cpu ? 1 : 0][int8 ? 1 : 0];
+  tensor a = x;
+  if (!int8) {  // the norm as its own kernel, rows in x's dtype
+    const tensor xc = x.contiguous(q), g = norm.weight.contiguous(q);
+    a = tensor::empty(q, xc.shape(), xc.type());
+    const std::int64_t qn = quantize_norm_group(xc.size(1));
+    kernel k = build_kernel(q.get_context(), "gemm_quant.cl", src,
+                            fmt::format("{} -DQTYPE={} -DHAS_BIAS=0 -DQNORM={}", dtype_define(xc.type()),
+                                        qtype_define(weight.type()), qn),
+                            "quant_norm_rows");
+    auto sx = xc.storage();
+    auto sy = a.storage();
+    auto sg = g.storage();
+    q.submit([&](handler& h) {
+      accessor<std::byte> ax(sx, h, read_only);
+      accessor<std::byte> ay(sy, h, write_only);
+      accessor<std::byte> ag(sg, h, read_only);
+      h.parallel_for(nd_range(range<3>(qn, xc.size(0), 1), range<3>(qn, 1, 1)), k,
+                     to_int(xc.size(0), "rms_norm_linear", "M"), to_int(xc.size(1), "rms_norm_linear", "K"),
+                     ax, xc.offset(), to_int(xc.size(1), "rms_norm_linear", "K"), ay, ag, g.offset(),
+                     static_cast<float>(norm.eps));
+    });
+  }
+  op_call lin{"linear", {a, weight, bias}, {out}, {}};
+  lin.attrs["activation"] = std::string("none");
+  const gemm_problem p = with_k_rows(q, lower_linear(lin));
+  return enqueue_quant(q, p, cfg, src, int8 ? &norm : nullptr);
+}
+
 void register_matmul_ops(op_registry& r) {
   {
     op_descriptor d = base("mm", "matrix product: out[m, n] = input[m, k] @ mat2[k, n] (any strides)",
@@ -1662,7 +1734,14 @@ void register_matmul_ops(op_registry& r) {
     d.attrs.push_back({"alpha", 1.0, "scale of mat1 @ mat2"});
     d.check = [](const op_call& c) {
       check_matrix_pair(c, c.inputs[1], "mat1", c.inputs[2], "mat2", 2);
-      check_same_dtype(c, {{"mat1", &c.inputs[1]}, {"mat2", &c.inputs[2]}, {"input", &c.inputs[0]}});
+      // A block-quantized mat2 (blocks along k: a quantized linear weight's transpose) serves
+      // decode's projection with the residual added in its epilogue.
+      if (is_quantized(c.inputs[2].type())) {
+        check_quantized_weight(c, c.inputs[2], "mat2", 0);
+        check_same_dtype(c, {{"mat1", &c.inputs[1]}, {"input", &c.inputs[0]}});
+      } else {
+        check_same_dtype(c, {{"mat1", &c.inputs[1]}, {"mat2", &c.inputs[2]}, {"input", &c.inputs[0]}});
+      }
       bias_strides(c, c.inputs[0], c.inputs[1].size(0), c.inputs[2].size(1));
     };
     d.infer_outputs = [](const op_call& c) {

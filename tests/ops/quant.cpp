@@ -86,6 +86,33 @@ TEST(quant, every_vendor_config) {
   EXPECT_GT(ran, 0);
 }
 
+// rms_norm_linear on a block-quantized weight: both kernels (variant 1: the CPU decode GEMV;
+// 0: the GPU rows kernel) with the norm in the int8 quantization (qa=1) and as float rows (qa=0),
+// against the double-precision norm and dequantized weight; f32 and bf16 activations, a bias,
+// several rows, and K of 576 (18 blocks: a norm group of 32 items, 14 idle).
+TEST(quant, rms_norm_linear_on_quantized_weights) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("rms_norm_linear");
+  std::uint64_t seed = 500;
+  for (dtype wt : quantized_dtypes)
+    for (dtype act : {dtype::f32, dtype::bf16})
+      for (std::int64_t m : {1, 3}) {
+        std::mt19937_64 rng(++seed);
+        op_call c{"rms_norm_linear", {}, {}, {}};
+        c.inputs = {kernels::random_tensor(q, {m, 576}, act, rng, -2, 2),
+                    kernels::random_tensor(q, {576}, act, rng, 0.5, 1.5),
+                    kernels::random_tensor(q, {45, 576}, wt, rng, -1, 1),
+                    m == 1 ? kernels::random_tensor(q, {45}, act, rng, -1, 1) : tensor()};
+        c.attrs["eps"] = 1e-5;
+        allocate_outputs(q, d, c);
+        for (const char* cfg : {"variant=1,qa=1", "variant=1,qa=0", "variant=0,qa=1", "variant=0,qa=0"}) {
+          SCOPED_TRACE(std::string(dtype_name(wt)) + " " + dtype_name(act) + " m=" + std::to_string(m) + " " +
+                       cfg);
+          run_and_compare(d, c, d.config.complete(kernel_config::parse(cfg)), false);
+        }
+      }
+}
+
 TEST(quant, f16_and_bf16_activations) {
   queue& q = shared_queue();
   for (dtype act : {dtype::f16, dtype::bf16})

@@ -236,6 +236,14 @@ def write_gguf(model, arch, qtype, path, tok):
     return as_stored
 
 
+# Every quantized-weight GEMV on float activations (qa=0), the decode step's fused forms included
+# (addmm: o/down projections with the residual; rms_norm_linear: the norm as float rows, variant 1
+# the CPU kernel).
+FLOAT_ACTIVATION_ROUTES = ('routes:\n  linear: {backend: opencl, config: "qa=0"}\n'
+                           '  addmm: {backend: opencl, config: "qa=0"}\n'
+                           '  rms_norm_linear: {backend: opencl, config: "variant=1,qa=0"}\n')
+
+
 def check_gguf(prism_llm, work, qtype):
     import copy
     for arch in ("llama", "qwen2"):
@@ -247,8 +255,8 @@ def check_gguf(prism_llm, work, qtype):
         same.load_state_dict(stored, strict=False)
         want_logits, want_ids = common.hf_generate(same)
         # Linears on float activations (qa=0: the same arithmetic as transformers), so the f32
-        # bound holds.
-        exact = _write(work, "float-activations.yaml", 'routes:\n  linear: {backend: opencl, config: "qa=0"}\n')
+        # bound holds; decode's fused forms too (addmm with the residual, rms_norm_linear).
+        exact = _write(work, "float-activations.yaml", FLOAT_ACTIVATION_ROUTES)
         _, got_logits, got_ids = common.prism_generate(prism_llm, path, work, ("--routes", exact))
         common.compare_logits(f"{arch} {qtype} vs transformers on the dequantized weights", got_logits, want_logits)
         if got_ids != want_ids:
@@ -401,7 +409,7 @@ def check_perplexity(prism_llm, work, arch):
     # on pocl); that moved it by 2.4e-3 (2026-11-24), so its bound is 5e-3, half a percent of
     # perplexity.
     deq = prism_nll(files["Q4_0"], "--dequantize")
-    floats = _write(work, "float-activations.yaml", 'routes:\n  linear: {backend: opencl, config: "qa=0"}\n')
+    floats = _write(work, "float-activations.yaml", FLOAT_ACTIVATION_ROUTES)
     kept = prism_nll(files["Q4_0"], "--routes", floats)
     print(f"perplexity Q4_0 --dequantize: {math.exp(deq):.4f}, kept on float activations: {math.exp(kept):.4f}")
     if abs(deq - kept) > 1e-4:
