@@ -589,27 +589,44 @@ inline uint q_slot(const __global uchar* W, long o, int q) {
 
 // A team's per-lane partial sums acc -> one local-memory tree per (row, column) -> the epilogue
 // and the stores, spread over the team's lanes. Every item of the group calls it (barriers).
-void q_rows_finish(__local float (*red)[LANES * WARPS], float (*acc)[NB], int t, int n0, int m0, int rows,
-                   int M, int N, float alpha, float beta, __global GT* C, long c_off, int scm,
-                   __global const GT* X, long x_off, int sxm, int sxn) {
+// With QNORM_F (rms_norm_linear on float activations) the rows' per-lane sums of squares `ss`
+// are reduced alongside (rows MB * NB .. + MB of red), and each sum is scaled by its row's
+// rsqrt(mean square + eps) before the epilogue.
+#if QNORM_F
+#define QROWS_RED (MB * NB + MB)
+#else
+#define QROWS_RED (MB * NB)
+#endif
+void q_rows_finish(__local float (*red)[LANES * WARPS], float (*acc)[NB], const float* ss, int K, float eps, int t,
+                   int n0, int m0, int rows, int M, int N, float alpha, float beta, __global GT* C, long c_off,
+                   int scm, __global const GT* X, long x_off, int sxm, int sxn) {
   const int lane = t % LANES, team = t / LANES;
 #pragma unroll
-  for (int i = 0; i < MB; ++i)
+  for (int i = 0; i < MB; ++i) {
 #pragma unroll
     for (int j = 0; j < NB; ++j) red[i * NB + j][t] = acc[i][j];
+#if QNORM_F
+    red[MB * NB + i][t] = ss[i];
+#endif
+  }
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int h = LANES / 2; h > 0; h >>= 1) {
     if (lane < h) {
 #pragma unroll
-      for (int r = 0; r < MB * NB; ++r) red[r][t] += red[r][t + h];
+      for (int r = 0; r < QROWS_RED; ++r) red[r][t] += red[r][t + h];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   for (int r = lane; r < MB * NB; r += LANES) {
     const int i = r / NB, j = r % NB, n = n0 + j;
+#if QNORM_F
+    const float scale = rsqrt(red[MB * NB + i][team * LANES] / (float)K + eps);
+#else
+    const float scale = 1.0f;
+#endif
     if (i < rows && n < N)
       PRISM_STORE(C + c_off + (long)(m0 + i) * scm + n,
-                  prism_epilogue(red[r][team * LANES], alpha, beta, X, x_off, sxm, sxn, m0 + i, n));
+                  prism_epilogue(red[r][team * LANES] * scale, alpha, beta, X, x_off, sxm, sxn, m0 + i, n));
   }
 }
 
@@ -646,8 +663,13 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
     __global const GT* A, long a_off, int sam,
 #endif
     __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X,
-    long x_off, int sxm, int sxn) {
-  __local float red[MB * NB][LANES * WARPS];
+    long x_off, int sxm, int sxn
+#if QNORM_F
+    ,
+    __global const GT* G, long g_off, float eps
+#endif
+) {
+  __local float red[QROWS_RED][LANES * WARPS];
   const int t = get_local_id(0), lane = t % LANES, team = t / LANES;
   const int n0 = (get_group_id(0) * WARPS + team) * NB;
   const int m0 = get_group_id(1) * MB;
@@ -675,11 +697,18 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
 #pragma unroll
   for (int i = 0; i < MB; ++i) ap[i] = A + a_off + (long)(m0 + min(i, rows - 1)) * sam + kb * 32 + 4 * q;
 #endif
-  float acc[MB][NB];
+#if QNORM_F
+  const __global GT* gp = G + g_off + kb * 32 + 4 * q;  // the norm weight at the lane's k
+#else
+  const float eps = 0.0f;
+#endif
+  float acc[MB][NB], ss[MB];
 #pragma unroll
-  for (int i = 0; i < MB; ++i)
+  for (int i = 0; i < MB; ++i) {
+    ss[i] = 0.0f;
 #pragma unroll
     for (int j = 0; j < NB; ++j) acc[i][j] = 0.0f;
+  }
 #pragma unroll 2
   for (; kb < blocks; kb += KSTEP) {
     Q_W4 wl[NB];
@@ -722,9 +751,17 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
       const float da = *dp[i];
       dp[i] += KSTEP;
 #else
-      const float4 al = q_act4(ap[i], 0);
+      float4 al = q_act4(ap[i], 0);
 #if QTYPE != 0
-      const float4 ah = q_act4(ap[i], 16);
+      float4 ah = q_act4(ap[i], 16);
+#endif
+#if QNORM_F
+      ss[i] = fma(al.s0, al.s0, fma(al.s1, al.s1, fma(al.s2, al.s2, fma(al.s3, al.s3, ss[i]))));
+      al *= q_act4(gp, 0);
+#if QTYPE != 0
+      ss[i] = fma(ah.s0, ah.s0, fma(ah.s1, ah.s1, fma(ah.s2, ah.s2, fma(ah.s3, ah.s3, ss[i]))));
+      ah *= q_act4(gp, 16);
+#endif
 #endif
 #endif
       ap[i] += KSTEP * 32;
@@ -747,8 +784,11 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
 #endif
       }
     }
+#if QNORM_F
+    gp += KSTEP * 32;
+#endif
   }
-  q_rows_finish(red, acc, t, n0, m0, rows, M, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
+  q_rows_finish(red, acc, ss, K, eps, t, n0, m0, rows, M, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
 }
 
 #ifdef QA8
@@ -854,7 +894,8 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
       }
     }
   }
-  q_rows_finish(red, acc, t, n0, m0, rows, M, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
+  const float ss[MB] = {0.0f};
+  q_rows_finish(red, acc, ss, K, 0.0f, t, n0, m0, rows, M, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
 }
 #endif  // QPAIR
 #endif  // QA8

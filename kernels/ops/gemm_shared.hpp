@@ -75,11 +75,12 @@ inline std::int64_t quantize_norm_group(std::int64_t k) {
 }
 
 /// linear(rms_norm(x, norm), weight, bias) for a block-quantized weight [n, k] (x [m, k], out
-/// [m, n]) on linear's quantized GEMV kernels (gemm_quant.cl). `int8`: the activations are
-/// quantized to int8 per 32-block with the norm applied on the way (quantize_rows_q8); else the
-/// norm writes float rows that the float-activation kernel reads. Two commands either way.
-/// `cpu`: one weight row per work-item, 32 items a group (the PoCL decode route's kernel); else
-/// the rows kernel, a 32-lane team per 2 weight rows, 8 teams a group (nv auto's M <= 8 choice).
+/// [m, n]) on linear's quantized GEMV kernels (gemm_quant.cl). `cpu`: one weight row per
+/// work-item, 32 items a group (the PoCL decode route's kernel); else the rows kernel, a 32-lane
+/// team per 2 weight rows, 8 teams a group (nv auto's M <= 8 choice). `int8`: the activations are
+/// quantized to int8 per 32-block with the norm applied on the way (quantize_rows_q8; two
+/// commands). Float activations: the rows kernel reads the norm with them (one command: each
+/// team sums the row's squares from its own loads); the CPU kernel reads rows the norm wrote.
 event enqueue_quant_norm_linear(queue& q, const tensor& x, const quant_norm& norm, const tensor& weight,
                                 const tensor& bias, const tensor& out, bool cpu, bool int8,
                                 source_override src);

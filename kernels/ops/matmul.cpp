@@ -961,9 +961,10 @@ tensor quantize_activations(queue& q, const gemm_problem& p, const std::string& 
 // Every gemm_quant.cl GEMM kernel takes (M, N, K, alpha, beta, A..., W, w_off, swn, C, c_off, scm,
 // X, x_off, sxm, sxn); `a_args` are what follows the activations' buffer `a`: (a_off, sam) for
 // the float kernels, nothing for gemm_q_cpu_i8's workspace.
+// `norm` (the rows kernel built with QNORM_F): the norm weight, its offset and eps follow.
 template <class... AArgs>
-event submit_quant(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r, const tensor& a,
-                   AArgs... a_args) {
+event submit_quant(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r,
+                   const quant_norm* norm, const tensor& a, AArgs... a_args) {
   const char* op = "gemm";
   const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), K = to_int(p.k, op, "K");
   const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
@@ -976,13 +977,21 @@ event submit_quant(queue& q, const gemm_problem& p, const kernel& k, const nd_ra
   auto sb = p.b.storage();
   auto sc = p.c.storage();
   auto sx = p.bias.defined() ? p.bias.storage() : p.b.storage();
+  const tensor g = norm ? norm->weight.contiguous(q) : tensor{};
+  auto sg = norm ? g.storage() : p.b.storage();
   return q.submit([&](handler& h) {
     accessor<std::byte> aa(sa, h, read_only);
     accessor<std::byte> ab(sb, h, read_only);
     accessor<std::byte> ac(sc, h, write_only, p.c.byte_extent());
     accessor<std::byte> ax(sx, h, read_only);
+    if (!norm) {
+      h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_args..., ab, w_off, swn, ac, c_off, scm, ax, x_off,
+                     sxm, sxn);
+      return;
+    }
+    accessor<std::byte> ag(sg, h, read_only);
     h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_args..., ab, w_off, swn, ac, c_off, scm, ax, x_off, sxm,
-                   sxn);
+                   sxn, ag, g.offset(), static_cast<float>(norm->eps));
   });
 }
 
@@ -993,9 +1002,10 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
   const bool auto_mma =
       wants_qmma(c, p.m, p.c.type()) && !qmma_refusal(q.get_device(), p.b, p.c.type(), c.at("qa") == 1);
   const qplan pl = plan_quant(c, p.m, p.k, auto_mma);
-  if (norm && !pl.int8_activations)
+  // A norm rides the int8 quantization (qa=1), or the rows kernel's float loads (QNORM_F).
+  if (norm && !pl.int8_activations && pl.kind != qkernel::rows)
     throw error(errc::internal, "ops::rms_norm_linear",
-                "a norm rides the int8 activation quantization (qa=1); this plan keeps float activations");
+                "a norm needs int8 activations (qa=1) or the rows kernel (variant 4); this plan has neither");
   std::string opts = fmt::format("{} -DQTYPE={} -DHAS_BIAS={}", dtype_define(p.c.type()),
                                  qtype_define(p.b.type()), p.bias.defined() ? 1 : 0);
   const char* name = "gemm_q_cpu";
@@ -1010,7 +1020,7 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
       opts += " -DQA8";
       const tensor ws = quantize_activations(q, p, opts, src, norm);
       return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_cpu_i8"), r,
-                          ws);
+                          nullptr, ws);
     }
   } else if (pl.kind == qkernel::gemv) {
     const std::int64_t mb = std::min<std::int64_t>(pl.a, next_pow2(p.m));
@@ -1021,8 +1031,10 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
     const std::int64_t mb = std::min<std::int64_t>(pl.a, next_pow2(p.m)), wg = 32 * pl.c;
     // Activation rows read 4 elements per load: 16-byte (f32) or 8-byte (16-bit) aligned when the
     // offset and the row stride are multiples of 4 elements (buffers themselves are aligned).
-    const bool vec4 = p.a.offset() % 4 == 0 && (p.m == 1 || p.sam % 4 == 0);
+    const bool vec4 =
+        p.a.offset() % 4 == 0 && (p.m == 1 || p.sam % 4 == 0) && (!norm || norm->weight.offset() % 4 == 0);
     opts += fmt::format(" -DMB={} -DNB={} -DWARPS={} -DA_VEC4={}", mb, pl.b, pl.c, vec4 ? 1 : 0);
+    if (norm && !pl.int8_activations) opts += " -DQNORM_F=1";
     name = "gemm_q_rows";
     r = nd_range(range<3>(ceil_div(p.n, pl.b * pl.c) * wg, ceil_div(p.m, mb), 1), range<3>(wg, 1, 1));
     if (pl.int8_activations) {
@@ -1032,7 +1044,7 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
       return submit_quant(q, p,
                           build_kernel(q.get_context(), "gemm_quant.cl", src, opts,
                                        pl.pairs ? "gemm_q_pairs_i8" : "gemm_q_rows"),
-                          r, ws);
+                          r, nullptr, ws);
     }
   } else if (pl.kind == qkernel::mma) {
     const bool vec4 = p.a.offset() % 4 == 0 && (p.m == 1 || p.sam % 4 == 0);
@@ -1047,7 +1059,7 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
   }
   kernel k = build_kernel(q.get_context(), "gemm_quant.cl", src, opts, name);
   const std::int64_t a_off = p.a.offset();
-  return submit_quant(q, p, k, r, p.a, a_off, to_int(p.sam, "gemm", "A row stride"));
+  return submit_quant(q, p, k, r, norm, p.a, a_off, to_int(p.sam, "gemm", "A row stride"));
 }
 
 std::vector<op_implementation> gemm_implementations(lowering lower) {
@@ -1654,7 +1666,12 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
        gemm_schema().complete(kernel_config::parse("variant=0,rm=1,qrn=1,qwg=32,qa=1"))}};
   const kernel_config& cfg = configs[cpu ? 1 : 0][int8 ? 1 : 0];
   tensor a = x;
-  if (!int8) {  // the norm as its own kernel, rows in x's dtype
+  if (!int8 && !cpu) {  // the rows kernel reads the norm with its float activations: one command
+    op_call lin{"linear", {x, weight, bias}, {out}, {}};
+    lin.attrs["activation"] = std::string("none");
+    return enqueue_quant(q, with_k_rows(q, lower_linear(lin)), cfg, src, &norm);
+  }
+  if (!int8) {  // the CPU kernel: the norm as its own kernel, rows in x's dtype
     const tensor xc = x.contiguous(q), g = norm.weight.contiguous(q);
     a = tensor::empty(q, xc.shape(), xc.type());
     const std::int64_t qn = quantize_norm_group(xc.size(1));
