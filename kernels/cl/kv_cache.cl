@@ -334,7 +334,8 @@ __kernel void decode_attention_rows(long hq, long hk, long S, long max_pos, floa
   __global STYPE(K_K)* V = cache + cache_off + (hk + kvh) * S * D;
   NEW_KV_ROWS(0, 1, 1);
   float m = -INFINITY, l = 0;
-#if D % 4 == 0
+#if D % 8 == 0
+#define RKB 4
   // Four dims per vector: the key's dot product and the value's update are D / 4 vector FMAs.
   float4 q4[D / 4], a4[D / 4], kr4[D / 4], vr4[D / 4];
   for (int i = 0; i < D / 4; ++i) {
@@ -343,30 +344,48 @@ __kernel void decode_attention_rows(long hq, long hk, long S, long max_pos, floa
     vr4[i] = vload4(i, vr);
     a4[i] = (float4)(0.0f);
   }
-  for (long j = 0; j < L; ++j) {
-    // The new position's key and value come from private memory: another item may be writing
-    // them to the cache right now.
-    const bool fresh = j == p;
-    __global const STYPE(K_K)* kj = K + j * D;
-    __global const STYPE(K_K)* vj = V + j * D;
-    float4 s4 = (float4)(0.0f);
-    if (fresh)
-      for (int i = 0; i < D / 4; ++i) s4 = fma(q4[i], kr4[i], s4);
-    else
-      for (int i = 0; i < D / 4; ++i) s4 = fma(q4[i], LOAD4(K_K, kj, 4 * i), s4);
-    const float s = (s4.s0 + s4.s1) + (s4.s2 + s4.s3);
-    if (s > m) {  // a new max: rescale what was summed so far (exp(-inf) = 0 the first time)
-      const float alpha = exp(m - s);
+  // Keys in blocks of RKB: their dot products are independent chains (one key at a time was a
+  // chain of D / 4 dependent FMAs, a compare and an exp per key, latency-bound), the running max
+  // moves once a block, and the value update takes the block's rows together.
+  for (long j0 = 0; j0 < L; j0 += RKB) {
+    float sc[RKB];
+    for (int u = 0; u < RKB; ++u) {
+      const long j = j0 + u;
+      // The new position's key comes from private memory: another item may be writing it to the
+      // cache right now.
+      __global const STYPE(K_K)* kj = K + (j < L ? j : 0) * D;
+      float4 s4 = (float4)(0.0f), t4 = (float4)(0.0f);
+      if (j == p) {
+        for (int i = 0; i < D / 4; i += 2) {
+          s4 = fma(q4[i], kr4[i], s4);
+          t4 = fma(q4[i + 1], kr4[i + 1], t4);
+        }
+      } else {
+        for (int i = 0; i < D / 4; i += 2) {
+          s4 = fma(q4[i], LOAD4(K_K, kj, 4 * i), s4);
+          t4 = fma(q4[i + 1], LOAD4(K_K, kj, 4 * i + 4), t4);
+        }
+      }
+      s4 += t4;
+      sc[u] = j < L ? (s4.s0 + s4.s1) + (s4.s2 + s4.s3) : -INFINITY;
+    }
+    float bm = sc[0];
+    for (int u = 1; u < RKB; ++u) bm = fmax(bm, sc[u]);
+    if (bm > m) {  // a new max: rescale what was summed so far (exp(-inf) = 0 the first time)
+      const float alpha = exp(m - bm);
       l *= alpha;
       for (int i = 0; i < D / 4; ++i) a4[i] *= alpha;
-      m = s;
+      m = bm;
     }
-    const float e = exp(s - m);
-    l += e;
-    if (fresh)
-      for (int i = 0; i < D / 4; ++i) a4[i] = fma((float4)(e), vr4[i], a4[i]);
-    else
-      for (int i = 0; i < D / 4; ++i) a4[i] = fma((float4)(e), LOAD4(K_K, vj, 4 * i), a4[i]);
+    for (int u = 0; u < RKB; ++u) {
+      const long j = j0 + u;
+      const float e = exp(sc[u] - m);  // 0 past the length (-inf)
+      l += e;
+      if (j == p)
+        for (int i = 0; i < D / 4; ++i) a4[i] = fma((float4)(e), vr4[i], a4[i]);
+      else if (j < L)
+        for (int i = 0; i < D / 4; ++i) a4[i] = fma((float4)(e), LOAD4(K_K, V + j * D, 4 * i), a4[i]);
+    }
   }
   for (int i = 0; i < D / 4; ++i) vstore4(a4[i], i, acc);
 #else
