@@ -172,9 +172,9 @@ config_schema gemv_schema() {
       {"qa",
        1,
        {0, 1},
-       "rms_norm_linear with a block-quantized weight: 1 = int8 activations per 32-block, the norm applied "
-       "as "
-       "they are quantized (llama.cpp's CPU rule); 0 = float activations, the norm written as its own rows"}};
+       "rms_norm_linear, block-quantized weight: 1 = int8 activations per 32-block, normalized as "
+       "they are quantized (llama.cpp's CPU rule); 0 = float activations, the norm read in the rows "
+       "kernel's loads (variant 0) or written as rows first (variant 1)"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 0 && (k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4 > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
