@@ -367,18 +367,8 @@ tensor decoder::forward_at(const tensor& token_ids, const tensor& positions, std
     const tensor qkv = ops::linear(q_, h, L.qkv, L.qkv_bias);  // [n, q + 2 kv]
     step("qkv_proj");
     tensor attn_rows;
-    if (n == 1 && fusions_.attention) {
-      // Decode: q/k norm, RoPE, the k/v append at `positions` and attention over the cache up to
-      // it (a length read on the device), in one kernel; [1, q] rows out.
-      attn_rows = ops::decode_attention(q_, qkv, positions, cos_sin_, L.kv_cache, L.q_norm, L.k_norm, eps);
-      step("attention");
-    } else if (n == 1) {
-      // Decode without the fused attention: the cache length still comes from `positions`.
-      const tensor qh =
-          ops::qkv_rope_cache(q_, qkv, positions, cos_sin_, L.kv_cache, L.q_norm, L.k_norm, eps);
-      step("qkv_rope_cache");
-      attn_rows = ops::kv_cache_attention(q_, qh, L.kv_cache, positions);
-      step("attention");
+    if (n == 1) {
+      attn_rows = decode_attention_rows(L, qkv, positions);
     } else {
       // q/k norm, RoPE and the k/v append to the cache at `positions`, in one kernel.
       const tensor qh =
@@ -420,6 +410,23 @@ tensor decoder::forward_at(const tensor& token_ids, const tensor& positions, std
   return logits;
 }
 
+// One token's attention rows [1, q] from its qkv row: q/k norm, RoPE, the k/v append at
+// `positions` and attention over the cache up to it (a length read on the device), in one kernel
+// with the attention fusion; qkv_rope_cache + kv_cache_attention without it.
+tensor decoder::decode_attention_rows(layer_weights& L, const tensor& qkv, const tensor& positions) {
+  const double eps = c_.rms_eps;
+  if (fusions_.attention) {
+    tensor rows = ops::decode_attention(q_, qkv, positions, cos_sin_, L.kv_cache, L.q_norm, L.k_norm, eps);
+    step("attention");
+    return rows;
+  }
+  const tensor qh = ops::qkv_rope_cache(q_, qkv, positions, cos_sin_, L.kv_cache, L.q_norm, L.k_norm, eps);
+  step("qkv_rope_cache");
+  tensor rows = ops::kv_cache_attention(q_, qh, L.kv_cache, positions);
+  step("attention");
+  return rows;
+}
+
 // One token with the norm fusion: the residual adds ride the o/down projections' epilogues
 // (addmm_out into x: each output element read and written by the same work-item), and each
 // RMSNorm is read inside the GEMV that consumes it. Five launches a layer against seven.
@@ -429,17 +436,7 @@ tensor decoder::forward_fused_norms(tensor& x, const tensor& positions) {
     auto& L = layers_[l];
     const tensor qkv = ops::rms_norm_linear(q_, x, L.input_norm, L.qkv, L.qkv_bias, eps);  // [1, q + 2 kv]
     step("norm_qkv_proj");
-    tensor attn_rows;
-    if (fusions_.attention) {
-      attn_rows = ops::decode_attention(q_, qkv, positions, cos_sin_, L.kv_cache, L.q_norm, L.k_norm, eps);
-      step("attention");
-    } else {
-      const tensor qh =
-          ops::qkv_rope_cache(q_, qkv, positions, cos_sin_, L.kv_cache, L.q_norm, L.k_norm, eps);
-      step("qkv_rope_cache");
-      attn_rows = ops::kv_cache_attention(q_, qh, L.kv_cache, positions);
-      step("attention");
-    }
+    const tensor attn_rows = decode_attention_rows(L, qkv, positions);
     ops::addmm_out(q_, x, x, attn_rows, L.o_proj.transpose(0, 1));  // x += o_proj(attn)
     step("o_proj_add");
     tensor act;

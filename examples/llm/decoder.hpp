@@ -160,6 +160,7 @@ class decoder {
   /// never read `pos` (their cache length comes from `positions`), so a recording is always one.
   tensor forward_at(const tensor& token_ids, const tensor& positions, std::int64_t pos);
   tensor forward_fused_norms(tensor& x, const tensor& positions);
+  tensor decode_attention_rows(layer_weights& L, const tensor& qkv, const tensor& positions);
   void record_decode_graph(bool greedy);
   /// Throws (naming `where`) when n more tokens do not fit the cache after position pos_.
   void check_room(std::int64_t n, const char* where) const;

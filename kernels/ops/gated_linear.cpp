@@ -189,11 +189,12 @@ op_implementation gemv_implementation(const char* name) {
   impl.kernel_file = "gemv_gated.cl";
   impl.supports = [](const device& dev, const op_call& c,
                      const kernel_config& cfg) -> std::optional<std::string> {
-    if (is_quantized(operands(c).w->type()))
+    const gemv_operands o = operands(c);
+    if (is_quantized(o.w->type()))
       return fmt::format("weight is {} (block-quantized): opencl.quant_norm serves it",
-                         dtype_name(operands(c).w->type()));
+                         dtype_name(o.w->type()));
     if (auto r = check_wg(dev, cfg.at("wg"))) return r;
-    const std::int64_t rpu = operands(c).gated ? 2 : 1;
+    const std::int64_t rpu = o.gated ? 2 : 1;
     const auto local =
         static_cast<std::uint64_t>((cfg.at("mb") * cfg.at("nb") * rpu + cfg.at("mb")) * cfg.at("wg") * 4);
     if (cfg.at("variant") == 0 && local > dev.local_mem_size())

@@ -1665,13 +1665,11 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
       {gemm_schema().complete(kernel_config::parse("variant=0,rm=1,qrn=1,qwg=32,qa=0")),
        gemm_schema().complete(kernel_config::parse("variant=0,rm=1,qrn=1,qwg=32,qa=1"))}};
   const kernel_config& cfg = configs[cpu ? 1 : 0][int8 ? 1 : 0];
+  // The int8 quantization and the GPU rows kernel's float loads take the norm in-line; the CPU
+  // float kernel reads rows the norm wrote first.
+  const bool inline_norm = int8 || !cpu;
   tensor a = x;
-  if (!int8 && !cpu) {  // the rows kernel reads the norm with its float activations: one command
-    op_call lin{"linear", {x, weight, bias}, {out}, {}};
-    lin.attrs["activation"] = std::string("none");
-    return enqueue_quant(q, with_k_rows(q, lower_linear(lin)), cfg, src, &norm);
-  }
-  if (!int8) {  // the CPU kernel: the norm as its own kernel, rows in x's dtype
+  if (!inline_norm) {
     const tensor xc = x.contiguous(q), g = norm.weight.contiguous(q);
     a = tensor::empty(q, xc.shape(), xc.type());
     const std::int64_t qn = quantize_norm_group(xc.size(1));
@@ -1694,8 +1692,7 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
   }
   op_call lin{"linear", {a, weight, bias}, {out}, {}};
   lin.attrs["activation"] = std::string("none");
-  const gemm_problem p = with_k_rows(q, lower_linear(lin));
-  return enqueue_quant(q, p, cfg, src, int8 ? &norm : nullptr);
+  return enqueue_quant(q, with_k_rows(q, lower_linear(lin)), cfg, src, inline_norm ? &norm : nullptr);
 }
 
 void register_matmul_ops(op_registry& r) {
