@@ -520,6 +520,19 @@ tensor rms_norm_linear(queue& q, const tensor& x, const tensor& norm_weight, con
   static const op_handle op("rms_norm_linear");
   return op.run(q, {x, norm_weight, weight, bias}, {{"eps", eps}});
 }
+tensor post_attention(queue& q, const tensor& residual, const tensor& attn, const tensor& o_weight,
+                      const tensor& norm_weight, const tensor& gate_up_weight, const tensor& down_weight,
+                      double eps) {
+  static const op_handle op("post_attention");
+  return op.run(q, {residual, attn, o_weight, norm_weight, gate_up_weight, down_weight}, {{"eps", eps}});
+}
+tensor& post_attention_out(queue& q, tensor& out, const tensor& residual, const tensor& attn,
+                           const tensor& o_weight, const tensor& norm_weight, const tensor& gate_up_weight,
+                           const tensor& down_weight, double eps) {
+  static const op_handle op("post_attention");
+  return op.run_out(q, out, {residual, attn, o_weight, norm_weight, gate_up_weight, down_weight},
+                    {{"eps", eps}});
+}
 tensor gelu_and_mul(queue& q, const tensor& x, gelu_approx approximate) {
   static const op_handle op("gelu_and_mul");
   return op.run(q, {x}, {{"approximate", std::string(approx_name(approximate))}});

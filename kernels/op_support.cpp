@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 namespace prism::kernels {
 
@@ -361,6 +364,35 @@ tolerance float_tolerance(dtype out, double f32_ulps, double mag_eps, double ato
     t.rtol = f32_ulps * 2 * eps_f32;
   }
   return t;
+}
+
+std::pair<buffer<float>, buffer<int>> split_workspace(const queue& q, std::size_t floats, std::size_t heads) {
+  if (q.is_recording()) {
+    const std::vector<int> zeros(heads, 0);
+    return {buffer<float>(q.get_context(), floats), buffer<int>(q.get_context(), zeros.data(), heads)};
+  }
+  constexpr std::size_t kMaxQueues = 8;
+  struct entry {
+    std::uint64_t queue_id;
+    buffer<float> partials;
+    buffer<int> counters;
+  };
+  static std::mutex mu;
+  static auto* cache = new std::vector<entry>();  // most recent last; never destroyed: no OpenCL at exit
+  std::lock_guard lock(mu);
+  auto it = std::find_if(cache->begin(), cache->end(), [&](const entry& e) { return e.queue_id == q.id(); });
+  if (it == cache->end() || it->partials.size() < floats || it->counters.size() < heads) {
+    const std::size_t nf = it == cache->end() ? floats : std::max(floats, it->partials.size());
+    const std::size_t nh = it == cache->end() ? heads : std::max(heads, it->counters.size());
+    const std::vector<int> zeros(nh, 0);
+    entry e{q.id(), buffer<float>(q.get_context(), nf), buffer<int>(q.get_context(), zeros.data(), nh)};
+    if (it != cache->end()) cache->erase(it);
+    if (cache->size() == kMaxQueues) cache->erase(cache->begin());
+    cache->push_back(std::move(e));
+  } else {
+    std::rotate(it, it + 1, cache->end());
+  }
+  return {cache->back().partials, cache->back().counters};
 }
 
 }  // namespace prism::kernels

@@ -8,6 +8,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cl_source.hpp"
@@ -94,6 +95,17 @@ config_schema row_schema(bool streaming = false);
 /// Tolerance for f32-computed results: `f32_ulps` ulps in f32, rescaled for f16/bf16 outputs
 /// (1 ulp of the storage type for the final rounding plus the f32 error); `mag_eps` passes on.
 tolerance float_tolerance(dtype out, double f32_ulps, double mag_eps = 0, double atol = 0);
+
+/// A split kernel's workspace on queue q: float partials (at least `floats`) and int counters (at
+/// least `counters`, zero between launches: each launch's last group zeroes the ones it used),
+/// kept per queue and grown on demand, so that a call allocates and uploads nothing (eager decode
+/// calls it every layer of every token). decode_attention's chunk partials and post_attention's
+/// chained stages take it; successive calls are ordered by their accessors (read_write). The last
+/// 8 queues keep theirs; an evicted workspace lives on in the commands that use it. A call
+/// recorded into a graph gets a workspace of its own, which the graph owns (a cached one could be
+/// evicted and destroyed while the graph still replays it).
+std::pair<buffer<float>, buffer<int>> split_workspace(const queue& q, std::size_t floats,
+                                                      std::size_t counters);
 
 inline constexpr double eps_f32 = 1.0 / 16777216.0;  ///< 2^-24: unit roundoff of f32
 

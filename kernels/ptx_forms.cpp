@@ -67,6 +67,13 @@ const char* const ptx_probe_sources[][3] = {
      "volatile(\"shfl.sync.bfly.b32 "
      "%0, %1, %2, 0x1f, 0xffffffff;\" : \"=f\"(y) : \"f\"(x), \"r\"(1)); o[get_global_id(0)] = y; }",
      ""},
+    // A release/acquire fence and a relaxed load at GPU scope, and a back-off for spinning groups
+    // (sm_70+).
+    {"fence",
+     "__kernel void probe(__global int* o) { int v; asm volatile(\"fence.acq_rel.gpu;\" ::: \"memory\");"
+     " asm volatile(\"ld.relaxed.gpu.global.s32 %0, [%1];\" : \"=r\"(v) : \"l\"(o) : \"memory\");"
+     " asm volatile(\"nanosleep.u32 %0;\" :: \"r\"((uint)v)); o[get_global_id(0)] = v; }",
+     ""},
     // Hopper's warpgroup mma (sm_90a): the driver compiles for sm_90, so the kernel goes through
     // program::build's -prism-ptx-target=sm_90a, with its wgmma lines written as marked comments.
     {"wgmma", R"(#define L(s) ")" PRISM_PTX_TARGET_MARKER R"(" s "\n"

@@ -29,7 +29,7 @@ struct ptx_forms {
 /// Probed once per device with a tiny kernel per form (cached for the process); every rejected
 /// form is logged once with the driver's reason. Forms: "mma.m16n8k8.tf32", "mma.m16n8k16.f16",
 /// "mma.m16n8k16.bf16", "ldmatrix", "dp4a", "cp.async", "shfl"
-/// (shfl.sync.bfly.b32).
+/// (shfl.sync.bfly.b32), "fence" (fence.acq_rel.gpu, ld.relaxed.gpu, nanosleep), "wgmma".
 const ptx_forms& probe_ptx(const device& dev);
 
 }  // namespace prism

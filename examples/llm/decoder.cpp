@@ -265,6 +265,10 @@ void decoder::finish_setup(std::chrono::steady_clock::time_point t0) {
   for (const auto& L : layers_)
     for (const tensor* w : {&L.qkv, &L.o_proj, &L.gate_up, &L.down, &L.input_norm, &L.post_norm})
       norm_fusable_ = norm_fusable_ && w->defined();
+  block_fusable_ = norm_fusable_;
+  for (const auto& L : layers_)
+    for (const tensor* w : {&L.o_proj, &L.gate_up, &L.down})
+      block_fusable_ = block_fusable_ && !is_quantized(w->type());
   q_.wait();
   setup_.weights_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   init_caches();
@@ -437,6 +441,13 @@ tensor decoder::forward_fused_norms(tensor& x, const tensor& positions) {
     const tensor qkv = ops::rms_norm_linear(q_, x, L.input_norm, L.qkv, L.qkv_bias, eps);  // [1, q + 2 kv]
     step("norm_qkv_proj");
     const tensor attn_rows = decode_attention_rows(L, qkv, positions);
+    if (fusions_.block && block_fusable_) {
+      // x += o_proj(attn); x += down(silu(gate(norm(x))) * up(norm(x))): one call.
+      ops::post_attention_out(q_, x, x, attn_rows, L.o_proj, L.post_norm, L.gate_up, L.down, eps);
+      step("post_attention");
+      if (capture_) layer_out_[l] = x.to_floats(q_);
+      continue;
+    }
     ops::addmm_out(q_, x, x, attn_rows, L.o_proj.transpose(0, 1));  // x += o_proj(attn)
     step("o_proj_add");
     tensor act;

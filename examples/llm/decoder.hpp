@@ -119,11 +119,14 @@ class decoder {
   /// weights): the residual adds go into the o/down projections' epilogues (addmm into the
   /// residual stream) and each RMSNorm into the GEMV that reads it (rms_norm_linear,
   /// linear_silu_and_mul with a norm weight), so a layer's norms launch nothing of their own; off,
-  /// fused_add_rms_norm runs between them. All on by default.
+  /// fused_add_rms_norm runs between them. `block` (with `norm`, float weights): the o projection,
+  /// the post-attention norm, the gated MLP and both residual adds as one post_attention call
+  /// (one launch where the route chains its GEMVs), so a layer is three calls. All on by default.
   struct fusions {
     bool attention = true;
     bool mlp = true;
     bool norm = true;
+    bool block = true;
   };
   /// Drops a recorded decode graph (the next step records the new fusions).
   void set_fusions(fusions f) {
@@ -183,6 +186,8 @@ class decoder {
   /// through rms_norm_linear's quantized form (the norm applied as the activations are quantized
   /// to int8) and addmm's quantized mat2.
   bool norm_fusable_ = false;
+  // post_attention serves every layer: the norm fusion holds and no MLP or o weight is quantized.
+  bool block_fusable_ = false;
   graph decode_graph_;
   bool graph_greedy_ = true;
   std::uint64_t graph_generation_ = 0;

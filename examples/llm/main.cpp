@@ -139,7 +139,9 @@ int main(int argc, char** argv) {
   app.add_option("--fuse", opt.fuse,
                  "fused ops of a decode step: a comma-separated subset of attention (decode_attention), mlp "
                  "(linear_silu_and_mul) and norm (residual adds in the projections' epilogues, RMSNorms read "
-                 "in the next GEMV: rms_norm_linear), or none")
+                 "in the next GEMV: rms_norm_linear) and block (with norm: the o projection, post-attention "
+                 "norm, MLP and "
+                 "residual adds as one post_attention call), or none")
       ->capture_default_str();
   app.add_option("--warmup", opt.warmup_runs, "untimed warm-up generations (build kernels first)")
       ->capture_default_str();

@@ -274,7 +274,7 @@ run_result run_model(const run_options& opt) {
   decoder dec = ck && ck->device ? decoder(q, *ck->device) : decoder(q, weights);
   if (ck) ck->device.reset();  // the decoder holds what it uses
   {
-    decoder::fusions f{false, false, false};
+    decoder::fusions f{false, false, false, false};
     std::stringstream list(opt.fuse);
     for (std::string item; std::getline(list, item, ',');) {
       if (item == "attention")
@@ -283,11 +283,14 @@ run_result run_model(const run_options& opt) {
         f.mlp = true;
       else if (item == "norm")
         f.norm = true;
+      else if (item == "block")
+        f.block = true;
       else if (item != "none")
         throw error(
             errc::invalid_argument, "prism-llm --fuse",
-            fmt::format("unknown fusion '{}' in '{}'; valid: attention, mlp, norm (comma-separated), none",
-                        item, opt.fuse));
+            fmt::format(
+                "unknown fusion '{}' in '{}'; valid: attention, mlp, norm, block (comma-separated), none",
+                item, opt.fuse));
     }
     dec.set_fusions(f);
   }

@@ -55,8 +55,9 @@ struct run_options {
   /// "on": on CPU devices, idle CPUs poll instead of halting while the run generates
   /// (prism::idle_poll, where permitted); "off".
   std::string poll = "on";
-  std::string fuse = "attention,mlp,norm";  ///< decode fusions: attention, mlp, norm (any of them), or none
-  int repeat = 1;                      ///< timed generations; the fastest prefill and decode are reported
+  std::string fuse =
+      "attention,mlp,norm,block";  ///< decode fusions: attention, mlp, norm, block (any of them), or none
+  int repeat = 1;                  ///< timed generations; the fastest prefill and decode are reported
   std::int64_t breakdown_decode_steps = 8;
   bool check = false;
   /// Score the prompt instead of generating: perplexity of each token given those before it.

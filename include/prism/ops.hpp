@@ -204,6 +204,18 @@ tensor linear_silu_and_mul(queue& q, const tensor& x, const tensor& weight, cons
 tensor rms_norm_linear(queue& q, const tensor& x, const tensor& norm_weight, const tensor& weight,
                        const tensor& bias = {}, double eps = 1e-6);
 tensor& gelu_and_mul_out(queue& q, tensor& out, const tensor& x, gelu_approx approximate = gelu_approx::none);
+/// The rest of a pre-norm SwiGLU decoder layer after attention, for decode's small M:
+///   h = residual + attn o_weightᵀ;  out = h + down_weight (silu(n gateᵀ) * (n upᵀ)),
+///   n = rms_norm(h, norm_weight, eps),
+/// with residual [M, H], attn [M, A], o_weight [H, A], norm_weight [H], gate_up_weight [2I, H]
+/// (I gate rows, then I up rows), down_weight [H, I] -> [M, H]. Its three GEMVs run as one launch
+/// where the route's config says chain=1. post_attention_out may write into the residual itself.
+tensor post_attention(queue& q, const tensor& residual, const tensor& attn, const tensor& o_weight,
+                      const tensor& norm_weight, const tensor& gate_up_weight, const tensor& down_weight,
+                      double eps = 1e-6);
+tensor& post_attention_out(queue& q, tensor& out, const tensor& residual, const tensor& attn,
+                           const tensor& o_weight, const tensor& norm_weight, const tensor& gate_up_weight,
+                           const tensor& down_weight, double eps = 1e-6);
 
 // ---------------------------------------------------------------------------------------------
 // Indexing and layout.

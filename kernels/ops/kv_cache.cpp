@@ -538,42 +538,6 @@ std::int64_t lanes_local_bytes(std::int64_t d, std::int64_t group, std::int64_t 
   return 4 * (3 * d + 2 * wg + group * d + lanes_scratch(d, group, wg, chunk) + 2 * group) + 4;
 }
 
-/// The split kernels' workspace on queue q: chunk partials (at least `floats`) and per-head
-/// counters (at least `heads`, zero between launches: each launch's last group resets its own),
-/// kept per queue and grown on demand, so that a call allocates and uploads nothing (eager decode
-/// calls it once a layer a token). Successive calls are ordered by their accessors (read_write).
-/// The last kMaxQueues queues keep theirs; an evicted workspace lives on in the commands that use it.
-/// A call recorded into a graph gets a workspace of its own, which the graph owns (a cached one
-/// could be evicted and destroyed while the graph still replays it).
-std::pair<buffer<float>, buffer<int>> split_workspace(const queue& q, std::size_t floats, std::size_t heads) {
-  if (q.is_recording()) {
-    const std::vector<int> zeros(heads, 0);
-    return {buffer<float>(q.get_context(), floats), buffer<int>(q.get_context(), zeros.data(), heads)};
-  }
-  constexpr std::size_t kMaxQueues = 8;
-  struct entry {
-    std::uint64_t queue_id;
-    buffer<float> partials;
-    buffer<int> counters;
-  };
-  static std::mutex mu;
-  static auto* cache = new std::vector<entry>();  // most recent last; never destroyed: no OpenCL at exit
-  std::lock_guard lock(mu);
-  auto it = std::find_if(cache->begin(), cache->end(), [&](const entry& e) { return e.queue_id == q.id(); });
-  if (it == cache->end() || it->partials.size() < floats || it->counters.size() < heads) {
-    const std::size_t nf = it == cache->end() ? floats : std::max(floats, it->partials.size());
-    const std::size_t nh = it == cache->end() ? heads : std::max(heads, it->counters.size());
-    const std::vector<int> zeros(nh, 0);
-    entry e{q.id(), buffer<float>(q.get_context(), nf), buffer<int>(q.get_context(), zeros.data(), nh)};
-    if (it != cache->end()) cache->erase(it);
-    if (cache->size() == kMaxQueues) cache->erase(cache->begin());
-    cache->push_back(std::move(e));
-  } else {
-    std::rotate(it, it + 1, cache->end());
-  }
-  return {cache->back().partials, cache->back().counters};
-}
-
 /// Variant 3's query heads per work-group: the largest divisor of the kv head's group that is at
 /// most kMaxGroupedHeads (a group of 16 runs as two blocks of 8, a prime group one head a block).
 std::int64_t lanes_block(std::int64_t group) {

@@ -112,6 +112,10 @@ std::map<std::string, public_call> public_calls() {
   t["rms_norm_linear"] = {[](queue& q) {
     ops::rms_norm_linear(q, filled(q, {2, 3}), filled(q, {3}), filled(q, {4, 3}));
   }};
+  t["post_attention"] = {[](queue& q) {
+    ops::post_attention(q, filled(q, {1, 3}), filled(q, {1, 4}), filled(q, {3, 4}), filled(q, {3}),
+                        filled(q, {10, 3}), filled(q, {3, 5}));
+  }};
   // A KV cache [2, 1 kv head, 8 positions, head_dim 4] and a qkv row of 2 q heads + k + v.
   t["qkv_rope_cache"] = {[](queue& q) {
     tensor cache = filled(q, {2, 1, 8, 4});

@@ -1,0 +1,480 @@
+// SPDX-License-Identifier: Apache-2.0
+// post_attention for small M: the rest of a pre-norm decoder layer after its attention, as three
+// GEMV stages over one block of M rows:
+//   1. h = residual + attn . Wo^T                          (H rows, K = A)
+//   2. a = silu(n . Wg^T) * (n . Wu^T), n = rms_norm(h, g)  (I gate/up row pairs, K = H)
+//   3. out = h + a . Wd^T                                  (H rows, K = I)
+// h lives in `out` (which may alias the residual: each element is read and written by the same
+// work-item), a in a scratch block in the storage dtype (rounded as the unfused ops round it).
+// A task is a run of output units of one stage for MB input rows. Variant 0: NB units, the
+// work-group's WG items split K and reduce in local memory (as variant 0 of gemv_gated.cl does).
+// Variant 2: each of the group's WG / 32 warps owns NB units, its 32 lanes split K and reduce with
+// warp shuffles (LANE_SHFL=1, NVIDIA's shfl.sync through inline PTX; local memory otherwise), so a
+// task has no barrier between its loads and its stores.
+//
+// CHAIN=1: the three stages in one launch. Each work-group takes a ticket from an atomic counter
+// and serves task `ticket` of the stages laid end to end; a stage-2 or stage-3 task first waits
+// until every task of the stage before is counted done. Tickets are handed out in the order the
+// groups start, so every task a group waits on is held by a group that is already running: no
+// assumption on how many groups are resident at once or in which order the device starts them
+// (the argument of decoupled look-back scans). The last group to leave zeroes the counters for the
+// next launch.
+// CHAIN=0: STAGE (1, 2 or 3) runs one stage with task = group id: three launches, the same
+// arithmetic, so the two forms give identical results.
+// Build defines: PRISM_DTYPE, HAS_BIAS=0 (gemm_common's epilogue, unused), MB, NB, WG (power of
+// two), VEC16 (0/1: every operand row 16-byte aligned), CHAIN (0/1), STAGE (CHAIN=0), CHAIN_PTX
+// (0/1: NVIDIA's fence.acq_rel.gpu and nanosleep through inline PTX).
+
+#include "gemm_common.cl"
+
+#ifndef VEC16
+#define VEC16 0
+#endif
+#ifndef CHAIN
+#define CHAIN 1
+#endif
+#ifndef STAGE
+#define STAGE 0
+#endif
+#ifndef CHAIN_PTX
+#define CHAIN_PTX 0
+#endif
+#ifndef VARIANT
+#define VARIANT 0
+#endif
+#ifndef LANE_SHFL
+#define LANE_SHFL 0
+#endif
+#if LANE_SHFL
+#include "lane_shfl.cl"
+#endif
+// Output units a task covers.
+#if VARIANT == 2
+#define UPT (WG / 32 * NB)
+#else
+#define UPT NB
+#endif
+
+// Counters, each on its own 128-byte line (CTR_STRIDE ints apart) so that the groups polling one
+// do not queue behind the increments of another: [0] the ticket, [1] stage-1 tasks done, [2]
+// stage-2 tasks done, [3] groups finished.
+#define CTR_STRIDE 32
+#define CTR(i) (Ctr + (i) * CTR_STRIDE)
+
+inline void chain_fence(void) {
+#if CHAIN_PTX
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#else
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+#endif
+}
+
+// The counter's current value: a relaxed load at GPU scope on NVIDIA (L2, no atomic unit), an
+// atomic read elsewhere.
+inline int chain_peek(volatile __global int* c) {
+#if CHAIN_PTX
+  int v;
+  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
+  return v;
+#else
+  return atomic_add(c, 0);
+#endif
+}
+
+// Item 0 announces the group's stores once every item has made them.
+inline void chain_release(volatile __global int* done) {
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  if (get_local_id(0) == 0) {
+    chain_fence();
+    atomic_inc(done);
+  }
+}
+
+// Item 0 waits until `target` tasks are done, backing off (NVIDIA: nanosleep from 64 to 1024 ns)
+// so that hundreds of waiting groups leave the memory system to the groups they wait on; the
+// barrier then holds the whole group.
+inline void chain_acquire(volatile __global int* done, int target) {
+  if (get_local_id(0) == 0) {
+#if CHAIN_PTX
+    uint ns = 64;
+#endif
+    while (chain_peek(done) < target) {
+#if CHAIN_PTX
+      asm volatile("nanosleep.u32 %0;" ::"r"(ns));
+      ns = min(ns * 2, 1024u);
+#endif
+    }
+    chain_fence();
+  }
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+}
+
+// One task: output units j0 .. j0 + NB (clamped to F) for rows 0 .. rows of A [rows, K] (row
+// stride sa). gated: unit j reads weight rows j and F + j and gives silu(gate) * up; else row j,
+// plus R[i, j] (the residual) when resid. norm: A is read as A * g and the dots are scaled by
+// rsqrt(mean A^2 + eps), the mean square summed from the same loads.
+inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0, __global const GT* A, int sa,
+                       __global const GT* W, int sw, __global const GT* G, float eps, int gated, int norm,
+                       int resid, __global const GT* R, int sr, __global GT* O, int so) {
+  const int t = get_local_id(0);
+  const int rpu = gated ? 2 : 1;
+  float acc[MB][2 * NB];
+  float ss[MB];
+  const __global GT* wrow[2 * NB];
+#pragma unroll
+  for (int c = 0; c < NB; ++c) {
+    const int j = min(j0 + c, F - 1);  // units past F read row F - 1 (in bounds), never stored
+    wrow[rpu * c] = W + (long)j * sw;
+    if (gated) wrow[rpu * c + 1] = W + (long)(F + j) * sw;
+  }
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+    ss[i] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c) acc[i][c] = 0.0f;
+  }
+#if VEC16
+  for (int k = t * V16; k + V16 <= K; k += WG * V16) {
+    VT16 b[2 * NB];
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c)
+      if (c < rpu * NB) b[c] = prism_load16(wrow[c] + k);
+    VT16 g;
+    if (norm) g = prism_load16(G + k);
+#pragma unroll
+    for (int i = 0; i < MB; ++i) {
+      if (i < rows) {
+        VT16 a = prism_load16(A + (long)i * sa + k);
+        if (norm) {
+          ss[i] += prism_vdot16(a, a);
+          a *= g;
+        }
+#pragma unroll
+        for (int c = 0; c < 2 * NB; ++c)
+          if (c < rpu * NB) acc[i][c] += prism_vdot16(a, b[c]);
+      }
+    }
+  }
+  for (int k = K / V16 * V16 + t; k < K; k += WG) {
+#else
+  for (int k = t; k < K; k += WG) {
+#endif
+    float b[2 * NB];
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c)
+      if (c < rpu * NB) b[c] = PRISM_LOAD(wrow[c] + k);
+#pragma unroll
+    for (int i = 0; i < MB; ++i) {
+      if (i < rows) {
+        float a = PRISM_LOAD(A + (long)i * sa + k);
+        if (norm) {
+          ss[i] = fma(a, a, ss[i]);
+          a *= PRISM_LOAD(G + k);
+        }
+#pragma unroll
+        for (int c = 0; c < 2 * NB; ++c)
+          if (c < rpu * NB) acc[i][c] = fma(a, b[c], acc[i][c]);
+      }
+    }
+  }
+  // Rows 0 .. MB * 2 * NB: the unit sums; MB * 2 * NB + i: row i's sum of squares.
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c)
+      if (c < rpu * NB) red[i * 2 * NB + c][t] = acc[i][c];
+    if (norm) red[MB * 2 * NB + i][t] = ss[i];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = WG / 2; s > 0; s >>= 1) {
+    if (t < s) {
+#pragma unroll
+      for (int r = 0; r < MB * 2 * NB + MB; ++r)
+        if (r < MB * 2 * NB ? (r % (2 * NB)) < rpu * NB : norm) red[r][t] += red[r][t + s];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  for (int r = t; r < MB * NB; r += WG) {
+    const int i = r / NB, c = r % NB, j = j0 + c;
+    if (i < rows && j < F) {
+      const float scale = norm ? rsqrt(red[MB * 2 * NB + i][0] / (float)K + eps) : 1.0f;
+      float v;
+      if (gated) {
+        const float g = red[i * 2 * NB + 2 * c][0] * scale, u = red[i * 2 * NB + 2 * c + 1][0] * scale;
+        v = g / (1.0f + exp(-g)) * u;
+      } else {
+        v = red[i * 2 * NB + c][0] * scale;
+        if (resid) v += PRISM_LOAD(R + (long)i * sr + j);
+      }
+      PRISM_STORE(O + (long)i * so + j, v);
+    }
+  }
+}
+
+#if VARIANT == 2
+// One task of variant 2: warp w of the group owns units j0 + w * NB .. + NB (clamped to F); its
+// lanes split K (16-byte pieces with VEC16), then each unit's sum goes round the warp. Arguments
+// as chain_task's; red holds the lanes' partials where the shuffle form is missing.
+inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, int j0, __global const GT* A,
+                            int sa, __global const GT* W, int sw, __global const GT* G, float eps, int gated,
+                            int norm, int resid, __global const GT* R, int sr, __global GT* O, int so) {
+  const int t = get_local_id(0), lane = t % 32;
+  const int ju = j0 + t / 32 * NB;
+  const int rpu = gated ? 2 : 1;
+  float acc[MB][2 * NB];
+  float ss[MB];
+  const __global GT* wrow[2 * NB];
+#pragma unroll
+  for (int c = 0; c < NB; ++c) {
+    const int j = min(ju + c, F - 1);
+    wrow[rpu * c] = W + (long)j * sw;
+    if (gated) wrow[rpu * c + 1] = W + (long)(F + j) * sw;
+  }
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+    ss[i] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c) acc[i][c] = 0.0f;
+  }
+#if VEC16
+  for (int k = lane * V16; k + V16 <= K; k += 32 * V16) {
+    VT16 b[2 * NB];
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c)
+      if (c < rpu * NB) b[c] = prism_load16(wrow[c] + k);
+    VT16 g;
+    if (norm) g = prism_load16(G + k);
+#pragma unroll
+    for (int i = 0; i < MB; ++i) {
+      if (i < rows) {
+        VT16 a = prism_load16(A + (long)i * sa + k);
+        if (norm) {
+          ss[i] += prism_vdot16(a, a);
+          a *= g;
+        }
+#pragma unroll
+        for (int c = 0; c < 2 * NB; ++c)
+          if (c < rpu * NB) acc[i][c] += prism_vdot16(a, b[c]);
+      }
+    }
+  }
+  for (int k = K / V16 * V16 + lane; k < K; k += 32) {
+#else
+  for (int k = lane; k < K; k += 32) {
+#endif
+    float b[2 * NB];
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c)
+      if (c < rpu * NB) b[c] = PRISM_LOAD(wrow[c] + k);
+#pragma unroll
+    for (int i = 0; i < MB; ++i) {
+      if (i < rows) {
+        float a = PRISM_LOAD(A + (long)i * sa + k);
+        if (norm) {
+          ss[i] = fma(a, a, ss[i]);
+          a *= PRISM_LOAD(G + k);
+        }
+#pragma unroll
+        for (int c = 0; c < 2 * NB; ++c)
+          if (c < rpu * NB) acc[i][c] = fma(a, b[c], acc[i][c]);
+      }
+    }
+  }
+  // Sums round the warp: every lane ends with the totals.
+#if LANE_SHFL
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c)
+      if (c < rpu * NB)
+        for (int o = 16; o > 0; o >>= 1) acc[i][c] += lane_xor(acc[i][c], o);
+    if (norm)
+      for (int o = 16; o > 0; o >>= 1) ss[i] += lane_xor(ss[i], o);
+  }
+#else
+  // Rows 0 .. MB * 2 * NB: the lanes' unit partials; MB * 2 * NB + i: row i's squares. Each lane
+  // then sums its warp's 32 slots of every row.
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c)
+      if (c < rpu * NB) red[i * 2 * NB + c][t] = acc[i][c];
+    if (norm) red[MB * 2 * NB + i][t] = ss[i];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int w0 = t - lane;
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c)
+      if (c < rpu * NB) {
+        float v = 0.0f;
+        for (int l = 0; l < 32; ++l) v += red[i * 2 * NB + c][w0 + l];
+        acc[i][c] = v;
+      }
+    if (norm) {
+      float v = 0.0f;
+      for (int l = 0; l < 32; ++l) v += red[MB * 2 * NB + i][w0 + l];
+      ss[i] = v;
+    }
+  }
+#endif
+  // Lane i * NB + c stores row i's unit c.
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+#pragma unroll
+    for (int c = 0; c < NB; ++c) {
+      const int j = ju + c;
+      if (lane == (i * NB + c) % 32 && i < rows && j < F) {
+        const float scale = norm ? rsqrt(ss[i] / (float)K + eps) : 1.0f;
+        float v;
+        if (gated) {
+          const float g = acc[i][2 * c] * scale, u = acc[i][2 * c + 1] * scale;
+          v = g / (1.0f + exp(-g)) * u;
+        } else {
+          v = acc[i][c] * scale;
+          if (resid) v += PRISM_LOAD(R + (long)i * sr + j);
+        }
+        PRISM_STORE(O + (long)i * so + j, v);
+      }
+    }
+  }
+}
+#define CHAIN_TASK chain_task_warp
+#else
+#define CHAIN_TASK chain_task
+#endif
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void post_attention_block(int M, int H, int A, int I, __global const GT* Res, long res_off, int srm,
+                          __global const GT* X, long x_off, int sxm, __global const GT* Wo, long wo_off, int swo,
+                          __global const GT* G, long g_off, float eps, __global const GT* Wgu, long wgu_off,
+                          int swgu, __global const GT* Wd, long wd_off, int swd, __global GT* Out, long out_off,
+                          int som, __global float* Scratch, __global int* Ctr) {
+  __local float red[MB * 2 * NB + MB][WG];
+  __local int ticket;
+  __global GT* act = (__global GT*)Scratch;  // [M, I], row stride I
+  const int row_blocks = (M + MB - 1) / MB;
+  const int t1 = (H + UPT - 1) / UPT * row_blocks, t2 = (I + UPT - 1) / UPT * row_blocks;
+#if CHAIN
+  if (get_local_id(0) == 0) ticket = atomic_inc(CTR(0));
+  barrier(CLK_LOCAL_MEM_FENCE);
+  int task = ticket;
+  const int stage = task < t1 ? 1 : task < t1 + t2 ? 2 : 3;
+  task -= stage == 1 ? 0 : stage == 2 ? t1 : t1 + t2;
+#else
+  const int stage = STAGE;
+  const int task = get_group_id(0);
+#endif
+  const int units = stage == 2 ? (I + UPT - 1) / UPT : (H + UPT - 1) / UPT;
+  const int m0 = task / units * MB, j0 = task % units * UPT;
+  const int rows = min(MB, M - m0);
+  __global GT* out = Out + out_off + (long)m0 * som;
+  if (stage == 1) {
+    CHAIN_TASK(red, rows, H, A, j0, X + x_off + (long)m0 * sxm, sxm, Wo + wo_off, swo, G, eps, 0, 0, 1,
+               Res + res_off + (long)m0 * srm, srm, out, som);
+#if CHAIN
+    chain_release(CTR(1));
+#endif
+  } else if (stage == 2) {
+#if CHAIN
+    chain_acquire(CTR(1), t1);
+#endif
+    CHAIN_TASK(red, rows, I, H, j0, out, som, Wgu + wgu_off, swgu, G + g_off, eps, 1, 1, 0, out, som,
+               act + (long)m0 * I, I);
+#if CHAIN
+    chain_release(CTR(2));
+#endif
+  } else {
+#if CHAIN
+    chain_acquire(CTR(2), t2);
+#endif
+    CHAIN_TASK(red, rows, H, I, j0, act + (long)m0 * I, I, Wd + wd_off, swd, G, eps, 0, 0, 1, out, som, out,
+               som);
+  }
+#if CHAIN
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  if (get_local_id(0) == 0 && atomic_inc(CTR(3)) == 2 * t1 + t2 - 1) {
+    for (int i = 0; i < 4; ++i) atomic_xchg(CTR(i), 0);
+  }
+#endif
+}
+
+// The CPU form (config variant 1, CHAIN=0 only): one work-item per NB output units of one input
+// row, sweeping K VW-wide (PoCL vectorizes each item's loop; the k split above costs a CPU a
+// barrier per step). With the norm, every item sums the row's squares itself, as
+// gemv_gated.cl's gemv_decode_rows does.
+#if VW == 1
+typedef float chain_floatv;
+#else
+typedef GEMM_CAT(float, VW) chain_floatv;
+#endif
+__kernel void post_attention_rows(int M, int H, int A, int I, __global const GT* Res, long res_off, int srm,
+                                  __global const GT* X, long x_off, int sxm, __global const GT* Wo, long wo_off,
+                                  int swo, __global const GT* G, long g_off, float eps, __global const GT* Wgu,
+                                  long wgu_off, int swgu, __global const GT* Wd, long wd_off, int swd,
+                                  __global GT* Out, long out_off, int som, __global float* Scratch,
+                                  __global int* Ctr) {
+  const int gated = STAGE == 2, norm = STAGE == 2, resid = STAGE != 2, rpu = STAGE == 2 ? 2 : 1;
+  const int F = STAGE == 2 ? I : H, K = STAGE == 1 ? A : STAGE == 2 ? H : I;
+  const int j0 = get_global_id(0) * NB, m = get_global_id(1);
+  if (j0 >= F || m >= M) return;
+  __global GT* act = (__global GT*)Scratch + (long)m * I;
+  __global GT* out = Out + out_off + (long)m * som;
+  const __global GT* a = STAGE == 1 ? X + x_off + (long)m * sxm : STAGE == 2 ? out : act;
+  const __global GT* W = STAGE == 1 ? Wo + wo_off : STAGE == 2 ? Wgu + wgu_off : Wd + wd_off;
+  const int sw = STAGE == 1 ? swo : STAGE == 2 ? swgu : swd;
+  const __global GT* R = STAGE == 1 ? Res + res_off + (long)m * srm : out;
+  const __global GT* wrow[2 * NB];
+#pragma unroll
+  for (int c = 0; c < NB; ++c) {
+    const int j = min(j0 + c, F - 1);
+    wrow[rpu * c] = W + (long)j * sw;
+    if (gated) wrow[rpu * c + 1] = W + (long)(F + j) * sw;
+  }
+  chain_floatv accv[2 * NB];
+#pragma unroll
+  for (int c = 0; c < 2 * NB; ++c) accv[c] = (chain_floatv)(0.0f);
+  chain_floatv ssv = (chain_floatv)(0.0f);
+  int k = 0;
+  for (; k + VW <= K; k += VW) {
+    chain_floatv x = PRISM_LOADV(a + k);
+    if (norm) {
+      ssv = fma(x, x, ssv);
+      x *= PRISM_LOADV(G + g_off + k);
+    }
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c)
+      if (c < rpu * NB) accv[c] = fma(x, PRISM_LOADV(wrow[c] + k), accv[c]);
+  }
+  float acc[2 * NB];
+#pragma unroll
+  for (int c = 0; c < 2 * NB; ++c) acc[c] = prism_hsum(accv[c]);
+  float ss = prism_hsum(ssv);
+  for (; k < K; ++k) {
+    float x = PRISM_LOAD(a + k);
+    if (norm) {
+      ss = fma(x, x, ss);
+      x *= PRISM_LOAD(G + g_off + k);
+    }
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c)
+      if (c < rpu * NB) acc[c] = fma(x, PRISM_LOAD(wrow[c] + k), acc[c]);
+  }
+  const float scale = norm ? rsqrt(ss / (float)K + eps) : 1.0f;
+#pragma unroll
+  for (int c = 0; c < NB; ++c) {
+    const int j = j0 + c;
+    if (j < F) {
+      float v;
+      if (gated) {
+        const float g = acc[2 * c] * scale, u = acc[2 * c + 1] * scale;
+        v = g / (1.0f + exp(-g)) * u;
+        PRISM_STORE(act + j, v);
+      } else {
+        v = acc[c] + (resid ? PRISM_LOAD(R + j) : 0.0f);
+        PRISM_STORE(out + j, v);
+      }
+    }
+  }
+}

@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: Apache-2.0
+// post_attention: the rest of a pre-norm SwiGLU decoder layer after its attention, for decode's
+// small M (kernels/cl/gemv_chain.cl):
+//   h   = residual + attn o_weight^T
+//   out = h + down_weight (silu(n gate^T) * (n up^T)),  n = rms_norm(h, norm_weight, eps)
+// with gate_up_weight [2I, H] holding the I gate rows, then the I up rows. The three GEMVs run as
+// one launch (config chain=1: work-groups take tickets and wait on the previous stage's count) or
+// as three (chain=0); both round h and the activations to the storage dtype as the unfused ops
+// (addmm, linear_silu_and_mul, addmm) do. `out` may alias `residual` (decode updates the residual
+// stream in place).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "kernels/op_support.hpp"
+#include "kernels/ptx_forms.hpp"
+
+namespace prism {
+
+using namespace kernels;
+
+namespace {
+
+enum operand { kResidual, kAttn, kOWeight, kNormWeight, kGateUp, kDown };
+
+std::int64_t dtype_code(dtype t) {
+  return t == dtype::f32 ? 0 : t == dtype::f16 ? 1 : 2;
+}
+
+// Hidden size H, attention width A, MLP width I.
+struct block_dims {
+  std::int64_t M, H, A, I;
+};
+
+block_dims dims_of(const op_call& c) {
+  return {c.inputs[kResidual].size(0), c.inputs[kResidual].size(1), c.inputs[kAttn].size(1),
+          c.inputs[kGateUp].size(0) / 2};
+}
+
+void check_post_attention(const op_call& c) {
+  static const char* const names[] = {"residual",    "attn",           "o_weight",
+                                      "norm_weight", "gate_up_weight", "down_weight"};
+  const tensor& r = c.inputs[kResidual];
+  require_rank(c, r, "residual", 2, 2);
+  require_dtype(c, r, "residual", {dtype::f32, dtype::f16, dtype::bf16});
+  for (int i = kAttn; i <= kDown; ++i) {
+    const tensor& t = c.inputs[static_cast<std::size_t>(i)];
+    if (is_quantized(t.type()))
+      fail(c, fmt::format("'{}' is {}; post_attention takes f32, f16 or bf16 weights (block-quantized ones: "
+                          "addmm and rms_norm_linear, one launch each)",
+                          names[i], dtype_name(t.type())));
+    require_same_dtype(c, r, "residual", t, names[i]);
+    require_rank(c, t, names[i], i == kNormWeight ? 1 : 2, i == kNormWeight ? 1 : 2);
+  }
+  const auto [M, H, A, I] = dims_of(c);
+  const tensor& attn = c.inputs[kAttn];
+  const tensor& wo = c.inputs[kOWeight];
+  const tensor& g = c.inputs[kNormWeight];
+  const tensor& gu = c.inputs[kGateUp];
+  const tensor& wd = c.inputs[kDown];
+  auto want = [&](const tensor& t, const char* name, const std::string& expected, bool ok) {
+    if (!ok)
+      fail(c, fmt::format("'{}' has shape {}; expected {} (residual {}, attn {})", name, t.shape().str(),
+                          expected, r.shape().str(), attn.shape().str()));
+  };
+  want(attn, "attn", fmt::format("[{}, A]", M), attn.size(0) == M);
+  want(wo, "o_weight", fmt::format("[{}, {}] (hidden, attn width)", H, A),
+       wo.size(0) == H && wo.size(1) == A);
+  want(g, "norm_weight", fmt::format("[{}]", H), g.size(0) == H);
+  want(gu, "gate_up_weight", fmt::format("[2 I, {}]: I gate rows, then I up rows", H),
+       gu.size(0) % 2 == 0 && gu.size(0) > 0 && gu.size(1) == H);
+  want(wd, "down_weight", fmt::format("[{}, {}] (hidden, I)", H, I), wd.size(0) == H && wd.size(1) == I);
+  const double eps = c.get_f64("eps");
+  if (!(eps >= 0)) fail(c, "attribute 'eps' must be >= 0; got " + format_attr(eps));
+  for (std::int64_t v : {M, H, A, 2 * I})
+    if (v > std::numeric_limits<int>::max())
+      fail(c,
+           fmt::format("sizes beyond 2^31 - 1 are not supported; got residual {}, attn {}, gate_up_weight {}",
+                       r.shape().str(), attn.shape().str(), gu.shape().str()));
+}
+
+// Double precision, rounding h and the activations to the storage dtype where the kernel stores
+// them. Magnitudes: the absolute products of each stage, carried through the next.
+void reference_post_attention(host_call& hc) {
+  const op_call& c = *hc.call;
+  const dtype t = c.inputs[kResidual].type();
+  const auto [M, H, A, I] = dims_of(c);
+  const auto& res = hc.inputs[kResidual].values;
+  const auto& attn = hc.inputs[kAttn].values;
+  const auto& wo = hc.inputs[kOWeight].values;
+  const auto& g = hc.inputs[kNormWeight].values;
+  const auto& gu = hc.inputs[kGateUp].values;
+  const auto& wd = hc.inputs[kDown].values;
+  const double eps = c.get_f64("eps");
+  auto& out = hc.outputs[0];
+  out.magnitude.assign(out.values.size(), 0.0);
+  std::vector<double> h(H), mh(H), n(H), mn(H), a(I), ma(I);
+  for (std::int64_t m = 0; m < M; ++m) {
+    for (std::int64_t j = 0; j < H; ++j) {
+      double s = res[m * H + j], mag = std::fabs(res[m * H + j]);
+      for (std::int64_t k = 0; k < A; ++k) {
+        s += attn[m * A + k] * wo[j * A + k];
+        mag += std::fabs(attn[m * A + k] * wo[j * A + k]);
+      }
+      h[j] = round_to(t, s);
+      mh[j] = mag + std::fabs(s);
+    }
+    double ss = 0;
+    for (std::int64_t k = 0; k < H; ++k) ss += h[k] * h[k];
+    const double rs = 1.0 / std::sqrt(ss / static_cast<double>(H) + eps);
+    for (std::int64_t k = 0; k < H; ++k) {
+      n[k] = h[k] * g[k] * rs;
+      mn[k] = std::fabs(n[k]) + mh[k] * std::fabs(g[k]) * rs;
+    }
+    for (std::int64_t i = 0; i < I; ++i) {
+      double gv = 0, uv = 0, mg = 0, mu = 0;
+      for (std::int64_t k = 0; k < H; ++k) {
+        gv += n[k] * gu[i * H + k];
+        uv += n[k] * gu[(I + i) * H + k];
+        mg += mn[k] * std::fabs(gu[i * H + k]);
+        mu += mn[k] * std::fabs(gu[(I + i) * H + k]);
+      }
+      const double s = gv / (1.0 + std::exp(-gv));
+      a[i] = round_to(t, s * uv);
+      // d(silu(g) u) = silu'(g) u dg + silu(g) du, |silu'| < 1.1; plus the value's own size.
+      ma[i] = 1.1 * std::fabs(uv) * mg + std::fabs(s) * mu + std::fabs(s * uv);
+    }
+    for (std::int64_t j = 0; j < H; ++j) {
+      double s = h[j], mag = mh[j];
+      for (std::int64_t i = 0; i < I; ++i) {
+        s += a[i] * wd[j * I + i];
+        mag += (std::fabs(a[i]) + ma[i]) * std::fabs(wd[j * I + i]);
+      }
+      out.values[m * H + j] = s;
+      out.magnitude[m * H + j] = mag;
+    }
+  }
+}
+
+tolerance post_attention_tolerance(const op_call& c, int) {
+  const auto [M, H, A, I] = dims_of(c);
+  const double k = static_cast<double>(std::max({H, A, I}));
+  // f32 accumulation over the longest dot; f16/bf16: h and the activations are stored rounded, and
+  // a rounding that lands one step away from the reference's moves what reads it by that step.
+  const dtype t = c.inputs[kResidual].type();
+  const double stored = t == dtype::f32 ? 0.0 : t == dtype::f16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+  return tolerance{1.0, 0.0, 0.0, std::ldexp(1.0, -23) * (8.0 + std::sqrt(k)) + stored};
+}
+
+config_schema post_attention_schema() {
+  config_schema s;
+  s.params = {
+      {"variant",
+       0,
+       {0, 1, 2},
+       "0: a work-group splits each task's K (GPUs); 1: one work-item per nb output units, K swept "
+       "vw-wide (CPUs; three launches); 2: each warp of 32 items owns nb units, its lanes split K "
+       "(GPUs; warp shuffles on NVIDIA)"},
+      {"chain", 1, {0, 1}, "variants 0, 2: 1 = the three GEMVs in one launch (tickets), 0 = three launches"},
+      {"vw", 8, {1, 2, 4, 8, 16}, "variant 1: vector width along K"},
+      {"mb", 1, {1, 2, 4, 8}, "input rows per task (M <= mb is the case it is for)"},
+      {"nb", 4, {1, 2, 4, 8}, "output units (rows, or gate/up row pairs) per task"},
+      {"wg", 128, {8, 16, 32, 64, 128, 256}, "work-group size: the items that split a task's K"}};
+  s.rule = [](const kernel_config& k) -> std::optional<std::string> {
+    if (k.at("variant") == 1 && k.at("chain") == 1)
+      return "variant 1 (one work-item per unit) runs the three stages as three launches: chain must be 0";
+    if (k.at("variant") == 2 && k.at("wg") % 32 != 0)
+      return "variant 2 runs warps of 32 items: wg must be a multiple of 32";
+    if ((k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4 > 32768)
+      return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
+    return std::nullopt;
+  };
+  return s;
+}
+
+op_implementation chain_implementation() {
+  op_implementation impl;
+  impl.name = "opencl.gemv_chain";
+  impl.kernel_file = "gemv_chain.cl";
+  impl.supports = [](const device& dev, const op_call&,
+                     const kernel_config& cfg) -> std::optional<std::string> {
+    if (auto r = check_wg(dev, cfg.at("wg"))) return r;
+    // On PoCL 3.1 the chained form crashed in its work-group function with 16-item groups and,
+    // with larger ones, gave wrong results in about 1 of 30 runs of the small test shapes (a stage
+    // reading the one before it too early): PoCL does not keep the groups' atomics and fences in
+    // order there. CPUs take variant 1 (three launches), which is also the faster form on them.
+    if (dev.is_cpu() && cfg.at("variant") != 1 && cfg.at("chain") == 1)
+      return std::string(
+          "chain=1 is not run on CPU devices (PoCL does not order the work-groups' hand-off there); use "
+          "chain=0 or variant=1");
+    const auto local =
+        static_cast<std::uint64_t>((cfg.at("mb") * cfg.at("nb") * 2 + cfg.at("mb")) * cfg.at("wg") * 4);
+    if (local > dev.local_mem_size())
+      return fmt::format("needs {} bytes of local memory; the device has {}", local, dev.local_mem_size());
+    return std::nullopt;
+  };
+  impl.enqueue = [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) -> event {
+    const auto [M, H, A, I] = dims_of(c);
+    if (M == 0) return event{};
+    tensor res = c.inputs[kResidual].contiguous(q);
+    tensor attn = c.inputs[kAttn].contiguous(q);
+    tensor wo = c.inputs[kOWeight].contiguous(q);
+    tensor g = c.inputs[kNormWeight].contiguous(q);
+    tensor gu = c.inputs[kGateUp].contiguous(q);
+    tensor wd = c.inputs[kDown].contiguous(q);
+    tensor out = c.outputs[0];
+    const std::int64_t mb = std::min<std::int64_t>(cfg.at("mb"), M), nb = cfg.at("nb"), wg = cfg.at("wg");
+    const bool rows = cfg.at("variant") == 1;
+    const bool chain = !rows && cfg.at("chain") == 1;
+    const auto es = static_cast<std::int64_t>(dtype_size(res.type()));
+    auto aligned = [&](const tensor& t) { return (t.offset() * es) % 16 == 0; };
+    // 16-byte loads when every row that a stage reads starts 16-byte aligned.
+    const bool vec16 = !rows && (A * es) % 16 == 0 && (H * es) % 16 == 0 && (I * es) % 16 == 0 &&
+                       aligned(attn) && aligned(wo) && aligned(g) && aligned(gu) && aligned(wd) &&
+                       aligned(out) && (out.strides()[0] * es) % 16 == 0;
+    const bool warps = cfg.at("variant") == 2;
+    const ptx_forms& forms = probe_ptx(q.get_device());
+    const bool ptx = chain && forms.has("fence");
+    const std::string base = fmt::format(
+        "-DPRISM_DTYPE={} -DHAS_BIAS=0 -DMB={} -DNB={} -DWG={} -DVW={} -DVEC16={} -DCHAIN={} -DCHAIN_PTX={} "
+        "-DVARIANT={} -DLANE_SHFL={}",
+        dtype_code(res.type()), mb, nb, wg, rows ? cfg.at("vw") : 1, vec16 ? 1 : 0, chain ? 1 : 0,
+        ptx ? 1 : 0, cfg.at("variant"), warps && forms.has("shfl") ? 1 : 0);
+    // The activations' scratch rows (storage dtype, row stride I) and the chain's four counters,
+    // 32 ints (a 128-byte line) apart.
+    auto ws = split_workspace(q, static_cast<std::size_t>(M * I), 4 * 32);
+    const std::int64_t row_blocks = (M + mb - 1) / mb;
+    // Units a task covers: nb (variant 0), nb per warp (variant 2).
+    const std::int64_t upt = warps ? wg / 32 * nb : nb;
+    const std::int64_t t1 = (H + upt - 1) / upt * row_blocks, t2 = (I + upt - 1) / upt * row_blocks;
+    const auto uwg = static_cast<std::size_t>(wg);
+    const float eps = static_cast<float>(c.get_f64("eps"));
+    // Variant 1: one item per nb units of one row (the stage's units, rounded up to wg).
+    auto rows_range = [&](std::int64_t units) {
+      return nd_range(range<2>(round_up(static_cast<std::size_t>((units + nb - 1) / nb), uwg),
+                               static_cast<std::size_t>(M)),
+                      range<2>(uwg, std::size_t{1}));
+    };
+    auto launch = [&](int stage, std::int64_t groups) {
+      kernel k = build_kernel(q.get_context(), "gemv_chain.cl", src,
+                              chain ? base : base + fmt::format(" -DSTAGE={}", stage),
+                              rows ? "post_attention_rows" : "post_attention_block");
+      const nd_range r = rows ? rows_range(stage == 2 ? I : H)
+                              : nd_range(range<2>(uwg * static_cast<std::size_t>(groups), std::size_t{1}),
+                                         range<2>(uwg, std::size_t{1}));
+      return q.submit([&](handler& h) {
+        accessor<std::byte> R(res.storage(), h, read_only, res.byte_extent());
+        accessor<std::byte> X(attn.storage(), h, read_only, attn.byte_extent());
+        accessor<std::byte> WO(wo.storage(), h, read_only, wo.byte_extent());
+        accessor<std::byte> G(g.storage(), h, read_only, g.byte_extent());
+        accessor<std::byte> GU(gu.storage(), h, read_only, gu.byte_extent());
+        accessor<std::byte> WD(wd.storage(), h, read_only, wd.byte_extent());
+        accessor<std::byte> O(out.storage(), h, read_write, out.byte_extent());
+        accessor<float> S(ws.first, h, read_write);
+        accessor<int> C(ws.second, h, read_write);
+        h.parallel_for(r, k, static_cast<int>(M), static_cast<int>(H), static_cast<int>(A),
+                       static_cast<int>(I), R, res.offset(), static_cast<int>(res.strides()[0]), X,
+                       attn.offset(), static_cast<int>(attn.strides()[0]), WO, wo.offset(),
+                       static_cast<int>(wo.strides()[0]), G, g.offset(), eps, GU, gu.offset(),
+                       static_cast<int>(gu.strides()[0]), WD, wd.offset(), static_cast<int>(wd.strides()[0]),
+                       O, out.offset(), static_cast<int>(out.strides()[0]), S, C);
+      });
+    };
+    if (chain) return launch(0, 2 * t1 + t2);
+    launch(1, t1);
+    launch(2, t2);
+    return launch(3, t1);
+  };
+  return impl;
+}
+
+// Random operands: activations and weights in [-1, 1] (the weights scaled by 1/sqrt(K), as a
+// trained layer's are, so that h and the output stay of the residual's size); the norm weight in
+// [0.5, 1.5].
+op_call make_call(queue& q, const sample_options& o, std::int64_t M, std::int64_t H, std::int64_t A,
+                  std::int64_t I, bool alias) {
+  std::mt19937_64 rng(o.seed);
+  const dtype t = is_floating(o.type) ? o.type : dtype::f32;
+  auto w = [&](std::int64_t rows, std::int64_t k) {
+    const double s = 1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(k, 1)));
+    return random_tensor(q, {rows, k}, t, rng, -s, s, false);
+  };
+  op_call c;
+  c.op = "post_attention";
+  c.inputs = {random_tensor(q, {M, H}, t, rng, -1, 1, false),
+              random_tensor(q, {M, A}, t, rng, -1, 1, false),
+              w(H, A),
+              random_tensor(q, {H}, t, rng, 0.5, 1.5, false),
+              w(2 * I, H),
+              w(H, I)};
+  c.attrs["eps"] = 1e-6;
+  if (alias)
+    c.outputs = {c.inputs[kResidual]};
+  else
+    allocate_outputs(q, op_registry::instance().get("post_attention"), c);
+  return c;
+}
+
+op_descriptor make_post_attention_op() {
+  op_descriptor d;
+  d.name = "post_attention";
+  d.family = "gated_gemv";
+  d.summary =
+      "h = residual + attn o_weight^T; out = h + down(silu(n gate^T) * (n up^T)), n = rms_norm(h): a "
+      "pre-norm "
+      "SwiGLU layer after attention, three GEMVs in one launch (small M)";
+  d.inputs = {{"residual"}, {"attn"}, {"o_weight"}, {"norm_weight"}, {"gate_up_weight"}, {"down_weight"}};
+  d.attrs = {{"eps", 1e-6, "added to the mean square"}};
+  d.outputs = {{"out"}};
+  d.dtypes = {dtype::f32, dtype::f16, dtype::bf16};
+  d.check = check_post_attention;
+  d.infer_outputs = [](const op_call& c) {
+    return std::vector<tensor_spec>{{c.inputs[kResidual].shape(), c.inputs[kResidual].type()}};
+  };
+  d.key_names = {"m", "h", "a", "i"};
+  d.key = [](const op_call& c) {
+    const auto [M, H, A, I] = dims_of(c);
+    return shape_key{{"m", M}, {"h", H}, {"a", A}, {"i", I}};
+  };
+  d.flops = [](const op_call& c) {
+    const auto [M, H, A, I] = dims_of(c);
+    return 2.0 * static_cast<double>(M) * static_cast<double>(H * A + 3 * H * I);
+  };
+  d.bytes = [](const op_call& c) {
+    double b = static_cast<double>(c.outputs[0].nbytes());
+    for (const auto& t : c.inputs) b += static_cast<double>(t.nbytes());
+    return b;
+  };
+  d.reference = reference_post_attention;
+  d.tol = post_attention_tolerance;
+  d.config = post_attention_schema();
+  d.implementations = {chain_implementation()};
+  d.sample = [](queue& q, const shape_key& k, const sample_options& o) {
+    return make_call(q, o, k.at("m"), k.at("h"), k.at("a"), k.at("i"), false);
+  };
+  d.config_test_shapes = {"m=1,h=40,a=24,i=56", "m=3,h=96,a=128,i=200"};
+  d.test_cases = [](dtype) {
+    auto tc = [](std::int64_t M, std::int64_t H, std::int64_t A, std::int64_t I, bool alias) {
+      return [=](queue& q, const sample_options& o) { return make_call(q, o, M, H, A, I, alias); };
+    };
+    return std::vector<test_case>{{"empty", tc(0, 8, 8, 8, false)},
+                                  {"one", tc(1, 1, 1, 1, false)},
+                                  {"decode_in_place", tc(1, 256, 512, 688, true)},
+                                  {"odd", tc(5, 37, 61, 301, false)},
+                                  {"large_m", tc(17, 64, 64, 96, false)}};
+  };
+  return d;
+}
+
+}  // namespace
+
+void register_post_attention_ops(op_registry& r) {
+  r.add(make_post_attention_op());
+}
+
+}  // namespace prism
