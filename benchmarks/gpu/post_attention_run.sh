@@ -49,7 +49,7 @@ run() { timeout 60 "$b/prism" run "$@" --repeat 200 2>&1 | grep -E "^pipelined|e
 cat "$out/ops.txt"
 # 3. The model, interleaved: rounds of the block fusion off, and on with each kernel form (a
 # routes file per form).
-forms="variant=0,chain=1,mb=1,nb=4,wg=128 variant=0,chain=1,mb=1,nb=4,wg=256 variant=2,chain=1,mb=1,nb=2,wg=128"
+forms=${FORMS:-"variant=0,chain=1,mb=1,nb=4,wg=128 variant=0,chain=1,mb=1,nb=4,wg=256 variant=2,chain=1,mb=1,nb=2,wg=128"}
 for round in $(seq 1 "$rounds"); do
   for dt in f32 bf16; do
     for form in none $forms; do

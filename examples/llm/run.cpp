@@ -275,7 +275,15 @@ run_result run_model(const run_options& opt) {
   if (ck) ck->device.reset();  // the decoder holds what it uses
   {
     decoder::fusions f{false, false, false, false};
-    std::stringstream list(opt.fuse);
+    // auto: every fusion, and the block (post_attention) for 16-bit weights only: on the H100 it
+    // took bf16 decode of qwen3-0.6b up 3-5% and f32 down 5-6% (benchmarks/RESULTS.md, "Issue 12,
+    // session 19"); on PoCL its three-launch form runs even with the unfused path.
+    const std::string fuse =
+        opt.fuse != "auto"
+            ? opt.fuse
+            : (dtype_size(config.weight_dtype) == 2 ? "attention,mlp,norm,block" : "attention,mlp,norm");
+    r.fuse = fuse;
+    std::stringstream list(fuse);
     for (std::string item; std::getline(list, item, ',');) {
       if (item == "attention")
         f.attention = true;
@@ -286,11 +294,10 @@ run_result run_model(const run_options& opt) {
       else if (item == "block")
         f.block = true;
       else if (item != "none")
-        throw error(
-            errc::invalid_argument, "prism-llm --fuse",
-            fmt::format(
-                "unknown fusion '{}' in '{}'; valid: attention, mlp, norm, block (comma-separated), none",
-                item, opt.fuse));
+        throw error(errc::invalid_argument, "prism-llm --fuse",
+                    fmt::format("unknown fusion '{}' in '{}'; valid: auto, or attention, mlp, norm, block "
+                                "(comma-separated), none",
+                                item, opt.fuse));
     }
     dec.set_fusions(f);
   }
@@ -595,7 +602,7 @@ run_result run_model(const run_options& opt) {
                         {"graph", r.graph ? "on" : "off"},
                         {"graph_refused", r.graph_refused},
                         {"idle_poll", r.idle_poll},
-                        {"fuse", opt.fuse},
+                        {"fuse", r.fuse},
                         {"graph_probe_ms_per_token",
                          {{"eager", 1e3 * r.graph_probe_eager_s}, {"graph", 1e3 * r.graph_probe_graph_s}}},
                         {"decode_step_commands", r.decode_step_commands},

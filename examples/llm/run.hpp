@@ -55,9 +55,8 @@ struct run_options {
   /// "on": on CPU devices, idle CPUs poll instead of halting while the run generates
   /// (prism::idle_poll, where permitted); "off".
   std::string poll = "on";
-  std::string fuse =
-      "attention,mlp,norm,block";  ///< decode fusions: attention, mlp, norm, block (any of them), or none
-  int repeat = 1;                  ///< timed generations; the fastest prefill and decode are reported
+  std::string fuse = "auto";  ///< decode fusions: attention, mlp, norm, block (any of them), none, or auto
+  int repeat = 1;             ///< timed generations; the fastest prefill and decode are reported
   std::int64_t breakdown_decode_steps = 8;
   bool check = false;
   /// Score the prompt instead of generating: perplexity of each token given those before it.
@@ -93,6 +92,7 @@ struct run_result {
   /// --poll: "on" (held), "off" (not asked, or not a CPU device) or "unavailable: <why>".
   std::string idle_poll = "off";
   double graph_probe_eager_s = 0, graph_probe_graph_s = 0;  ///< --graph auto's measurement (0: none)
+  std::string fuse;           ///< the decode fusions used (--fuse auto resolved)
   std::string graph_refused;  ///< --graph auto: why the decode step could not be recorded ("" = it could)
   std::size_t decode_step_commands = 0;  ///< kernels and copies per recorded decode token (0: graph off)
   /// Graph on: the decode step's commands' summed device time (the least of nine timed replays)

@@ -182,14 +182,6 @@ op_implementation chain_implementation() {
   impl.supports = [](const device& dev, const op_call&,
                      const kernel_config& cfg) -> std::optional<std::string> {
     if (auto r = check_wg(dev, cfg.at("wg"))) return r;
-    // On PoCL 3.1 the chained form crashed in its work-group function with 16-item groups and,
-    // with larger ones, gave wrong results in about 1 of 30 runs of the small test shapes (a stage
-    // reading the one before it too early): PoCL does not keep the groups' atomics and fences in
-    // order there. CPUs take variant 1 (three launches), which is also the faster form on them.
-    if (dev.is_cpu() && cfg.at("variant") != 1 && cfg.at("chain") == 1)
-      return std::string(
-          "chain=1 is not run on CPU devices (PoCL does not order the work-groups' hand-off there); use "
-          "chain=0 or variant=1");
     const auto local =
         static_cast<std::uint64_t>((cfg.at("mb") * cfg.at("nb") * 2 + cfg.at("mb")) * cfg.at("wg") * 4);
     if (local > dev.local_mem_size())
@@ -220,9 +212,9 @@ op_implementation chain_implementation() {
     const bool ptx = chain && forms.has("fence");
     const std::string base = fmt::format(
         "-DPRISM_DTYPE={} -DHAS_BIAS=0 -DMB={} -DNB={} -DWG={} -DVW={} -DVEC16={} -DCHAIN={} -DCHAIN_PTX={} "
-        "-DVARIANT={} -DLANE_SHFL={}",
+        "-DVARIANT={} -DLANE_SHFL={} -DCHAIN_UNIFORM={}",
         dtype_code(res.type()), mb, nb, wg, rows ? cfg.at("vw") : 1, vec16 ? 1 : 0, chain ? 1 : 0,
-        ptx ? 1 : 0, cfg.at("variant"), warps && forms.has("shfl") ? 1 : 0);
+        ptx ? 1 : 0, cfg.at("variant"), warps && forms.has("shfl") ? 1 : 0, q.get_device().is_cpu() ? 1 : 0);
     // The activations' scratch rows (storage dtype, row stride I) and the chain's four counters,
     // 32 ints (a 128-byte line) apart.
     auto ws = split_workspace(q, static_cast<std::size_t>(M * I), 4 * 32);

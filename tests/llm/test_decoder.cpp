@@ -270,6 +270,42 @@ TEST(Decoder, GraphIsRecordedAgainWhenRoutingChanges) {
   EXPECT_EQ(decode(dec, prompt, false, nullptr).tokens, want);
 }
 
+// post_attention's one-launch form (chain=1: work-groups hand the stages to each other through
+// global counters) inside a recorded decode graph: one command a layer for the block, replays
+// bit-identical to eager decoding with the same form, and the same tokens and logits (within
+// rounding) as the three-launch form the CPU profile routes.
+TEST(Decoder, ChainedPostAttentionReplaysLikeEager) {
+  const auto c = preset("tiny");
+  const auto weights = model_weights::random(c, 6);
+  const auto prompt = random_prompt(5, c.vocab_size, 6);
+  decoder dec(test_queue(), weights);
+  const auto three = decode(dec, prompt, false, nullptr);
+
+  struct restore {
+    ~restore() { dispatch::use_tuning_database(); }
+  } at_exit;
+  dispatch::set_tuning_lookup([](const dispatch::tuning_query& qy) -> std::optional<dispatch::tuned_choice> {
+    if (qy.op == "post_attention")
+      return dispatch::tuned_choice{"opencl", "variant=0,chain=1,mb=1,nb=2,wg=32"};
+    return std::nullopt;
+  });
+  const auto eager = decode(dec, prompt, false, nullptr);
+  const auto graphed = decode(dec, prompt, true, nullptr);
+  EXPECT_EQ(dec.decode_step_commands(), 9u);  // 2 layers x 3 + embedding, final norm + head, argmax
+  EXPECT_EQ(graphed.tokens, eager.tokens);
+  ASSERT_EQ(graphed.logits.size(), eager.logits.size());
+  for (std::size_t i = 0; i < eager.logits.size(); ++i)
+    EXPECT_EQ(0, std::memcmp(graphed.logits[i].data(), eager.logits[i].data(),
+                             eager.logits[i].size() * sizeof(float)))
+        << "step " << i << ": logits differ";
+  EXPECT_EQ(eager.tokens, three.tokens);
+  ASSERT_EQ(eager.logits.size(), three.logits.size());
+  for (std::size_t i = 0; i < eager.logits.size(); ++i)
+    for (std::size_t j = 0; j < eager.logits[i].size(); ++j)
+      ASSERT_NEAR(eager.logits[i][j], three.logits[i][j], 1e-3 * (1.0 + std::fabs(three.logits[i][j])))
+          << "step " << i << " logit " << j;
+}
+
 TEST(Decoder, RejectsBadTokensAndCacheOverflow) {
   const auto c = preset("tiny");
   const auto weights = model_weights::random(c, 1);
