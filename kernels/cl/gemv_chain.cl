@@ -104,24 +104,29 @@ inline void chain_acquire(volatile __global int* done, int target) {
   barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
 }
 
-// One task: output units j0 .. j0 + NB (clamped to F) for rows 0 .. rows of A [rows, K] (row
-// stride sa). gated: unit j reads weight rows j and F + j and gives silu(gate) * up; else row j,
-// plus R[i, j] (the residual) when resid. norm: A is read as A * g and the dots are scaled by
-// rsqrt(mean A^2 + eps), the mean square summed from the same loads.
-inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0, __global const GT* A, int sa,
-                       __global const GT* W, int sw, __global const GT* G, float eps, int gated, int norm,
-                       int resid, __global const GT* R, int sr, __global GT* O, int so) {
-  const int t = get_local_id(0);
+// Units ju .. ju + NB's weight rows: gate row j and up row F + j (gated), or row j; j clamped
+// to F - 1 (units past F read an in-bounds row and are never stored).
+inline void chain_weight_rows(const __global GT** wrow, __global const GT* W, int sw, int F, int ju, int gated) {
   const int rpu = gated ? 2 : 1;
-  float acc[MB][2 * NB];
-  float ss[MB];
-  const __global GT* wrow[2 * NB];
 #pragma unroll
   for (int c = 0; c < NB; ++c) {
-    const int j = min(j0 + c, F - 1);  // units past F read row F - 1 (in bounds), never stored
+    const int j = min(ju + c, F - 1);
     wrow[rpu * c] = W + (long)j * sw;
     if (gated) wrow[rpu * c + 1] = W + (long)(F + j) * sw;
   }
+}
+
+// The dots of one team (a work-group, or a warp) for output units ju .. ju + NB (clamped to F: units
+// past F read row F - 1, in bounds, and are never stored) of rows 0 .. rows of A [rows, K] (row
+// stride sa): member `me` of `team` sums k = me, me + team, ... (16-byte pieces with VEC16) into
+// acc[i][unit pieces] and, with norm, row i's squares into ss[i]. gated: unit j reads weight rows
+// j and F + j; else row j. norm: A is read as A * g.
+inline void chain_dots(float (*acc)[2 * NB], float* ss, int rows, int F, int K, int ju, int me, int team,
+                       __global const GT* A, int sa, __global const GT* W, int sw, __global const GT* G, int gated,
+                       int norm) {
+  const int rpu = gated ? 2 : 1;
+  const __global GT* wrow[2 * NB];
+  chain_weight_rows(wrow, W, sw, F, ju, gated);
 #pragma unroll
   for (int i = 0; i < MB; ++i) {
     ss[i] = 0.0f;
@@ -129,7 +134,7 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
     for (int c = 0; c < 2 * NB; ++c) acc[i][c] = 0.0f;
   }
 #if VEC16
-  for (int k = t * V16; k + V16 <= K; k += WG * V16) {
+  for (int k = me * V16; k + V16 <= K; k += team * V16) {
     VT16 b[2 * NB];
 #pragma unroll
     for (int c = 0; c < 2 * NB; ++c)
@@ -150,9 +155,9 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
       }
     }
   }
-  for (int k = K / V16 * V16 + t; k < K; k += WG) {
+  for (int k = K / V16 * V16 + me; k < K; k += team) {
 #else
-  for (int k = t; k < K; k += WG) {
+  for (int k = me; k < K; k += team) {
 #endif
     float b[2 * NB];
 #pragma unroll
@@ -172,7 +177,12 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
       }
     }
   }
-  // Rows 0 .. MB * 2 * NB: the unit sums; MB * 2 * NB + i: row i's sum of squares.
+}
+
+// Item t's partials into column t of red: rows 0 .. MB * 2 * NB the unit sums, MB * 2 * NB + i
+// row i's squares (norm); then a barrier.
+inline void chain_spill(__local float (*red)[WG], float (*acc)[2 * NB], float* ss, int t, int gated, int norm) {
+  const int rpu = gated ? 2 : 1;
 #pragma unroll
   for (int i = 0; i < MB; ++i) {
 #pragma unroll
@@ -181,6 +191,21 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
     if (norm) red[MB * 2 * NB + i][t] = ss[i];
   }
   barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+// One task: output units j0 .. j0 + NB for rows 0 .. rows (chain_dots' arguments), the group's
+// sums reduced in local memory. gated: silu(gate) * up; else the dot, plus R[i, j] (the
+// residual) when resid. norm: the dots are scaled by rsqrt(mean A^2 + eps), the mean square
+// summed from the same loads.
+inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0, __global const GT* A, int sa,
+                       __global const GT* W, int sw, __global const GT* G, float eps, int gated, int norm,
+                       int resid, __global const GT* R, int sr, __global GT* O, int so) {
+  const int t = get_local_id(0);
+  const int rpu = gated ? 2 : 1;
+  float acc[MB][2 * NB];
+  float ss[MB];
+  chain_dots(acc, ss, rows, F, K, j0, t, WG, A, sa, W, sw, G, gated, norm);
+  chain_spill(red, acc, ss, t, gated, norm);
   for (int s = WG / 2; s > 0; s >>= 1) {
     if (t < s) {
 #pragma unroll
@@ -218,63 +243,7 @@ inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, in
   const int rpu = gated ? 2 : 1;
   float acc[MB][2 * NB];
   float ss[MB];
-  const __global GT* wrow[2 * NB];
-#pragma unroll
-  for (int c = 0; c < NB; ++c) {
-    const int j = min(ju + c, F - 1);
-    wrow[rpu * c] = W + (long)j * sw;
-    if (gated) wrow[rpu * c + 1] = W + (long)(F + j) * sw;
-  }
-#pragma unroll
-  for (int i = 0; i < MB; ++i) {
-    ss[i] = 0.0f;
-#pragma unroll
-    for (int c = 0; c < 2 * NB; ++c) acc[i][c] = 0.0f;
-  }
-#if VEC16
-  for (int k = lane * V16; k + V16 <= K; k += 32 * V16) {
-    VT16 b[2 * NB];
-#pragma unroll
-    for (int c = 0; c < 2 * NB; ++c)
-      if (c < rpu * NB) b[c] = prism_load16(wrow[c] + k);
-    VT16 g;
-    if (norm) g = prism_load16(G + k);
-#pragma unroll
-    for (int i = 0; i < MB; ++i) {
-      if (i < rows) {
-        VT16 a = prism_load16(A + (long)i * sa + k);
-        if (norm) {
-          ss[i] += prism_vdot16(a, a);
-          a *= g;
-        }
-#pragma unroll
-        for (int c = 0; c < 2 * NB; ++c)
-          if (c < rpu * NB) acc[i][c] += prism_vdot16(a, b[c]);
-      }
-    }
-  }
-  for (int k = K / V16 * V16 + lane; k < K; k += 32) {
-#else
-  for (int k = lane; k < K; k += 32) {
-#endif
-    float b[2 * NB];
-#pragma unroll
-    for (int c = 0; c < 2 * NB; ++c)
-      if (c < rpu * NB) b[c] = PRISM_LOAD(wrow[c] + k);
-#pragma unroll
-    for (int i = 0; i < MB; ++i) {
-      if (i < rows) {
-        float a = PRISM_LOAD(A + (long)i * sa + k);
-        if (norm) {
-          ss[i] = fma(a, a, ss[i]);
-          a *= PRISM_LOAD(G + k);
-        }
-#pragma unroll
-        for (int c = 0; c < 2 * NB; ++c)
-          if (c < rpu * NB) acc[i][c] = fma(a, b[c], acc[i][c]);
-      }
-    }
-  }
+  chain_dots(acc, ss, rows, F, K, ju, lane, 32, A, sa, W, sw, G, gated, norm);
   // Sums round the warp: every lane ends with the totals.
 #if LANE_SHFL
 #pragma unroll
@@ -287,16 +256,8 @@ inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, in
       for (int o = 16; o > 0; o >>= 1) ss[i] += lane_xor(ss[i], o);
   }
 #else
-  // Rows 0 .. MB * 2 * NB: the lanes' unit partials; MB * 2 * NB + i: row i's squares. Each lane
-  // then sums its warp's 32 slots of every row.
-#pragma unroll
-  for (int i = 0; i < MB; ++i) {
-#pragma unroll
-    for (int c = 0; c < 2 * NB; ++c)
-      if (c < rpu * NB) red[i * 2 * NB + c][t] = acc[i][c];
-    if (norm) red[MB * 2 * NB + i][t] = ss[i];
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
+  // Each lane sums its warp's 32 slots of every row.
+  chain_spill(red, acc, ss, t, gated, norm);
   const int w0 = t - lane;
 #pragma unroll
   for (int i = 0; i < MB; ++i) {
@@ -439,12 +400,7 @@ __kernel void post_attention_rows(int M, int H, int A, int I, __global const GT*
   const int sw = STAGE == 1 ? swo : STAGE == 2 ? swgu : swd;
   const __global GT* R = STAGE == 1 ? Res + res_off + (long)m * srm : out;
   const __global GT* wrow[2 * NB];
-#pragma unroll
-  for (int c = 0; c < NB; ++c) {
-    const int j = min(j0 + c, F - 1);
-    wrow[rpu * c] = W + (long)j * sw;
-    if (gated) wrow[rpu * c + 1] = W + (long)(F + j) * sw;
-  }
+  chain_weight_rows(wrow, W, sw, F, j0, gated);
   chain_floatv accv[2 * NB];
 #pragma unroll
   for (int c = 0; c < 2 * NB; ++c) accv[c] = (chain_floatv)(0.0f);
