@@ -433,7 +433,8 @@ tensor decoder::decode_attention_rows(layer_weights& L, const tensor& qkv, const
 
 // One token with the norm fusion: the residual adds ride the o/down projections' epilogues
 // (addmm_out into x: each output element read and written by the same work-item), and each
-// RMSNorm is read inside the GEMV that consumes it. Five launches a layer against seven.
+// RMSNorm is read inside the GEMV that consumes it: five launches a layer against seven. With the
+// block fusion, post_attention does everything after the attention in one call: three a layer.
 tensor decoder::forward_fused_norms(tensor& x, const tensor& positions) {
   const double eps = c_.rms_eps;
   for (std::int64_t l = 0; l < c_.num_layers; ++l) {
@@ -445,23 +446,22 @@ tensor decoder::forward_fused_norms(tensor& x, const tensor& positions) {
       // x += o_proj(attn); x += down(silu(gate(norm(x))) * up(norm(x))): one call.
       ops::post_attention_out(q_, x, x, attn_rows, L.o_proj, L.post_norm, L.gate_up, L.down, eps);
       step("post_attention");
-      if (capture_) layer_out_[l] = x.to_floats(q_);
-      continue;
-    }
-    ops::addmm_out(q_, x, x, attn_rows, L.o_proj.transpose(0, 1));  // x += o_proj(attn)
-    step("o_proj_add");
-    tensor act;
-    if (fusions_.mlp && !is_quantized(L.gate_up.type())) {
-      act = ops::linear_silu_and_mul(q_, x, L.gate_up, L.post_norm, eps);
-      step("norm_gate_up_silu");
     } else {
-      const tensor gate_up = ops::rms_norm_linear(q_, x, L.post_norm, L.gate_up, {}, eps);  // [1, 2 ffn]
-      step("norm_gate_up_proj");
-      act = ops::silu_and_mul(q_, gate_up);
-      step("silu_and_mul");
+      ops::addmm_out(q_, x, x, attn_rows, L.o_proj.transpose(0, 1));  // x += o_proj(attn)
+      step("o_proj_add");
+      tensor act;
+      if (fusions_.mlp && !is_quantized(L.gate_up.type())) {
+        act = ops::linear_silu_and_mul(q_, x, L.gate_up, L.post_norm, eps);
+        step("norm_gate_up_silu");
+      } else {
+        const tensor gate_up = ops::rms_norm_linear(q_, x, L.post_norm, L.gate_up, {}, eps);  // [1, 2 ffn]
+        step("norm_gate_up_proj");
+        act = ops::silu_and_mul(q_, gate_up);
+        step("silu_and_mul");
+      }
+      ops::addmm_out(q_, x, x, act, L.down.transpose(0, 1));  // x += down_proj(act)
+      step("down_proj_add");
     }
-    ops::addmm_out(q_, x, x, act, L.down.transpose(0, 1));  // x += down_proj(act)
-    step("down_proj_add");
     if (capture_) layer_out_[l] = x.to_floats(q_);
   }
   const tensor logits = ops::rms_norm_linear(q_, x, final_norm_, lm_head_, {}, eps);  // [1, vocab]

@@ -24,7 +24,8 @@
 // Build defines: PRISM_DTYPE, HAS_BIAS=0 (gemm_common's epilogue, unused), MB, NB, WG (power of
 // two), VEC16 (0/1: every operand row 16-byte aligned), CHAIN (0/1), STAGE (CHAIN=0), CHAIN_PTX
 // (0/1: NVIDIA's fence.acq_rel.gpu, ld.relaxed.gpu and nanosleep through inline PTX), CHAIN_UNIFORM
-// (0/1: CPU devices; no barrier under a branch on the stage), VARIANT (0/2), LANE_SHFL (0/1).
+// (0/1: CPU devices; no barrier under a branch on the stage), VARIANT (0/2), LANE_SHFL (0/1),
+// CTR_STRIDE (ints between two counters).
 
 #include "gemm_common.cl"
 
@@ -49,6 +50,9 @@
 #ifndef LANE_SHFL
 #define LANE_SHFL 0
 #endif
+#ifndef CTR_STRIDE
+#error "CTR_STRIDE is set by kernels/ops/post_attention.cpp"
+#endif
 #if LANE_SHFL
 #include "lane_shfl.cl"
 #endif
@@ -59,10 +63,9 @@
 #define UPT NB
 #endif
 
-// Counters, each on its own 128-byte line (CTR_STRIDE ints apart) so that the groups polling one
-// do not queue behind the increments of another: [0] the ticket, [1] stage-1 tasks done, [2]
-// stage-2 tasks done, [3] groups finished.
-#define CTR_STRIDE 32
+// Counters, each on its own 128-byte line (CTR_STRIDE ints apart, from the host) so that the
+// groups polling one do not queue behind the increments of another: [0] the ticket, [1] stage-1
+// tasks done, [2] stage-2 tasks done, [3] groups finished.
 #define CTR(i) (Ctr + (i) * CTR_STRIDE)
 
 inline void chain_fence(void) {
@@ -102,6 +105,36 @@ inline void chain_acquire(volatile __global int* done, int target) {
     chain_fence();
   }
   barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+}
+
+// Stage s's operands for the input rows from the caller's (res, x, out and act already point at
+// them): F output units of K-long dots of a's rows (stride sa) with w's rows (stride sw), the
+// residual r (stride sr) added in stages 1 and 3, the result into o (stride so). h lives in out,
+// the activations in act (row stride I).
+typedef struct {
+  int F, K, sa, sw, sr, so;
+  __global const GT* a;
+  __global const GT* w;
+  __global const GT* r;
+  __global GT* o;
+} chain_stage;
+
+inline chain_stage chain_stage_of(int stage, int H, int A, int I, __global const GT* res, int srm,
+                                  __global const GT* x, int sxm, __global const GT* wo, int swo,
+                                  __global const GT* wgu, int swgu, __global const GT* wd, int swd, __global GT* out,
+                                  int som, __global GT* act) {
+  chain_stage s;
+  s.F = stage == 2 ? I : H;
+  s.K = stage == 1 ? A : stage == 2 ? H : I;
+  s.a = stage == 1 ? x : stage == 2 ? out : act;
+  s.sa = stage == 1 ? sxm : stage == 2 ? som : I;
+  s.w = stage == 1 ? wo : stage == 2 ? wgu : wd;
+  s.sw = stage == 1 ? swo : stage == 2 ? swgu : swd;
+  s.r = stage == 1 ? res : out;
+  s.sr = stage == 1 ? srm : som;
+  s.o = stage == 2 ? act : out;
+  s.so = stage == 2 ? I : som;
+  return s;
 }
 
 // Units ju .. ju + NB's weight rows: gate row j and up row F + j (gated), or row j; j clamped
@@ -349,18 +382,10 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   // passes the wait at once (a count is never below 0).
   chain_acquire(stage == 3 ? CTR(2) : CTR(1), stage == 1 ? 0 : stage == 2 ? t1 : t2);
 #endif
-  // Stage s: F output units of K-long dots of a's rows with w's rows; the residual r added
-  // (stages 1, 3); the norm and the gate/up pairs (stage 2).
-  const int F = stage == 2 ? I : H, K = stage == 1 ? A : stage == 2 ? H : I;
-  __global const GT* a = stage == 1 ? X + x_off + (long)m0 * sxm : stage == 2 ? out : act;
-  const int sa = stage == 1 ? sxm : stage == 2 ? som : I;
-  __global const GT* w = stage == 1 ? Wo + wo_off : stage == 2 ? Wgu + wgu_off : Wd + wd_off;
-  const int sw = stage == 1 ? swo : stage == 2 ? swgu : swd;
-  __global const GT* r = stage == 1 ? Res + res_off + (long)m0 * srm : out;
-  const int sr = stage == 1 ? srm : som;
-  __global GT* o = stage == 2 ? act : out;
-  const int so = stage == 2 ? I : som;
-  CHAIN_TASK(red, rows, F, K, j0, a, sa, w, sw, G + g_off, eps, stage == 2, stage == 2, stage != 2, r, sr, o, so);
+  const chain_stage s = chain_stage_of(stage, H, A, I, Res + res_off + (long)m0 * srm, srm, X + x_off + (long)m0 * sxm,
+                                       sxm, Wo + wo_off, swo, Wgu + wgu_off, swgu, Wd + wd_off, swd, out, som, act);
+  CHAIN_TASK(red, rows, s.F, s.K, j0, s.a, s.sa, s.w, s.sw, G + g_off, eps, stage == 2, stage == 2, stage != 2, s.r,
+             s.sr, s.o, s.so);
 #endif
 #if CHAIN
   // Stages 1 and 2 count their task done; the last group to leave zeroes the counters.
@@ -390,17 +415,16 @@ __kernel void post_attention_rows(int M, int H, int A, int I, __global const GT*
                                   __global GT* Out, long out_off, int som, __global float* Scratch,
                                   __global int* Ctr) {
   const int gated = STAGE == 2, norm = STAGE == 2, resid = STAGE != 2, rpu = STAGE == 2 ? 2 : 1;
-  const int F = STAGE == 2 ? I : H, K = STAGE == 1 ? A : STAGE == 2 ? H : I;
   const int j0 = get_global_id(0) * NB, m = get_global_id(1);
-  if (j0 >= F || m >= M) return;
   __global GT* act = (__global GT*)Scratch + (long)m * I;
   __global GT* out = Out + out_off + (long)m * som;
-  const __global GT* a = STAGE == 1 ? X + x_off + (long)m * sxm : STAGE == 2 ? out : act;
-  const __global GT* W = STAGE == 1 ? Wo + wo_off : STAGE == 2 ? Wgu + wgu_off : Wd + wd_off;
-  const int sw = STAGE == 1 ? swo : STAGE == 2 ? swgu : swd;
-  const __global GT* R = STAGE == 1 ? Res + res_off + (long)m * srm : out;
+  const chain_stage s = chain_stage_of(STAGE, H, A, I, Res + res_off + (long)m * srm, srm, X + x_off + (long)m * sxm,
+                                       sxm, Wo + wo_off, swo, Wgu + wgu_off, swgu, Wd + wd_off, swd, out, som, act);
+  const int F = s.F, K = s.K;
+  if (j0 >= F || m >= M) return;
+  const __global GT* a = s.a;
   const __global GT* wrow[2 * NB];
-  chain_weight_rows(wrow, W, sw, F, j0, gated);
+  chain_weight_rows(wrow, s.w, s.sw, F, j0, gated);
   chain_floatv accv[2 * NB];
 #pragma unroll
   for (int c = 0; c < 2 * NB; ++c) accv[c] = (chain_floatv)(0.0f);
@@ -439,11 +463,10 @@ __kernel void post_attention_rows(int M, int H, int A, int I, __global const GT*
       if (gated) {
         const float g = acc[2 * c] * scale, u = acc[2 * c + 1] * scale;
         v = g / (1.0f + exp(-g)) * u;
-        PRISM_STORE(act + j, v);
       } else {
-        v = acc[c] + (resid ? PRISM_LOAD(R + j) : 0.0f);
-        PRISM_STORE(out + j, v);
+        v = acc[c] + (resid ? PRISM_LOAD(s.r + j) : 0.0f);
       }
+      PRISM_STORE(s.o + j, v);
     }
   }
 }

@@ -21,10 +21,6 @@ using namespace kernels;
 
 namespace {
 
-std::int64_t dtype_code(dtype t) {
-  return t == dtype::f32 ? 0 : t == dtype::f16 ? 1 : 2;
-}
-
 // The two ops' operands, by role.
 struct gemv_operands {
   bool gated = false;
@@ -218,10 +214,10 @@ op_implementation gemv_implementation(const char* name) {
     const bool vec16 = !rows && (K * es) % 16 == 0 && (x.offset() * es) % 16 == 0 &&
                        (w.offset() * es) % 16 == 0 && (!o.g || (g.offset() * es) % 16 == 0);
     const std::string opts = fmt::format(
-        "-DPRISM_DTYPE={} -DHAS_BIAS=0 -DGATED={} -DNORM={} -DROW_BIAS={} -DMB={} -DNB={} -DWG={} "
+        "{} -DHAS_BIAS=0 -DGATED={} -DNORM={} -DROW_BIAS={} -DMB={} -DNB={} -DWG={} "
         "-DVW={} -DVEC16={}",
-        dtype_code(x.type()), o.gated ? 1 : 0, o.g ? 1 : 0, o.b ? 1 : 0, mb, nb, wg, rows ? cfg.at("vw") : 1,
-        vec16 ? 1 : 0);
+        gemm_detail::dtype_define(x.type()), o.gated ? 1 : 0, o.g ? 1 : 0, o.b ? 1 : 0, mb, nb, wg,
+        rows ? cfg.at("vw") : 1, vec16 ? 1 : 0);
     kernel k =
         build_kernel(q.get_context(), "gemv_gated.cl", src, opts, rows ? "gemv_decode_rows" : "gemv_decode");
     const auto uwg = static_cast<std::size_t>(wg);

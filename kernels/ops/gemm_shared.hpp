@@ -62,6 +62,12 @@ inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
 }
 
+/// gemm_common.cl's storage type for an f32, f16 or bf16 operand: "-DPRISM_DTYPE=0|1|2" (the GEMM,
+/// GEMV and quantized kernels, gemv_gated.cl and gemv_chain.cl read their GT through it).
+inline std::string dtype_define(dtype t) {
+  return fmt::format("-DPRISM_DTYPE={}", t == dtype::f32 ? 0 : t == dtype::f16 ? 1 : 2);
+}
+
 /// An RMSNorm the quantized GEMV applies to its activations while it quantizes them to int8
 /// (rms_norm_linear with a block-quantized weight): x / sqrt(mean(x^2) + eps) * weight.
 struct quant_norm {

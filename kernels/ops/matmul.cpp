@@ -328,10 +328,6 @@ config_schema gemm_schema() {
 // ---------------------------------------------------------------------------------------------
 // Enqueue
 
-std::string dtype_define(dtype t) {
-  return fmt::format("-DPRISM_DTYPE={}", t == dtype::f32 ? 0 : t == dtype::f16 ? 1 : 2);
-}
-
 // The store epilogue's activation (kernels/cl/gemm_common.cl); none adds nothing, so the programs
 // of plain GEMMs keep their build options.
 std::string act_define(const gemm_problem& p) {

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "kernels/op_support.hpp"
+#include "kernels/ops/gemm_shared.hpp"
 #include "kernels/ptx_forms.hpp"
 
 namespace prism {
@@ -25,9 +26,9 @@ namespace {
 
 enum operand { kResidual, kAttn, kOWeight, kNormWeight, kGateUp, kDown };
 
-std::int64_t dtype_code(dtype t) {
-  return t == dtype::f32 ? 0 : t == dtype::f16 ? 1 : 2;
-}
+// The chain's counters sit this many ints apart (a 128-byte line each), so that the groups polling
+// one do not queue behind the increments of another (gemv_chain.cl's CTR_STRIDE).
+constexpr std::int64_t kCounterStride = 32;
 
 // Hidden size H, attention width A, MLP width I.
 struct block_dims {
@@ -149,6 +150,11 @@ tolerance post_attention_tolerance(const op_call& c, int) {
   return tolerance{1.0, 0.0, 0.0, std::ldexp(1.0, -23) * (8.0 + std::sqrt(k)) + stored};
 }
 
+// The chained kernel's local memory: a column of (mb * nb * 2 + mb) partial sums per item.
+std::int64_t local_bytes(const kernel_config& k) {
+  return (k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4;
+}
+
 config_schema post_attention_schema() {
   config_schema s;
   s.params = {
@@ -168,7 +174,7 @@ config_schema post_attention_schema() {
       return "variant 1 (one work-item per unit) runs the three stages as three launches: chain must be 0";
     if (k.at("variant") == 2 && k.at("wg") % 32 != 0)
       return "variant 2 runs warps of 32 items: wg must be a multiple of 32";
-    if ((k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4 > 32768)
+    if (local_bytes(k) > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
     return std::nullopt;
   };
@@ -182,8 +188,7 @@ op_implementation chain_implementation() {
   impl.supports = [](const device& dev, const op_call&,
                      const kernel_config& cfg) -> std::optional<std::string> {
     if (auto r = check_wg(dev, cfg.at("wg"))) return r;
-    const auto local =
-        static_cast<std::uint64_t>((cfg.at("mb") * cfg.at("nb") * 2 + cfg.at("mb")) * cfg.at("wg") * 4);
+    const auto local = static_cast<std::uint64_t>(local_bytes(cfg));
     if (local > dev.local_mem_size())
       return fmt::format("needs {} bytes of local memory; the device has {}", local, dev.local_mem_size());
     return std::nullopt;
@@ -211,13 +216,13 @@ op_implementation chain_implementation() {
     const ptx_forms& forms = probe_ptx(q.get_device());
     const bool ptx = chain && forms.has("fence");
     const std::string base = fmt::format(
-        "-DPRISM_DTYPE={} -DHAS_BIAS=0 -DMB={} -DNB={} -DWG={} -DVW={} -DVEC16={} -DCHAIN={} -DCHAIN_PTX={} "
-        "-DVARIANT={} -DLANE_SHFL={} -DCHAIN_UNIFORM={}",
-        dtype_code(res.type()), mb, nb, wg, rows ? cfg.at("vw") : 1, vec16 ? 1 : 0, chain ? 1 : 0,
-        ptx ? 1 : 0, cfg.at("variant"), warps && forms.has("shfl") ? 1 : 0, q.get_device().is_cpu() ? 1 : 0);
-    // The activations' scratch rows (storage dtype, row stride I) and the chain's four counters,
-    // 32 ints (a 128-byte line) apart.
-    auto ws = split_workspace(q, static_cast<std::size_t>(M * I), 4 * 32);
+        "{} -DHAS_BIAS=0 -DMB={} -DNB={} -DWG={} -DVW={} -DVEC16={} -DCHAIN={} -DCHAIN_PTX={} -DVARIANT={} "
+        "-DLANE_SHFL={} -DCHAIN_UNIFORM={} -DCTR_STRIDE={}",
+        gemm_detail::dtype_define(res.type()), mb, nb, wg, rows ? cfg.at("vw") : 1, vec16 ? 1 : 0,
+        chain ? 1 : 0, ptx ? 1 : 0, cfg.at("variant"), warps && forms.has("shfl") ? 1 : 0,
+        q.get_device().is_cpu() ? 1 : 0, kCounterStride);
+    // The activations' scratch rows (storage dtype, row stride I) and the chain's four counters.
+    auto ws = split_workspace(q, static_cast<std::size_t>(M * I), 4 * kCounterStride);
     const std::int64_t row_blocks = (M + mb - 1) / mb;
     // Units a task covers: nb (variant 0), nb per warp (variant 2).
     const std::int64_t upt = warps ? wg / 32 * nb : nb;
