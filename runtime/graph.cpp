@@ -83,6 +83,8 @@ const char* command_kind_name(command_kind k) noexcept {
       return "interop::enqueue_native";
     case command_kind::host_write:
       return "handler::copy_from_host (graph_param::set)";
+    case command_kind::host_read:
+      return "handler::copy_to_host";
   }
   return "unknown command";
 }
@@ -181,6 +183,8 @@ void graph::impl::record(queue::impl& q, detail::command_group& cg) {
       refuse(q, "interop::enqueue_native", "a native OpenCL command (its enqueue runs host code)");
     case command_kind::host_write:
       refuse(q, "handler::copy_from_host", "a copy from host memory (graph_param::set included)");
+    case command_kind::host_read:
+      refuse(q, "handler::copy_to_host", "a copy to host memory (its data is read between replays)");
     default:
       break;
   }

@@ -419,6 +419,20 @@ event queue::submit_group(detail::command_group& cg) {
       }
       break;
     }
+    case detail::command_kind::host_read: {
+      check_buffer_range(cg.src, cg.src_offset, cg.bytes, "handler::copy_to_host");
+      if (!cg.host_dst && cg.bytes)
+        throw error(errc::invalid_argument, "handler::copy_to_host", "null destination pointer");
+      if (cg.bytes == 0) {
+        detail::check_cl(clEnqueueMarkerWithWaitList(cq, wl.size(), wl.data(), &out),
+                         "clEnqueueMarkerWithWaitList");
+      } else {
+        detail::check_cl(clEnqueueReadBuffer(cq, cg.src->mem, CL_FALSE, cg.src_offset, cg.bytes, cg.host_dst,
+                                             wl.size(), wl.data(), &out),
+                         "clEnqueueReadBuffer", std::to_string(cg.bytes) + " bytes");
+      }
+      break;
+    }
     case detail::command_kind::host_task: {
       if (!cg.host_fn) throw error(errc::invalid_argument, "handler::host_task", "empty function");
       cl_int st = CL_SUCCESS;

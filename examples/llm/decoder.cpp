@@ -511,6 +511,20 @@ std::vector<graph::command_time> decoder::time_decode_step() {
   return decode_graph_.replay_timed(*timing_queue_);
 }
 
+event decoder::replay_greedy_step(std::optional<std::int32_t> first_id, std::int64_t* id_slot) {
+  check_room(1, "llm::decoder::generate");
+  if (!decode_graph_ || !graph_greedy_ || graph_generation_ != dispatch::routing_generation())
+    record_decode_graph(true);
+  step_pos_->set(q_, pos_);
+  if (first_id) step_id_->set(q_, *first_id);
+  decode_graph_.replay(q_);
+  ++pos_;
+  return q_.submit([&](handler& h) {
+    accessor<std::int64_t> id(step_id_->get_buffer(), h, read_only);
+    h.copy_to_host(id, id_slot, sizeof(std::int64_t));
+  });
+}
+
 decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens,
                                       const controls* options) {
   generation g;
@@ -552,6 +566,42 @@ decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std:
   g.first_logits = logits.to_floats(q_);
   t1 = clock::now();
   const bool greedy = chooser == nullptr;
+  if (use_graph_ && greedy && run_ahead_ && !(options && options->on_logits) && !stop && new_tokens > 1) {
+    // Step i's id lands in slot i % 2 when read[i % 2] completes; step i + 1 is enqueued before
+    // that wait, where the cache has room for it (else the wait comes first, and the step, as
+    // without running ahead, fails in check_room after its predecessor's token is kept).
+    std::int64_t slot[2] = {0, 0};
+    event read[2];
+    std::int64_t issued = 1;
+    read[1] = replay_greedy_step(g.tokens.back(), &slot[1]);
+    for (std::int64_t i = 1; i <= issued; ++i) {
+      if (issued == i && i + 1 < new_tokens && pos_ + 1 <= c_.max_seq_len) {
+        read[(i + 1) % 2] = replay_greedy_step(std::nullopt, &slot[(i + 1) % 2]);
+        issued = i + 1;
+      }
+      read[i % 2].wait();
+      const auto id = static_cast<std::int32_t>(slot[i % 2]);
+      g.tokens.push_back(id);
+      if (options && options->on_token) options->on_token(id);
+      stop = options &&
+             std::find(options->stop_ids.begin(), options->stop_ids.end(), id) != options->stop_ids.end();
+      if (stop || i + 1 >= new_tokens) {
+        // The step run past a stop: wait for its read (its slot is this frame's), drop its id
+        // and give its position back.
+        if (issued > i) {
+          read[issued % 2].wait();
+          pos_ -= issued - i;
+        }
+        break;
+      }
+      if (issued == i) {  // no room to run ahead: the next step fails where it would have
+        read[(i + 1) % 2] = replay_greedy_step(std::nullopt, &slot[(i + 1) % 2]);
+        issued = i + 1;
+      }
+    }
+    g.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
+    return g;
+  }
   for (std::int64_t i = 1; i < new_tokens && !stop; ++i) {
     if (!use_graph_) {
       logits = forward(ids);

@@ -104,6 +104,15 @@ class decoder {
   /// changes. Outputs are bit-identical to eager decoding (same kernels, same arguments).
   void set_graph(bool on) { use_graph_ = on; }
   bool graph_enabled() const { return use_graph_; }
+  /// Greedy graph decoding with no on_logits callback runs one step ahead of the host: step i + 1
+  /// is enqueued before step i's id reaches the host (a non-blocking read ordered after each
+  /// replay), so the device does not idle while the host wakes, reads the id and enqueues the
+  /// next step. A stop id then leaves one step too many run: its id is dropped and the position
+  /// moved back, so position(), the tokens and every later step are as without it (the cache row
+  /// it wrote lies at the position the next token overwrites). On by default; off, each step is
+  /// read before the next is enqueued.
+  void set_run_ahead(bool on) { run_ahead_ = on; }
+  bool run_ahead() const { return run_ahead_; }
   /// Commands (kernels and copies) one decode step runs: those of the recorded decode graph,
   /// recording one if needed (nothing runs). Throws what recording throws.
   std::size_t decode_step_commands();
@@ -165,6 +174,10 @@ class decoder {
   tensor forward_fused_norms(tensor& x, const tensor& positions);
   tensor decode_attention_rows(layer_weights& L, const tensor& qkv, const tensor& positions);
   void record_decode_graph(bool greedy);
+  /// One greedy decode step through the graph at position pos_ (recording it if needed; the
+  /// id it reads is the previous step's argmax unless `first_id` is given), then a non-blocking
+  /// read of its argmax into `id_slot`. Returns the read's event; pos_ moves on by one.
+  event replay_greedy_step(std::optional<std::int32_t> first_id, std::int64_t* id_slot);
   /// Throws (naming `where`) when n more tokens do not fit the cache after position pos_.
   void check_room(std::int64_t n, const char* where) const;
 
@@ -181,6 +194,7 @@ class decoder {
   std::vector<std::vector<float>> layer_out_;
   // Decode graph state (set_graph).
   bool use_graph_ = false;
+  bool run_ahead_ = true;
   fusions fusions_;
   /// Every layer has the weights the norm fusion reads (set at upload). Block-quantized ones go
   /// through rms_norm_linear's quantized form (the norm applied as the activations are quantized

@@ -412,6 +412,10 @@ run_result run_model(const run_options& opt) {
   }
   r.warmup_seconds = seconds_since(t0);
 
+  if (opt.run_ahead != "on" && opt.run_ahead != "off")
+    throw error(errc::invalid_argument, "prism-llm --run-ahead",
+                fmt::format("got '{}'; valid: on, off", opt.run_ahead));
+  dec.set_run_ahead(opt.run_ahead == "on");
   // --graph auto: eager and graph decoding measured back to back here; the faster one runs.
   if (opt.graph != "on" && opt.graph != "off" && opt.graph != "auto")
     throw error(errc::invalid_argument, "prism-llm --graph",
@@ -447,6 +451,7 @@ run_result run_model(const run_options& opt) {
   }
   dec.set_graph(graph_on);
   r.graph = graph_on;
+  r.run_ahead = graph_on && opt.run_ahead == "on" && opt.sampling.greedy();
 
   // Counters of the timed generation alone: a difference of snapshots (resetting them would
   // also empty the dispatcher's exit summary).
@@ -600,6 +605,7 @@ run_result run_model(const run_options& opt) {
                         {"prefill_tokens_per_s", r.prefill_tokens_per_s()},
                         {"decode_tokens_per_s", r.decode_tokens_per_s()},
                         {"graph", r.graph ? "on" : "off"},
+                        {"run_ahead", r.run_ahead ? "on" : "off"},
                         {"graph_refused", r.graph_refused},
                         {"idle_poll", r.idle_poll},
                         {"fuse", r.fuse},
@@ -680,7 +686,8 @@ void print_report(const run_result& r, std::FILE* out) {
                r.tokens.size() - 1, r.decode_seconds, r.decode_tokens_per_s(),
                1e3 * r.decode_seconds / (r.tokens.size() - 1));
   if (r.graph) {
-    fmt::print(out, "graph   on, {} commands per decode token", r.decode_step_commands);
+    fmt::print(out, "graph   on{}, {} commands per decode token", r.run_ahead ? ", one step ahead" : "",
+               r.decode_step_commands);
     if (r.decode_kernel_seconds > 0)
       fmt::print(out, "; kernels {:.3f} ms of a token (device time), launches {:.2f} us a command above them",
                  1e3 * r.decode_kernel_seconds, r.launch_us_per_command);

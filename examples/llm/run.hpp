@@ -52,6 +52,9 @@ struct run_options {
   double pretune_s = -1;
   std::size_t pretune_candidates = 4;  ///< --pretune-candidates: per backend and shape
   std::string graph = "auto";          ///< decode through a recorded graph: on, off, auto (measured)
+  /// "on": greedy graph decoding enqueues step i + 1 before step i's id reaches the host
+  /// (llm::decoder::set_run_ahead); "off": each id is read before the next step is enqueued.
+  std::string run_ahead = "on";
   /// "on": on CPU devices, idle CPUs poll instead of halting while the run generates
   /// (prism::idle_poll, where permitted); "off".
   std::string poll = "on";
@@ -89,6 +92,7 @@ struct run_result {
   std::string load_how;  ///< the report's words for how the weights reached the device
   double prefill_seconds = 0, decode_seconds = 0;
   bool graph = false;  ///< decode replayed a recorded graph
+  bool run_ahead = false;  ///< greedy graph decode ran one step ahead of the host
   /// --poll: "on" (held), "off" (not asked, or not a CPU device) or "unavailable: <why>".
   std::string idle_poll = "off";
   double graph_probe_eager_s = 0, graph_probe_graph_s = 0;  ///< --graph auto's measurement (0: none)

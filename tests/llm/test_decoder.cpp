@@ -306,6 +306,67 @@ TEST(Decoder, ChainedPostAttentionReplaysLikeEager) {
           << "step " << i << " logit " << j;
 }
 
+// Greedy graph decoding one step ahead of the host (the default) gives the ids, the position and
+// the state that reading each id first gives: through a stop id in mid-generation (the step run
+// past it is dropped), a generation that continues from there, and a cache that fills up.
+TEST(Decoder, RunningAheadKeepsTokensPositionAndState) {
+  const auto c = preset("tiny");
+  const auto weights = model_weights::random(c, 6);
+  const auto prompt = random_prompt(6, c.vocab_size, 6);
+  const auto more = random_prompt(3, c.vocab_size, 7);
+  decoder dec(test_queue(), weights);
+  dec.set_graph(true);
+  struct outcome {
+    std::vector<std::int32_t> first, streamed, second;
+    std::int64_t pos_after_first = 0, pos_after_second = 0, pos_at_overflow = 0;
+    std::string overflow;
+  };
+  auto run = [&](bool ahead, std::vector<std::int32_t> stop_ids) {
+    outcome o;
+    dec.set_run_ahead(ahead);
+    dec.reset();
+    decoder::controls ctl;
+    ctl.stop_ids = std::move(stop_ids);
+    ctl.on_token = [&](std::int32_t id) { o.streamed.push_back(id); };
+    o.first = dec.generate(prompt, 24, &ctl).tokens;
+    o.pos_after_first = dec.position();
+    o.second = dec.generate(more, 6).tokens;  // continues from the stop: the cache must be intact
+    o.pos_after_second = dec.position();
+    try {
+      dec.generate(more, c.max_seq_len);
+    } catch (const prism::error& e) {
+      o.overflow = e.what();
+    }
+    o.pos_at_overflow = dec.position();
+    return o;
+  };
+  const auto plain = run(false, {});
+  ASSERT_EQ(plain.first.size(), 24u);
+  const auto ahead = run(true, {});
+  EXPECT_EQ(ahead.first, plain.first);
+  EXPECT_EQ(ahead.streamed, plain.first);
+  EXPECT_EQ(ahead.pos_after_first, plain.pos_after_first);
+  EXPECT_EQ(ahead.second, plain.second);
+  EXPECT_EQ(ahead.pos_after_second, plain.pos_after_second);
+  EXPECT_NE(plain.overflow.find("exceeds max_seq_len"), std::string::npos) << plain.overflow;
+  EXPECT_NE(ahead.overflow.find("exceeds max_seq_len"), std::string::npos) << ahead.overflow;
+  EXPECT_EQ(ahead.pos_at_overflow, plain.pos_at_overflow);
+  EXPECT_EQ(ahead.pos_at_overflow, c.max_seq_len);
+
+  // Stop at the 6th new id: running ahead has the 7th step in flight then.
+  const std::int32_t stop = plain.first[5];
+  const auto cut = static_cast<std::size_t>(std::find(plain.first.begin(), plain.first.end(), stop) -
+                                            plain.first.begin()) + 1;
+  const auto plain_stop = run(false, {stop});
+  const auto ahead_stop = run(true, {stop});
+  ASSERT_EQ(plain_stop.first.size(), cut);
+  EXPECT_EQ(ahead_stop.first, plain_stop.first);
+  EXPECT_EQ(ahead_stop.streamed, plain_stop.first);
+  EXPECT_EQ(ahead_stop.pos_after_first, plain_stop.pos_after_first);
+  EXPECT_EQ(ahead_stop.second, plain_stop.second);
+  EXPECT_EQ(ahead_stop.pos_after_second, plain_stop.pos_after_second);
+}
+
 TEST(Decoder, RejectsBadTokensAndCacheOverflow) {
   const auto c = preset("tiny");
   const auto weights = model_weights::random(c, 1);

@@ -117,6 +117,46 @@ TEST(Buffers, CopyAndFillCommands) {
   EXPECT_EQ(got[999], 7);
 }
 
+// copy_to_host is a reader like any other: it sees the kernel before it, a later writer waits
+// for it, and the host sees the bytes once its event completes (the host can run ahead).
+TEST(Buffers, NonBlockingReadToHost) {
+  auto& q = default_queue();
+  const std::size_t n = 64;
+  buffer<int> a(q, n);
+  q.fill(a, 5);
+  auto k = test_program(q.get_context()).get_kernel("add_const");
+  buffer<int> b(q, n);
+  q.submit([&](handler& h) {
+    accessor<int> i(a, h, read_only);
+    accessor<int> o(b, h, discard_write);
+    h.parallel_for(range<1>(n), k, i, o, 3);
+  });
+  std::vector<int> first(n, -1), second(n, -1);
+  event e1 = q.submit([&](handler& h) {
+    accessor<int> s(b, h, read_only);
+    h.copy_to_host(s, first.data(), n * sizeof(int));
+  });
+  q.fill(b, 9);  // a later writer: must not reach the read above
+  event e2 = q.submit([&](handler& h) {
+    accessor<int> s(b, h, read_only);
+    h.copy_to_host(s, second.data() + 1, (n - 1) * sizeof(int), sizeof(int));
+  });
+  e1.wait();
+  EXPECT_EQ(first, std::vector<int>(n, 8));
+  e2.wait();
+  EXPECT_EQ(second[0], -1);
+  EXPECT_EQ(std::vector<int>(second.begin() + 1, second.end()), std::vector<int>(n - 1, 9));
+  try {
+    q.submit([&](handler& h) {
+      accessor<int> s(b, h, read_only);
+      h.copy_to_host(s, first.data(), 8, n * sizeof(int) - 4);
+    });
+    FAIL() << "a read past the buffer's end was accepted";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("copy_to_host"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Buffers, OutOfRangeAccessIsAnError) {
   auto& q = default_queue();
   buffer<int> b(q, 10);

@@ -189,6 +189,14 @@ TEST(graph, CommandsThatCannotBeRecordedAreNamed) {
   EXPECT_NE(message_of([&] { host_accessor<int> h(a); }).find("host accessor"), std::string::npos);
   EXPECT_NE(message_of([&] { q.wait(); }).find("queue::wait"), std::string::npos);
   EXPECT_NE(message_of([&] { p.set(q, 2); }).find("copy_from_host"), std::string::npos);
+  std::vector<int> host_copy(n);
+  EXPECT_NE(message_of([&] {
+              q.submit([&](handler& h) {
+                accessor<int> s(a, h, read_only);
+                h.copy_to_host(s, host_copy.data(), n * sizeof(int));
+              });
+            }).find("copy_to_host"),
+            std::string::npos);
   auto ptr = malloc_device<int>(n, q);
   EXPECT_NE(message_of([&] { q.fill(ptr, 0, n); }).find("USM"), std::string::npos);
   EXPECT_NE(message_of([&] {

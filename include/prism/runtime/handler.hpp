@@ -44,7 +44,7 @@ struct requirement {
   std::size_t begin = 0, end = 0;  ///< bytes; whole-buffer accesses of an empty buffer use [0, 1)
 };
 
-enum class command_kind : std::uint8_t { none, kernel, copy, fill, host_task, native, host_write };
+enum class command_kind : std::uint8_t { none, kernel, copy, fill, host_task, native, host_write, host_read };
 const char* command_kind_name(command_kind k) noexcept;
 
 /// Everything a command group recorded. Kept inline in the handler: no heap work for small groups.
@@ -64,6 +64,7 @@ struct command_group {
   alignas(16) unsigned char pattern[64];
   std::size_t pattern_size = 0;
   const void* host_src = nullptr;  ///< host_write
+  void* host_dst = nullptr;        ///< host_read
   std::function<void()> host_fn;
   std::function<void*(native_args&)> native_fn;
 };
@@ -129,6 +130,18 @@ class handler {
     cg_.dst = dst.get_impl();
     cg_.bytes = bytes;
     cg_.dst_offset = dst_offset;
+  }
+  /// Copies `bytes` of `src` from byte `src_offset` into host memory at `dst`, without blocking:
+  /// `dst` holds the bytes once the returned event completes (wait on it), and must stay valid
+  /// until then. The read is ordered like any reader of `src`, so a later writer of `src` (the
+  /// next replay of a graph, say) does not disturb it: a host can run ahead of the device.
+  template <class T>
+  void copy_to_host(const accessor<T>& src, void* dst, std::size_t bytes, std::size_t src_offset = 0) {
+    set_command(detail::command_kind::host_read);
+    cg_.src = src.get_impl();
+    cg_.host_dst = dst;
+    cg_.bytes = bytes;
+    cg_.src_offset = src_offset;
   }
   /// Runs `fn` on a runtime thread once the group's dependencies are done.
   void host_task(std::function<void()> fn) {
