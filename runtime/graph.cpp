@@ -136,6 +136,11 @@ struct graph::impl {
   command_buffer_api cb_api;
   cl_command_buffer_khr cmdbuf = nullptr;
   cl_command_queue cmdbuf_queue = nullptr;  ///< the lane it was built for (retained)
+  /// Built with CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR (the device offers it): it may be enqueued
+  /// again while an earlier enqueue is pending. Without it, a replay queued behind a pending one
+  /// goes through the launch list (the extension refuses a pending command buffer).
+  bool cmdbuf_simultaneous = false;
+  cl_event cmdbuf_last = nullptr;  ///< the last command-buffer enqueue (retained)
   // Replay scratch, kept to avoid per-replay allocations.
   std::vector<std::shared_ptr<detail::buffer_impl>> held;
   std::vector<std::shared_ptr<detail::usm_alloc>> held_usm;
@@ -161,6 +166,7 @@ struct graph::impl {
   ~impl() {
     if (cmdbuf && cb_api.release) cb_api.release(cmdbuf);
     if (cmdbuf_queue) clReleaseCommandQueue(cmdbuf_queue);
+    if (cmdbuf_last) clReleaseEvent(cmdbuf_last);
     for (auto& n : nodes)
       if (n.k) clReleaseKernel(n.k);
   }
@@ -324,8 +330,15 @@ bool graph::impl::build_command_buffer(queue::impl& q, std::string& why) {
     return false;
   }
   cl_command_queue cq = q.lanes.front().cq;
+  cl_device_command_buffer_capabilities_khr caps = 0;
+  if (clGetDeviceInfo(q.dev.get_impl().id, CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR, sizeof caps, &caps,
+                      nullptr) != CL_SUCCESS)
+    caps = 0;
+  const bool simultaneous = (caps & CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR) != 0;
+  const cl_command_buffer_properties_khr props[] = {CL_COMMAND_BUFFER_FLAGS_KHR,
+                                                    CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR, 0};
   cl_int st = CL_SUCCESS;
-  cl_command_buffer_khr cb = cb_api.create(1, &cq, nullptr, &st);
+  cl_command_buffer_khr cb = cb_api.create(1, &cq, simultaneous ? props : nullptr, &st);
   if (st != CL_SUCCESS || !cb) {
     why = std::string("clCreateCommandBufferKHR failed: ") + cl_error_name(st);
     return false;
@@ -363,6 +376,7 @@ bool graph::impl::build_command_buffer(queue::impl& q, std::string& why) {
     return false;
   }
   cmdbuf = cb;
+  cmdbuf_simultaneous = simultaneous;
   cmdbuf_queue = cq;
   clRetainCommandQueue(cq);
   return true;
@@ -470,13 +484,25 @@ event graph::impl::replay(queue::impl& q, std::vector<cl_event>* each) {
   ev->owner = q.weak_from_this();
   for (auto* e : deps) ev->deps.add(e->ev);
   cl_event out = nullptr;
-  if (cmdbuf && lane.cq == cmdbuf_queue && !each) {
+  auto pending = [](cl_event e) {
+    cl_int status = CL_COMPLETE;
+    return e && clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) ==
+                    CL_SUCCESS && status > CL_COMPLETE;
+  };
+  const bool cmdbuf_free = cmdbuf_simultaneous || !pending(cmdbuf_last);
+  if (cmdbuf && lane.cq == cmdbuf_queue && !each && cmdbuf_free) {
     detail::check_cl(cb_api.enqueue(0, nullptr, cmdbuf, wl.size(), wl.data(), &out),
                      "clEnqueueCommandBufferKHR", "graph of " + std::to_string(nodes.size()) + " commands");
+    if (cmdbuf_last) clReleaseEvent(cmdbuf_last);
+    cmdbuf_last = out;
+    clRetainEvent(out);
   } else {
     if (cmdbuf)
-      log::get("runtime")->debug(
-          "graph replay on queue {}: lane {} is not the command buffer's; launch list used", q.id, lane.id);
+      log::get("runtime")->debug("graph replay on queue {}: {}; launch list used", q.id,
+                                 !cmdbuf_free              ? "the command buffer's last replay is pending"
+                                 : lane.cq != cmdbuf_queue ? "lane " + std::to_string(lane.id) +
+                                                                 " is not the command buffer's"
+                                                           : std::string("a timed replay"));
     const std::size_t last = nodes.size() - 1;
     for (std::size_t i = 0; i <= last; ++i) {
       auto& n = nodes[i];

@@ -108,6 +108,33 @@ TEST_P(graph_modes, ReplayMatchesEagerExecutionBitForBit) {
   q.wait_and_throw();
 }
 
+// Replays queued back to back, each followed by a parameter write and a non-blocking read, with
+// no wait in between (a host running ahead of the device): every read sees its own replay.
+TEST_P(graph_modes, ReplaysQueuedBackToBackWithoutWaiting) {
+  auto& q = default_queue();
+  auto prog = test_program(q.get_context());
+  graph_param<int> p(q, 0);
+  chain c(q);
+  graph g = graph::record(q, [&] { c.submit(q, prog, p); }, {.mode = GetParam()});
+  constexpr int rounds = 12;
+  std::vector<std::vector<int>> got(rounds, std::vector<int>(n, -1));
+  std::vector<event> reads;
+  for (int r = 0; r < rounds; ++r) {
+    p.set(q, 100 * r);
+    g.replay(q);
+    reads.push_back(q.submit([&](handler& h) {
+      accessor<int> d(c.d, h, read_only);
+      h.copy_to_host(d, got[r].data(), n * sizeof(int));
+    }));
+  }
+  for (int r = 0; r < rounds; ++r) {
+    reads[r].wait();
+    for (int i = 0; i < n; ++i) ASSERT_EQ(got[r][i], 10 + i + 3 + 100 * r) << "round " << r << " element " << i;
+  }
+  EXPECT_EQ(g.replay_count(), static_cast<std::uint64_t>(rounds));
+  q.wait_and_throw();
+}
+
 TEST_P(graph_modes, TimedReplayRunsTheGraphAndTimesEveryCommand) {
   auto& q = default_queue();
   auto prog = test_program(q.get_context());
