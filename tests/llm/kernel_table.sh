@@ -37,3 +37,18 @@ j = json.load(open(sys.argv[1]))
 assert j["fuse"] == "attention,mlp,norm,block", j["fuse"]
 assert any("post_attention" in e["name"] for e in j["decode_kernels"]), j["decode_kernels"]
 PY
+# --run-ahead (default on): greedy graph decode one step ahead of the host; off gives the same
+# tokens; a bad value is a usage error that lists the valid ones.
+grep -q 'one step ahead' "$dir/run.out" || { grep '^graph' "$dir/run.out"; exit 1; }
+"$bin" --preset tiny --prompt-len 8 --new-tokens 8 --graph on --warmup 0 --breakdown-steps 0 --run-ahead off \
+  --json "$dir/off.json" > "$dir/off.out"
+python3 - "$dir/run.json" "$dir/off.json" << 'PY'
+import json, sys
+on, off = (json.load(open(p)) for p in sys.argv[1:3])
+assert on["run_ahead"] == "on" and off["run_ahead"] == "off", (on["run_ahead"], off["run_ahead"])
+assert on["tokens"] == off["tokens"] and len(on["tokens"]) == 8, (on["tokens"], off["tokens"])
+PY
+if "$bin" --preset tiny --run-ahead maybe --new-tokens 2 > "$dir/bad.out" 2>&1; then
+  echo "--run-ahead maybe was accepted"; exit 1
+fi
+grep -q "run-ahead" "$dir/bad.out" && grep -q "on" "$dir/bad.out" || { cat "$dir/bad.out"; exit 1; }
