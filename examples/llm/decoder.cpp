@@ -567,37 +567,34 @@ decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std:
   t1 = clock::now();
   const bool greedy = chooser == nullptr;
   if (use_graph_ && greedy && run_ahead_ && !(options && options->on_logits) && !stop && new_tokens > 1) {
-    // Step i's id lands in slot i % 2 when read[i % 2] completes; step i + 1 is enqueued before
-    // that wait, where the cache has room for it (else the wait comes first, and the step, as
-    // without running ahead, fails in check_room after its predecessor's token is kept).
-    std::int64_t slot[2] = {0, 0};
+    // Step k's id lands in id_slots_[k % 2] when read[k % 2] completes. Step i + 1 goes out before
+    // step i's id is waited for, where the cache has room for it; where it has none, it goes out
+    // after, and fails in check_room where it would one step at a time.
     event read[2];
-    std::int64_t issued = 1;
-    read[1] = replay_greedy_step(g.tokens.back(), &slot[1]);
-    for (std::int64_t i = 1; i <= issued; ++i) {
-      if (issued == i && i + 1 < new_tokens && pos_ + 1 <= c_.max_seq_len) {
-        read[(i + 1) % 2] = replay_greedy_step(std::nullopt, &slot[(i + 1) % 2]);
-        issued = i + 1;
-      }
+    std::int64_t issued = 0;
+    auto issue = [&] {
+      ++issued;
+      read[issued % 2] = replay_greedy_step(issued == 1 ? std::optional(g.tokens.back()) : std::nullopt,
+                                            &id_slots_[issued % 2]);
+    };
+    issue();
+    for (std::int64_t i = 1;; ++i) {
+      const bool more = i + 1 < new_tokens, room = pos_ + 1 <= c_.max_seq_len;
+      if (more && room) issue();
       read[i % 2].wait();
-      const auto id = static_cast<std::int32_t>(slot[i % 2]);
+      const auto id = static_cast<std::int32_t>(id_slots_[i % 2]);
       g.tokens.push_back(id);
       if (options && options->on_token) options->on_token(id);
       stop = options &&
              std::find(options->stop_ids.begin(), options->stop_ids.end(), id) != options->stop_ids.end();
-      if (stop || i + 1 >= new_tokens) {
-        // The step run past a stop: wait for its read (its slot is this frame's), drop its id
-        // and give its position back.
-        if (issued > i) {
+      if (stop || !more) {
+        if (issued > i) {  // the step run past a stop: its id is dropped, its position given back
           read[issued % 2].wait();
           pos_ -= issued - i;
         }
         break;
       }
-      if (issued == i) {  // no room to run ahead: the next step fails where it would have
-        read[(i + 1) % 2] = replay_greedy_step(std::nullopt, &slot[(i + 1) % 2]);
-        issued = i + 1;
-      }
+      if (!room) issue();
     }
     g.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
     return g;

@@ -3,6 +3,7 @@
 // (prism/ops.hpp), so every step is dispatched, routed, tuned and logged like any user call.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -207,6 +208,9 @@ class decoder {
   std::uint64_t graph_generation_ = 0;
   std::uint64_t graph_recordings_ = 0;
   std::unique_ptr<graph_param<std::int64_t>> step_id_, step_pos_;
+  /// Host slots of run-ahead decoding's id reads: members, so that a read still in flight when
+  /// generate() throws writes into memory that outlives the call.
+  std::array<std::int64_t, 2> id_slots_{};
   std::optional<queue> timing_queue_;  ///< time_decode_step's profiling queue (same context)
   tensor step_id_t_, step_pos_t_, graph_logits_;
 };
