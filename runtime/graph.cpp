@@ -21,6 +21,15 @@ bool writes(access_mode m) {
   return m != access_mode::read;
 }
 
+/// Whether `e` (possibly null) is queued, submitted or running: not complete, not failed.
+bool pending(cl_event e) {
+  cl_int status = CL_COMPLETE;
+  if (!e ||
+      clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) != CL_SUCCESS)
+    return false;
+  return status > CL_COMPLETE;
+}
+
 /// cl_khr_command_buffer entry points, loaded per platform.
 struct command_buffer_api {
   clCreateCommandBufferKHR_fn create = nullptr;
@@ -484,11 +493,6 @@ event graph::impl::replay(queue::impl& q, std::vector<cl_event>* each) {
   ev->owner = q.weak_from_this();
   for (auto* e : deps) ev->deps.add(e->ev);
   cl_event out = nullptr;
-  auto pending = [](cl_event e) {
-    cl_int status = CL_COMPLETE;
-    return e && clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) ==
-                    CL_SUCCESS && status > CL_COMPLETE;
-  };
   const bool cmdbuf_free = cmdbuf_simultaneous || !pending(cmdbuf_last);
   if (cmdbuf && lane.cq == cmdbuf_queue && !each && cmdbuf_free) {
     detail::check_cl(cb_api.enqueue(0, nullptr, cmdbuf, wl.size(), wl.data(), &out),
@@ -497,12 +501,13 @@ event graph::impl::replay(queue::impl& q, std::vector<cl_event>* each) {
     cmdbuf_last = out;
     clRetainEvent(out);
   } else {
-    if (cmdbuf)
-      log::get("runtime")->debug("graph replay on queue {}: {}; launch list used", q.id,
-                                 !cmdbuf_free              ? "the command buffer's last replay is pending"
-                                 : lane.cq != cmdbuf_queue ? "lane " + std::to_string(lane.id) +
-                                                                 " is not the command buffer's"
-                                                           : std::string("a timed replay"));
+    if (cmdbuf) {
+      const std::string why = !cmdbuf_free ? "the command buffer's last replay is pending"
+                              : lane.cq != cmdbuf_queue
+                                  ? "lane " + std::to_string(lane.id) + " is not its lane"
+                                  : "a timed replay";
+      log::get("runtime")->debug("graph replay on queue {}: {}; launch list used", q.id, why);
+    }
     const std::size_t last = nodes.size() - 1;
     for (std::size_t i = 0; i <= last; ++i) {
       auto& n = nodes[i];

@@ -91,7 +91,7 @@ struct run_result {
   std::string load_path;
   std::string load_how;  ///< the report's words for how the weights reached the device
   double prefill_seconds = 0, decode_seconds = 0;
-  bool graph = false;  ///< decode replayed a recorded graph
+  bool graph = false;      ///< decode replayed a recorded graph
   bool run_ahead = false;  ///< greedy graph decode ran one step ahead of the host
   /// --poll: "on" (held), "off" (not asked, or not a CPU device) or "unavailable: <why>".
   std::string idle_poll = "off";

@@ -356,7 +356,8 @@ TEST(Decoder, RunningAheadKeepsTokensPositionAndState) {
   // Stop at the 6th new id: running ahead has the 7th step in flight then.
   const std::int32_t stop = plain.first[5];
   const auto cut = static_cast<std::size_t>(std::find(plain.first.begin(), plain.first.end(), stop) -
-                                            plain.first.begin()) + 1;
+                                            plain.first.begin()) +
+                   1;
   const auto plain_stop = run(false, {stop});
   const auto ahead_stop = run(true, {stop});
   ASSERT_EQ(plain_stop.first.size(), cut);

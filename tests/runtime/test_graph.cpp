@@ -129,7 +129,8 @@ TEST_P(graph_modes, ReplaysQueuedBackToBackWithoutWaiting) {
   }
   for (int r = 0; r < rounds; ++r) {
     reads[r].wait();
-    for (int i = 0; i < n; ++i) ASSERT_EQ(got[r][i], 10 + i + 3 + 100 * r) << "round " << r << " element " << i;
+    for (int i = 0; i < n; ++i)
+      ASSERT_EQ(got[r][i], 10 + i + 3 + 100 * r) << "round " << r << " element " << i;
   }
   EXPECT_EQ(g.replay_count(), static_cast<std::uint64_t>(rounds));
   q.wait_and_throw();
