@@ -19,7 +19,16 @@
 
 #include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
 
+// VT: VW floats (a scalar at VW = 1, where OpenCL C has no float1, vload1 or vstore1).
+#if VW == 1
+#define VT float
+#define VT_FROM_LANES(l) ((l)[0])
+#define VT_TO_LANES(v, l) ((l)[0] = (v))
+#else
 #define VT GEMM_CAT(float, VW)
+#define VT_FROM_LANES(l) GEMM_CAT(vload, VW)(0, (l))
+#define VT_TO_LANES(v, l) GEMM_CAT(vstore, VW)((v), 0, (l))
+#endif
 
 #define CPU_STORE(p, v, m, n)                                                                      \
   PRISM_STORE(p, accumulate == 0   ? prism_epilogue(v, alpha, beta, X, x_off, sxm, sxn, m, n)      \
@@ -91,7 +100,7 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
         float lanes[VW];
 #pragma unroll 1
         for (int l = 0; l < VW; ++l) lanes[l] = PRISM_LOAD(bp + (long)min(j * VW + l, N - 1 - n0) * sbn);
-        bv[j] = GEMM_CAT(vload, VW)(0, lanes);
+        bv[j] = VT_FROM_LANES(lanes);
       }
 #pragma unroll
       for (int i = 0; i < RM; ++i) {
@@ -111,7 +120,7 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
 #pragma unroll
       for (int j = 0; j < RN; ++j) {
         float lanes[VW];
-        GEMM_CAT(vstore, VW)(acc[i][j], 0, lanes);
+        VT_TO_LANES(acc[i][j], lanes);
 #pragma unroll 1
         for (int l = 0; l < VW; ++l) {
           const int n = n0 + j * VW + l;

@@ -58,6 +58,7 @@ std::vector<float> floats_of(const tensor& t) {
 const char* const variant_configs[] = {
     "variant=0",                                // cpu, vendor-neutral default
     "variant=0,vw=4,rm=2,rn=3,ku=2,lx=2,ly=4",  // cpu, small blocks
+    "variant=0,vw=1,rm=3,rn=2,lx=2,ly=4",       // cpu, scalar lanes (the schema's vw=1)
     "variant=1,tm=16,tn=32,tk=8,wm=2,wn=4",     // gpu tiles
     "variant=2,mb=8,nb=2,wg=32",                // small-M
 };
