@@ -85,6 +85,13 @@ vendor_context device_vendor(const device& dev);
 /// The backends that serve an op, in the registry's order (the backend of last resort last).
 std::vector<std::string> op_backends(const op_descriptor& d);
 
+/// What the host backend logs once, before its first GEMM, when OpenBLAS picked kernels older than
+/// the CPU (`core`: openblas_get_corename()): OpenBLAS 0.3.21 (Debian 12) does not know Sapphire
+/// Rapids-class Xeons and runs its Prescott (SSE3) kernels there, 3-5x slower than its SkylakeX
+/// ones (benchmarks/RESULTS.md, session 20). The advice names OPENBLAS_CORETYPE; nullopt when the
+/// core already uses the CPU's AVX2 / AVX-512 (or the CPU has neither).
+std::optional<std::string> blas_core_advice(std::string_view core, bool cpu_avx2, bool cpu_avx512f);
+
 /// Hooks for tests (tests/dispatch). Not for production use.
 namespace testing {
 /// Drops every memoized decision and re-reads env variables, the routes file and vendor

@@ -181,6 +181,11 @@ int main(int argc, char** argv) {
   const device& dev = bench_queue().get_device();
   fmt::print("device: {} ({}), tune vendor: {}\n", dev.name(), dev.platform_name(),
              vendor_of(dev, "PRISM_GEMM_VENDOR"));
+  // Which OpenBLAS kernels the reference runs: a CPU model this OpenBLAS does not know gets its
+  // SSE3 'Prescott' ones (OPENBLAS_CORETYPE picks others), and the ratios mean little then.
+  if (blas)
+    fmt::print("openblas: {}, core {}, {} threads\n", openblas_get_config(), openblas_get_corename(),
+               openblas_get_num_threads());
   ratio_reporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   fmt::print("\n{:<28} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "shape", "prism", "clblast", "openblas",

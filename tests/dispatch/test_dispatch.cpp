@@ -925,3 +925,22 @@ TEST(Dispatch, EveryOpDeclaresItsKeyNames) {
     EXPECT_EQ(got, declared);
   }
 }
+
+// OpenBLAS on a CPU model it does not know runs its SSE3 (Prescott) kernels: the host backend says
+// so once, with the OPENBLAS_CORETYPE that gives it the CPU's vector kernels.
+TEST(HostBackend, AdvisesACoreTypeWhenOpenblasRunsOldKernels) {
+  EXPECT_FALSE(pd::blas_core_advice("SkylakeX", true, true));
+  EXPECT_FALSE(pd::blas_core_advice("Haswell", true, false));
+  EXPECT_FALSE(pd::blas_core_advice("ZEN", true, true));
+  EXPECT_FALSE(pd::blas_core_advice("Prescott", false, false));  // nothing better to pick
+  const auto spr = pd::blas_core_advice("Prescott", true, true);
+  ASSERT_TRUE(spr);
+  EXPECT_NE(spr->find("'Prescott'"), std::string::npos) << *spr;
+  EXPECT_NE(spr->find("OPENBLAS_CORETYPE=SkylakeX"), std::string::npos) << *spr;
+  const auto avx2 = pd::blas_core_advice("Nehalem", true, false);
+  ASSERT_TRUE(avx2);
+  EXPECT_NE(avx2->find("OPENBLAS_CORETYPE=Haswell"), std::string::npos) << *avx2;
+  const auto unknown = pd::blas_core_advice("", true, true);
+  ASSERT_TRUE(unknown);
+  EXPECT_NE(unknown->find("'unknown'"), std::string::npos) << *unknown;
+}

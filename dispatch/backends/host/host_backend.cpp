@@ -7,16 +7,21 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "dispatch/backends/backend.hpp"
+#include "dispatch/dispatcher.hpp"
 #include "prism/error.hpp"
 #include "runtime/hash.hpp"
+#include "runtime/log.hpp"
 
 namespace prism::dispatch {
 namespace {
@@ -65,7 +70,24 @@ class host_storage {
   std::size_t write_begin_ = 0, write_end_ = static_cast<std::size_t>(-1);
 };
 
+// Once per process, before the first GEMM: OpenBLAS picks its kernels by the CPU model it knows,
+// and a model it does not know gets its oldest ones (see blas_core_advice).
+void check_blas_core() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* core = openblas_get_corename();
+#if defined(__x86_64__) || defined(__i386__)
+    const bool avx2 = __builtin_cpu_supports("avx2"), avx512f = __builtin_cpu_supports("avx512f");
+#else
+    const bool avx2 = false, avx512f = false;
+#endif
+    if (auto advice = blas_core_advice(core ? core : "", avx2, avx512f))
+      prism::log::get("dispatch")->warn("{}", *advice);
+  });
+}
+
 event run_openblas(queue& q, const gemm_problem& p, const blas_layout& l) {
+  check_blas_core();
   // Operands may share storage (mm(x, x.T)); the output never does (check_call).
   host_storage c_mem(q, p.c, true);
   const std::int64_t c_last =
@@ -102,6 +124,23 @@ event run_openblas(queue& q, const gemm_problem& p, const blas_layout& l) {
 }
 
 }  // namespace
+
+std::optional<std::string> blas_core_advice(std::string_view core, bool cpu_avx2, bool cpu_avx512f) {
+  if (!cpu_avx2) return std::nullopt;
+  // OpenBLAS's x86 cores whose SGEMM kernels use AVX2 or AVX-512.
+  static constexpr std::string_view vector_cores[] = {"haswell",        "zen",      "skylakex", "cooperlake",
+                                                      "sapphirerapids", "excavator"};
+  std::string lower(core);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (auto v : vector_cores)
+    if (lower == v) return std::nullopt;
+  const char* want = cpu_avx512f ? "SkylakeX" : "Haswell";
+  return fmt::format(
+      "host backend: OpenBLAS runs its '{}' kernels on a CPU with {} (this OpenBLAS does not know the CPU's "
+      "model), so host GEMMs run several times slower than they could; set OPENBLAS_CORETYPE={} before "
+      "starting the program to give it its {} kernels",
+      core.empty() ? "unknown" : std::string(core), cpu_avx512f ? "AVX-512" : "AVX2", want, want);
+}
 
 namespace testing {
 void host_backend_copies(bool on) {
