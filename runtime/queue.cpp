@@ -405,31 +405,26 @@ event queue::submit_group(detail::command_group& cg) {
       }
       break;
     }
-    case detail::command_kind::host_write: {
-      check_buffer_range(cg.dst, cg.dst_offset, cg.bytes, "handler::copy_from_host");
-      if (!cg.host_src && cg.bytes)
-        throw error(errc::invalid_argument, "handler::copy_from_host", "null source pointer");
-      if (cg.bytes == 0) {
-        detail::check_cl(clEnqueueMarkerWithWaitList(cq, wl.size(), wl.data(), &out),
-                         "clEnqueueMarkerWithWaitList");
-      } else {
-        detail::check_cl(clEnqueueWriteBuffer(cq, cg.dst->mem, CL_FALSE, cg.dst_offset, cg.bytes, cg.host_src,
-                                              wl.size(), wl.data(), &out),
-                         "clEnqueueWriteBuffer", std::to_string(cg.bytes) + " bytes");
-      }
-      break;
-    }
+    case detail::command_kind::host_write:
     case detail::command_kind::host_read: {
-      check_buffer_range(cg.src, cg.src_offset, cg.bytes, "handler::copy_to_host");
-      if (!cg.host_dst && cg.bytes)
-        throw error(errc::invalid_argument, "handler::copy_to_host", "null destination pointer");
+      const bool read = cg.kind == detail::command_kind::host_read;
+      const char* what = read ? "handler::copy_to_host" : "handler::copy_from_host";
+      detail::buffer_impl* dev = read ? cg.src : cg.dst;
+      const std::size_t off = read ? cg.src_offset : cg.dst_offset;
+      check_buffer_range(dev, off, cg.bytes, what);
+      if (cg.bytes && !(read ? cg.host_dst : cg.host_src))
+        throw error(errc::invalid_argument, what, read ? "null destination pointer" : "null source pointer");
       if (cg.bytes == 0) {
         detail::check_cl(clEnqueueMarkerWithWaitList(cq, wl.size(), wl.data(), &out),
                          "clEnqueueMarkerWithWaitList");
-      } else {
-        detail::check_cl(clEnqueueReadBuffer(cq, cg.src->mem, CL_FALSE, cg.src_offset, cg.bytes, cg.host_dst,
-                                             wl.size(), wl.data(), &out),
+      } else if (read) {
+        detail::check_cl(clEnqueueReadBuffer(cq, dev->mem, CL_FALSE, off, cg.bytes, cg.host_dst, wl.size(),
+                                             wl.data(), &out),
                          "clEnqueueReadBuffer", std::to_string(cg.bytes) + " bytes");
+      } else {
+        detail::check_cl(clEnqueueWriteBuffer(cq, dev->mem, CL_FALSE, off, cg.bytes, cg.host_src, wl.size(),
+                                              wl.data(), &out),
+                         "clEnqueueWriteBuffer", std::to_string(cg.bytes) + " bytes");
       }
       break;
     }
