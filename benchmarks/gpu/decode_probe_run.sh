@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Session 20 first look on the GPU machine: does ncu see NVIDIA OpenCL kernels, decode attention
-# alone by dtype, and the model's decode baseline (f32/bf16, kernel table).
+# SPDX-License-Identifier: Apache-2.0
+# On the GPU machine, from the repository root with the bundle carried (.gpu, see bundle_env.sh;
+# programs: prism, prism-llm): where a qwen3-0.6b decode token goes on NVIDIA. 1. whether Nsight
+# Compute (ncu) times NVIDIA OpenCL kernels (per-kernel gpu__time_duration of a short bf16
+# decode: the per-command OpenCL profiling spans overlap there); 2. decode_attention alone at the
+# model's shape by dtype and config (bf16 ran 17-19 us a call in the model, f32 11-15); 3. the
+# model's f32/bf16 decode and its kernel table. Usage: benchmarks/gpu/decode_probe_run.sh OUTDIR
 set -u
 out=$1
 logs=$(mktemp -d)
