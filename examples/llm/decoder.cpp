@@ -511,18 +511,15 @@ std::vector<graph::command_time> decoder::time_decode_step() {
   return decode_graph_.replay_timed(*timing_queue_);
 }
 
-event decoder::replay_greedy_step(std::optional<std::int32_t> first_id, std::int64_t* id_slot) {
+void decoder::replay_step(bool greedy, std::optional<std::int32_t> id) {
   check_room(1, "llm::decoder::generate");
-  if (!decode_graph_ || !graph_greedy_ || graph_generation_ != dispatch::routing_generation())
-    record_decode_graph(true);
+  if (!decode_graph_ || graph_greedy_ != greedy || graph_generation_ != dispatch::routing_generation())
+    record_decode_graph(greedy);
+  // The step's two scalars, then the recorded step: nothing else is enqueued.
   step_pos_->set(q_, pos_);
-  if (first_id) step_id_->set(q_, *first_id);
+  if (id) step_id_->set(q_, *id);
   decode_graph_.replay(q_);
   ++pos_;
-  return q_.submit([&](handler& h) {
-    accessor<std::int64_t> id(step_id_->get_buffer(), h, read_only);
-    h.copy_to_host(id, id_slot, sizeof(std::int64_t));
-  });
 }
 
 decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens,
@@ -539,6 +536,13 @@ decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std:
       options && options->chooser && !options->chooser->options().greedy() ? options->chooser : nullptr;
   // Greedy: argmax on the device, its i64 id fed to the next forward as is. Sampling: the
   // logits come to the host and the chosen id goes back up.
+  // A new id: kept, streamed, and whether it ends the generation.
+  auto keep = [&](std::int32_t id) {
+    g.tokens.push_back(id);
+    if (options && options->on_token) options->on_token(id);
+    return options &&
+           std::find(options->stop_ids.begin(), options->stop_ids.end(), id) != options->stop_ids.end();
+  };
   auto next = [&](const tensor& logits, tensor& ids) {
     std::int32_t id;
     if (chooser) {
@@ -551,10 +555,7 @@ decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std:
       step("argmax");
       id = read_id(ids);
     }
-    g.tokens.push_back(id);
-    if (options && options->on_token) options->on_token(id);
-    return options &&
-           std::find(options->stop_ids.begin(), options->stop_ids.end(), id) != options->stop_ids.end();
+    return keep(id);
   };
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
@@ -574,19 +575,18 @@ decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std:
     std::int64_t issued = 0;
     auto issue = [&] {
       ++issued;
-      read[issued % 2] = replay_greedy_step(issued == 1 ? std::optional(g.tokens.back()) : std::nullopt,
-                                            &id_slots_[issued % 2]);
+      replay_step(true, issued == 1 ? std::optional(g.tokens.back()) : std::nullopt);
+      read[issued % 2] = q_.submit([&](handler& h) {
+        accessor<std::int64_t> id(step_id_->get_buffer(), h, read_only);
+        h.copy_to_host(id, &id_slots_[issued % 2], sizeof(std::int64_t));
+      });
     };
     issue();
     for (std::int64_t i = 1;; ++i) {
       const bool more = i + 1 < new_tokens, room = pos_ + 1 <= c_.max_seq_len;
       if (more && room) issue();
       read[i % 2].wait();
-      const auto id = static_cast<std::int32_t>(id_slots_[i % 2]);
-      g.tokens.push_back(id);
-      if (options && options->on_token) options->on_token(id);
-      stop = options &&
-             std::find(options->stop_ids.begin(), options->stop_ids.end(), id) != options->stop_ids.end();
+      stop = keep(static_cast<std::int32_t>(id_slots_[i % 2]));
       if (stop || !more) {
         if (issued > i) {  // the step run past a stop: its id is dropped, its position given back
           read[issued % 2].wait();
@@ -596,35 +596,18 @@ decoder::generation decoder::generate(std::span<const std::int32_t> prompt, std:
       }
       if (!room) issue();
     }
-    g.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
-    return g;
-  }
-  for (std::int64_t i = 1; i < new_tokens && !stop; ++i) {
-    if (!use_graph_) {
-      logits = forward(ids);
-      if (options && options->on_logits) options->on_logits(logits.to_floats(q_));
-      stop = next(logits, ids);
-      continue;
+  } else {
+    for (std::int64_t i = 1; i < new_tokens && !stop; ++i) {
+      if (!use_graph_) {
+        logits = forward(ids);
+        if (options && options->on_logits) options->on_logits(logits.to_floats(q_));
+        stop = next(logits, ids);
+        continue;
+      }
+      replay_step(greedy, i == 1 || !greedy ? std::optional(g.tokens.back()) : std::nullopt);
+      if (options && options->on_logits) options->on_logits(graph_logits_.to_floats(q_));
+      stop = keep(greedy ? read_id(step_id_t_) : chooser->sample(graph_logits_.to_floats(q_)));
     }
-    check_room(1, "llm::decoder::generate");
-    if (!decode_graph_ || graph_greedy_ != greedy || graph_generation_ != dispatch::routing_generation())
-      record_decode_graph(greedy);
-    // The step's two scalars, then the recorded step: nothing else is enqueued.
-    step_pos_->set(q_, pos_);
-    if (i == 1 || !greedy) step_id_->set(q_, g.tokens.back());
-    decode_graph_.replay(q_);
-    ++pos_;
-    std::int32_t id;
-    if (options && options->on_logits) options->on_logits(graph_logits_.to_floats(q_));
-    if (greedy) {
-      id = read_id(step_id_t_);
-    } else {
-      id = chooser->sample(graph_logits_.to_floats(q_));
-    }
-    g.tokens.push_back(id);
-    if (options && options->on_token) options->on_token(id);
-    stop = options &&
-           std::find(options->stop_ids.begin(), options->stop_ids.end(), id) != options->stop_ids.end();
   }
   g.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
   return g;

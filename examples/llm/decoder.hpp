@@ -175,10 +175,10 @@ class decoder {
   tensor forward_fused_norms(tensor& x, const tensor& positions);
   tensor decode_attention_rows(layer_weights& L, const tensor& qkv, const tensor& positions);
   void record_decode_graph(bool greedy);
-  /// One greedy decode step through the graph at position pos_ (recording it if needed; the
-  /// id it reads is the previous step's argmax unless `first_id` is given), then a non-blocking
-  /// read of its argmax into `id_slot`. Returns the read's event; pos_ moves on by one.
-  event replay_greedy_step(std::optional<std::int32_t> first_id, std::int64_t* id_slot);
+  /// One decode step through the graph at position pos_, recorded first if needed (or if the
+  /// greedy/sampling mode or the routing changed); it reads `id` when given, else the id the
+  /// previous replay's argmax left on the device. pos_ moves on by one.
+  void replay_step(bool greedy, std::optional<std::int32_t> id);
   /// Throws (naming `where`) when n more tokens do not fit the cache after position pos_.
   void check_room(std::int64_t n, const char* where) const;
 
