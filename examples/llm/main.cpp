@@ -138,8 +138,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--run-ahead", opt.run_ahead,
                  "greedy graph decoding: enqueue each step before the previous step's token reaches the "
-                 "host (on), or read each token first (off)")
-      ->check(CLI::IsMember({"on", "off"}))
+                 "host (on), read each token first (off), or auto (the faster, measured after the warm-up "
+                 "on this device)")
+      ->check(CLI::IsMember({"on", "off", "auto"}))
       ->capture_default_str();
   app.add_option("--fuse", opt.fuse,
                  "fused ops of a decode step: a comma-separated subset of attention (decode_attention), mlp "

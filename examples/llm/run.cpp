@@ -412,46 +412,68 @@ run_result run_model(const run_options& opt) {
   }
   r.warmup_seconds = seconds_since(t0);
 
-  if (opt.run_ahead != "on" && opt.run_ahead != "off")
+  if (opt.run_ahead != "on" && opt.run_ahead != "off" && opt.run_ahead != "auto")
     throw error(errc::invalid_argument, "prism-llm --run-ahead",
-                fmt::format("got '{}'; valid: on, off", opt.run_ahead));
-  dec.set_run_ahead(opt.run_ahead == "on");
-  // --graph auto: eager and graph decoding measured back to back here; the faster one runs.
+                fmt::format("got '{}'; valid: on, off, auto", opt.run_ahead));
   if (opt.graph != "on" && opt.graph != "off" && opt.graph != "auto")
     throw error(errc::invalid_argument, "prism-llm --graph",
                 fmt::format("got '{}'; valid: on, off, auto", opt.graph));
-  bool graph_on = opt.graph == "on";
+  // The decode modes --graph and --run-ahead leave open: eager, graph, graph one step ahead (greedy
+  // graph decoding only). With more than one, "auto" measures them back to back here and the
+  // fastest runs: one step ahead gains on PoCL and loses 2-5% on NVIDIA's driver, whose
+  // non-blocking reads cost more than the host turn-around they hide (benchmarks/RESULTS.md,
+  // "Issue 12, session 21").
+  struct decode_mode {
+    bool graph, ahead;
+  };
+  std::vector<decode_mode> modes;
+  const bool greedy = opt.sampling.greedy();
+  for (const bool g : {false, true})
+    for (const bool a : {false, true}) {
+      const bool ahead_applies = g && greedy;
+      if ((opt.graph == "on" && !g) || (opt.graph == "off" && g) || (a && !ahead_applies) ||
+          (ahead_applies && ((opt.run_ahead == "on" && !a) || (opt.run_ahead == "off" && a))))
+        continue;
+      modes.push_back({g, a});
+    }
+  decode_mode chosen = modes.back();  // unmeasured: graph and one step ahead where allowed
   const std::int64_t probe = std::min<std::int64_t>(opt.new_tokens, 16);
-  if (opt.graph == "auto" && probe >= 3) {
-    double t[2] = {0, 0};
+  if (modes.size() > 1 && probe >= 3) {
+    std::vector<double> t(modes.size(), 0);
     for (int round = 0; round < 2; ++round)  // the second round counts: the first records and warms
-      for (int g = 0; g < 2; ++g) {
-        dec.set_graph(g == 1);
+      for (std::size_t m = 0; m < modes.size(); ++m) {
+        dec.set_graph(modes[m].graph);
+        dec.set_run_ahead(modes[m].ahead);
         dec.reset();
         sampler s(opt.sampling);
         const auto c = controls_for(s, false);
         try {
           const auto probe_run = dec.generate(r.prompt, probe, &c);
-          t[g] = probe_run.tokens.size() > 1 ? probe_run.decode_seconds / (probe_run.tokens.size() - 1) : 0;
+          t[m] = probe_run.tokens.size() > 1 ? probe_run.decode_seconds / (probe_run.tokens.size() - 1) : 0;
         } catch (const prism::error& e) {
           // A route that cannot be recorded (a host-backend op): auto decodes eagerly.
-          if (g == 0 || e.code() != errc::unsupported) throw;
+          if (!modes[m].graph || modes[0].graph || e.code() != errc::unsupported) throw;
           r.graph_refused = e.what();
+          modes.resize(1);
+          t.resize(1);
           round = 2;
           break;
         }
       }
-    graph_on = r.graph_refused.empty() && t[1] <= t[0];
-    if (r.graph_refused.empty()) {
-      r.graph_probe_eager_s = t[0];
-      r.graph_probe_graph_s = t[1];
-    }
-  } else if (opt.graph == "auto") {
-    graph_on = true;
+    std::size_t best = 0;
+    for (std::size_t m = 1; m < modes.size(); ++m)
+      if (t[m] <= t[best]) best = m;
+    chosen = modes[best];
+    for (std::size_t m = 0; m < modes.size() && modes.size() > 1; ++m)
+      (!modes[m].graph  ? r.graph_probe_eager_s
+       : modes[m].ahead ? r.graph_probe_ahead_s
+                        : r.graph_probe_graph_s) = t[m];
   }
+  const bool graph_on = chosen.graph;
   dec.set_graph(graph_on);
+  dec.set_run_ahead(chosen.ahead);
   r.graph = graph_on;
-  r.run_ahead = graph_on && opt.run_ahead == "on" && opt.sampling.greedy();
+  r.run_ahead = graph_on && chosen.ahead && greedy;
 
   // Counters of the timed generation alone: a difference of snapshots (resetting them would
   // also empty the dispatcher's exit summary).
@@ -610,7 +632,9 @@ run_result run_model(const run_options& opt) {
                         {"idle_poll", r.idle_poll},
                         {"fuse", r.fuse},
                         {"graph_probe_ms_per_token",
-                         {{"eager", 1e3 * r.graph_probe_eager_s}, {"graph", 1e3 * r.graph_probe_graph_s}}},
+                         {{"eager", 1e3 * r.graph_probe_eager_s},
+                          {"graph", 1e3 * r.graph_probe_graph_s},
+                          {"graph_ahead", 1e3 * r.graph_probe_ahead_s}}},
                         {"decode_step_commands", r.decode_step_commands},
                         {"decode_kernel_ms_per_token", 1e3 * r.decode_kernel_seconds},
                         {"launch_us_per_command", r.launch_us_per_command},
@@ -694,9 +718,14 @@ void print_report(const run_result& r, std::FILE* out) {
   } else
     fmt::print(out, "graph   off");
   if (!r.graph_refused.empty()) fmt::print(out, " (auto: cannot be recorded: {})", r.graph_refused);
-  if (r.graph_probe_eager_s > 0)
-    fmt::print(out, " (auto: {:.3f} ms/token eager, {:.3f} graph)", 1e3 * r.graph_probe_eager_s,
-               1e3 * r.graph_probe_graph_s);
+  {
+    std::vector<std::string> probed;  // the modes auto measured, in ms a token
+    if (r.graph_probe_eager_s > 0) probed.push_back(fmt::format("{:.3f} eager", 1e3 * r.graph_probe_eager_s));
+    if (r.graph_probe_graph_s > 0) probed.push_back(fmt::format("{:.3f} graph", 1e3 * r.graph_probe_graph_s));
+    if (r.graph_probe_ahead_s > 0)
+      probed.push_back(fmt::format("{:.3f} graph one step ahead", 1e3 * r.graph_probe_ahead_s));
+    if (!probed.empty()) fmt::print(out, " (auto, ms/token: {})", fmt::join(probed, ", "));
+  }
   fmt::print(out, "\n");
   if (r.idle_poll != "off")
     fmt::print(

@@ -53,8 +53,9 @@ struct run_options {
   std::size_t pretune_candidates = 4;  ///< --pretune-candidates: per backend and shape
   std::string graph = "auto";          ///< decode through a recorded graph: on, off, auto (measured)
   /// "on": greedy graph decoding enqueues step i + 1 before step i's id reaches the host
-  /// (llm::decoder::set_run_ahead); "off": each id is read before the next step is enqueued.
-  std::string run_ahead = "on";
+  /// (llm::decoder::set_run_ahead); "off": each id is read before the next step is enqueued;
+  /// "auto": both measured after the warm-up (with --graph auto's probe), the faster runs.
+  std::string run_ahead = "auto";
   /// "on": on CPU devices, idle CPUs poll instead of halting while the run generates
   /// (prism::idle_poll, where permitted); "off".
   std::string poll = "on";
@@ -95,7 +96,8 @@ struct run_result {
   bool run_ahead = false;  ///< greedy graph decode ran one step ahead of the host
   /// --poll: "on" (held), "off" (not asked, or not a CPU device) or "unavailable: <why>".
   std::string idle_poll = "off";
-  double graph_probe_eager_s = 0, graph_probe_graph_s = 0;  ///< --graph auto's measurement (0: none)
+  /// --graph / --run-ahead auto's measurement, seconds a token (0: that mode was not measured)
+  double graph_probe_eager_s = 0, graph_probe_graph_s = 0, graph_probe_ahead_s = 0;
   std::string fuse;           ///< the decode fusions used (--fuse auto resolved)
   std::string graph_refused;  ///< --graph auto: why the decode step could not be recorded ("" = it could)
   std::size_t decode_step_commands = 0;  ///< kernels and copies per recorded decode token (0: graph off)

@@ -37,16 +37,28 @@ j = json.load(open(sys.argv[1]))
 assert j["fuse"] == "attention,mlp,norm,block", j["fuse"]
 assert any("post_attention" in e["name"] for e in j["decode_kernels"]), j["decode_kernels"]
 PY
-# --run-ahead (default on): greedy graph decode one step ahead of the host; off gives the same
-# tokens; a bad value is a usage error that lists the valid ones.
-grep -q 'one step ahead' "$dir/run.out" || { grep '^graph' "$dir/run.out"; exit 1; }
+# --run-ahead: greedy graph decode one step ahead of the host (on) or not (off), the same tokens
+# either way; auto (the default) measures both after the warm-up and keeps the faster, which the
+# report and --json name; a bad value is a usage error that lists the valid ones.
+"$bin" --preset tiny --prompt-len 8 --new-tokens 8 --graph on --warmup 0 --breakdown-steps 0 --run-ahead on \
+  --json "$dir/on.json" > "$dir/on.out"
+grep -q 'one step ahead' "$dir/on.out" || { grep '^graph' "$dir/on.out"; exit 1; }
 "$bin" --preset tiny --prompt-len 8 --new-tokens 8 --graph on --warmup 0 --breakdown-steps 0 --run-ahead off \
   --json "$dir/off.json" > "$dir/off.out"
-python3 - "$dir/run.json" "$dir/off.json" << 'PY'
+if grep -q 'one step ahead' "$dir/off.out"; then grep '^graph' "$dir/off.out"; exit 1; fi
+python3 - "$dir/on.json" "$dir/off.json" "$dir/run.json" "$dir/run.out" << 'PY'
 import json, sys
-on, off = (json.load(open(p)) for p in sys.argv[1:3])
+on, off, auto = (json.load(open(p)) for p in sys.argv[1:4])
 assert on["run_ahead"] == "on" and off["run_ahead"] == "off", (on["run_ahead"], off["run_ahead"])
-assert on["tokens"] == off["tokens"] and len(on["tokens"]) == 8, (on["tokens"], off["tokens"])
+assert on["tokens"] == off["tokens"] == auto["tokens"] and len(on["tokens"]) == 8, (on["tokens"], off["tokens"])
+# auto under --graph on: both graph modes measured (eager not), the faster of the two kept.
+p = auto["graph_probe_ms_per_token"]
+assert p["eager"] == 0 and p["graph"] > 0 and p["graph_ahead"] > 0, p
+assert auto["run_ahead"] == ("on" if p["graph_ahead"] <= p["graph"] else "off"), (auto["run_ahead"], p)
+line = next(l for l in open(sys.argv[4]) if l.startswith("graph"))
+assert ("one step ahead," in line) == (auto["run_ahead"] == "on") and "graph one step ahead)" in line, line
+for j in (on, off):  # given explicitly: nothing to measure
+    assert all(v == 0 for v in j["graph_probe_ms_per_token"].values()), j["graph_probe_ms_per_token"]
 PY
 if "$bin" --preset tiny --run-ahead maybe --new-tokens 2 > "$dir/bad.out" 2>&1; then
   echo "--run-ahead maybe was accepted"; exit 1
