@@ -28,11 +28,13 @@
 inline int rope_pair(int i) { return NEOX ? (i < ROT / 2 ? i : i - ROT / 2) : i / 2; }
 inline int rope_first(int i) { return NEOX ? rope_pair(i) : 2 * rope_pair(i); }
 inline int rope_second(int i) { return NEOX ? rope_pair(i) + ROT / 2 : 2 * rope_pair(i) + 1; }
-inline float rope_dim(int i, float x1, float x2, __global const STYPE(C_K)* c) {
-  const int j = rope_pair(i);
-  const float cc = LOAD(C_K, c, j), sn = LOAD(C_K, c, ROT / 2 + j);
+inline float rope_apply(int i, float x1, float x2, float cc, float sn) {
   const bool first = NEOX ? i < ROT / 2 : (i & 1) == 0;
   return first ? x1 * cc - x2 * sn : x2 * cc + x1 * sn;
+}
+inline float rope_dim(int i, float x1, float x2, __global const STYPE(C_K)* c) {
+  const int j = rope_pair(i);
+  return rope_apply(i, x1, x2, LOAD(C_K, c, j), LOAD(C_K, c, ROT / 2 + j));
 }
 
 // One head row of D values -> optional RMSNorm (weight wt) -> RoPE of the first ROT dims by the
@@ -265,21 +267,26 @@ inline float round_f16(float v) {
   return vload_half(0, (__private const half*)&bits);
 }
 #define ROUND(K, v) PRISM_XCAT(round_, K)(v)
-// Dims first, first + step, ... of the new token: the writer stores k and v at position p; every
-// item keeps them, and its nq scaled query rows (qs[g D + i]), rounded as a reader of the cache
-// would see them. Every variant uses it, on private (variant 1) or local (variants 0 and 2) kr,
-// vr and qs.
-#define NEW_KV_ROWS(first, step, nq)                                                   \
-  for (int i = (first); i < D; i += (step)) {                                          \
-    const float v = LOAD(A_K, vsrc, i);                                                \
-    if (writer) {                                                                      \
-      STORE(K_K, K + p * D, i, kr[i]);                                                 \
-      STORE(K_K, V + p * D, i, v);                                                     \
-    }                                                                                  \
-    kr[i] = ROUND(K_K, kr[i]);                                                         \
-    vr[i] = ROUND(K_K, v);                                                             \
-    for (int g_ = 0; g_ < (nq); ++g_)                                                  \
-      qs[g_ * D + i] = ROUND(A_K, qs[g_ * D + i]) * scale; /* as a stored query */     \
+// Dim i of the new token, its value row's dim being v: the writer stores k and v at position p;
+// every item keeps them, and its nq scaled query rows (qs[g D + i]), rounded as a reader of the
+// cache would see them. Every variant uses it (through NEW_KV_ROWS, or with v loaded early), on
+// private (variant 1) or local (variants 0, 2 and 3) kr, vr and qs.
+#define NEW_KV_ROW(i, v, nq)                                                       \
+  {                                                                                \
+    if (writer) {                                                                  \
+      STORE(K_K, K + p * D, (i), kr[i]);                                           \
+      STORE(K_K, V + p * D, (i), (v));                                             \
+    }                                                                              \
+    kr[i] = ROUND(K_K, kr[i]);                                                     \
+    vr[i] = ROUND(K_K, (v));                                                       \
+    for (int g_ = 0; g_ < (nq); ++g_)                                              \
+      qs[g_ * D + (i)] = ROUND(A_K, qs[g_ * D + (i)]) * scale; /* as a stored query */ \
+  }
+// Dims first, first + step, ... of the new token, each value loaded as it is stored.
+#define NEW_KV_ROWS(first, step, nq)                  \
+  for (int i = (first); i < D; i += (step)) {         \
+    const float v_ = LOAD(A_K, vsrc, i);              \
+    NEW_KV_ROW(i, v_, nq)                             \
   }
 // Four consecutive values of kind K as a float4.
 inline float4 load4_f32(__global const float* p, long i) { return vload4(0, p + i); }
@@ -539,6 +546,16 @@ inline void lane_part(volatile __global const float* r, int lane, float* x) {
   for (int i = 0; i < DL; ++i) x[i] = IN_ROW(lane, i) ? r[lane * DL + i] : 0.0f;
 #endif
 }
+// PF: the chunk is one pass of the score and value loops (CHUNK <= NW KU). Each warp then holds
+// its chunk rows in registers, loaded as soon as the position is known, ahead of the norms, RoPE
+// and the new row's write: the cache's DRAM latency overlaps them instead of following them.
+#if CHUNK <= (WG / 32) * KU
+#define PF 1
+#else
+#define PF 0
+#endif
+#define CR 8                                  // splits whose partial rows the combine holds at once
+#define RE (((G + 1) * D + WG - 1) / WG)  // RoPE entries an item computes
 __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, float scale, float eps,
                                      __global const STYPE(A_K)* qkv, long qkv_off, __global const STYPE(P_K)* pos,
                                      long p_off, __global const STYPE(C_K)* cs, long c_off,
@@ -554,12 +571,42 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
   const long blocks = (hq / hk) / G, kvh = b / blocks, qh0 = kvh * (hq / hk) + (b - kvh * blocks) * G;
   const long p = LOADL(P_K, pos, p_off);
   const long L = p < 0 ? 0 : min(p + 1, S);
-  const long kb = min(sidx * CHUNK, L), ke = min(kb + CHUNK, L);
-  const int n = (int)(ke - kb);
-  // A split past the visible length (most of the grid early in a sequence) only counts itself in.
-  if (!(n == 0 && sidx > 0)) {
+  // Splits that hold keys (one when none is visible); the counter counts them alone, and the
+  // splits past the visible length (most of the grid early in a sequence) do nothing.
+  const long used = max((L + CHUNK - 1) / CHUNK, 1L);
+  if (sidx < used) {
+    const long kb = min(sidx * CHUNK, L), ke = min(kb + CHUNK, L);
+    const int n = (int)(ke - kb);
+    __global STYPE(K_K)* K = cache + cache_off + kvh * S * D;
+    __global STYPE(K_K)* V = cache + cache_off + (hk + kvh) * S * D;
+#if PF
+    // Key u of warp w is chunk key u NW + w in both loops; the new position's row comes from
+    // local memory later (another group may be writing it).
+    float kx[KU][DL], vx[KU][DL];
+    for (int u = 0; u < KU; ++u) {
+      const int jl = u * NW + w;
+      const long j = kb + jl;
+      if (jl < n && j != p) {
+        lane_row(K + j * D, lane, kx[u]);
+        lane_row(V + j * D, lane, vx[u]);
+      } else {
+        for (int i = 0; i < DL; ++i) kx[u][i] = vx[u][i] = 0;
+      }
+    }
+#endif
     const bool rotate = p >= 0 && p < max_pos;
     __global const STYPE(C_K)* c = cs + c_off + (rotate ? p : 0) * ROT;
+    __global const STYPE(A_K)* vsrc = qkv + qkv_off + (hq + hk + kvh) * D;
+    // What the passes below read from global memory, loaded up front as well: the cos/sin entries
+    // of this item's RoPE outputs and its dims of the new value row.
+    float rc[RE], rsn[RE], nv[ACC_N];
+    for (int k = 0; k < RE; ++k) {
+      const int e = lid + k * WG, i = e % D;
+      const bool on = e < (G + 1) * D && rotate && i < ROT;
+      rc[k] = on ? LOAD(C_K, c, rope_pair(i)) : 0.0f;
+      rsn[k] = on ? LOAD(C_K, c, ROT / 2 + rope_pair(i)) : 0.0f;
+    }
+    for (int k = 0; k < ACC_N; ++k) nv[k] = lid + k * WG < D ? LOAD(A_K, vsrc, lid + k * WG) : 0.0f;
     // The G query rows and the key row (row G), normalized by warps (warp w: rows w, w + NW, ...;
     // lane sums of squares) into scr, then rotated by the whole group into qs and kr.
     for (int r0 = 0; r0 <= G; r0 += NW) {
@@ -567,30 +614,35 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
       const bool on = r <= G, norm = r < G ? HAS_QN : HAS_KN;
       __global const STYPE(A_K)* src = qkv + qkv_off + (r < G ? qh0 + r : hq + kvh) * D;
       __global const STYPE(W_K)* wt = r < G ? qn + qn_off : kn + kn_off;
-      float v[DL], ss = 0;
+      float v[DL], nw[DL], ss = 0;
       for (int i = 0; i < DL; ++i) {
         v[i] = on && IN_ROW(lane, i) ? LOAD(A_K, src, lane * DL + i) : 0.0f;
+        nw[i] = on && norm && IN_ROW(lane, i) ? LOAD(W_K, wt, lane * DL + i) : 0.0f;
         ss += v[i] * v[i];
       }
       ss = lanes_sum(ss, red);
       if (on) {
         const float rs = norm ? rsqrt(ss / (float)D + eps) : 1.0f;
         for (int i = 0; i < DL; ++i)
-          if (IN_ROW(lane, i)) scr[r * D + lane * DL + i] = norm ? v[i] * rs * LOAD(W_K, wt, lane * DL + i) : v[i];
+          if (IN_ROW(lane, i)) scr[r * D + lane * DL + i] = norm ? v[i] * rs * nw[i] : v[i];
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int e = lid; e < (G + 1) * D; e += WG) {
-      const int r = e / D, i = e - r * D;
-      __local const float* x = scr + r * D;
-      (r < G ? qs + r * D : kr)[i] = rotate && i < ROT ? rope_dim(i, x[rope_first(i)], x[rope_second(i)], c) : x[i];
+    for (int k = 0; k < RE; ++k) {
+      const int e = lid + k * WG;
+      if (e < (G + 1) * D) {
+        const int r = e / D, i = e - r * D;
+        __local const float* x = scr + r * D;
+        (r < G ? qs + r * D : kr)[i] =
+            rotate && i < ROT ? rope_apply(i, x[rope_first(i)], x[rope_second(i)], rc[k], rsn[k]) : x[i];
+      }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    __global const STYPE(A_K)* vsrc = qkv + qkv_off + (hq + hk + kvh) * D;
     const bool writer = sidx == 0 && qh0 == kvh * (hq / hk) && p >= 0 && p < S;  // the kv head's first block
-    __global STYPE(K_K)* K = cache + cache_off + kvh * S * D;
-    __global STYPE(K_K)* V = cache + cache_off + (hk + kvh) * S * D;
-    NEW_KV_ROWS(lid, WG, G);
+    for (int k = 0; k < ACC_N; ++k) {
+      const int i = lid + k * WG;
+      if (i < D) NEW_KV_ROW(i, nv[k], G)
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
     float q[G][DL];
     for (int g = 0; g < G; ++g)
@@ -606,7 +658,11 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
         } else if (j == p) {  // the new key, from local memory (another group may be writing it)
           for (int i = 0; i < DL; ++i) x[u][i] = IN_ROW(lane, i) ? kr[lane * DL + i] : 0.0f;
         } else {
+#if PF
+          for (int i = 0; i < DL; ++i) x[u][i] = kx[u][i];
+#else
           lane_row(K + j * D, lane, x[u]);
+#endif
         }
       }
       for (int u = 0; u < KU; ++u) {
@@ -656,7 +712,11 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
         } else if (j == p) {
           for (int i = 0; i < DL; ++i) x[u][i] = IN_ROW(lane, i) ? vr[lane * DL + i] : 0.0f;
         } else {
+#if PF
+          for (int i = 0; i < DL; ++i) x[u][i] = vx[u][i];
+#else
           lane_row(V + j * D, lane, x[u]);
+#endif
         }
       }
       for (int u = 0; u < KU; ++u)
@@ -678,60 +738,82 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
       part[((qh0 + lid) * splits + sidx) * PST + D] = n > 0 ? ml[lid] : -INFINITY;
       part[((qh0 + lid) * splits + sidx) * PST + D + 1] = n > 0 ? ml[G + lid] : 0.0f;
     }
-  }
-  if (!last_split(counters + b, splits, &last_l)) return;
-  // The combine. Warp w takes heads w, w + NW, ...; only the splits below the visible length hold
-  // keys. Its lanes read the splits' maxima side by side, then weigh the splits into the warp's
-  // TT floats of scr (TT at a time), then every lane adds the weighted rows over its DL dims, KR
-  // rows in flight. The loads are volatile (other groups' partials, from L2), and none waits on
-  // another's value.
-  const long used = max((L + CHUNK - 1) / CHUNK, 1L);
-  __local float* wts = scr + w * TT;
-  for (int g0 = 0; g0 < G; g0 += NW) {
-    const int g = g0 + w;
-    const bool on = g < G;
-    volatile __global const float* all = part + (qh0 + (on ? g : 0)) * splits * PST;
-    float mx = -INFINITY;
-    if (on)
-      for (long t = lane; t < used; t += 32) mx = fmax(mx, all[t * PST + D]);
-    mx = lanes_max(mx, red);
-    float sum = 0, x[DL];
-    for (int i = 0; i < DL; ++i) x[i] = 0;
-    for (long t0 = 0; t0 < used; t0 += TT) {
-      const int cnt = (int)min((long)TT, used - t0);
-      barrier(CLK_LOCAL_MEM_FENCE);  // scr: the scores' last readers, or the previous tile's
-      if (on)
-        for (int k = lane; k < cnt; k += 32) {
-          const float mt = all[(t0 + k) * PST + D], lt = all[(t0 + k) * PST + D + 1];
-          const float e = mt == -INFINITY ? 0.0f : exp(mt - mx);
-          wts[k] = e;
-          sum += e * lt;
+    if (last_split(counters + b, used, &last_l)) {
+      // The combine. Warp w takes heads w, w + NW, ... The loads are volatile (other groups'
+      // partials, from L2). Up to CR splits: every lane reads each split's max and sum and its own
+      // DL dims of each split's row, all in one round, and weighs them itself. More: its lanes read
+      // the splits' maxima side by side, then weigh the splits into the warp's TT floats of scr (TT
+      // at a time), then every lane adds the weighted rows over its DL dims, KR rows in flight.
+      __local float* wts = scr + w * TT;
+      for (int g0 = 0; g0 < G; g0 += NW) {
+        const int g = g0 + w;
+        const bool on = g < G;
+        volatile __global const float* all = part + (qh0 + (on ? g : 0)) * splits * PST;
+        float sum = 0, x[DL];
+        for (int i = 0; i < DL; ++i) x[i] = 0;
+        if (used <= CR) {
+          float m[CR], l[CR], r[CR][DL], mx = -INFINITY;
+          for (int t = 0; t < CR; ++t) {
+            const bool in = on && t < used;
+            m[t] = in ? all[t * PST + D] : -INFINITY;
+            l[t] = in ? all[t * PST + D + 1] : 0.0f;
+            if (in)
+              lane_part(all + t * PST, lane, r[t]);
+            else
+              for (int i = 0; i < DL; ++i) r[t][i] = 0;
+          }
+          for (int t = 0; t < CR; ++t) mx = fmax(mx, m[t]);
+          for (int t = 0; t < CR; ++t) {
+            const float e = m[t] == -INFINITY ? 0.0f : exp(m[t] - mx);
+            sum = fma(e, l[t], sum);
+            for (int i = 0; i < DL; ++i) x[i] = fma(e, r[t][i], x[i]);
+          }
+        } else {
+          float mx = -INFINITY;
+          if (on)
+            for (long t = lane; t < used; t += 32) mx = fmax(mx, all[t * PST + D]);
+          mx = lanes_max(mx, red);
+          for (long t0 = 0; t0 < used; t0 += TT) {
+            const int cnt = (int)min((long)TT, used - t0);
+            barrier(CLK_LOCAL_MEM_FENCE);  // scr: the scores' last readers, or the previous tile's
+            if (on)
+              for (int k = lane; k < cnt; k += 32) {
+                const float mt = all[(t0 + k) * PST + D], lt = all[(t0 + k) * PST + D + 1];
+                const float e = mt == -INFINITY ? 0.0f : exp(mt - mx);
+                wts[k] = e;
+                sum += e * lt;
+              }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (on) {
+              int k = 0;
+              for (; k + KR <= cnt; k += KR) {
+                float r[KR][DL];
+                for (int u = 0; u < KR; ++u) lane_part(all + (t0 + k + u) * PST, lane, r[u]);
+                for (int u = 0; u < KR; ++u)
+                  for (int i = 0; i < DL; ++i) x[i] = fma(wts[k + u], r[u][i], x[i]);
+              }
+              for (; k < cnt; ++k) {
+                float r[DL];
+                lane_part(all + (t0 + k) * PST, lane, r);
+                for (int i = 0; i < DL; ++i) x[i] = fma(wts[k], r[i], x[i]);
+              }
+            }
+          }
+          sum = lanes_sum(sum, red);
         }
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (on) {
-        int k = 0;
-        for (; k + KR <= cnt; k += KR) {
-          float r[KR][DL];
-          for (int u = 0; u < KR; ++u) lane_part(all + (t0 + k + u) * PST, lane, r[u]);
-          for (int u = 0; u < KR; ++u)
-            for (int i = 0; i < DL; ++i) x[i] = fma(wts[k + u], r[u][i], x[i]);
-        }
-        for (; k < cnt; ++k) {
-          float r[DL];
-          lane_part(all + (t0 + k) * PST, lane, r);
-          for (int i = 0; i < DL; ++i) x[i] = fma(wts[k], r[i], x[i]);
+        if (on) {
+          __global STYPE(A_K)* o = out + o_off + (qh0 + g) * D;
+          for (int i = 0; i < DL; ++i)
+            if (IN_ROW(lane, i)) STORE(A_K, o, lane * DL + i, sum > 0 ? x[i] / sum : 0.0f);
         }
       }
-    }
-    sum = lanes_sum(sum, red);
-    if (on) {
-      __global STYPE(A_K)* o = out + o_off + (qh0 + g) * D;
-      for (int i = 0; i < DL; ++i)
-        if (IN_ROW(lane, i)) STORE(A_K, o, lane * DL + i, sum > 0 ? x[i] / sum : 0.0f);
+      if (lid == 0) counters[b] = 0;  // ready for the next launch
     }
   }
-  if (lid == 0) counters[b] = 0;  // ready for the next launch
 }
+#undef PF
+#undef CR
+#undef RE
 #undef IN_ROW
 #undef lanes_sum
 #undef lanes_max

@@ -23,8 +23,9 @@ TEST(kv_cache_variants, flash_decoding_matches_the_reference_in_every_dtype) {
   int ran = 0, refused = 0;
   for (dtype t : d.dtypes) {
     for (const auto& tc : d.test_cases(t)) {
-      // Two warps over chunks of 32 keys in every dtype; one warp over 16-key chunks in f32.
-      std::vector<std::string> configs = {"variant=3,wg=64,chunk=32"};
+      // Two warps over chunks of 32 keys (two passes of the loops) and of 16 (one pass: the rows
+      // loaded up front) in every dtype; one warp over 16-key chunks in f32.
+      std::vector<std::string> configs = {"variant=3,wg=64,chunk=32", "variant=3,wg=64,chunk=16"};
       if (t == dtype::f32) configs.push_back("variant=3,wg=32,chunk=16");
       for (const auto& text : configs) {
         sample_options o;
@@ -46,21 +47,23 @@ TEST(kv_cache_variants, flash_decoding_matches_the_reference_in_every_dtype) {
     }
   }
   // qk_norm.gqa (d = 128), gptj.partial_rot (d = 80: lanes past the row read zeros) and past_end
-  // (d = 64) in three dtypes, f32 twice; on GPUs also the d = 8 case.
-  EXPECT_GE(ran, 12);
-  EXPECT_EQ(refused, q.get_device().is_cpu() ? 4 : 0);
+  // (d = 64) in three dtypes, twice each and f32 three times; on GPUs also the d = 8 case.
+  EXPECT_GE(ran, 21);
+  EXPECT_EQ(refused, q.get_device().is_cpu() ? 7 : 0);
 }
 
 // More chunks than a warp has lanes, and more than the combine's weight tile holds (two tiles,
 // the last partial), more query heads per kv head than warps, and fewer (3 heads on 2 warps: one
 // warp idles in the combine and in the row normalization), and more than a work-group serves (10:
-// two blocks of 5, only the first writing the new key and value).
+// two blocks of 5, only the first writing the new key and value); chunks of one pass (rows loaded
+// up front) among them.
 TEST(kv_cache_variants, flash_decoding_combines_many_chunks) {
   queue& q = shared_queue();
   const op_descriptor& d = op_registry::instance().get("decode_attention");
   const std::pair<const char*, const char*> cases[] = {
       {"heads=4,kv_heads=1,d=32,max_seq=1200", "variant=3,wg=32,chunk=16"},  // 51 chunks, G = 4 on 1 warp
-      {"heads=6,kv_heads=2,d=64,max_seq=1100", "variant=3,wg=64,chunk=16"},  // 46 chunks, G = 3 on 2 warps
+      {"heads=6,kv_heads=2,d=64,max_seq=1100", "variant=3,wg=64,chunk=16"},  // 46 chunks, G = 3 on 2 warps, one pass
+      {"heads=4,kv_heads=1,d=64,max_seq=1200", "variant=3,wg=64,chunk=16"},  // 75 chunks of one pass, G = 4 on 2 warps
       {"heads=2,kv_heads=2,d=32,max_seq=1800", "variant=3,wg=32,chunk=16"},  // 76 chunks: two weight tiles
       {"heads=20,kv_heads=2,d=32,max_seq=300",
        "variant=3,wg=32,chunk=32"}};  // 10 heads a kv head: 2 blocks of 5
