@@ -19,13 +19,17 @@
 // assumption on how many groups are resident at once or in which order the device starts them
 // (the argument of decoupled look-back scans). The last group to leave zeroes the counters for the
 // next launch.
+// A stage-2 or stage-3 task's weights do not depend on the stage before, only its activations
+// do: with PF_STEPS > 0 (GPUs, CHAIN=1, VEC16) each item loads its first PF_STEPS 16-byte steps of
+// weight rows into registers before it waits, so the wait overlaps the weights' DRAM latency and
+// bandwidth instead of preceding them.
 // CHAIN=0: STAGE (1, 2 or 3) runs one stage with task = group id: three launches, the same
 // arithmetic, so the two forms give identical results.
 // Build defines: PRISM_DTYPE, HAS_BIAS=0 (gemm_common's epilogue, unused), MB, NB, WG (power of
 // two), VEC16 (0/1: every operand row 16-byte aligned), CHAIN (0/1), STAGE (CHAIN=0), CHAIN_PTX
 // (0/1: NVIDIA's fence.acq_rel.gpu, ld.relaxed.gpu and nanosleep through inline PTX), CHAIN_UNIFORM
 // (0/1: CPU devices; no barrier under a branch on the stage), VARIANT (0/2), LANE_SHFL (0/1),
-// CTR_STRIDE (ints between two counters).
+// CTR_STRIDE (ints between two counters), PF_STEPS (weight steps an item loads before its wait).
 
 #include "gemm_common.cl"
 
@@ -49,6 +53,9 @@
 #endif
 #ifndef LANE_SHFL
 #define LANE_SHFL 0
+#endif
+#ifndef PF_STEPS
+#define PF_STEPS 0
 #endif
 #ifndef CTR_STRIDE
 #error "CTR_STRIDE is set by kernels/ops/post_attention.cpp"
@@ -149,14 +156,56 @@ inline void chain_weight_rows(const __global GT** wrow, __global const GT* W, in
   }
 }
 
+#if VEC16 && PF_STEPS > 0
+// A weight piece as loaded, converted where it is used: held across the wait, a 16-bit piece
+// costs 4 registers instead of V16 (f16 converts at the load: vload_half8 reads global memory).
+#if PRISM_DTYPE == 1
+typedef VT16 RAW16;
+inline RAW16 prism_raw16(__global const GT* p) { return prism_load16(p); }
+inline VT16 prism_cvt16(RAW16 r) { return r; }
+#elif PRISM_DTYPE == 2
+typedef uint4 RAW16;
+inline RAW16 prism_raw16(__global const GT* p) { return *(__global const uint4*)p; }
+inline VT16 prism_cvt16(RAW16 r) { return prism_bf16x8(r); }
+#else
+typedef VT16 RAW16;
+inline RAW16 prism_raw16(__global const GT* p) { return prism_load16(p); }
+inline VT16 prism_cvt16(RAW16 r) { return r; }
+#endif
+#endif
+
+#if VEC16
+// One 16-byte step at k of chain_dots: rows 0 .. rows of A against the unit pieces b.
+inline void chain_step16(float (*acc)[2 * NB], float* ss, int rows, __global const GT* A, int sa, int k,
+                         const VT16* b, __global const GT* G, int rpu, int norm) {
+  VT16 g;
+  if (norm) g = prism_load16(G + k);
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+    if (i < rows) {
+      VT16 a = prism_load16(A + (long)i * sa + k);
+      if (norm) {
+        ss[i] += prism_vdot16(a, a);
+        a *= g;
+      }
+#pragma unroll
+      for (int c = 0; c < 2 * NB; ++c)
+        if (c < rpu * NB) acc[i][c] += prism_vdot16(a, b[c]);
+    }
+  }
+}
+#endif
+
 // The dots of one team (a work-group, or a warp) for output units ju .. ju + NB (clamped to F: units
 // past F read row F - 1, in bounds, and are never stored) of rows 0 .. rows of A [rows, K] (row
 // stride sa): member `me` of `team` sums k = me, me + team, ... (16-byte pieces with VEC16) into
 // acc[i][unit pieces] and, with norm, row i's squares into ss[i]. gated: unit j reads weight rows
-// j and F + j; else row j. norm: A is read as A * g.
+// j and F + j; else row j. norm: A is read as A * g. The chained GPU form first waits until
+// `target` tasks of the stage before are done (count `wait`; 0: no wait), every item of the group
+// together, after its first PF_STEPS weight steps are loaded.
 inline void chain_dots(float (*acc)[2 * NB], float* ss, int rows, int F, int K, int ju, int me, int team,
                        __global const GT* A, int sa, __global const GT* W, int sw, __global const GT* G, int gated,
-                       int norm) {
+                       int norm, volatile __global int* wait, int target) {
   const int rpu = gated ? 2 : 1;
   const __global GT* wrow[2 * NB];
   chain_weight_rows(wrow, W, sw, F, ju, gated);
@@ -166,27 +215,39 @@ inline void chain_dots(float (*acc)[2 * NB], float* ss, int rows, int F, int K, 
 #pragma unroll
     for (int c = 0; c < 2 * NB; ++c) acc[i][c] = 0.0f;
   }
+#if VEC16 && PF_STEPS > 0
+  RAW16 pre[PF_STEPS][2 * NB];
+#pragma unroll
+  for (int s = 0; s < PF_STEPS; ++s) {
+    const int k = (me + s * team) * V16;
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c)
+      if (c < rpu * NB && k + V16 <= K) pre[s][c] = prism_raw16(wrow[c] + k);
+  }
+#endif
+#if CHAIN && !CHAIN_UNIFORM
+  if (target > 0) chain_acquire(wait, target);  // uniform over the group
+#endif
 #if VEC16
-  for (int k = me * V16; k + V16 <= K; k += team * V16) {
+#if PF_STEPS > 0
+#pragma unroll
+  for (int s = 0; s < PF_STEPS; ++s) {
+    const int k = (me + s * team) * V16;
+    if (k + V16 <= K) {
+      VT16 b[2 * NB];
+#pragma unroll
+      for (int c = 0; c < 2 * NB; ++c)
+        if (c < rpu * NB) b[c] = prism_cvt16(pre[s][c]);
+      chain_step16(acc, ss, rows, A, sa, k, b, G, rpu, norm);
+    }
+  }
+#endif
+  for (int k = (me + PF_STEPS * team) * V16; k + V16 <= K; k += team * V16) {
     VT16 b[2 * NB];
 #pragma unroll
     for (int c = 0; c < 2 * NB; ++c)
       if (c < rpu * NB) b[c] = prism_load16(wrow[c] + k);
-    VT16 g;
-    if (norm) g = prism_load16(G + k);
-#pragma unroll
-    for (int i = 0; i < MB; ++i) {
-      if (i < rows) {
-        VT16 a = prism_load16(A + (long)i * sa + k);
-        if (norm) {
-          ss[i] += prism_vdot16(a, a);
-          a *= g;
-        }
-#pragma unroll
-        for (int c = 0; c < 2 * NB; ++c)
-          if (c < rpu * NB) acc[i][c] += prism_vdot16(a, b[c]);
-      }
-    }
+    chain_step16(acc, ss, rows, A, sa, k, b, G, rpu, norm);
   }
   for (int k = K / V16 * V16 + me; k < K; k += team) {
 #else
@@ -232,12 +293,13 @@ inline void chain_spill(__local float (*red)[WG], float (*acc)[2 * NB], float* s
 // summed from the same loads.
 inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0, __global const GT* A, int sa,
                        __global const GT* W, int sw, __global const GT* G, float eps, int gated, int norm,
-                       int resid, __global const GT* R, int sr, __global GT* O, int so) {
+                       int resid, __global const GT* R, int sr, __global GT* O, int so, volatile __global int* wait,
+                       int target) {
   const int t = get_local_id(0);
   const int rpu = gated ? 2 : 1;
   float acc[MB][2 * NB];
   float ss[MB];
-  chain_dots(acc, ss, rows, F, K, j0, t, WG, A, sa, W, sw, G, gated, norm);
+  chain_dots(acc, ss, rows, F, K, j0, t, WG, A, sa, W, sw, G, gated, norm, wait, target);
   chain_spill(red, acc, ss, t, gated, norm);
   for (int s = WG / 2; s > 0; s >>= 1) {
     if (t < s) {
@@ -270,13 +332,14 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
 // as chain_task's; red holds the lanes' partials where the shuffle form is missing.
 inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, int j0, __global const GT* A,
                             int sa, __global const GT* W, int sw, __global const GT* G, float eps, int gated,
-                            int norm, int resid, __global const GT* R, int sr, __global GT* O, int so) {
+                            int norm, int resid, __global const GT* R, int sr, __global GT* O, int so,
+                            volatile __global int* wait, int target) {
   const int t = get_local_id(0), lane = t % 32;
   const int ju = j0 + t / 32 * NB;
   const int rpu = gated ? 2 : 1;
   float acc[MB][2 * NB];
   float ss[MB];
-  chain_dots(acc, ss, rows, F, K, ju, lane, 32, A, sa, W, sw, G, gated, norm);
+  chain_dots(acc, ss, rows, F, K, ju, lane, 32, A, sa, W, sw, G, gated, norm, wait, target);
   // Sums round the warp: every lane ends with the totals.
 #if LANE_SHFL
 #pragma unroll
@@ -363,15 +426,15 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
 #if CHAIN && !CHAIN_UNIFORM
   // GPUs: one branch per stage, each task built with its stage's constants (the compiler
   // specializes each: measured 7-11% faster decode on the H100 than the uniform form below).
+  // Stages 2 and 3 wait inside the task, after their first weight loads (PF_STEPS).
   if (stage == 1) {
     CHAIN_TASK(red, rows, H, A, j0, X + x_off + (long)m0 * sxm, sxm, Wo + wo_off, swo, G, eps, 0, 0, 1,
-               Res + res_off + (long)m0 * srm, srm, out, som);
+               Res + res_off + (long)m0 * srm, srm, out, som, CTR(1), 0);
   } else if (stage == 2) {
-    chain_acquire(CTR(1), t1);
-    CHAIN_TASK(red, rows, I, H, j0, out, som, Wgu + wgu_off, swgu, G + g_off, eps, 1, 1, 0, out, som, act, I);
+    CHAIN_TASK(red, rows, I, H, j0, out, som, Wgu + wgu_off, swgu, G + g_off, eps, 1, 1, 0, out, som, act, I,
+               CTR(1), t1);
   } else {
-    chain_acquire(CTR(2), t2);
-    CHAIN_TASK(red, rows, H, I, j0, act, I, Wd + wd_off, swd, G, eps, 0, 0, 1, out, som, out, som);
+    CHAIN_TASK(red, rows, H, I, j0, act, I, Wd + wd_off, swd, G, eps, 0, 0, 1, out, som, out, som, CTR(2), t2);
   }
 #else
 #if CHAIN
@@ -385,7 +448,7 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   const chain_stage s = chain_stage_of(stage, H, A, I, Res + res_off + (long)m0 * srm, srm, X + x_off + (long)m0 * sxm,
                                        sxm, Wo + wo_off, swo, Wgu + wgu_off, swgu, Wd + wd_off, swd, out, som, act);
   CHAIN_TASK(red, rows, s.F, s.K, j0, s.a, s.sa, s.w, s.sw, G + g_off, eps, stage == 2, stage == 2, stage != 2, s.r,
-             s.sr, s.o, s.so);
+             s.sr, s.o, s.so, Ctr, 0);
 #endif
 #if CHAIN
   // Stages 1 and 2 count their task done; the last group to leave zeroes the counters.

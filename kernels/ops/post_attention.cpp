@@ -168,7 +168,13 @@ config_schema post_attention_schema() {
       {"vw", 8, {1, 2, 4, 8, 16}, "variant 1: vector width along K"},
       {"mb", 1, {1, 2, 4, 8}, "input rows per task (M <= mb is the case it is for)"},
       {"nb", 4, {1, 2, 4, 8}, "output units (rows, or gate/up row pairs) per task"},
-      {"wg", 128, {8, 16, 32, 64, 128, 256}, "work-group size: the items that split a task's K"}};
+      {"wg", 128, {8, 16, 32, 64, 128, 256}, "work-group size: the items that split a task's K"},
+      {"pf",
+       0,
+       {0, 1},
+       "variants 0 and 2 with chain=1 on 16-byte-aligned rows: 1 = each item loads its first weight "
+       "steps (up to 256 bytes) before it waits for the stage before, 0 = after the wait (on the H200 at "
+       "qwen3-0.6b's shape 1 cost 3-6% of bf16 decode: fewer groups resident)"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chain") == 1)
       return "variant 1 (one work-item per unit) runs the three stages as three launches: chain must be 0";
@@ -215,12 +221,22 @@ op_implementation chain_implementation() {
     const bool warps = cfg.at("variant") == 2;
     const ptx_forms& forms = probe_ptx(q.get_device());
     const bool ptx = chain && forms.has("fence");
+    // Weight steps an item loads before its stage's wait (gemv_chain.cl's PF_STEPS): as many as the
+    // longest stage has, within 256 bytes of pieces (2 nb a step) an item. CPU devices wait before
+    // the task starts (CHAIN_UNIFORM), so there the same loads gain nothing but run the same code.
+    std::int64_t pf_steps = 0;
+    if (chain && vec16 && cfg.at("pf") == 1) {
+      const std::int64_t step = (warps ? 32 : wg) * (16 / es);
+      const std::int64_t piece = res.type() == dtype::f16 ? 32 : 16;  // f16 converts at the load
+      pf_steps = std::min((std::max({A, H, I}) + step - 1) / step,
+                          std::max<std::int64_t>(1, 256 / (piece * 2 * nb)));
+    }
     const std::string base = fmt::format(
         "{} -DHAS_BIAS=0 -DMB={} -DNB={} -DWG={} -DVW={} -DVEC16={} -DCHAIN={} -DCHAIN_PTX={} -DVARIANT={} "
-        "-DLANE_SHFL={} -DCHAIN_UNIFORM={} -DCTR_STRIDE={}",
+        "-DLANE_SHFL={} -DCHAIN_UNIFORM={} -DCTR_STRIDE={} -DPF_STEPS={}",
         gemm_detail::dtype_define(res.type()), mb, nb, wg, rows ? cfg.at("vw") : 1, vec16 ? 1 : 0,
         chain ? 1 : 0, ptx ? 1 : 0, cfg.at("variant"), warps && forms.has("shfl") ? 1 : 0,
-        q.get_device().is_cpu() ? 1 : 0, kCounterStride);
+        q.get_device().is_cpu() ? 1 : 0, kCounterStride, pf_steps);
     // The activations' scratch rows (storage dtype, row stride I) and the chain's four counters.
     auto ws = split_workspace(q, static_cast<std::size_t>(M * I), 4 * kCounterStride);
     const std::int64_t row_blocks = (M + mb - 1) / mb;
