@@ -95,9 +95,11 @@ inline int chain_peek(volatile __global int* c) {
 #endif
 }
 
-// Item 0 waits until `target` tasks are done, backing off (NVIDIA: nanosleep from 64 to 1024 ns)
+// Item 0 waits until `target` tasks are done, backing off (NVIDIA: nanosleep from 64 to 128 ns)
 // so that hundreds of waiting groups leave the memory system to the groups they wait on; the
-// barrier then holds the whole group.
+// barrier then holds the whole group. The cap is what a waiter oversleeps the count by: 1024 ns
+// cost qwen3-0.6b's bf16 decode 4-5% on the H200 against 64, 128 or 256 (alike), and no sleep at
+// all 1-4% (benchmarks/RESULTS.md, "Issue 12, session 21").
 inline void chain_acquire(volatile __global int* done, int target) {
   if (get_local_id(0) == 0) {
 #if CHAIN_PTX
@@ -106,7 +108,7 @@ inline void chain_acquire(volatile __global int* done, int target) {
     while (chain_peek(done) < target) {
 #if CHAIN_PTX
       asm volatile("nanosleep.u32 %0;" ::"r"(ns));
-      ns = min(ns * 2, 1024u);
+      ns = min(ns * 2, 128u);
 #endif
     }
     chain_fence();
