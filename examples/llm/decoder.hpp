@@ -114,6 +114,9 @@ class decoder {
   /// read before the next is enqueued.
   void set_run_ahead(bool on) { run_ahead_ = on; }
   bool run_ahead() const { return run_ahead_; }
+  /// Whether the block fusion (post_attention) can serve these weights: every layer's norms are
+  /// present and its o, gate/up and down weights are f32, f16 or bf16 (not block-quantized).
+  bool block_fusable() const { return block_fusable_; }
   /// Commands (kernels and copies) one decode step runs: those of the recorded decode graph,
   /// recording one if needed (nothing runs). Throws what recording throws.
   std::size_t decode_step_commands();

@@ -147,8 +147,8 @@ int main(int argc, char** argv) {
                  "(linear_silu_and_mul) and norm (residual adds in the projections' epilogues, RMSNorms read "
                  "in the next GEMV: rms_norm_linear) and block (with norm: the o projection, post-attention "
                  "norm, MLP and "
-                 "residual adds as one post_attention call), or none; auto: all of them, block for 16-bit "
-                 "weights only")
+                 "residual adds as one post_attention call), or none; auto: all of them, block for f32, f16 "
+                 "and bf16 weights (not block-quantized ones)")
       ->capture_default_str();
   app.add_option("--warmup", opt.warmup_runs, "untimed warm-up generations (build kernels first)")
       ->capture_default_str();

@@ -275,13 +275,13 @@ run_result run_model(const run_options& opt) {
   if (ck) ck->device.reset();  // the decoder holds what it uses
   {
     decoder::fusions f{false, false, false, false};
-    // auto: every fusion, and the block (post_attention) for 16-bit weights only: on the H100 it
-    // took bf16 decode of qwen3-0.6b up 3-5% and f32 down 5-6% (benchmarks/RESULTS.md, "Issue 12,
-    // session 19"); on PoCL its three-launch form runs even with the unfused path.
-    const std::string fuse =
-        opt.fuse != "auto"
-            ? opt.fuse
-            : (dtype_size(config.weight_dtype) == 2 ? "attention,mlp,norm,block" : "attention,mlp,norm");
+    // auto: every fusion; the block (post_attention) takes f32, f16 and bf16 weights, not
+    // block-quantized ones. With its warp-shuffle reductions and short waits it took qwen3-0.6b's
+    // f32 decode on the H200 up 8% and bf16 up 10% (benchmarks/RESULTS.md, "Issue 12, session 21";
+    // session 19's first form lost 5-6% in f32); on PoCL its three-launch form is not slower.
+    const std::string fuse = opt.fuse != "auto"    ? opt.fuse
+                             : dec.block_fusable() ? "attention,mlp,norm,block"
+                                                   : "attention,mlp,norm";
     r.fuse = fuse;
     std::stringstream list(fuse);
     for (std::string item; std::getline(list, item, ',');) {

@@ -7,7 +7,7 @@
 // h lives in `out` (which may alias the residual: each element is read and written by the same
 // work-item), a in a scratch block in the storage dtype (rounded as the unfused ops round it).
 // A task is a run of output units of one stage for MB input rows. Variant 0: NB units, the
-// work-group's WG items split K and reduce in local memory (as variant 0 of gemv_gated.cl does).
+// work-group's WG items split K and reduce in local memory (after warp shuffles where they build).
 // Variant 2: each of the group's WG / 32 warps owns NB units, its 32 lanes split K and reduce with
 // warp shuffles (LANE_SHFL=1, NVIDIA's shfl.sync through inline PTX; local memory otherwise), so a
 // task has no barrier between its loads and its stores.
@@ -293,6 +293,23 @@ inline void chain_spill(__local float (*red)[WG], float (*acc)[2 * NB], float* s
 // sums reduced in local memory. gated: silu(gate) * up; else the dot, plus R[i, j] (the
 // residual) when resid. norm: the dots are scaled by rsqrt(mean A^2 + eps), the mean square
 // summed from the same loads.
+// WARP_REDUCE (variant 0 with 64 or more items where warp shuffles build): each warp sums its
+// lanes' partials by shuffles and its lane 0 leaves them in column w of red, so a task's reduction
+// is one barrier instead of log2(WG); chain_total adds the warps' columns. qwen3-0.6b's bf16
+// decode on the H200: +6-7% (benchmarks/RESULTS.md, "Issue 12, session 21"); with one warp the
+// 5 shuffles a value cost more than the 5 barriers they replace.
+#define WARP_REDUCE (VARIANT == 0 && LANE_SHFL && WG % 32 == 0 && WG >= 64)
+inline float chain_total(__local float (*red)[WG], int row) {
+#if WARP_REDUCE
+  float v = 0.0f;
+#pragma unroll
+  for (int w = 0; w < WG / 32; ++w) v += red[row][w];
+  return v;
+#else
+  return red[row][0];
+#endif
+}
+
 inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0, __global const GT* A, int sa,
                        __global const GT* W, int sw, __global const GT* G, float eps, int gated, int norm,
                        int resid, __global const GT* R, int sr, __global GT* O, int so, volatile __global int* wait,
@@ -302,6 +319,27 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
   float acc[MB][2 * NB];
   float ss[MB];
   chain_dots(acc, ss, rows, F, K, j0, t, WG, A, sa, W, sw, G, gated, norm, wait, target);
+#if WARP_REDUCE
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c)
+      if (c < rpu * NB)
+        for (int o = 16; o > 0; o >>= 1) acc[i][c] += lane_xor(acc[i][c], o);
+    if (norm)
+      for (int o = 16; o > 0; o >>= 1) ss[i] += lane_xor(ss[i], o);
+  }
+  if (t % 32 == 0) {
+#pragma unroll
+    for (int i = 0; i < MB; ++i) {
+#pragma unroll
+      for (int c = 0; c < 2 * NB; ++c)
+        if (c < rpu * NB) red[i * 2 * NB + c][t / 32] = acc[i][c];
+      if (norm) red[MB * 2 * NB + i][t / 32] = ss[i];
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#else
   chain_spill(red, acc, ss, t, gated, norm);
   for (int s = WG / 2; s > 0; s >>= 1) {
     if (t < s) {
@@ -311,16 +349,17 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
+#endif
   for (int r = t; r < MB * NB; r += WG) {
     const int i = r / NB, c = r % NB, j = j0 + c;
     if (i < rows && j < F) {
-      const float scale = norm ? rsqrt(red[MB * 2 * NB + i][0] / (float)K + eps) : 1.0f;
+      const float scale = norm ? rsqrt(chain_total(red, MB * 2 * NB + i) / (float)K + eps) : 1.0f;
       float v;
       if (gated) {
-        const float g = red[i * 2 * NB + 2 * c][0] * scale, u = red[i * 2 * NB + 2 * c + 1][0] * scale;
+        const float g = chain_total(red, i * 2 * NB + 2 * c) * scale, u = chain_total(red, i * 2 * NB + 2 * c + 1) * scale;
         v = g / (1.0f + exp(-g)) * u;
       } else {
-        v = red[i * 2 * NB + c][0] * scale;
+        v = chain_total(red, i * 2 * NB + c) * scale;
         if (resid) v += PRISM_LOAD(R + (long)i * sr + j);
       }
       PRISM_STORE(O + (long)i * so + j, v);

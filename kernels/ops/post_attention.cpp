@@ -235,7 +235,7 @@ op_implementation chain_implementation() {
         "{} -DHAS_BIAS=0 -DMB={} -DNB={} -DWG={} -DVW={} -DVEC16={} -DCHAIN={} -DCHAIN_PTX={} -DVARIANT={} "
         "-DLANE_SHFL={} -DCHAIN_UNIFORM={} -DCTR_STRIDE={} -DPF_STEPS={}",
         gemm_detail::dtype_define(res.type()), mb, nb, wg, rows ? cfg.at("vw") : 1, vec16 ? 1 : 0,
-        chain ? 1 : 0, ptx ? 1 : 0, cfg.at("variant"), warps && forms.has("shfl") ? 1 : 0,
+        chain ? 1 : 0, ptx ? 1 : 0, cfg.at("variant"), !rows && forms.has("shfl") ? 1 : 0,
         q.get_device().is_cpu() ? 1 : 0, kCounterStride, pf_steps);
     // The activations' scratch rows (storage dtype, row stride I) and the chain's four counters.
     auto ws = split_workspace(q, static_cast<std::size_t>(M * I), 4 * kCounterStride);

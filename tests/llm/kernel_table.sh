@@ -3,7 +3,8 @@
 # prism-llm's decode kernel table (graph on): the timed replay's device time per kernel, in the
 # text report and as --json's decode_kernels. Its calls must add up to the step's commands and
 # its times to decode_kernel_ms_per_token, largest first. --fuse auto (the default) resolves to
-# every fusion but the block for f32 weights, and adds the block (post_attention) for 16-bit ones.
+# every fusion, the block (post_attention) included, for f32 and bf16 weights, and to every fusion
+# but the block for block-quantized ones (--quantize q4_0), which post_attention does not take.
 # usage: kernel_table.sh PRISM_LLM WORK_DIR
 set -euo pipefail
 bin=$1
@@ -25,17 +26,21 @@ assert abs(us - want) <= 1e-6 * max(want, 1.0) + 1e-3, (us, want)
 assert all(e["name"] and e["us"] >= 0 for e in k), k
 assert [e["us"] for e in k] == sorted((e["us"] for e in k), reverse=True), k
 assert len({e["name"] for e in k}) == len(k), "a kernel listed twice"
-assert j["fuse"] == "attention,mlp,norm", j["fuse"]
-assert not any("post_attention" in e["name"] for e in k), k
+assert j["fuse"] == "attention,mlp,norm,block", j["fuse"]
+assert any("post_attention" in e["name"] for e in k), k
 print(f"{len(k)} kernels, {calls} commands, {us:.1f} us")
 PY
 "$bin" --preset tiny --dtype bf16 --prompt-len 8 --new-tokens 4 --graph on --warmup 0 --breakdown-steps 0 \
   --json "$dir/bf16.json" > "$dir/bf16.out"
-python3 - "$dir/bf16.json" << 'PY'
+"$bin" --preset tiny --quantize q4_0 --prompt-len 8 --new-tokens 4 --graph on --warmup 0 --breakdown-steps 0 \
+  --json "$dir/q4.json" > "$dir/q4.out"
+python3 - "$dir/bf16.json" "$dir/q4.json" << 'PY'
 import json, sys
-j = json.load(open(sys.argv[1]))
+j, q = (json.load(open(p)) for p in sys.argv[1:3])
 assert j["fuse"] == "attention,mlp,norm,block", j["fuse"]
 assert any("post_attention" in e["name"] for e in j["decode_kernels"]), j["decode_kernels"]
+assert q["fuse"] == "attention,mlp,norm", q["fuse"]
+assert not any("post_attention" in e["name"] for e in q["decode_kernels"]), q["decode_kernels"]
 PY
 # --run-ahead: greedy graph decode one step ahead of the host (on) or not (off), the same tokens
 # either way; auto (the default) measures both after the warm-up and keeps the faster, which the
