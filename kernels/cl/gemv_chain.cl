@@ -293,6 +293,22 @@ inline void chain_spill(__local float (*red)[WG], float (*acc)[2 * NB], float* s
 // sums reduced in local memory. gated: silu(gate) * up; else the dot, plus R[i, j] (the
 // residual) when resid. norm: the dots are scaled by rsqrt(mean A^2 + eps), the mean square
 // summed from the same loads.
+#if LANE_SHFL
+// Every unit's sum (and with norm, each row's squares) round the warp by shuffles: every lane
+// ends with the warp's totals.
+inline void chain_warp_sums(float (*acc)[2 * NB], float* ss, int rpu, int norm) {
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c)
+      if (c < rpu * NB)
+        for (int o = 16; o > 0; o >>= 1) acc[i][c] += lane_xor(acc[i][c], o);
+    if (norm)
+      for (int o = 16; o > 0; o >>= 1) ss[i] += lane_xor(ss[i], o);
+  }
+}
+#endif
+
 // WARP_REDUCE (variant 0 with 64 or more items where warp shuffles build): each warp sums its
 // lanes' partials by shuffles and its lane 0 leaves them in column w of red, so a task's reduction
 // is one barrier instead of log2(WG); chain_total adds the warps' columns. qwen3-0.6b's bf16
@@ -320,15 +336,7 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
   float ss[MB];
   chain_dots(acc, ss, rows, F, K, j0, t, WG, A, sa, W, sw, G, gated, norm, wait, target);
 #if WARP_REDUCE
-#pragma unroll
-  for (int i = 0; i < MB; ++i) {
-#pragma unroll
-    for (int c = 0; c < 2 * NB; ++c)
-      if (c < rpu * NB)
-        for (int o = 16; o > 0; o >>= 1) acc[i][c] += lane_xor(acc[i][c], o);
-    if (norm)
-      for (int o = 16; o > 0; o >>= 1) ss[i] += lane_xor(ss[i], o);
-  }
+  chain_warp_sums(acc, ss, rpu, norm);
   if (t % 32 == 0) {
 #pragma unroll
     for (int i = 0; i < MB; ++i) {
@@ -383,15 +391,7 @@ inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, in
   chain_dots(acc, ss, rows, F, K, ju, lane, 32, A, sa, W, sw, G, gated, norm, wait, target);
   // Sums round the warp: every lane ends with the totals.
 #if LANE_SHFL
-#pragma unroll
-  for (int i = 0; i < MB; ++i) {
-#pragma unroll
-    for (int c = 0; c < 2 * NB; ++c)
-      if (c < rpu * NB)
-        for (int o = 16; o > 0; o >>= 1) acc[i][c] += lane_xor(acc[i][c], o);
-    if (norm)
-      for (int o = 16; o > 0; o >>= 1) ss[i] += lane_xor(ss[i], o);
-  }
+  chain_warp_sums(acc, ss, rpu, norm);
 #else
   // Each lane sums its warp's 32 slots of every row.
   chain_spill(red, acc, ss, t, gated, norm);
