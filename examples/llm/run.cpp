@@ -428,13 +428,11 @@ run_result run_model(const run_options& opt) {
   };
   std::vector<decode_mode> modes;
   const bool greedy = opt.sampling.greedy();
+  auto allows = [](const std::string& option, bool on) { return option == "auto" || (option == "on") == on; };
   for (const bool g : {false, true})
     for (const bool a : {false, true}) {
-      const bool ahead_applies = g && greedy;
-      if ((opt.graph == "on" && !g) || (opt.graph == "off" && g) || (a && !ahead_applies) ||
-          (ahead_applies && ((opt.run_ahead == "on" && !a) || (opt.run_ahead == "off" && a))))
-        continue;
-      modes.push_back({g, a});
+      const bool ahead_applies = g && greedy;  // otherwise only a = false exists
+      if (allows(opt.graph, g) && (ahead_applies ? allows(opt.run_ahead, a) : !a)) modes.push_back({g, a});
     }
   decode_mode chosen = modes.back();  // unmeasured: graph and one step ahead where allowed
   const std::int64_t probe = std::min<std::int64_t>(opt.new_tokens, 16);
@@ -473,7 +471,7 @@ run_result run_model(const run_options& opt) {
   dec.set_graph(graph_on);
   dec.set_run_ahead(chosen.ahead);
   r.graph = graph_on;
-  r.run_ahead = graph_on && chosen.ahead && greedy;
+  r.run_ahead = chosen.ahead;  // a mode is one step ahead only with the graph and greedy decoding
 
   // Counters of the timed generation alone: a difference of snapshots (resetting them would
   // also empty the dispatcher's exit summary).

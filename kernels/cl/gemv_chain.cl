@@ -161,11 +161,7 @@ inline void chain_weight_rows(const __global GT** wrow, __global const GT* W, in
 #if VEC16 && PF_STEPS > 0
 // A weight piece as loaded, converted where it is used: held across the wait, a 16-bit piece
 // costs 4 registers instead of V16 (f16 converts at the load: vload_half8 reads global memory).
-#if PRISM_DTYPE == 1
-typedef VT16 RAW16;
-inline RAW16 prism_raw16(__global const GT* p) { return prism_load16(p); }
-inline VT16 prism_cvt16(RAW16 r) { return r; }
-#elif PRISM_DTYPE == 2
+#if PRISM_DTYPE == 2
 typedef uint4 RAW16;
 inline RAW16 prism_raw16(__global const GT* p) { return *(__global const uint4*)p; }
 inline VT16 prism_cvt16(RAW16 r) { return prism_bf16x8(r); }
@@ -275,16 +271,19 @@ inline void chain_dots(float (*acc)[2 * NB], float* ss, int rows, int F, int K, 
   }
 }
 
-// Item t's partials into column t of red: rows 0 .. MB * 2 * NB the unit sums, MB * 2 * NB + i
-// row i's squares (norm); then a barrier.
-inline void chain_spill(__local float (*red)[WG], float (*acc)[2 * NB], float* ss, int t, int gated, int norm) {
+// The caller's partials into column col of red (where store): rows 0 .. MB * 2 * NB the unit
+// sums, MB * 2 * NB + i row i's squares (norm); then a barrier, which every item reaches.
+inline void chain_spill(__local float (*red)[WG], float (*acc)[2 * NB], float* ss, int col, int gated, int norm,
+                        bool store) {
   const int rpu = gated ? 2 : 1;
+  if (store) {
 #pragma unroll
-  for (int i = 0; i < MB; ++i) {
+    for (int i = 0; i < MB; ++i) {
 #pragma unroll
-    for (int c = 0; c < 2 * NB; ++c)
-      if (c < rpu * NB) red[i * 2 * NB + c][t] = acc[i][c];
-    if (norm) red[MB * 2 * NB + i][t] = ss[i];
+      for (int c = 0; c < 2 * NB; ++c)
+        if (c < rpu * NB) red[i * 2 * NB + c][col] = acc[i][c];
+      if (norm) red[MB * 2 * NB + i][col] = ss[i];
+    }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 }
@@ -337,18 +336,9 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
   chain_dots(acc, ss, rows, F, K, j0, t, WG, A, sa, W, sw, G, gated, norm, wait, target);
 #if WARP_REDUCE
   chain_warp_sums(acc, ss, rpu, norm);
-  if (t % 32 == 0) {
-#pragma unroll
-    for (int i = 0; i < MB; ++i) {
-#pragma unroll
-      for (int c = 0; c < 2 * NB; ++c)
-        if (c < rpu * NB) red[i * 2 * NB + c][t / 32] = acc[i][c];
-      if (norm) red[MB * 2 * NB + i][t / 32] = ss[i];
-    }
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
+  chain_spill(red, acc, ss, t / 32, gated, norm, t % 32 == 0);  // each warp's lane 0
 #else
-  chain_spill(red, acc, ss, t, gated, norm);
+  chain_spill(red, acc, ss, t, gated, norm, true);
   for (int s = WG / 2; s > 0; s >>= 1) {
     if (t < s) {
 #pragma unroll
@@ -394,7 +384,7 @@ inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, in
   chain_warp_sums(acc, ss, rpu, norm);
 #else
   // Each lane sums its warp's 32 slots of every row.
-  chain_spill(red, acc, ss, t, gated, norm);
+  chain_spill(red, acc, ss, t, gated, norm, true);
   const int w0 = t - lane;
 #pragma unroll
   for (int i = 0; i < MB; ++i) {
