@@ -34,16 +34,6 @@
 #define VW 16
 #include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
 
-#if QTYPE == 0
-#define QBYTES 34
-#elif QTYPE == 1
-#define QBYTES 18
-#elif QTYPE == 2
-#define QBYTES 20
-#else
-#error "QTYPE must be 0 (q8_0), 1 (q4_0) or 2 (q4_1)"
-#endif
-
 // q4_0's offset of 8: the CPU kernel leaves it out of the values and subtracts 8 * sum(a) per
 // block instead (one scalar per row, shared by every column, instead of two vector ops each).
 #ifdef RM
@@ -52,21 +42,7 @@
 #define Q4_OFFSET 8.0f
 #endif
 
-// The 32 quantized values of the block at p, unscaled: lo holds k 0..15, hi k 16..31.
-inline void q_values(const __global uchar* p, float16* lo, float16* hi) {
-#if QTYPE == 0
-  *lo = convert_float16(as_char16(vload16(0, p + 2)));
-  *hi = convert_float16(as_char16(vload16(0, p + 18)));
-#elif QTYPE == 1
-  const uchar16 q = vload16(0, p + 2);
-  *lo = convert_float16(q & (uchar16)0xF) - Q4_OFFSET;
-  *hi = convert_float16(q >> (uchar16)4) - Q4_OFFSET;
-#else
-  const uchar16 q = vload16(0, p + 4);
-  *lo = convert_float16(q & (uchar16)0xF);
-  *hi = convert_float16(q >> (uchar16)4);
-#endif
-}
+#include "quant_common.cl"  // QBYTES, q_values, q_scale, q_min
 
 // The CPU kernels walk each weight row front to back; on x86 they ask for the line 1 KiB ahead,
 // which took the 49152 x 576 q8_0 GEMV from 0.62-0.69 to 0.77-0.81 of the paired read on two AVX2
@@ -77,23 +53,6 @@ inline void q_values(const __global uchar* p, float16* lo, float16* hi) {
 #else
 #define Q_PREFETCH(p)
 #endif
-
-// A block's f16 scale (at p) or min (at p + 2) as f32. On x86 with F16C one vcvtph2ps: PoCL's
-// vload_half converts in software there (objdump, 2026-11-23), which cost as many instructions
-// per block as the block's int8 dot product (the i8 kernel's loop: 32 -> 16 instructions).
-inline float q_half_at(const __global uchar* p) {
-#if defined(__F16C__) && defined(__clang__)
-  typedef short q_v8hi __attribute__((vector_size(16)));
-  const q_v8hi v = {(short)((ushort)p[0] | ((ushort)p[1] << 8)), 0, 0, 0, 0, 0, 0, 0};
-  return __builtin_ia32_vcvtph2ps(v)[0];
-#else
-  return vload_half(0, (const __global half*)p);
-#endif
-}
-
-inline float q_scale(const __global uchar* p) { return q_half_at(p); }
-
-inline float q_min(const __global uchar* p) { return q_half_at(p + 2); }
 
 #ifdef RM
 __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off,
@@ -543,50 +502,6 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void gemm_q_gemv(
 
 #ifdef WARPS
 #define LANES 32
-#if QTYPE == 0
-#define SPB 8     // 4-byte slots per block: 4 weights each
-#define QOFF 2    // quantized bytes start after the f16 scale
-#elif QTYPE == 1
-#define SPB 4     // 4 bytes = 4 low nibbles (k 4q..4q+3) and 4 high ones (k 16+4q..)
-#define QOFF 2
-#else
-#define SPB 4
-#define QOFF 4    // after the f16 scale and the f16 min
-#endif
-
-// Four activations from k as f32: one 16-byte (f32) or 8-byte load when A_VEC4.
-inline float4 q_act4(const __global GT* a, int k) {
-#if PRISM_DTYPE == 0
-#if A_VEC4
-  return *(const __global float4*)(a + k);
-#else
-  return vload4(0, a + k);
-#endif
-#elif PRISM_DTYPE == 1
-  return vload_half4(0, a + k);
-#else
-#if A_VEC4
-  const uint2 u = *(const __global uint2*)(a + k);
-#else
-  const uint2 u = as_uint2(vload4(0, a + k));
-#endif
-  return (float4)(as_float(u.s0 << 16), as_float(u.s0 & 0xffff0000u), as_float(u.s1 << 16),
-                  as_float(u.s1 & 0xffff0000u));
-#endif
-}
-
-// The 4 quantized bytes of slot q of the block at byte offset `o` (o + QOFF is 2-byte aligned
-// for q8_0/q4_0, 4-byte aligned for q4_1): two 16-bit loads or one 32-bit load.
-inline uint q_slot(const __global uchar* W, long o, int q) {
-  const long b = o + QOFF + 4 * q;
-#if QTYPE == 2
-  return *(const __global uint*)(W + b);
-#else
-  const __global ushort* h = (const __global ushort*)(W + b);
-  return (uint)h[0] | ((uint)h[1] << 16);
-#endif
-}
-
 // A team's per-lane partial sums acc -> one local-memory tree per (row, column) -> the epilogue
 // and the stores, spread over the team's lanes. Every item of the group calls it (barriers).
 // With QNORM_F (rms_norm_linear on float activations) the rows' per-lane sums of squares `ss`
@@ -729,11 +644,10 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
       wl[j] = v & 0x0F0F0F0Fu;  // nibbles 0..15: non-negative as signed bytes
       wh[j] = (v >> 4) & 0x0F0F0F0Fu;
 #elif QTYPE == 0
-      wl[j] = convert_float4(as_char4(v));
+      float4 unused;
+      q_slot_floats(v, &wl[j], &unused);
 #else
-      const uchar4 u = as_uchar4(v);
-      wl[j] = convert_float4(u & (uchar4)0xF) - (QTYPE == 1 ? 8.0f : 0.0f);
-      wh[j] = convert_float4(u >> (uchar4)4) - (QTYPE == 1 ? 8.0f : 0.0f);
+      q_slot_floats(v, &wl[j], &wh[j]);
 #endif
 #if QTYPE == 2
       mn[j] = vload_half(1, (const __global half*)wp[j]);

@@ -68,6 +68,11 @@ inline std::string dtype_define(dtype t) {
   return fmt::format("-DPRISM_DTYPE={}", t == dtype::f32 ? 0 : t == dtype::f16 ? 1 : 2);
 }
 
+/// quant_common.cl's QTYPE for a block-quantized weight dtype: 0 q8_0, 1 q4_0, 2 q4_1.
+inline int qtype_define(dtype t) {
+  return t == dtype::q8_0 ? 0 : t == dtype::q4_0 ? 1 : 2;
+}
+
 /// An RMSNorm the quantized GEMV applies to its activations while it quantizes them to int8
 /// (rms_norm_linear with a block-quantized weight): x / sqrt(mean(x^2) + eps) * weight.
 struct quant_norm {

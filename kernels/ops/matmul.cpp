@@ -769,10 +769,6 @@ std::optional<std::string> dtype_unsupported(const op_call& call) {
 // wn; 3 with auto=1 lets the shape choose (M <= 8: rows with mb 8, nb 2, warps 8, the H100
 // sweep's best).
 
-int qtype_define(dtype t) {
-  return t == dtype::q8_0 ? 0 : t == dtype::q4_0 ? 1 : 2;
-}
-
 enum class qkernel { cpu, gemv, rows, tiled, mma };
 
 struct qplan {

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// GGUF's block-quantized weights as the kernels read them (gemm_quant.cl, gemv_chain.cl): QTYPE 0
+// q8_0 (34 B: f16 d, i8 q[32]; w = d q), 1 q4_0 (18 B: f16 d, u8 q[16], low nibbles k 0..15 and
+// high nibbles 16..31; w = d (q - 8)), 2 q4_1 (20 B: f16 d, f16 m, u8 q[16]; w = d q + m).
+// Q4_OFFSET (default 8) is what q_values subtracts from q4_0's nibbles: a kernel that carries the
+// 8 in a per-block sum instead defines it 0 before including this file.
+
+#if QTYPE == 0
+#define QBYTES 34
+#elif QTYPE == 1
+#define QBYTES 18
+#elif QTYPE == 2
+#define QBYTES 20
+#else
+#error "QTYPE must be 0 (q8_0), 1 (q4_0) or 2 (q4_1)"
+#endif
+
+#ifndef Q4_OFFSET
+#define Q4_OFFSET 8.0f
+#endif
+
+// The 32 quantized values of the block at p, unscaled: lo holds k 0..15, hi k 16..31.
+inline void q_values(const __global uchar* p, float16* lo, float16* hi) {
+#if QTYPE == 0
+  *lo = convert_float16(as_char16(vload16(0, p + 2)));
+  *hi = convert_float16(as_char16(vload16(0, p + 18)));
+#elif QTYPE == 1
+  const uchar16 q = vload16(0, p + 2);
+  *lo = convert_float16(q & (uchar16)0xF) - Q4_OFFSET;
+  *hi = convert_float16(q >> (uchar16)4) - Q4_OFFSET;
+#else
+  const uchar16 q = vload16(0, p + 4);
+  *lo = convert_float16(q & (uchar16)0xF);
+  *hi = convert_float16(q >> (uchar16)4);
+#endif
+}
+
+// A block's f16 scale (at p) or min (at p + 2) as f32. On x86 with F16C one vcvtph2ps: PoCL's
+// vload_half converts in software there (objdump, 2026-11-23), which cost as many instructions
+// per block as the block's int8 dot product (the i8 kernel's loop: 32 -> 16 instructions).
+inline float q_half_at(const __global uchar* p) {
+#if defined(__F16C__) && defined(__clang__)
+  typedef short q_v8hi __attribute__((vector_size(16)));
+  const q_v8hi v = {(short)((ushort)p[0] | ((ushort)p[1] << 8)), 0, 0, 0, 0, 0, 0, 0};
+  return __builtin_ia32_vcvtph2ps(v)[0];
+#else
+  return vload_half(0, (const __global half*)p);
+#endif
+}
+
+inline float q_scale(const __global uchar* p) { return q_half_at(p); }
+
+inline float q_min(const __global uchar* p) { return q_half_at(p + 2); }
+
+
+// The slot walk (gemm_quant.cl's gemm_q_rows, gemv_chain.cl's quantized tasks): a block's
+// quantized bytes as SPB 4-byte slots. Slot q of q8_0 holds k 4q .. 4q + 3; of q4_0 / q4_1 the
+// low nibbles k 4q .. 4q + 3 and the high ones k 16 + 4q .. 16 + 4q + 3.
+#if QTYPE == 0
+#define SPB 8     // 4-byte slots per block: 4 weights each
+#define QOFF 2    // quantized bytes start after the f16 scale
+#elif QTYPE == 1
+#define SPB 4     // 4 bytes = 4 low nibbles (k 4q..4q+3) and 4 high ones (k 16+4q..)
+#define QOFF 2
+#else
+#define SPB 4
+#define QOFF 4    // after the f16 scale and the f16 min
+#endif
+
+// Four activations from k as f32: one 16-byte (f32) or 8-byte load when A_VEC4.
+inline float4 q_act4(const __global GT* a, int k) {
+#if PRISM_DTYPE == 0
+#if A_VEC4
+  return *(const __global float4*)(a + k);
+#else
+  return vload4(0, a + k);
+#endif
+#elif PRISM_DTYPE == 1
+  return vload_half4(0, a + k);
+#else
+#if A_VEC4
+  const uint2 u = *(const __global uint2*)(a + k);
+#else
+  const uint2 u = as_uint2(vload4(0, a + k));
+#endif
+  return (float4)(as_float(u.s0 << 16), as_float(u.s0 & 0xffff0000u), as_float(u.s1 << 16),
+                  as_float(u.s1 & 0xffff0000u));
+#endif
+}
+
+// The 4 quantized bytes of slot q of the block at byte offset `o` (o + QOFF is 2-byte aligned
+// for q8_0/q4_0, 4-byte aligned for q4_1): two 16-bit loads or one 32-bit load.
+inline uint q_slot(const __global uchar* W, long o, int q) {
+  const long b = o + QOFF + 4 * q;
+#if QTYPE == 2
+  return *(const __global uint*)(W + b);
+#else
+  const __global ushort* h = (const __global ushort*)(W + b);
+  return (uint)h[0] | ((uint)h[1] << 16);
+#endif
+}
+
+// A slot's weights as f32, unscaled (q4_0's offset of 8 taken off): lo k 4q .. 4q + 3, hi (q4_0,
+// q4_1) k 16 + 4q .. 16 + 4q + 3.
+inline void q_slot_floats(uint v, float4* lo, float4* hi) {
+#if QTYPE == 0
+  *lo = convert_float4(as_char4(v));
+  *hi = (float4)(0.0f);
+#else
+  const uchar4 u = as_uchar4(v);
+  *lo = convert_float4(u & (uchar4)0xF) - (QTYPE == 1 ? 8.0f : 0.0f);
+  *hi = convert_float4(u >> (uchar4)4) - (QTYPE == 1 ? 8.0f : 0.0f);
+#endif
+}
