@@ -29,7 +29,8 @@
 // two), VEC16 (0/1: every operand row 16-byte aligned), CHAIN (0/1), STAGE (CHAIN=0), CHAIN_PTX
 // (0/1: NVIDIA's fence.acq_rel.gpu, ld.relaxed.gpu and nanosleep through inline PTX), CHAIN_UNIFORM
 // (0/1: CPU devices; no barrier under a branch on the stage), VARIANT (0/2), LANE_SHFL (0/1),
-// CTR_STRIDE (ints between two counters), PF_STEPS (weight steps an item loads before its wait).
+// CTR_STRIDE (ints between two counters), PF_STEPS (weight steps an item loads before its wait),
+// QTYPE (block-quantized weights: 0 q8_0, 1 q4_0, 2 q4_1; unset for float weights).
 
 #include "gemm_common.cl"
 
@@ -62,6 +63,18 @@
 #endif
 #if LANE_SHFL
 #include "lane_shfl.cl"
+#endif
+// Weights: the storage dtype, or with QTYPE GGUF blocks (quant_common.cl) whose offsets and row
+// strides the host gives in bytes. A task's members then walk 4-byte slots of the blocks
+// (chain_qslot) where the float form walks 16-byte pieces; VEC16 and PF_STEPS stay 0.
+#ifdef QTYPE
+#include "quant_common.cl"
+typedef uchar WT;
+#if VEC16 || PF_STEPS
+#error "quantized weights (QTYPE) take VEC16=0 and PF_STEPS=0"
+#endif
+#else
+typedef GT WT;
 #endif
 // Output units a task covers.
 #if VARIANT == 2
@@ -123,14 +136,14 @@ inline void chain_acquire(volatile __global int* done, int target) {
 typedef struct {
   int F, K, sa, sw, sr, so;
   __global const GT* a;
-  __global const GT* w;
+  __global const WT* w;
   __global const GT* r;
   __global GT* o;
 } chain_stage;
 
 inline chain_stage chain_stage_of(int stage, int H, int A, int I, __global const GT* res, int srm,
-                                  __global const GT* x, int sxm, __global const GT* wo, int swo,
-                                  __global const GT* wgu, int swgu, __global const GT* wd, int swd, __global GT* out,
+                                  __global const GT* x, int sxm, __global const WT* wo, int swo,
+                                  __global const WT* wgu, int swgu, __global const WT* wd, int swd, __global GT* out,
                                   int som, __global GT* act) {
   chain_stage s;
   s.F = stage == 2 ? I : H;
@@ -148,7 +161,7 @@ inline chain_stage chain_stage_of(int stage, int H, int A, int I, __global const
 
 // Units ju .. ju + NB's weight rows: gate row j and up row F + j (gated), or row j; j clamped
 // to F - 1 (units past F read an in-bounds row and are never stored).
-inline void chain_weight_rows(const __global GT** wrow, __global const GT* W, int sw, int F, int ju, int gated) {
+inline void chain_weight_rows(const __global WT** wrow, __global const WT* W, int sw, int F, int ju, int gated) {
   const int rpu = gated ? 2 : 1;
 #pragma unroll
   for (int c = 0; c < NB; ++c) {
@@ -194,6 +207,54 @@ inline void chain_step16(float (*acc)[2 * NB], float* ss, int rows, __global con
 }
 #endif
 
+#ifdef QTYPE
+// Slot u of the quantized weight rows (slot u % SPB of block u / SPB: 4 or 8 weights) against
+// rows 0 .. rows of A: chain_dots' step for block-quantized weights.
+inline void chain_qslot(float (*acc)[2 * NB], float* ss, int rows, __global const GT* A, int sa, int u,
+                        const __global WT** wrow, __global const GT* G, int rpu, int norm) {
+  const int kb = u / SPB, q = u % SPB, k = kb * 32 + 4 * q;  // q4: the high nibbles at k + 16
+  float4 al[MB], ah[MB], gl = (float4)(1.0f), gh = (float4)(1.0f);
+  if (norm) {
+    gl = q_act4(G, k);
+    if (QTYPE != 0) gh = q_act4(G, k + 16);
+  }
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+    al[i] = ah[i] = (float4)(0.0f);
+    if (i < rows) {
+      al[i] = q_act4(A + (long)i * sa, k);
+      if (QTYPE != 0) ah[i] = q_act4(A + (long)i * sa, k + 16);
+      if (norm) {
+        ss[i] += dot(al[i], al[i]) + dot(ah[i], ah[i]);
+        al[i] *= gl;
+        ah[i] *= gh;
+      }
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < 2 * NB; ++c) {
+    if (c < rpu * NB) {
+      const __global uchar* p = wrow[c] + (long)kb * QBYTES;
+      float4 wl, wh;
+      q_slot_floats(q_slot(p, 0, q), &wl, &wh);
+      const float d = q_scale(p);
+#if QTYPE == 2
+      const float mn = q_min(p);
+#endif
+#pragma unroll
+      for (int i = 0; i < MB; ++i) {
+        if (i < rows) {
+          acc[i][c] = fma(d, dot(al[i], wl) + (QTYPE != 0 ? dot(ah[i], wh) : 0.0f), acc[i][c]);
+#if QTYPE == 2
+          acc[i][c] = fma(mn, dot(al[i] + ah[i], (float4)(1.0f)), acc[i][c]);
+#endif
+        }
+      }
+    }
+  }
+}
+#endif
+
 // The dots of one team (a work-group, or a warp) for output units ju .. ju + NB (clamped to F: units
 // past F read row F - 1, in bounds, and are never stored) of rows 0 .. rows of A [rows, K] (row
 // stride sa): member `me` of `team` sums k = me, me + team, ... (16-byte pieces with VEC16) into
@@ -202,10 +263,10 @@ inline void chain_step16(float (*acc)[2 * NB], float* ss, int rows, __global con
 // `target` tasks of the stage before are done (count `wait`; 0: no wait), every item of the group
 // together, after its first PF_STEPS weight steps are loaded.
 inline void chain_dots(float (*acc)[2 * NB], float* ss, int rows, int F, int K, int ju, int me, int team,
-                       __global const GT* A, int sa, __global const GT* W, int sw, __global const GT* G, int gated,
+                       __global const GT* A, int sa, __global const WT* W, int sw, __global const GT* G, int gated,
                        int norm, volatile __global int* wait, int target) {
   const int rpu = gated ? 2 : 1;
-  const __global GT* wrow[2 * NB];
+  const __global WT* wrow[2 * NB];
   chain_weight_rows(wrow, W, sw, F, ju, gated);
 #pragma unroll
   for (int i = 0; i < MB; ++i) {
@@ -226,6 +287,9 @@ inline void chain_dots(float (*acc)[2 * NB], float* ss, int rows, int F, int K, 
 #if CHAIN && !CHAIN_UNIFORM
   if (target > 0) chain_acquire(wait, target);  // uniform over the group
 #endif
+#ifdef QTYPE
+  for (int u = me; u < K / 32 * SPB; u += team) chain_qslot(acc, ss, rows, A, sa, u, wrow, G, rpu, norm);
+#else
 #if VEC16
 #if PF_STEPS > 0
 #pragma unroll
@@ -269,6 +333,7 @@ inline void chain_dots(float (*acc)[2 * NB], float* ss, int rows, int F, int K, 
       }
     }
   }
+#endif  // QTYPE
 }
 
 // The caller's partials into column col of red (where store): rows 0 .. MB * 2 * NB the unit
@@ -326,7 +391,7 @@ inline float chain_total(__local float (*red)[WG], int row) {
 }
 
 inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0, __global const GT* A, int sa,
-                       __global const GT* W, int sw, __global const GT* G, float eps, int gated, int norm,
+                       __global const WT* W, int sw, __global const GT* G, float eps, int gated, int norm,
                        int resid, __global const GT* R, int sr, __global GT* O, int so, volatile __global int* wait,
                        int target) {
   const int t = get_local_id(0);
@@ -370,7 +435,7 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
 // lanes split K (16-byte pieces with VEC16), then each unit's sum goes round the warp. Arguments
 // as chain_task's; red holds the lanes' partials where the shuffle form is missing.
 inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, int j0, __global const GT* A,
-                            int sa, __global const GT* W, int sw, __global const GT* G, float eps, int gated,
+                            int sa, __global const WT* W, int sw, __global const GT* G, float eps, int gated,
                             int norm, int resid, __global const GT* R, int sr, __global GT* O, int so,
                             volatile __global int* wait, int target) {
   const int t = get_local_id(0), lane = t % 32;
@@ -430,9 +495,9 @@ inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, in
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void post_attention_block(int M, int H, int A, int I, __global const GT* Res, long res_off, int srm,
-                          __global const GT* X, long x_off, int sxm, __global const GT* Wo, long wo_off, int swo,
-                          __global const GT* G, long g_off, float eps, __global const GT* Wgu, long wgu_off,
-                          int swgu, __global const GT* Wd, long wd_off, int swd, __global GT* Out, long out_off,
+                          __global const GT* X, long x_off, int sxm, __global const WT* Wo, long wo_off, int swo,
+                          __global const GT* G, long g_off, float eps, __global const WT* Wgu, long wgu_off,
+                          int swgu, __global const WT* Wd, long wd_off, int swd, __global GT* Out, long out_off,
                           int som, __global float* Scratch, __global int* Ctr) {
   __local float red[MB * 2 * NB + MB][WG];
   __local int ticket;
@@ -503,9 +568,9 @@ typedef float chain_floatv;
 typedef GEMM_CAT(float, VW) chain_floatv;
 #endif
 __kernel void post_attention_rows(int M, int H, int A, int I, __global const GT* Res, long res_off, int srm,
-                                  __global const GT* X, long x_off, int sxm, __global const GT* Wo, long wo_off,
-                                  int swo, __global const GT* G, long g_off, float eps, __global const GT* Wgu,
-                                  long wgu_off, int swgu, __global const GT* Wd, long wd_off, int swd,
+                                  __global const GT* X, long x_off, int sxm, __global const WT* Wo, long wo_off,
+                                  int swo, __global const GT* G, long g_off, float eps, __global const WT* Wgu,
+                                  long wgu_off, int swgu, __global const WT* Wd, long wd_off, int swd,
                                   __global GT* Out, long out_off, int som, __global float* Scratch,
                                   __global int* Ctr) {
   const int gated = STAGE == 2, norm = STAGE == 2, resid = STAGE != 2, rpu = STAGE == 2 ? 2 : 1;
@@ -517,8 +582,22 @@ __kernel void post_attention_rows(int M, int H, int A, int I, __global const GT*
   const int F = s.F, K = s.K;
   if (j0 >= F || m >= M) return;
   const __global GT* a = s.a;
-  const __global GT* wrow[2 * NB];
+  const __global WT* wrow[2 * NB];
   chain_weight_rows(wrow, s.w, s.sw, F, j0, gated);
+#ifdef QTYPE
+  // Block-quantized weights: the GPU forms' slot step over the whole row (one row of A).
+  float qacc[MB][2 * NB], qss[MB], acc[2 * NB];
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+    qss[i] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c) qacc[i][c] = 0.0f;
+  }
+  for (int u = 0; u < K / 32 * SPB; ++u) chain_qslot(qacc, qss, 1, a, 0, u, wrow, G + g_off, rpu, norm);
+#pragma unroll
+  for (int c = 0; c < 2 * NB; ++c) acc[c] = qacc[0][c];
+  const float ss = qss[0];
+#else
   chain_floatv accv[2 * NB];
 #pragma unroll
   for (int c = 0; c < 2 * NB; ++c) accv[c] = (chain_floatv)(0.0f);
@@ -548,6 +627,7 @@ __kernel void post_attention_rows(int M, int H, int A, int I, __global const GT*
     for (int c = 0; c < 2 * NB; ++c)
       if (c < rpu * NB) acc[c] = fma(x, PRISM_LOAD(wrow[c] + k), acc[c]);
   }
+#endif  // QTYPE
   const float scale = norm ? rsqrt(ss / (float)K + eps) : 1.0f;
 #pragma unroll
   for (int c = 0; c < NB; ++c) {

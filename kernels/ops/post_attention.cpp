@@ -7,7 +7,9 @@
 // one launch (config chain=1: work-groups take tickets and wait on the previous stage's count) or
 // as three (chain=0); both round h and the activations to the storage dtype as the unfused ops
 // (addmm, linear_silu_and_mul, addmm) do. `out` may alias `residual` (decode updates the residual
-// stream in place).
+// stream in place). The three weights may instead be GGUF blocks (q8_0, q4_0 or q4_1, one type for
+// all three; a quantized tensor's rows are whole blocks) with the rest in f32, f16 or bf16: weight-only
+// quantization, as linear's, the blocks read in place (gemv_chain.cl's QTYPE).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -46,16 +48,23 @@ void check_post_attention(const op_call& c) {
   const tensor& r = c.inputs[kResidual];
   require_rank(c, r, "residual", 2, 2);
   require_dtype(c, r, "residual", {dtype::f32, dtype::f16, dtype::bf16});
+  const dtype wt = c.inputs[kOWeight].type();
+  const bool quant = is_quantized(wt);
   for (int i = kAttn; i <= kDown; ++i) {
     const tensor& t = c.inputs[static_cast<std::size_t>(i)];
-    if (is_quantized(t.type()))
-      fail(c, fmt::format("'{}' is {}; post_attention takes f32, f16 or bf16 weights (block-quantized ones: "
-                          "addmm and rms_norm_linear, one launch each)",
-                          names[i], dtype_name(t.type())));
-    require_same_dtype(c, r, "residual", t, names[i]);
+    const bool weight = i == kOWeight || i == kGateUp || i == kDown;
+    if (weight && (quant || is_quantized(t.type()))) {
+      if (t.type() != wt)
+        fail(c, fmt::format("'{}' is {} and 'o_weight' {}; the three weights take one dtype: {}, or one of "
+                            "q8_0, q4_0, q4_1 for all three",
+                            names[i], dtype_name(t.type()), dtype_name(wt), dtype_name(r.type())));
+    } else {
+      require_same_dtype(c, r, "residual", t, names[i]);
+    }
     require_rank(c, t, names[i], i == kNormWeight ? 1 : 2, i == kNormWeight ? 1 : 2);
   }
   const auto [M, H, A, I] = dims_of(c);
+
   const tensor& attn = c.inputs[kAttn];
   const tensor& wo = c.inputs[kOWeight];
   const tensor& g = c.inputs[kNormWeight];
@@ -214,8 +223,12 @@ op_implementation chain_implementation() {
     const bool chain = !rows && cfg.at("chain") == 1;
     const auto es = static_cast<std::int64_t>(dtype_size(res.type()));
     auto aligned = [&](const tensor& t) { return (t.offset() * es) % 16 == 0; };
-    // 16-byte loads when every row that a stage reads starts 16-byte aligned.
-    const bool vec16 = !rows && (A * es) % 16 == 0 && (H * es) % 16 == 0 && (I * es) % 16 == 0 &&
+    // Block-quantized weights: their offsets and row strides go to the kernel in bytes.
+    const bool quant = is_quantized(wo.type());
+    const auto qbytes = static_cast<std::int64_t>(dtype_size(wo.type()));
+    auto w_units = [&](std::int64_t elements) { return quant ? elements / 32 * qbytes : elements; };
+    // 16-byte loads when every row that a stage reads starts 16-byte aligned (float weights).
+    const bool vec16 = !rows && !quant && (A * es) % 16 == 0 && (H * es) % 16 == 0 && (I * es) % 16 == 0 &&
                        aligned(attn) && aligned(wo) && aligned(g) && aligned(gu) && aligned(wd) &&
                        aligned(out) && (out.strides()[0] * es) % 16 == 0;
     const bool warps = cfg.at("variant") == 2;
@@ -233,10 +246,11 @@ op_implementation chain_implementation() {
     }
     const std::string base = fmt::format(
         "{} -DHAS_BIAS=0 -DMB={} -DNB={} -DWG={} -DVW={} -DVEC16={} -DCHAIN={} -DCHAIN_PTX={} -DVARIANT={} "
-        "-DLANE_SHFL={} -DCHAIN_UNIFORM={} -DCTR_STRIDE={} -DPF_STEPS={}",
+        "-DLANE_SHFL={} -DCHAIN_UNIFORM={} -DCTR_STRIDE={} -DPF_STEPS={}{}",
         gemm_detail::dtype_define(res.type()), mb, nb, wg, rows ? cfg.at("vw") : 1, vec16 ? 1 : 0,
         chain ? 1 : 0, ptx ? 1 : 0, cfg.at("variant"), !rows && forms.has("shfl") ? 1 : 0,
-        q.get_device().is_cpu() ? 1 : 0, kCounterStride, pf_steps);
+        q.get_device().is_cpu() ? 1 : 0, kCounterStride, pf_steps,
+        quant ? fmt::format(" -DQTYPE={}", gemm_detail::qtype_define(wo.type())) : std::string());
     // The activations' scratch rows (storage dtype, row stride I) and the chain's four counters.
     auto ws = split_workspace(q, static_cast<std::size_t>(M * I), 4 * kCounterStride);
     const std::int64_t row_blocks = (M + mb - 1) / mb;
@@ -270,10 +284,11 @@ op_implementation chain_implementation() {
         accessor<int> C(ws.second, h, read_write);
         h.parallel_for(r, k, static_cast<int>(M), static_cast<int>(H), static_cast<int>(A),
                        static_cast<int>(I), R, res.offset(), static_cast<int>(res.strides()[0]), X,
-                       attn.offset(), static_cast<int>(attn.strides()[0]), WO, wo.offset(),
-                       static_cast<int>(wo.strides()[0]), G, g.offset(), eps, GU, gu.offset(),
-                       static_cast<int>(gu.strides()[0]), WD, wd.offset(), static_cast<int>(wd.strides()[0]),
-                       O, out.offset(), static_cast<int>(out.strides()[0]), S, C);
+                       attn.offset(), static_cast<int>(attn.strides()[0]), WO, w_units(wo.offset()),
+                       static_cast<int>(w_units(wo.strides()[0])), G, g.offset(), eps, GU,
+                       w_units(gu.offset()), static_cast<int>(w_units(gu.strides()[0])), WD,
+                       w_units(wd.offset()), static_cast<int>(w_units(wd.strides()[0])), O, out.offset(),
+                       static_cast<int>(out.strides()[0]), S, C);
       });
     };
     if (chain) return launch(0, 2 * t1 + t2);
@@ -290,10 +305,12 @@ op_implementation chain_implementation() {
 op_call make_call(queue& q, const sample_options& o, std::int64_t M, std::int64_t H, std::int64_t A,
                   std::int64_t I, bool alias) {
   std::mt19937_64 rng(o.seed);
+  // A block-quantized o.type is the weights' (activations f32), as linear's samples take it.
   const dtype t = is_floating(o.type) ? o.type : dtype::f32;
+  const dtype wt = is_quantized(o.type) ? o.type : t;
   auto w = [&](std::int64_t rows, std::int64_t k) {
     const double s = 1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(k, 1)));
-    return random_tensor(q, {rows, k}, t, rng, -s, s, false);
+    return random_tensor(q, {rows, k}, wt, rng, -s, s, false);
   };
   op_call c;
   c.op = "post_attention";
@@ -322,7 +339,7 @@ op_descriptor make_post_attention_op() {
   d.inputs = {{"residual"}, {"attn"}, {"o_weight"}, {"norm_weight"}, {"gate_up_weight"}, {"down_weight"}};
   d.attrs = {{"eps", 1e-6, "added to the mean square"}};
   d.outputs = {{"out"}};
-  d.dtypes = {dtype::f32, dtype::f16, dtype::bf16};
+  d.dtypes = {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0, dtype::q4_1};
   d.check = check_post_attention;
   d.infer_outputs = [](const op_call& c) {
     return std::vector<tensor_spec>{{c.inputs[kResidual].shape(), c.inputs[kResidual].type()}};
@@ -349,10 +366,16 @@ op_descriptor make_post_attention_op() {
     return make_call(q, o, k.at("m"), k.at("h"), k.at("a"), k.at("i"), false);
   };
   d.config_test_shapes = {"m=1,h=40,a=24,i=56", "m=3,h=96,a=128,i=200"};
-  d.test_cases = [](dtype) {
+  d.test_cases = [](dtype t) {
     auto tc = [](std::int64_t M, std::int64_t H, std::int64_t A, std::int64_t I, bool alias) {
       return [=](queue& q, const sample_options& o) { return make_call(q, o, M, H, A, I, alias); };
     };
+    if (is_quantized(t))  // whole blocks along every K (A, H, I); M = 1 (decode), small M, 17 rows
+      return std::vector<test_case>{{"empty", tc(0, 32, 32, 32, false)},
+                                    {"one", tc(1, 32, 32, 32, false)},
+                                    {"decode_in_place", tc(1, 256, 512, 672, true)},
+                                    {"odd", tc(5, 96, 64, 160, false)},
+                                    {"large_m", tc(17, 64, 64, 96, false)}};
     return std::vector<test_case>{{"empty", tc(0, 8, 8, 8, false)},
                                   {"one", tc(1, 1, 1, 1, false)},
                                   {"decode_in_place", tc(1, 256, 512, 688, true)},

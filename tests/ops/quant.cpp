@@ -113,6 +113,72 @@ TEST(quant, rms_norm_linear_on_quantized_weights) {
       }
 }
 
+// post_attention (o projection, norm, gated MLP, down projection in one op) on block-quantized
+// weights read in place: each kernel form (variant 0 as one chained launch, the warp form 2, the
+// CPU rows form 1; the op suite's cases run variant 0 as three launches) with f32, f16 and bf16
+// activations, at M = 1 (in place, as decode runs it) and M = 3, against the dequantized
+// double-precision reference.
+TEST(quant, post_attention_on_quantized_weights) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("post_attention");
+  const char* const configs[] = {"variant=0,chain=1,mb=2,nb=4,wg=64", "variant=2,chain=1,mb=2,nb=2,wg=64",
+                                 "variant=1,chain=0,nb=4,wg=8,vw=8"};
+  const dtype acts[] = {dtype::f32, dtype::f16, dtype::bf16};
+  std::uint64_t seed = 900;
+  int combo = 0;
+  // Each weight dtype meets each form once and each activation dtype once (PoCL compiles cost ~1 s
+  // a program): 9 calls.
+  for (dtype wt : quantized_dtypes)
+    for (const char* cfg : configs) {
+      const dtype act = acts[combo % 3];
+      const std::int64_t m = 1 + 2 * (combo++ % 2);
+      {
+        std::mt19937_64 rng(++seed);
+        const std::int64_t H = 64, A = 96, I = 160;
+        op_call c{"post_attention", {}, {}, {}};
+        c.inputs = {kernels::random_tensor(q, {m, H}, act, rng, -1, 1),
+                    kernels::random_tensor(q, {m, A}, act, rng, -1, 1),
+                    kernels::random_tensor(q, {H, A}, wt, rng, -0.1, 0.1),
+                    kernels::random_tensor(q, {H}, act, rng, 0.5, 1.5),
+                    kernels::random_tensor(q, {2 * I, H}, wt, rng, -0.125, 0.125),
+                    kernels::random_tensor(q, {H, I}, wt, rng, -0.08, 0.08)};
+        c.attrs["eps"] = 1e-6;
+        if (m == 1)
+          c.outputs = {c.inputs[0]};  // in place, as decode runs it
+        else
+          allocate_outputs(q, d, c);
+        SCOPED_TRACE(std::string(dtype_name(wt)) + " " + dtype_name(act) + " m=" + std::to_string(m) + " " +
+                     cfg);
+        run_and_compare(d, c, d.config.complete(kernel_config::parse(cfg)), false);
+      }
+    }
+}
+
+// The three weights of post_attention take one dtype: a quantized o projection with float MLP
+// weights, or with MLP weights in another block format, is refused naming the tensor.
+TEST(quant, post_attention_refuses_mixed_weight_dtypes) {
+  queue& q = shared_queue();
+  std::mt19937_64 rng(77);
+  auto call = [&](dtype wo, dtype mlp, std::int64_t A) {  // A: the attention width
+    op_call c{"post_attention", {}, {}, {}};
+    c.inputs = {kernels::random_tensor(q, {1, 64}, dtype::f32, rng, -1, 1),
+                kernels::random_tensor(q, {1, A}, dtype::f32, rng, -1, 1),
+                kernels::random_tensor(q, {64, A}, wo, rng, -1, 1),
+                kernels::random_tensor(q, {64}, dtype::f32, rng, 0.5, 1.5),
+                kernels::random_tensor(q, {192, 64}, mlp, rng, -1, 1),
+                kernels::random_tensor(q, {64, 96}, mlp, rng, -1, 1)};
+    c.attrs["eps"] = 1e-6;
+    c.outputs = {tensor::empty(q, {1, 64}, dtype::f32)};
+    return c;
+  };
+  op_call mixed = call(dtype::q4_0, dtype::f32, 64);
+  expect_refused(q, op_registry::instance().get("post_attention"), mixed,
+                 {"'gate_up_weight' is f32", "q4_0"});
+  op_call two_blocks = call(dtype::q4_0, dtype::q8_0, 64);
+  expect_refused(q, op_registry::instance().get("post_attention"), two_blocks,
+                 {"'gate_up_weight' is q8_0 and 'o_weight' q4_0", "one of q8_0, q4_0, q4_1 for all three"});
+}
+
 TEST(quant, f16_and_bf16_activations) {
   queue& q = shared_queue();
   for (dtype act : {dtype::f16, dtype::bf16})
