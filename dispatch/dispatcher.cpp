@@ -327,10 +327,15 @@ device_state& get_device_state_locked(state& s, const device& dev) {
   return s.devices.emplace_back(std::move(d));
 }
 
-// What route conditions read: the call's shape key and `esize`, its first output's element size.
+// What route conditions read: the call's shape key, `esize` (its first output's element size) and
+// `qbits` (the bits per value of its block-quantized input, 0 without one).
 shape_key routing_key(shape_key key, const op_call& call) {
   if (!call.outputs.empty() && call.outputs[0].defined())
     key.set(route_esize_component, static_cast<std::int64_t>(dtype_size(call.outputs[0].type())));
+  std::int64_t qbits = 0;
+  for (const auto& t : call.inputs)
+    if (t.defined() && is_quantized(t.type())) qbits = t.type() == dtype::q8_0 ? 8 : 4;
+  key.set(route_qbits_component, qbits);
   return key;
 }
 

@@ -125,14 +125,15 @@ void check_cases(const std::vector<op_catalog_entry>& catalog, const std::vector
   for (const auto& c : r.cases) {
     check(catalog, backends, c.origin, op, &c.backend);
     for (const auto& name : c.when.names())
-      if (name != route_esize_component &&
+      if (name != route_esize_component && name != route_qbits_component &&
           std::find(it->key_names.begin(), it->key_names.end(), name) == it->key_names.end())
         throw error(errc::config_error, c.origin,
                     "condition '" + c.when.text() + "' reads '" + name +
                         "', which is not a shape-key component of '" + op + "'; valid components: " +
                         (it->key_names.empty() ? std::string("(none: the op has no shape key)")
                                                : join(it->key_names)) +
-                        ", and esize (bytes per element of the first output)");
+                        ", and esize (bytes per element of the first output) and qbits (bits per "
+                        "weight value of a block-quantized input, 0 without one)");
   }
 }
 

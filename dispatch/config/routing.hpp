@@ -61,6 +61,10 @@ static_route route_for_shape(const static_route& r, const shape_key& key);
 /// 2 for f16 and bf16), which the dispatcher adds to the shape key for routing only, so that a
 /// profile can route 16-bit calls of an op apart from f32 ones.
 inline constexpr std::string_view route_esize_component = "esize";
+/// And `qbits`: bits per weight value of the call's block-quantized input (8 for q8_0, 4 for q4_0
+/// and q4_1; 0 when no input is block-quantized), so that a profile can route weight-only
+/// quantized calls of an op apart from float ones.
+inline constexpr std::string_view route_qbits_component = "qbits";
 
 /// The candidate order for a call: `first`, then the op's other backends in built-in order.
 std::vector<std::string> candidate_order(const op_catalog_entry& op, const std::string& first);

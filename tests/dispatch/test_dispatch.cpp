@@ -806,12 +806,43 @@ TEST(Dispatch, ConditionalRoutesReadTheOutputsElementSize) {
     EXPECT_EQ(half.backend, "host") << dtype_name(t);
     EXPECT_EQ(half.reason, routes + ":3") << dtype_name(t);
   }
-  // A key component and esize are both valid names; a misspelt one lists them.
+  // A key component, esize and qbits are valid names; a misspelt one lists them.
   auto bad = d.write("bad.yaml", "routes:\n  add: [{when: \"bytes == 2\", backend: host}]\n");
   env_scope env2(env_vars{{"PRISM_ROUTES", bad}});
   std::string what;
   EXPECT_EQ(code_of([&] { pd::testing::reload_config(); }, &what), errc::config_error);
   EXPECT_NE(what.find("and esize"), std::string::npos) << what;
+  EXPECT_NE(what.find("qbits"), std::string::npos) << what;
+}
+
+// `qbits` (bits per weight value of a block-quantized input, 0 without one) routes weight-only
+// quantized calls apart from float ones: q8_0 (8) and q4_0 (4) weights each to their own entry.
+TEST(Dispatch, ConditionalRoutesReadTheQuantizedWeightsBits) {
+  auto& q = test_queue();
+  temp_dir d;
+  auto routes =
+      d.write("routes.yaml",
+              "routes:\n"
+              "  linear:\n"
+              "    - {when: \"qbits == 8\", backend: host}\n"
+              "    - {when: \"qbits == 4 && m == 1\", backend: opencl, config: \"variant=0,qrn=2,qwg=1\"}\n"
+              "    - {backend: opencl}\n");
+  env_scope env(env_vars{{"PRISM_ROUTES", routes}});
+  pd::testing::reload_config();
+  const op_descriptor& lin = op_registry::instance().get("linear");
+  auto route = [&](dtype wt) {
+    sample_options o;
+    o.type = wt;
+    op_call c = lin.sample(q, shape_key::parse("m=1,n=8,k=64"), o);
+    return pd::dispatch_call(q, c);
+  };
+  const auto q8 = route(dtype::q8_0), q4 = route(dtype::q4_0), f32 = route(dtype::f32);
+  EXPECT_EQ(q8.backend, "host");
+  EXPECT_EQ(q8.reason, routes + ":3");
+  EXPECT_EQ(q4.backend, "opencl");
+  EXPECT_EQ(q4.reason, routes + ":4");
+  EXPECT_NE(q4.config.find("qrn=2"), std::string::npos) << q4.config;
+  EXPECT_EQ(f32.reason, routes + ":5");
 }
 
 // A routed config that no implementation of its backend takes for a call (here the tiled
