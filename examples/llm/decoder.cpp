@@ -265,10 +265,11 @@ void decoder::finish_setup(std::chrono::steady_clock::time_point t0) {
   for (const auto& L : layers_)
     for (const tensor* w : {&L.qkv, &L.o_proj, &L.gate_up, &L.down, &L.input_norm, &L.post_norm})
       norm_fusable_ = norm_fusable_ && w->defined();
+  // post_attention takes the three weights in one dtype: float, or one GGUF block format.
   block_fusable_ = norm_fusable_;
   for (const auto& L : layers_)
-    for (const tensor* w : {&L.o_proj, &L.gate_up, &L.down})
-      block_fusable_ = block_fusable_ && !is_quantized(w->type());
+    block_fusable_ =
+        block_fusable_ && L.o_proj.type() == L.gate_up.type() && L.o_proj.type() == L.down.type();
   q_.wait();
   setup_.weights_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   init_caches();

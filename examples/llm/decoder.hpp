@@ -115,8 +115,13 @@ class decoder {
   void set_run_ahead(bool on) { run_ahead_ = on; }
   bool run_ahead() const { return run_ahead_; }
   /// Whether the block fusion (post_attention) can serve these weights: every layer's norms are
-  /// present and its o, gate/up and down weights are f32, f16 or bf16 (not block-quantized).
+  /// present and its o, gate/up and down weights share one dtype (f32, f16, bf16, or one GGUF block
+  /// format read in place).
   bool block_fusable() const { return block_fusable_; }
+  /// Whether those block weights are block-quantized (q8_0, q4_0, q4_1).
+  bool block_quantized() const {
+    return block_fusable_ && !layers_.empty() && is_quantized(layers_[0].o_proj.type());
+  }
   /// Commands (kernels and copies) one decode step runs: those of the recorded decode graph,
   /// recording one if needed (nothing runs). Throws what recording throws.
   std::size_t decode_step_commands();
@@ -204,7 +209,8 @@ class decoder {
   /// through rms_norm_linear's quantized form (the norm applied as the activations are quantized
   /// to int8) and addmm's quantized mat2.
   bool norm_fusable_ = false;
-  // post_attention serves every layer: the norm fusion holds and no MLP or o weight is quantized.
+  // post_attention serves every layer: the norm fusion holds and each layer's o, gate/up and down
+  // weights share one dtype.
   bool block_fusable_ = false;
   graph decode_graph_;
   bool graph_greedy_ = true;

@@ -275,13 +275,16 @@ run_result run_model(const run_options& opt) {
   if (ck) ck->device.reset();  // the decoder holds what it uses
   {
     decoder::fusions f{false, false, false, false};
-    // auto: every fusion; the block (post_attention) takes f32, f16 and bf16 weights, not
-    // block-quantized ones. With its warp-shuffle reductions and short waits it took qwen3-0.6b's
-    // f32 decode on the H200 up 8% and bf16 up 10% (benchmarks/RESULTS.md, "Issue 12, session 21";
-    // session 19's first form lost 5-6% in f32); on PoCL its three-launch form is not slower.
-    const std::string fuse = opt.fuse != "auto"    ? opt.fuse
-                             : dec.block_fusable() ? "attention,mlp,norm,block"
-                                                   : "attention,mlp,norm";
+    // auto: every fusion. The block (post_attention) on float weights took qwen3-0.6b's f32 decode
+    // on the H200 up 8% and bf16 up 10% (benchmarks/RESULTS.md, "Issue 12, session 21"; session
+    // 19's first form lost 5-6% in f32); on PoCL its three-launch form is not slower. On
+    // block-quantized weights it is for GPUs only: on PoCL its float slot walk ran the small
+    // preset's q4_0 decode at 158-172 tokens/s against 514-552 with the tuned int8-activation
+    // GEMVs (2-core, "Issue 17, session 22").
+    const bool block = dec.block_fusable() && !(dec.block_quantized() && q.get_device().is_cpu());
+    const std::string fuse = opt.fuse != "auto" ? opt.fuse
+                             : block            ? "attention,mlp,norm,block"
+                                                : "attention,mlp,norm";
     r.fuse = fuse;
     std::stringstream list(fuse);
     for (std::string item; std::getline(list, item, ',');) {
