@@ -66,7 +66,7 @@
 #endif
 // Weights: the storage dtype, or with QTYPE GGUF blocks (quant_common.cl) whose offsets and row
 // strides the host gives in bytes. A task's members then walk 4-byte slots of the blocks
-// (chain_qslot) where the float form walks 16-byte pieces; VEC16 and PF_STEPS stay 0.
+// (chain_qdots) where the float form walks 16-byte pieces; VEC16 and PF_STEPS stay 0.
 #ifdef QTYPE
 #include "quant_common.cl"
 typedef uchar WT;
@@ -208,50 +208,73 @@ inline void chain_step16(float (*acc)[2 * NB], float* ss, int rows, __global con
 #endif
 
 #ifdef QTYPE
-// Slot u of the quantized weight rows (slot u % SPB of block u / SPB: 4 or 8 weights) against
-// rows 0 .. rows of A: chain_dots' step for block-quantized weights.
-inline void chain_qslot(float (*acc)[2 * NB], float* ss, int rows, __global const GT* A, int sa, int u,
-                        const __global WT** wrow, __global const GT* G, int rpu, int norm) {
-  const int kb = u / SPB, q = u % SPB, k = kb * 32 + 4 * q;  // q4: the high nibbles at k + 16
-  float4 al[MB], ah[MB], gl = (float4)(1.0f), gh = (float4)(1.0f);
-  if (norm) {
-    gl = q_act4(G, k);
-    if (QTYPE != 0) gh = q_act4(G, k + 16);
-  }
+// Slots u0 and, when ns == 2, u1 of the quantized weight rows (slot u % SPB of block u / SPB: 4 or
+// 8 weights) against rows 0 .. rows of A: chain_dots' step for block-quantized weights. Every
+// weight load of both slots is issued before any arithmetic: two slots at a time took the H200's
+// q4_0 block at the 7B shape from 157 to 141 us and qwen3-0.6b's q4_0 decode up 2-4%
+// (benchmarks/RESULTS.md, "Issue 17, session 22").
+inline void chain_qslots(float (*acc)[2 * NB], float* ss, int rows, __global const GT* A, int sa, int u0, int u1,
+                         int ns, const __global WT** wrow, __global const GT* G, int rpu, int norm) {
+  uint v[2][2 * NB];
+  float d[2][2 * NB], mn[2][2 * NB];
 #pragma unroll
-  for (int i = 0; i < MB; ++i) {
-    al[i] = ah[i] = (float4)(0.0f);
-    if (i < rows) {
-      al[i] = q_act4(A + (long)i * sa, k);
-      if (QTYPE != 0) ah[i] = q_act4(A + (long)i * sa, k + 16);
-      if (norm) {
-        ss[i] += dot(al[i], al[i]) + dot(ah[i], ah[i]);
-        al[i] *= gl;
-        ah[i] *= gh;
+  for (int s = 0; s < 2; ++s) {
+    const int u = s ? u1 : u0, kb = u / SPB, q = u % SPB;
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c) {
+      if (s < ns && c < rpu * NB) {
+        const __global uchar* p = wrow[c] + (long)kb * QBYTES;
+        v[s][c] = q_slot(p, 0, q);
+        d[s][c] = q_scale(p);
+        mn[s][c] = QTYPE == 2 ? q_min(p) : 0.0f;
       }
     }
   }
 #pragma unroll
-  for (int c = 0; c < 2 * NB; ++c) {
-    if (c < rpu * NB) {
-      const __global uchar* p = wrow[c] + (long)kb * QBYTES;
-      float4 wl, wh;
-      q_slot_floats(q_slot(p, 0, q), &wl, &wh);
-      const float d = q_scale(p);
-#if QTYPE == 2
-      const float mn = q_min(p);
-#endif
+  for (int s = 0; s < 2; ++s) {
+    if (s >= ns) break;
+    const int u = s ? u1 : u0, k = u / SPB * 32 + 4 * (u % SPB);  // q4: the high nibbles at k + 16
+    float4 al[MB], ah[MB], gl = (float4)(1.0f), gh = (float4)(1.0f);
+    if (norm) {
+      gl = q_act4(G, k);
+      if (QTYPE != 0) gh = q_act4(G, k + 16);
+    }
 #pragma unroll
-      for (int i = 0; i < MB; ++i) {
-        if (i < rows) {
-          acc[i][c] = fma(d, dot(al[i], wl) + (QTYPE != 0 ? dot(ah[i], wh) : 0.0f), acc[i][c]);
-#if QTYPE == 2
-          acc[i][c] = fma(mn, dot(al[i] + ah[i], (float4)(1.0f)), acc[i][c]);
-#endif
+    for (int i = 0; i < MB; ++i) {
+      al[i] = ah[i] = (float4)(0.0f);
+      if (i < rows) {
+        al[i] = q_act4(A + (long)i * sa, k);
+        if (QTYPE != 0) ah[i] = q_act4(A + (long)i * sa, k + 16);
+        if (norm) {
+          ss[i] += dot(al[i], al[i]) + dot(ah[i], ah[i]);
+          al[i] *= gl;
+          ah[i] *= gh;
+        }
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c) {
+      if (c < rpu * NB) {
+        float4 wl, wh;
+        q_slot_floats(v[s][c], &wl, &wh);
+#pragma unroll
+        for (int i = 0; i < MB; ++i) {
+          if (i < rows) {
+            acc[i][c] = fma(d[s][c], dot(al[i], wl) + (QTYPE != 0 ? dot(ah[i], wh) : 0.0f), acc[i][c]);
+            if (QTYPE == 2) acc[i][c] = fma(mn[s][c], dot(al[i] + ah[i], (float4)(1.0f)), acc[i][c]);
+          }
         }
       }
     }
   }
+}
+
+// Member `me` of `team`'s slots of K / 32 blocks, two at a time.
+inline void chain_qdots(float (*acc)[2 * NB], float* ss, int rows, int K, int me, int team, __global const GT* A,
+                        int sa, const __global WT** wrow, __global const GT* G, int rpu, int norm) {
+  const int n = K / 32 * SPB;
+  for (int u = me; u < n; u += 2 * team)
+    chain_qslots(acc, ss, rows, A, sa, u, u + team, u + team < n ? 2 : 1, wrow, G, rpu, norm);
 }
 #endif
 
@@ -288,7 +311,7 @@ inline void chain_dots(float (*acc)[2 * NB], float* ss, int rows, int F, int K, 
   if (target > 0) chain_acquire(wait, target);  // uniform over the group
 #endif
 #ifdef QTYPE
-  for (int u = me; u < K / 32 * SPB; u += team) chain_qslot(acc, ss, rows, A, sa, u, wrow, G, rpu, norm);
+  chain_qdots(acc, ss, rows, K, me, team, A, sa, wrow, G, rpu, norm);
 #else
 #if VEC16
 #if PF_STEPS > 0
@@ -593,7 +616,7 @@ __kernel void post_attention_rows(int M, int H, int A, int I, __global const GT*
 #pragma unroll
     for (int c = 0; c < 2 * NB; ++c) qacc[i][c] = 0.0f;
   }
-  for (int u = 0; u < K / 32 * SPB; ++u) chain_qslot(qacc, qss, 1, a, 0, u, wrow, G + g_off, rpu, norm);
+  chain_qdots(qacc, qss, 1, K, 0, 1, a, 0, wrow, G + g_off, rpu, norm);
 #pragma unroll
   for (int c = 0; c < 2 * NB; ++c) acc[c] = qacc[0][c];
   const float ss = qss[0];
