@@ -1,9 +1,8 @@
 // prism weight-only quantized GEMM: C[m, n] = alpha * sum_k A[m, k] * W[n, k] (+ beta * X(m, n)),
 // A in f32/f16/bf16 (PRISM_DTYPE, rows k-contiguous), W in GGUF blocks of 32 weights along k,
-// accumulation in f32. A weight row is K/32 consecutive blocks, rows `swn` blocks apart.
-// QTYPE 0 q8_0 (34 B: f16 d, i8 q[32]; w = d q), 1 q4_0 (18 B: f16 d, u8 q[16], low nibbles are
-// k 0..15 and high nibbles 16..31; w = d (q - 8)), 2 q4_1 (20 B: f16 d, f16 m, u8 q[16]; w = d q + m).
-// A block contributes d * (a . q) (+ m * sum(a) for q4_1): the scale leaves the inner product.
+// accumulation in f32. A weight row is K/32 consecutive blocks, rows `swn` blocks apart; QTYPE
+// and the block layouts are quant_common.cl's (q8_0, q4_0, q4_1). A block contributes
+// d * (a . q) (+ m * sum(a) for q4_1): the scale leaves the inner product.
 // Kernels:
 // - gemm_q_cpu (CPUs): a work-item owns RM rows x RN columns; per block it dequantizes each of its
 //   RN weight blocks once into two float16 registers and multiplies them with RM activation

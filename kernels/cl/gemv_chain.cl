@@ -608,18 +608,12 @@ __kernel void post_attention_rows(int M, int H, int A, int I, __global const GT*
   const __global WT* wrow[2 * NB];
   chain_weight_rows(wrow, s.w, s.sw, F, j0, gated);
 #ifdef QTYPE
-  // Block-quantized weights: the GPU forms' slot step over the whole row (one row of A).
-  float qacc[MB][2 * NB], qss[MB], acc[2 * NB];
+  // Block-quantized weights: the GPU forms' slot walk over the whole row (one row of A).
+  float qacc[1][2 * NB], ss = 0.0f;
 #pragma unroll
-  for (int i = 0; i < MB; ++i) {
-    qss[i] = 0.0f;
-#pragma unroll
-    for (int c = 0; c < 2 * NB; ++c) qacc[i][c] = 0.0f;
-  }
-  chain_qdots(qacc, qss, 1, K, 0, 1, a, 0, wrow, G + g_off, rpu, norm);
-#pragma unroll
-  for (int c = 0; c < 2 * NB; ++c) acc[c] = qacc[0][c];
-  const float ss = qss[0];
+  for (int c = 0; c < 2 * NB; ++c) qacc[0][c] = 0.0f;
+  chain_qdots(qacc, &ss, 1, K, 0, 1, a, 0, wrow, G + g_off, rpu, norm);
+  const float* acc = qacc[0];
 #else
   chain_floatv accv[2 * NB];
 #pragma unroll

@@ -180,10 +180,9 @@ config_schema post_attention_schema() {
       {"pf",
        0,
        {0, 1},
-       "variants 0 and 2 with chain=1 on 16-byte-aligned float weight rows: 1 = each item loads its first "
-       "weight "
-       "steps (up to 256 bytes) before it waits for the stage before, 0 = after the wait (on the H200 at "
-       "qwen3-0.6b's shape 1 cost 3-6% of bf16 decode: fewer groups resident)"}};
+       "variants 0 and 2 with chain=1 on 16-byte-aligned float weight rows: 1 = each item loads "
+       "its first weight steps (up to 256 bytes) before it waits for the stage before, 0 = after "
+       "the wait (on the H200 at qwen3-0.6b's shape 1 cost 3-6% of bf16 decode: fewer groups resident)"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chain") == 1)
       return "variant 1 (one work-item per unit) runs the three stages as three launches: chain must be 0";
