@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "prism/runtime/program.hpp"
+#include "runtime/env.hpp"
 
 namespace prism {
 namespace detail {
@@ -61,8 +62,11 @@ kernel build_kernel(const context& ctx, std::string_view file, source_override s
   static auto* kernels =
       new std::map<std::tuple<std::uint64_t, std::string, std::string, std::string, std::string>, kernel>();
   std::string override_text = src ? std::string(*src) : std::string();
+  // PRISM_CL_OPTIONS joins every program build (runtime/program.cpp), so it keys this memo too: a
+  // kernel built before the setting changed is not the kernel asked for after.
+  const std::string keyed_options = options + '\n' + env::get_or("PRISM_CL_OPTIONS", "");
   std::unique_lock lock(mu);
-  auto kkey = std::make_tuple(ctx.id(), std::string(file), override_text, options, kernel_name);
+  auto kkey = std::make_tuple(ctx.id(), std::string(file), override_text, keyed_options, kernel_name);
   if (auto it = kernels->find(kkey); it != kernels->end()) return it->second;
   auto skey = std::make_pair(std::string(file), override_text);
   auto sit = sources->find(skey);

@@ -8,9 +8,11 @@
 #include <cmath>
 
 #include "dispatch/dispatcher.hpp"
+#include "kernels/cl_source.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "kernels/op_support.hpp"
 #include "ops_test_util.hpp"
+#include "runtime/env.hpp"
 
 namespace prism::test {
 namespace {
@@ -83,6 +85,28 @@ TEST(framework, registry_lookup) {
     for (const auto& impl : d->implementations)
       EXPECT_NO_THROW(embedded_kernel_source(impl.kernel_file)) << d->name;
   }
+}
+
+// build_kernel memoizes kernels per (file, source, options, name); PRISM_CL_OPTIONS joins every
+// program's build, so a kernel built under one setting is not handed out under another.
+TEST(framework, build_kernel_keys_the_environment_cl_options) {
+  queue& q = shared_queue();
+  const std::string src =
+      "kernel void probe(global int* a) {\n#ifdef PROBE\n a[0] = PROBE;\n#else\n a[0] = -1;\n#endif\n}\n";
+  auto value = [&](std::optional<std::string> extra) {
+    env::override_for_testing("PRISM_CL_OPTIONS", extra);
+    const kernel k = build_kernel(q.get_context(), "probe.cl", source_override(src), "", "probe");
+    env::override_for_testing("PRISM_CL_OPTIONS", std::nullopt);
+    buffer<int> out(q, 1);
+    q.submit([&](handler& h) {
+      accessor<int> a(out, h, discard_write);
+      h.parallel_for(range<1>(1), k, a);
+    });
+    return out.read()[0];
+  };
+  EXPECT_EQ(value(std::nullopt), -1);
+  EXPECT_EQ(value("-DPROBE=7"), 7);
+  EXPECT_EQ(value(std::nullopt), -1);
 }
 
 TEST(framework, tune_configs_products_and_constraints) {
