@@ -100,12 +100,28 @@ inline uint q_slot(const __global uchar* W, long o, int q) {
 #endif
 }
 
+// Q_MAGIC 1: nibbles become floats without a conversion instruction: the bits 0x4B000000 | n are
+// the float 2^23 + n, and subtracting 2^23 (and q4_0's 8) is exact. One or and one add per weight
+// where an int-to-float conversion (quarter rate on NVIDIA GPUs) and an add were. On the H200
+// (2026-11-27) it took the q4_0 rows GEMV [16384, 4096] from 1103 to 1292 GB/s and [32768, 8192]
+// from 1512 to 1584, and q4_0 decode up 1.7-1.9% (benchmarks/RESULTS.md, "Issue 17, session 23").
+// GPUs use it (q4_0 and q4_1; q8_0's signed bytes keep their conversion); CPUs convert a vector in
+// one instruction and keep the conversion too. -DQ_MAGIC=0/1 (PRISM_CL_OPTIONS) picks either.
+#ifndef Q_MAGIC
+#define Q_MAGIC (!PRISM_CPU)
+#endif
+inline float4 q_magic4(uint4 b, float off) { return as_float4(b | (uint4)0x4B000000u) - (8388608.0f + off); }
+
 // A slot's weights as f32, unscaled (q4_0's offset of 8 taken off): lo k 4q .. 4q + 3, hi (q4_0,
 // q4_1) k 16 + 4q .. 16 + 4q + 3.
 inline void q_slot_floats(uint v, float4* lo, float4* hi) {
 #if QTYPE == 0
   *lo = convert_float4(as_char4(v));
   *hi = (float4)(0.0f);
+#elif Q_MAGIC
+  const uint4 b = (uint4)(v, v >> 8, v >> 16, v >> 24);
+  *lo = q_magic4(b & (uint4)0xFu, QTYPE == 1 ? 8.0f : 0.0f);
+  *hi = q_magic4((b >> (uint4)4) & (uint4)0xFu, QTYPE == 1 ? 8.0f : 0.0f);
 #else
   const uchar4 u = as_uchar4(v);
   *lo = convert_float4(u & (uchar4)0xF) - (QTYPE == 1 ? 8.0f : 0.0f);

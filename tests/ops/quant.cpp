@@ -14,6 +14,7 @@
 #include "kernels/op_support.hpp"
 #include "ops_test_util.hpp"
 #include "prism/ops.hpp"
+#include "runtime/env.hpp"
 
 namespace prism::test {
 namespace {
@@ -151,6 +152,45 @@ TEST(quant, post_attention_on_quantized_weights) {
                      cfg);
         run_and_compare(d, c, d.config.complete(kernel_config::parse(cfg)), false);
       }
+    }
+}
+
+// The q4 weight walks of the rows GEMV and of post_attention's chained block turn nibbles into
+// floats with the 2^23 bit trick on GPUs (Q_MAGIC, quant_common.cl) and with conversions on CPUs.
+// Both forms run here on any device (PRISM_CL_OPTIONS -DQ_MAGIC=0 / 1): each matches the
+// dequantized reference, and they agree bit for bit (the same exact weight values either way).
+TEST(quant, nibble_floats_by_bits_match_the_conversion) {
+  queue& q = shared_queue();
+  const op_descriptor& pa = op_registry::instance().get("post_attention");
+  std::uint64_t seed = 950;
+  for (dtype wt : {dtype::q4_0, dtype::q4_1})
+    for (dtype act : {dtype::f32, dtype::bf16}) {
+      SCOPED_TRACE(std::string(dtype_name(wt)) + " activations " + dtype_name(act));
+      op_call lin = linear_call(q, 3, 37, 256, act, wt, true, ++seed);
+      std::mt19937_64 rng(++seed);
+      op_call blk{"post_attention", {}, {}, {}};
+      blk.inputs = {kernels::random_tensor(q, {1, 64}, act, rng, -1, 1),
+                    kernels::random_tensor(q, {1, 96}, act, rng, -1, 1),
+                    kernels::random_tensor(q, {64, 96}, wt, rng, -0.1, 0.1),
+                    kernels::random_tensor(q, {64}, act, rng, 0.5, 1.5),
+                    kernels::random_tensor(q, {320, 64}, wt, rng, -0.125, 0.125),
+                    kernels::random_tensor(q, {64, 160}, wt, rng, -0.08, 0.08)};
+      blk.attrs["eps"] = 1e-6;
+      allocate_outputs(q, pa, blk);
+      const kernel_config rows = config("variant=4,mb=2,nb=2,warps=2");
+      const kernel_config chain =
+          pa.config.complete(kernel_config::parse("variant=2,chain=1,mb=2,nb=2,wg=64"));
+      std::vector<double> got[2][2];
+      for (int magic : {0, 1}) {
+        env::override_for_testing("PRISM_CL_OPTIONS", "-DQ_MAGIC=" + std::to_string(magic));
+        run_and_compare(linear_op(), lin, rows, false);
+        got[magic][0] = read_host(q, lin.outputs[0]).values;
+        run_and_compare(pa, blk, chain, false);
+        got[magic][1] = read_host(q, blk.outputs[0]).values;
+      }
+      env::override_for_testing("PRISM_CL_OPTIONS", std::nullopt);
+      EXPECT_EQ(got[0][0], got[1][0]) << "rows GEMV";
+      EXPECT_EQ(got[0][1], got[1][1]) << "post_attention block";
     }
 }
 
