@@ -114,6 +114,27 @@ TEST(quant, rms_norm_linear_on_quantized_weights) {
       }
 }
 
+// A post_attention call on block-quantized weights of type wt: hidden 64, attention width 96, MLP
+// width 160; the output is the hidden input itself when in_place (as decode runs it at M = 1).
+op_call quant_post_attention_call(queue& q, std::int64_t m, dtype act, dtype wt, std::uint64_t seed,
+                                  bool in_place) {
+  std::mt19937_64 rng(seed);
+  const std::int64_t H = 64, A = 96, I = 160;
+  op_call c{"post_attention", {}, {}, {}};
+  c.inputs = {kernels::random_tensor(q, {m, H}, act, rng, -1, 1),
+              kernels::random_tensor(q, {m, A}, act, rng, -1, 1),
+              kernels::random_tensor(q, {H, A}, wt, rng, -0.1, 0.1),
+              kernels::random_tensor(q, {H}, act, rng, 0.5, 1.5),
+              kernels::random_tensor(q, {2 * I, H}, wt, rng, -0.125, 0.125),
+              kernels::random_tensor(q, {H, I}, wt, rng, -0.08, 0.08)};
+  c.attrs["eps"] = 1e-6;
+  if (in_place)
+    c.outputs = {c.inputs[0]};
+  else
+    allocate_outputs(q, op_registry::instance().get("post_attention"), c);
+  return c;
+}
+
 // post_attention (o projection, norm, gated MLP, down projection in one op) on block-quantized
 // weights read in place: each kernel form (variant 0 as one chained launch, the warp form 2, the
 // CPU rows form 1; the op suite's cases run variant 0 as three launches) with f32, f16 and bf16
@@ -133,25 +154,10 @@ TEST(quant, post_attention_on_quantized_weights) {
     for (const char* cfg : configs) {
       const dtype act = acts[combo % 3];
       const std::int64_t m = 1 + 2 * (combo++ % 2);
-      {
-        std::mt19937_64 rng(++seed);
-        const std::int64_t H = 64, A = 96, I = 160;
-        op_call c{"post_attention", {}, {}, {}};
-        c.inputs = {kernels::random_tensor(q, {m, H}, act, rng, -1, 1),
-                    kernels::random_tensor(q, {m, A}, act, rng, -1, 1),
-                    kernels::random_tensor(q, {H, A}, wt, rng, -0.1, 0.1),
-                    kernels::random_tensor(q, {H}, act, rng, 0.5, 1.5),
-                    kernels::random_tensor(q, {2 * I, H}, wt, rng, -0.125, 0.125),
-                    kernels::random_tensor(q, {H, I}, wt, rng, -0.08, 0.08)};
-        c.attrs["eps"] = 1e-6;
-        if (m == 1)
-          c.outputs = {c.inputs[0]};  // in place, as decode runs it
-        else
-          allocate_outputs(q, d, c);
-        SCOPED_TRACE(std::string(dtype_name(wt)) + " " + dtype_name(act) + " m=" + std::to_string(m) + " " +
-                     cfg);
-        run_and_compare(d, c, d.config.complete(kernel_config::parse(cfg)), false);
-      }
+      op_call c = quant_post_attention_call(q, m, act, wt, ++seed, m == 1);
+      SCOPED_TRACE(std::string(dtype_name(wt)) + " " + dtype_name(act) + " m=" + std::to_string(m) + " " +
+                   cfg);
+      run_and_compare(d, c, d.config.complete(kernel_config::parse(cfg)), false);
     }
 }
 
@@ -167,16 +173,7 @@ TEST(quant, nibble_floats_by_bits_match_the_conversion) {
     for (dtype act : {dtype::f32, dtype::bf16}) {
       SCOPED_TRACE(std::string(dtype_name(wt)) + " activations " + dtype_name(act));
       op_call lin = linear_call(q, 3, 37, 256, act, wt, true, ++seed);
-      std::mt19937_64 rng(++seed);
-      op_call blk{"post_attention", {}, {}, {}};
-      blk.inputs = {kernels::random_tensor(q, {1, 64}, act, rng, -1, 1),
-                    kernels::random_tensor(q, {1, 96}, act, rng, -1, 1),
-                    kernels::random_tensor(q, {64, 96}, wt, rng, -0.1, 0.1),
-                    kernels::random_tensor(q, {64}, act, rng, 0.5, 1.5),
-                    kernels::random_tensor(q, {320, 64}, wt, rng, -0.125, 0.125),
-                    kernels::random_tensor(q, {64, 160}, wt, rng, -0.08, 0.08)};
-      blk.attrs["eps"] = 1e-6;
-      allocate_outputs(q, pa, blk);
+      op_call blk = quant_post_attention_call(q, 1, act, wt, ++seed, false);  // both forms read one input
       const kernel_config rows = config("variant=4,mb=2,nb=2,warps=2");
       const kernel_config chain =
           pa.config.complete(kernel_config::parse("variant=2,chain=1,mb=2,nb=2,wg=64"));
