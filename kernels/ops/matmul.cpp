@@ -1651,8 +1651,12 @@ void check_matrix_pair(const op_call& call, const tensor& a, const char* an, con
 event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const quant_norm& norm,
                                              const tensor& weight, const tensor& bias, const tensor& out,
                                              bool cpu, bool int8, source_override src) {
+  // GPU float activations: one weight row per 32-item team. H200, q4_0 weights, bf16 decode
+  // (the qkv projections): against nb 2 the rows kernel's time fell 1102-1111 -> 1037 us a token at
+  // llama-2-7b and 326-332 -> 292 at qwen3-0.6b (tokens/s +1.3% and +3.5%); nb 4 lost 6-30%
+  // (benchmarks/RESULTS.md, "Issue 17, session 23").
   static const kernel_config configs[2][2] = {
-      {gemm_schema().complete(kernel_config::parse("variant=4,mb=8,nb=2,warps=8,qa=0,qp=0,qmma=0")),
+      {gemm_schema().complete(kernel_config::parse("variant=4,mb=8,nb=1,warps=8,qa=0,qp=0,qmma=0")),
        gemm_schema().complete(kernel_config::parse("variant=4,mb=8,nb=2,warps=8,qa=1,qp=0,qmma=0"))},
       {gemm_schema().complete(kernel_config::parse("variant=0,rm=1,qrn=1,qwg=32,qa=0")),
        gemm_schema().complete(kernel_config::parse("variant=0,rm=1,qrn=1,qwg=32,qa=1"))}};
