@@ -12,7 +12,6 @@
 #include "kernels/op_descriptor.hpp"
 #include "kernels/op_support.hpp"
 #include "ops_test_util.hpp"
-#include "runtime/env.hpp"
 
 namespace prism::test {
 namespace {
@@ -94,9 +93,10 @@ TEST(framework, build_kernel_keys_the_environment_cl_options) {
   const std::string src =
       "kernel void probe(global int* a) {\n#ifdef PROBE\n a[0] = PROBE;\n#else\n a[0] = -1;\n#endif\n}\n";
   auto value = [&](std::optional<std::string> extra) {
-    env::override_for_testing("PRISM_CL_OPTIONS", extra);
-    const kernel k = build_kernel(q.get_context(), "probe.cl", source_override(src), "", "probe");
-    env::override_for_testing("PRISM_CL_OPTIONS", std::nullopt);
+    const kernel k = [&] {
+      scoped_cl_options options(std::move(extra));
+      return build_kernel(q.get_context(), "probe.cl", source_override(src), "", "probe");
+    }();
     buffer<int> out(q, 1);
     q.submit([&](handler& h) {
       accessor<int> a(out, h, discard_write);

@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/op_descriptor.hpp"
+#include "runtime/env.hpp"
 
 namespace prism::test {
 
@@ -19,6 +21,22 @@ queue& shared_queue();
 tune_space suite_space(const op_descriptor& d);
 /// Reference first, then the OpenCL implementation with `cfg`, then compare.
 void run_and_compare(const op_descriptor& d, op_call& c, const kernel_config& cfg, bool small_integers);
+
+/// PRISM_CL_OPTIONS set to `options` for a scope (programs and build_kernel's memo key on it), then
+/// put back as it was, also when the scope exits by a throw: a define a test passes there never
+/// leaks into the suite's later builds.
+class scoped_cl_options {
+ public:
+  explicit scoped_cl_options(std::optional<std::string> options) : before_(env::get("PRISM_CL_OPTIONS")) {
+    env::override_for_testing("PRISM_CL_OPTIONS", std::move(options));
+  }
+  ~scoped_cl_options() { env::override_for_testing("PRISM_CL_OPTIONS", before_); }
+  scoped_cl_options(const scoped_cl_options&) = delete;
+  scoped_cl_options& operator=(const scoped_cl_options&) = delete;
+
+ private:
+  std::optional<std::string> before_;
+};
 
 /// The call must throw prism::error(invalid_argument) whose text holds every `needles` entry,
 /// and leave every output's contents untouched (nothing was enqueued that wrote them).

@@ -14,7 +14,6 @@
 #include "kernels/op_support.hpp"
 #include "ops_test_util.hpp"
 #include "prism/ops.hpp"
-#include "runtime/env.hpp"
 
 namespace prism::test {
 namespace {
@@ -179,13 +178,12 @@ TEST(quant, nibble_floats_by_bits_match_the_conversion) {
           pa.config.complete(kernel_config::parse("variant=2,chain=1,mb=2,nb=2,wg=64"));
       std::vector<double> got[2][2];
       for (int magic : {0, 1}) {
-        env::override_for_testing("PRISM_CL_OPTIONS", "-DQ_MAGIC=" + std::to_string(magic));
+        scoped_cl_options options("-DQ_MAGIC=" + std::to_string(magic));
         run_and_compare(linear_op(), lin, rows, false);
         got[magic][0] = read_host(q, lin.outputs[0]).values;
         run_and_compare(pa, blk, chain, false);
         got[magic][1] = read_host(q, blk.outputs[0]).values;
       }
-      env::override_for_testing("PRISM_CL_OPTIONS", std::nullopt);
       EXPECT_EQ(got[0][0], got[1][0]) << "rows GEMV";
       EXPECT_EQ(got[0][1], got[1][1]) << "post_attention block";
     }
