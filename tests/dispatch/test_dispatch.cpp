@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "dispatch/log/dispatch_log.hpp"
 #include "kernels/cl_source.hpp"
 #include "kernels/op_descriptor.hpp"
+#include "kernels/op_support.hpp"
 #include "prism/dispatch.hpp"
 #include "prism/ops.hpp"
 #include "prism/runtime.hpp"
@@ -317,6 +319,43 @@ TEST(Dispatch, ForcedVendorProfile) {
   EXPECT_EQ(mm->tier, pd::source_tier::vendor);
   EXPECT_NE(mm->origin.find("nvidia/vendor.yaml:"), std::string::npos) << mm->origin;
   EXPECT_EQ(mm->order, (std::vector<std::string>{"opencl", "clblast", "host"}));
+}
+
+// The nvidia profile's decode routes for block-quantized weights (vendors/nvidia/vendor.yaml): the
+// qkv projection (rms_norm_linear) takes int8 activations for q4 weights at K >= 4096 only, and
+// post_attention runs 128-item groups of 2 units a task for every quantized weight.
+TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
+  auto& q = test_queue();
+  env_scope env(env_vars{{"PRISM_VENDOR", "nvidia"}});
+  pd::testing::reload_config();
+  const op_descriptor& rnl = op_registry::instance().get("rms_norm_linear");
+  std::mt19937_64 rng(7);
+  auto norm_linear = [&](dtype wt, std::int64_t k) {
+    op_call c{"rms_norm_linear", {}, {}, {}};
+    c.inputs = {kernels::random_tensor(q, {1, k}, dtype::bf16, rng, -1, 1),
+                kernels::random_tensor(q, {k}, dtype::bf16, rng, 0.5, 1.5),
+                kernels::random_tensor(q, {16, k}, wt, rng, -1, 1), tensor()};
+    c.attrs["eps"] = 1e-6;
+    allocate_outputs(q, rnl, c);
+    return pd::dispatch_call(q, c);
+  };
+  const auto q4_long = norm_linear(dtype::q4_0, 4096);
+  EXPECT_EQ(q4_long.tier, pd::source_tier::vendor);
+  EXPECT_EQ(q4_long.implementation, "opencl.quant_norm");
+  EXPECT_NE(q4_long.config.find("qa=1"), std::string::npos) << q4_long.config;
+  EXPECT_NE(q4_long.reason.find("nvidia/vendor.yaml:"), std::string::npos) << q4_long.reason;
+  for (const auto& other : {norm_linear(dtype::q4_0, 1024), norm_linear(dtype::q8_0, 4096)}) {
+    EXPECT_EQ(other.implementation, "opencl.quant_norm");
+    EXPECT_NE(other.config.find("qa=0"), std::string::npos) << other.config;
+  }
+  const op_descriptor& pa = op_registry::instance().get("post_attention");
+  sample_options o;
+  o.type = dtype::q4_0;
+  op_call c = pa.sample(q, shape_key::parse("m=1,h=64,a=64,i=96"), o);
+  const auto block = pd::dispatch_call(q, c);
+  EXPECT_EQ(block.tier, pd::source_tier::vendor);
+  EXPECT_NE(block.config.find("nb=2"), std::string::npos) << block.config;
+  EXPECT_NE(block.config.find("wg=128"), std::string::npos) << block.config;
 }
 
 TEST(Dispatch, FallbackOnInjectedLaunchFailureAndStrictMode) {
