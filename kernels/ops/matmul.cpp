@@ -1654,10 +1654,12 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
   // GPU float activations: one weight row per 32-item team. H200, q4_0 weights, bf16 decode
   // (the qkv projections): against nb 2 the rows kernel's time fell 1102-1111 -> 1037 us a token at
   // llama-2-7b and 326-332 -> 292 at qwen3-0.6b (tokens/s +1.3% and +3.5%); nb 4 lost 6-30%
-  // (benchmarks/RESULTS.md, "Issue 17, session 23").
+  // (benchmarks/RESULTS.md, "Issue 17, session 23"). GPU int8 activations (the nvidia route for q4
+  // weights at K >= 4096): one row per team too, the dp4a walk 636-639 -> 591-595 us a token at
+  // llama-2-7b q4_0 against nb 2 (tokens/s +1.1%; "Issue 17, session 24").
   static const kernel_config configs[2][2] = {
       {gemm_schema().complete(kernel_config::parse("variant=4,mb=8,nb=1,warps=8,qa=0,qp=0,qmma=0")),
-       gemm_schema().complete(kernel_config::parse("variant=4,mb=8,nb=2,warps=8,qa=1,qp=0,qmma=0"))},
+       gemm_schema().complete(kernel_config::parse("variant=4,mb=8,nb=1,warps=8,qa=1,qp=0,qmma=0"))},
       {gemm_schema().complete(kernel_config::parse("variant=0,rm=1,qrn=1,qwg=32,qa=0")),
        gemm_schema().complete(kernel_config::parse("variant=0,rm=1,qrn=1,qwg=32,qa=1"))}};
   const kernel_config& cfg = configs[cpu ? 1 : 0][int8 ? 1 : 0];
