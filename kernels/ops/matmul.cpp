@@ -1657,11 +1657,14 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
   // (benchmarks/RESULTS.md, "Issue 17, session 23"). GPU int8 activations (the nvidia route for q4
   // weights at K >= 4096): one row per team too, the dp4a walk 636-639 -> 591-595 us a token at
   // llama-2-7b q4_0 against nb 2 (tokens/s +1.1%; "Issue 17, session 24").
-  static const kernel_config configs[2][2] = {
-      {gemm_schema().complete(kernel_config::parse("variant=4,mb=8,nb=1,warps=8,qa=0,qp=0,qmma=0")),
-       gemm_schema().complete(kernel_config::parse("variant=4,mb=8,nb=1,warps=8,qa=1,qp=0,qmma=0"))},
-      {gemm_schema().complete(kernel_config::parse("variant=0,rm=1,qrn=1,qwg=32,qa=0")),
-       gemm_schema().complete(kernel_config::parse("variant=0,rm=1,qrn=1,qwg=32,qa=1"))}};
+  // One kernel shape per device kind; the activations' form (qa) is the only difference within it.
+  static const auto with_qa = [](const char* shape, int qa) {
+    return gemm_schema().complete(kernel_config::parse(fmt::format("{},qa={}", shape, qa)));
+  };
+  static const char* const shapes[2] = {"variant=4,mb=8,nb=1,warps=8,qp=0,qmma=0",
+                                        "variant=0,rm=1,qrn=1,qwg=32"};
+  static const kernel_config configs[2][2] = {{with_qa(shapes[0], 0), with_qa(shapes[0], 1)},
+                                              {with_qa(shapes[1], 0), with_qa(shapes[1], 1)}};
   const kernel_config& cfg = configs[cpu ? 1 : 0][int8 ? 1 : 0];
   // The int8 quantization and the GPU rows kernel's float loads take the norm in-line; the CPU
   // float kernel reads rows the norm wrote first.
