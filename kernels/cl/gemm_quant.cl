@@ -544,21 +544,6 @@ void q_rows_finish(__local float (*red)[LANES * WARPS], float (*acc)[NB], const 
   }
 }
 
-#ifdef QA8
-// a . b of 4 packed signed bytes, plus c: dp4a through inline PTX where the host found the
-// driver accepts it (Q_DP4A=1: NVIDIA), four multiplies elsewhere.
-inline int q_dp4a(uint a, uint b, int c) {
-#if Q_DP4A
-  int r;
-  asm volatile("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-  return r;
-#else
-  const char4 x = as_char4(a), y = as_char4(b);
-  return c + x.s0 * y.s0 + x.s1 * y.s1 + x.s2 * y.s2 + x.s3 * y.s3;
-#endif
-}
-#endif
-
 // With QA8 (qa=1) the same walk reads quantize_rows_q8's workspace QA in A's place: a lane's 4
 // weight bytes meet 4 (q8_0) or 8 (q4: low and high nibbles) int8 activations in one or two
 // integer dot products, scaled once by d_w * d_a, so the activation traffic per weight byte

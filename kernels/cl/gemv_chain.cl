@@ -30,7 +30,19 @@
 // (0/1: NVIDIA's fence.acq_rel.gpu, ld.relaxed.gpu and nanosleep through inline PTX), CHAIN_UNIFORM
 // (0/1: CPU devices; no barrier under a branch on the stage), VARIANT (0/2), LANE_SHFL (0/1),
 // CTR_STRIDE (ints between two counters), PF_STEPS (weight steps an item loads before its wait),
-// QTYPE (block-quantized weights: 0 q8_0, 1 q4_0, 2 q4_1; unset for float weights).
+// QTYPE (block-quantized weights: 0 q8_0, 1 q4_0, 2 q4_1; unset for float weights), QA8 (with QTYPE:
+// int8 activations for stages 2 and 3, below), Q_DP4A (QA8: dp4a through inline PTX).
+//
+// QA8 (config qa=1): llama.cpp's scheme inside the block. Two quantize steps join the chain, so
+// the order is 1, Q1, 2, Q2, 3 (five launches with CHAIN=0: STAGE 12 and 23 are the steps; the
+// 7B-shaped q4_0 decode on the H200 ran 324-327 tokens/s against 293-294 with the steps run by
+// the last group of stages 1 and 2 in three launches, benchmarks/RESULTS.md, "Issue 17, session 25"):
+//   Q1 (a group per row): n's 32-blocks before the norm's scale, h * g, to int8 with one f32
+//      scale a block, and rs = rsqrt(mean h^2 + eps) of the row;
+//   Q2 (a group per WG blocks of a row): the activations a to int8 the same way.
+// Stages 2 and 3 then walk those bytes against the weight slots with 4-byte integer dot products
+// (q_dp4a), one float multiply-add per slot and row instead of a float dot per 4 weights; stage
+// 2 scales its dots by rs. The quantized rows live in Scratch after the activations.
 
 #include "gemm_common.cl"
 
@@ -75,7 +87,21 @@ typedef uchar WT;
 #endif
 #else
 typedef GT WT;
+#ifdef QA8
+#error "int8 activations (QA8) take block-quantized weights (QTYPE)"
 #endif
+#endif
+#if defined(QA8) && CHAIN && CHAIN_UNIFORM
+#error "int8 activations (QA8) run chained on GPUs (CHAIN_UNIFORM=0) or as five launches (CHAIN=0)"
+#endif
+
+// A stage's int8 activations (QA8; q null otherwise): q [rows, K] bytes, d [rows, K / 32] block
+// scales, rs [rows] the norm's scale (stage 2; null in stage 3).
+typedef struct {
+  __global const uchar* q;
+  __global const float* d;
+  __global const float* rs;
+} chain_i8;
 // Output units a task covers.
 #if VARIANT == 2
 #define UPT (WG / 32 * NB)
@@ -87,6 +113,8 @@ typedef GT WT;
 // groups polling one do not queue behind the increments of another: [0] the ticket, [1] stage-1
 // tasks done, [2] stage-2 tasks done, [3] groups finished.
 #define CTR(i) (Ctr + (i) * CTR_STRIDE)
+// QA8's steps count their tasks done in [4] (Q1) and [5] (Q2).
+#define CTR_COUNT 6
 
 inline void chain_fence(void) {
 #if CHAIN_PTX
@@ -276,7 +304,116 @@ inline void chain_qdots(float (*acc)[2 * NB], float* ss, int rows, int K, int me
   for (int u = me; u < n; u += 2 * team)
     chain_qslots(acc, ss, rows, A, sa, u, u + team, u + team < n ? 2 : 1, wrow, G, rpu, norm);
 }
+
+#ifdef QA8
+// Two slots' weights (u0 and u0 + team, the second when below n) for chain_qdots_i8.
+typedef struct {
+  uint v[2][2 * NB];
+  float d[2][2 * NB], mn[2][2 * NB];
+} chain_qw;
+
+inline void chain_qload(chain_qw* w, int u0, int n, int team, const __global WT** wrow, int rpu) {
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    const int u = u0 + s * team, kb = u / SPB, q = u % SPB;
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c) {
+      if (u < n && c < rpu * NB) {
+        const __global uchar* p = wrow[c] + (long)kb * QBYTES;
+        w->v[s][c] = q_slot(p, 0, q);
+        w->d[s][c] = q_scale(p);
+        w->mn[s][c] = QTYPE == 2 ? q_min(p) : 0.0f;
+      }
+    }
+  }
+}
+
+// chain_qdots on int8 activations (ia): slot u's 4 weight bytes meet the 4 (q8_0) or 8 (q4: low
+// nibbles at k, high ones at k + 16) activation bytes in one or two dp4a, scaled once by the two
+// block scales; q4_0's -8 and q4_1's min take the slot's activation sum (a dp4a with ones), shared
+// by the task's rows. Two slots at a time, both slots' weights loaded before their arithmetic.
+// Loading the next pair before this pair's arithmetic (and the first before the chained wait)
+// cost the 7B-shaped q4_0 block 16% on the H200 (85 -> 101 us; twice the weight registers, fewer
+// groups resident; benchmarks/RESULTS.md, "Issue 17, session 25").
+inline void chain_qdots_i8(float (*acc)[2 * NB], int rows, int K, int me, int team, chain_i8 ia,
+                           const __global WT** wrow, int rpu) {
+  const int n = K / 32 * SPB, blocks = K / 32;
+  chain_qw cur;
+  for (int u0 = me; u0 < n; u0 += 2 * team) {
+    chain_qload(&cur, u0, n, team, wrow, rpu);
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const int u = u0 + s * team, kb = u / SPB, k = kb * 32 + 4 * (u % SPB);
+      if (u >= n) break;
+#pragma unroll
+      for (int i = 0; i < MB; ++i) {
+        if (i < rows) {
+          const __global uchar* a = ia.q + (long)i * K + k;
+          const uint al = *(const __global uint*)a;
+          const uint ah = QTYPE != 0 ? *(const __global uint*)(a + 16) : 0u;
+          const float da = ia.d[(long)i * blocks + kb];
+          const int asum = QTYPE != 0 ? q_dp4a(ah, 0x01010101u, q_dp4a(al, 0x01010101u, 0)) : 0;
+#pragma unroll
+          for (int c = 0; c < 2 * NB; ++c) {
+            if (c < rpu * NB) {
+              const uint v = cur.v[s][c];
+#if QTYPE == 0
+              acc[i][c] = fma(cur.d[s][c] * da, (float)q_dp4a(v, al, 0), acc[i][c]);
+#else
+              const int dot = q_dp4a((v >> 4) & 0x0F0F0F0Fu, ah, q_dp4a(v & 0x0F0F0F0Fu, al, 0));
+#if QTYPE == 1
+              acc[i][c] = fma(cur.d[s][c] * da, (float)(dot - 8 * asum), acc[i][c]);
+#else
+              acc[i][c] = fma(da, fma(cur.d[s][c], (float)dot, cur.mn[s][c] * (float)asum), acc[i][c]);
 #endif
+#endif
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Q1 / Q2: blocks b0 + t, b0 + t + WG, ... below b1 of x (one row) to int8 in q with their scales
+// in d, x scaled by g where given (Q1: n before its scalar norm). With rs (uniform over the group:
+// its barriers), the group also sums x^2 over those blocks (every block of the row: Q1 runs one
+// group a row) into *rs = rsqrt(mean + eps). The scale is absmax / 127 and values round to
+// nearest, as gemm_quant.cl's quantize_rows_q8.
+inline void chain_quantize(int n, int b0, int b1, __global const GT* x, __global const GT* g, __global uchar* q,
+                           __global float* d, __global float* rs, float eps, __local float* part) {
+  const int t = get_local_id(0);
+  float ss = 0.0f;
+  for (int b = b0 + t; b < b1; b += WG) {
+    float4 v[8];
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      v[j] = q_act4(x, b * 32 + 4 * j);
+      if (g) {
+        ss += dot(v[j], v[j]);
+        v[j] *= q_act4(g, b * 32 + 4 * j);
+      }
+      const float4 a = fabs(v[j]);
+      amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
+    }
+    const float dd = amax * (1.0f / 127.0f), id = dd > 0.0f ? 1.0f / dd : 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) *(__global uint*)(q + b * 32 + 4 * j) = as_uint(convert_char4_sat_rte(v[j] * id));
+    d[b] = dd;
+  }
+  if (rs) {
+    part[t] = ss;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+      if (t < s) part[t] += part[t + s];
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (t == 0) *rs = rsqrt(part[0] / (float)n + eps);
+  }
+}
+#endif  // QA8
+#endif  // QTYPE
 
 // The dots of one team (a work-group, or a warp) for output units ju .. ju + NB (clamped to F: units
 // past F read row F - 1, in bounds, and are never stored) of rows 0 .. rows of A [rows, K] (row
@@ -287,7 +424,7 @@ inline void chain_qdots(float (*acc)[2 * NB], float* ss, int rows, int K, int me
 // together, after its first PF_STEPS weight steps are loaded.
 inline void chain_dots(float (*acc)[2 * NB], float* ss, int rows, int F, int K, int ju, int me, int team,
                        __global const GT* A, int sa, __global const WT* W, int sw, __global const GT* G, int gated,
-                       int norm, volatile __global int* wait, int target) {
+                       int norm, chain_i8 ia, volatile __global int* wait, int target) {
   const int rpu = gated ? 2 : 1;
   const __global WT* wrow[2 * NB];
   chain_weight_rows(wrow, W, sw, F, ju, gated);
@@ -311,7 +448,12 @@ inline void chain_dots(float (*acc)[2 * NB], float* ss, int rows, int F, int K, 
   if (target > 0) chain_acquire(wait, target);  // uniform over the group
 #endif
 #ifdef QTYPE
-  chain_qdots(acc, ss, rows, K, me, team, A, sa, wrow, G, rpu, norm);
+#ifdef QA8
+  if (ia.q)  // stages 2 and 3 (the norm's squares were summed by Q1)
+    chain_qdots_i8(acc, rows, K, me, team, ia, wrow, rpu);
+  else
+#endif
+    chain_qdots(acc, ss, rows, K, me, team, A, sa, wrow, G, rpu, norm);
 #else
 #if VEC16
 #if PF_STEPS > 0
@@ -415,13 +557,13 @@ inline float chain_total(__local float (*red)[WG], int row) {
 
 inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0, __global const GT* A, int sa,
                        __global const WT* W, int sw, __global const GT* G, float eps, int gated, int norm,
-                       int resid, __global const GT* R, int sr, __global GT* O, int so, volatile __global int* wait,
-                       int target) {
+                       int resid, __global const GT* R, int sr, __global GT* O, int so, chain_i8 ia,
+                       volatile __global int* wait, int target) {
   const int t = get_local_id(0);
   const int rpu = gated ? 2 : 1;
   float acc[MB][2 * NB];
   float ss[MB];
-  chain_dots(acc, ss, rows, F, K, j0, t, WG, A, sa, W, sw, G, gated, norm, wait, target);
+  chain_dots(acc, ss, rows, F, K, j0, t, WG, A, sa, W, sw, G, gated, norm && !ia.q, ia, wait, target);
 #if WARP_REDUCE
   chain_warp_sums(acc, ss, rpu, norm);
   chain_spill(red, acc, ss, t / 32, gated, norm, t % 32 == 0);  // each warp's lane 0
@@ -439,7 +581,7 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
   for (int r = t; r < MB * NB; r += WG) {
     const int i = r / NB, c = r % NB, j = j0 + c;
     if (i < rows && j < F) {
-      const float scale = norm ? rsqrt(chain_total(red, MB * 2 * NB + i) / (float)K + eps) : 1.0f;
+      const float scale = !norm ? 1.0f : ia.q ? ia.rs[i] : rsqrt(chain_total(red, MB * 2 * NB + i) / (float)K + eps);
       float v;
       if (gated) {
         const float g = chain_total(red, i * 2 * NB + 2 * c) * scale, u = chain_total(red, i * 2 * NB + 2 * c + 1) * scale;
@@ -459,14 +601,14 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
 // as chain_task's; red holds the lanes' partials where the shuffle form is missing.
 inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, int j0, __global const GT* A,
                             int sa, __global const WT* W, int sw, __global const GT* G, float eps, int gated,
-                            int norm, int resid, __global const GT* R, int sr, __global GT* O, int so,
+                            int norm, int resid, __global const GT* R, int sr, __global GT* O, int so, chain_i8 ia,
                             volatile __global int* wait, int target) {
   const int t = get_local_id(0), lane = t % 32;
   const int ju = j0 + t / 32 * NB;
   const int rpu = gated ? 2 : 1;
   float acc[MB][2 * NB];
   float ss[MB];
-  chain_dots(acc, ss, rows, F, K, ju, lane, 32, A, sa, W, sw, G, gated, norm, wait, target);
+  chain_dots(acc, ss, rows, F, K, ju, lane, 32, A, sa, W, sw, G, gated, norm && !ia.q, ia, wait, target);
   // Sums round the warp: every lane ends with the totals.
 #if LANE_SHFL
   chain_warp_sums(acc, ss, rpu, norm);
@@ -497,7 +639,7 @@ inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, in
     for (int c = 0; c < NB; ++c) {
       const int j = ju + c;
       if (lane == (i * NB + c) % 32 && i < rows && j < F) {
-        const float scale = norm ? rsqrt(ss[i] / (float)K + eps) : 1.0f;
+        const float scale = !norm ? 1.0f : ia.q ? ia.rs[i] : rsqrt(ss[i] / (float)K + eps);
         float v;
         if (gated) {
           const float g = acc[i][2 * c] * scale, u = acc[i][2 * c + 1] * scale;
@@ -527,33 +669,88 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   __global GT* act = (__global GT*)Scratch;  // [M, I], row stride I
   const int row_blocks = (M + MB - 1) / MB;
   const int t1 = (H + UPT - 1) / UPT * row_blocks, t2 = (I + UPT - 1) / UPT * row_blocks;
+#ifdef QA8
+  // The quantize steps' tasks: Q1 a group a row, Q2 a group per WG blocks of a row. Their rows
+  // follow the activations in Scratch: qh [M, H] bytes, dh [M, H / 32], rs [M], qa [M, I] bytes,
+  // da [M, I / 32] (kernels/ops/post_attention.cpp sizes it).
+  const int q2_per_row = (I / 32 + WG - 1) / WG;
+  const int nq1 = M, nq2 = M * q2_per_row;
+  __global float* qbase = Scratch + (long)M * I;
+  __global uchar* qh = (__global uchar*)qbase;
+  __global float* dh = qbase + (long)M * H / 4;
+  __global float* rsv = dh + (long)M * (H / 32);
+  __global uchar* qa = (__global uchar*)(rsv + M);
+  __global float* da = rsv + M + (long)M * I / 4;
+#else
+  const int nq1 = 0, nq2 = 0;
+#endif
 #if CHAIN
   if (get_local_id(0) == 0) ticket = atomic_inc(CTR(0));
   barrier(CLK_LOCAL_MEM_FENCE);
-  int task = ticket;
-  const int stage = task < t1 ? 1 : task < t1 + t2 ? 2 : 3;
-  task -= stage == 1 ? 0 : stage == 2 ? t1 : t1 + t2;
+  // Tickets serve the stages laid end to end: 1, Q1, 2, Q2, 3 (the Q steps only with QA8).
+  int task = ticket, stage;
+  if (task < t1) {
+    stage = 1;
+  } else if ((task -= t1) < nq1) {
+    stage = 12;
+  } else if ((task -= nq1) < t2) {
+    stage = 2;
+  } else if ((task -= t2) < nq2) {
+    stage = 23;
+  } else {
+    task -= nq2;
+    stage = 3;
+  }
 #else
   const int stage = STAGE;
   const int task = get_group_id(0);
+#endif
+#ifdef QA8
+  if (stage == 12 || stage == 23) {
+#if CHAIN
+    chain_acquire(stage == 12 ? CTR(1) : CTR(2), stage == 12 ? t1 : t2);
+#endif
+    if (stage == 12) {  // task = row
+      chain_quantize(H, 0, H / 32, Out + out_off + (long)task * som, G + g_off, qh + (long)task * H,
+                     dh + (long)task * (H / 32), rsv + task, eps, red[0]);
+    } else {
+      const int m = task / q2_per_row, b0 = task % q2_per_row * WG;
+      chain_quantize(I, b0, min(b0 + WG, I / 32), act + (long)m * I, 0, qa + (long)m * I, da + (long)m * (I / 32), 0,
+                     eps, red[0]);
+    }
+  } else {
 #endif
   const int units = stage == 2 ? (I + UPT - 1) / UPT : (H + UPT - 1) / UPT;
   const int m0 = task / units * MB, j0 = task % units * UPT;
   const int rows = min(MB, M - m0);
   __global GT* out = Out + out_off + (long)m0 * som;
   act += (long)m0 * I;
+  // Stages 2 and 3's int8 activations (QA8), none otherwise.
+  chain_i8 ia = {0, 0, 0};
+#ifdef QA8
+  if (stage == 2) {
+    ia.q = qh + (long)m0 * H;
+    ia.d = dh + (long)m0 * (H / 32);
+    ia.rs = rsv + m0;
+  } else if (stage == 3) {
+    ia.q = qa + (long)m0 * I;
+    ia.d = da + (long)m0 * (I / 32);
+  }
+#endif
 #if CHAIN && !CHAIN_UNIFORM
   // GPUs: one branch per stage, each task built with its stage's constants (the compiler
   // specializes each: measured 7-11% faster decode on the H100 than the uniform form below).
-  // Stages 2 and 3 wait inside the task, after their first weight loads (PF_STEPS).
+  // Stages 2 and 3 wait inside the task, after their first weight loads (PF_STEPS): on the stage
+  // before, or with QA8 on its quantize step.
   if (stage == 1) {
     CHAIN_TASK(red, rows, H, A, j0, X + x_off + (long)m0 * sxm, sxm, Wo + wo_off, swo, G, eps, 0, 0, 1,
-               Res + res_off + (long)m0 * srm, srm, out, som, CTR(1), 0);
+               Res + res_off + (long)m0 * srm, srm, out, som, ia, CTR(1), 0);
   } else if (stage == 2) {
-    CHAIN_TASK(red, rows, I, H, j0, out, som, Wgu + wgu_off, swgu, G + g_off, eps, 1, 1, 0, out, som, act, I,
-               CTR(1), t1);
+    CHAIN_TASK(red, rows, I, H, j0, out, som, Wgu + wgu_off, swgu, G + g_off, eps, 1, 1, 0, out, som, act, I, ia,
+               nq1 ? CTR(4) : CTR(1), nq1 ? nq1 : t1);
   } else {
-    CHAIN_TASK(red, rows, H, I, j0, act, I, Wd + wd_off, swd, G, eps, 0, 0, 1, out, som, out, som, CTR(2), t2);
+    CHAIN_TASK(red, rows, H, I, j0, act, I, Wd + wd_off, swd, G, eps, 0, 0, 1, out, som, out, som, ia,
+               nq2 ? CTR(5) : CTR(2), nq2 ? nq2 : t2);
   }
 #else
 #if CHAIN
@@ -567,16 +764,20 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   const chain_stage s = chain_stage_of(stage, H, A, I, Res + res_off + (long)m0 * srm, srm, X + x_off + (long)m0 * sxm,
                                        sxm, Wo + wo_off, swo, Wgu + wgu_off, swgu, Wd + wd_off, swd, out, som, act);
   CHAIN_TASK(red, rows, s.F, s.K, j0, s.a, s.sa, s.w, s.sw, G + g_off, eps, stage == 2, stage == 2, stage != 2, s.r,
-             s.sr, s.o, s.so, Ctr, 0);
+             s.sr, s.o, s.so, ia, Ctr, 0);
+#endif
+#ifdef QA8
+  }
 #endif
 #if CHAIN
-  // Stages 1 and 2 count their task done; the last group to leave zeroes the counters.
+  // Stages 1 and 2 and the quantize steps count their task done; the last group to leave zeroes
+  // the counters.
   barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
   if (get_local_id(0) == 0) {
     chain_fence();
-    if (stage < 3) atomic_inc(CTR(stage));
-    if (atomic_inc(CTR(3)) == 2 * t1 + t2 - 1)
-      for (int i = 0; i < 4; ++i) atomic_xchg(CTR(i), 0);
+    if (stage != 3) atomic_inc(CTR(stage == 12 ? 4 : stage == 23 ? 5 : stage));
+    if (atomic_inc(CTR(3)) == 2 * t1 + t2 + nq1 + nq2 - 1)
+      for (int i = 0; i < CTR_COUNT; ++i) atomic_xchg(CTR(i), 0);
   }
 #endif
 }

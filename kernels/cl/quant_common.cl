@@ -128,3 +128,19 @@ inline void q_slot_floats(uint v, float4* lo, float4* hi) {
   *hi = convert_float4(u >> (uchar4)4) - (QTYPE == 1 ? 8.0f : 0.0f);
 #endif
 }
+
+#ifdef QA8
+// a . b of 4 packed signed bytes, plus c: dp4a through inline PTX where the host found the
+// driver accepts it (Q_DP4A=1: NVIDIA), four multiplies elsewhere. The int8-activation walks
+// (QA8: gemm_quant.cl's rows kernel, gemv_chain.cl's stages 2 and 3) use it.
+inline int q_dp4a(uint a, uint b, int c) {
+#if Q_DP4A
+  int r;
+  asm volatile("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+#else
+  const char4 x = as_char4(a), y = as_char4(b);
+  return c + x.s0 * y.s0 + x.s1 * y.s1 + x.s2 * y.s2 + x.s3 * y.s3;
+#endif
+}
+#endif

@@ -31,6 +31,8 @@ enum operand { kResidual, kAttn, kOWeight, kNormWeight, kGateUp, kDown };
 // The chain's counters sit this many ints apart (a 128-byte line each), so that the groups polling
 // one do not queue behind the increments of another (gemv_chain.cl's CTR_STRIDE).
 constexpr std::int64_t kCounterStride = 32;
+// The counters: ticket, stage 1 done, stage 2 done, groups finished, Q1 done, Q2 done (CTR_COUNT).
+constexpr std::int64_t kCounters = 6;
 
 // Hidden size H, attention width A, MLP width I.
 struct block_dims {
@@ -91,7 +93,11 @@ void check_post_attention(const op_call& c) {
 }
 
 // Double precision, rounding h and the activations to the storage dtype where the kernel stores
-// them. Magnitudes: the absolute products of each stage, carried through the next.
+// them. Magnitudes: the absolute products of each stage, carried through the next. On block-
+// quantized weights stages 2 and 3 may read their activations as int8 per 32-block (qa=1), whose
+// error is at most absmax / 254 a block: those stages' magnitudes then take each block's largest
+// input magnitude times the block's sum |w| (as reference_rows does for linear), which also bounds
+// the sum of |n w| itself.
 void reference_post_attention(host_call& hc) {
   const op_call& c = *hc.call;
   const dtype t = c.inputs[kResidual].type();
@@ -106,6 +112,20 @@ void reference_post_attention(host_call& hc) {
   auto& out = hc.outputs[0];
   out.magnitude.assign(out.values.size(), 0.0);
   std::vector<double> h(H), mh(H), n(H), mn(H), a(I), ma(I);
+  const bool quant = is_quantized(c.inputs[kOWeight].type());
+  // sum_k x[k] |w[k]| over K, or with quant sum over blocks of max_block x * sum_block |w|.
+  auto weighted = [&](const std::vector<double>& x, const double* w, std::int64_t K) {
+    double total = 0;
+    for (std::int64_t k0 = 0; k0 < K; k0 += quant ? 32 : 1) {
+      double xmax = 0, wsum = 0;
+      for (std::int64_t k = k0; k < std::min(K, k0 + (quant ? 32 : 1)); ++k) {
+        xmax = std::max(xmax, x[k]);
+        wsum += std::fabs(w[k]);
+      }
+      total += xmax * wsum;
+    }
+    return total;
+  };
   for (std::int64_t m = 0; m < M; ++m) {
     for (std::int64_t j = 0; j < H; ++j) {
       double s = res[m * H + j], mag = std::fabs(res[m * H + j]);
@@ -124,26 +144,23 @@ void reference_post_attention(host_call& hc) {
       mn[k] = std::fabs(n[k]) + mh[k] * std::fabs(g[k]) * rs;
     }
     for (std::int64_t i = 0; i < I; ++i) {
-      double gv = 0, uv = 0, mg = 0, mu = 0;
+      double gv = 0, uv = 0;
       for (std::int64_t k = 0; k < H; ++k) {
         gv += n[k] * gu[i * H + k];
         uv += n[k] * gu[(I + i) * H + k];
-        mg += mn[k] * std::fabs(gu[i * H + k]);
-        mu += mn[k] * std::fabs(gu[(I + i) * H + k]);
       }
+      const double mg = weighted(mn, &gu[i * H], H), mu = weighted(mn, &gu[(I + i) * H], H);
       const double s = gv / (1.0 + std::exp(-gv));
       a[i] = round_to(t, s * uv);
       // d(silu(g) u) = silu'(g) u dg + silu(g) du, |silu'| < 1.1; plus the value's own size.
       ma[i] = 1.1 * std::fabs(uv) * mg + std::fabs(s) * mu + std::fabs(s * uv);
     }
+    for (std::int64_t i = 0; i < I; ++i) ma[i] += std::fabs(a[i]);
     for (std::int64_t j = 0; j < H; ++j) {
-      double s = h[j], mag = mh[j];
-      for (std::int64_t i = 0; i < I; ++i) {
-        s += a[i] * wd[j * I + i];
-        mag += (std::fabs(a[i]) + ma[i]) * std::fabs(wd[j * I + i]);
-      }
+      double s = h[j];
+      for (std::int64_t i = 0; i < I; ++i) s += a[i] * wd[j * I + i];
       out.values[m * H + j] = s;
-      out.magnitude[m * H + j] = mag;
+      out.magnitude[m * H + j] = mh[j] + weighted(ma, &wd[j * I], I);
     }
   }
 }
@@ -155,7 +172,10 @@ tolerance post_attention_tolerance(const op_call& c, int) {
   // a rounding that lands one step away from the reference's moves what reads it by that step.
   const dtype t = c.inputs[kResidual].type();
   const double stored = t == dtype::f32 ? 0.0 : t == dtype::f16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
-  return tolerance{1.0, 0.0, 0.0, std::ldexp(1.0, -23) * (8.0 + std::sqrt(k)) + stored};
+  // Block-quantized weights: qa=1's int8 activations, absmax / 254 a block (f32 evaluation of
+  // the scale and its inverse adds under 2^-20 of it), against the reference's block magnitudes.
+  const double int8 = is_quantized(c.inputs[kOWeight].type()) ? (1.0 + std::ldexp(1.0, -10)) / 254.0 : 0.0;
+  return tolerance{1.0, 0.0, 0.0, std::ldexp(1.0, -23) * (8.0 + std::sqrt(k)) + stored + int8};
 }
 
 // The chained kernel's local memory: a column of (mb * nb * 2 + mb) partial sums per item.
@@ -182,12 +202,20 @@ config_schema post_attention_schema() {
        {0, 1},
        "variants 0 and 2 with chain=1 on 16-byte-aligned float weight rows: 1 = each item loads "
        "its first weight steps (up to 256 bytes) before it waits for the stage before, 0 = after "
-       "the wait (on the H200 at qwen3-0.6b's shape 1 cost 3-6% of bf16 decode: fewer groups resident)"}};
+       "the wait (on the H200 at qwen3-0.6b's shape 1 cost 3-6% of bf16 decode: fewer groups resident)"},
+      {"qa",
+       0,
+       {0, 1},
+       "block-quantized weights, variants 0 and 2: 1 = stages 2 and 3 read int8 activations (the norm's "
+       "output and the gated activations quantized per 32-block by two added steps; dp4a on NVIDIA; "
+       "chained on GPUs, five launches with chain=0), 0 = float activations"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chain") == 1)
       return "variant 1 (one work-item per unit) runs the three stages as three launches: chain must be 0";
     if (k.at("variant") == 2 && k.at("wg") % 32 != 0)
       return "variant 2 runs warps of 32 items: wg must be a multiple of 32";
+    if (k.at("variant") == 1 && k.at("qa") == 1)
+      return "qa=1 (int8 activations) runs on variants 0 and 2; variant 1 reads float activations";
     if (local_bytes(k) > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
     return std::nullopt;
@@ -199,9 +227,21 @@ op_implementation chain_implementation() {
   op_implementation impl;
   impl.name = "opencl.gemv_chain";
   impl.kernel_file = "gemv_chain.cl";
-  impl.supports = [](const device& dev, const op_call&,
+  impl.supports = [](const device& dev, const op_call& c,
                      const kernel_config& cfg) -> std::optional<std::string> {
     if (auto r = check_wg(dev, cfg.at("wg"))) return r;
+    if (cfg.at("qa") == 1) {
+      const dtype wt = c.inputs[kOWeight].type();
+      if (!is_quantized(wt))
+        return fmt::format(
+            "qa=1 quantizes activations for block-quantized weights (q8_0, q4_0, q4_1); "
+            "the weights are {}",
+            dtype_name(wt));
+      if (cfg.at("chain") == 1 && dev.is_cpu())
+        return std::string(
+            "qa=1 runs chained on GPUs only (CPU devices build the chain without a branch "
+            "on the stage); chain=0 runs it as five launches");
+    }
     const auto local = static_cast<std::uint64_t>(local_bytes(cfg));
     if (local > dev.local_mem_size())
       return fmt::format("needs {} bytes of local memory; the device has {}", local, dev.local_mem_size());
@@ -232,6 +272,7 @@ op_implementation chain_implementation() {
                        aligned(out) && (out.strides()[0] * es) % 16 == 0;
     const bool warps = cfg.at("variant") == 2;
     const ptx_forms& forms = probe_ptx(q.get_device());
+    const bool qa8 = quant && cfg.at("qa") == 1;
     const bool ptx = chain && forms.has("fence");
     // Weight steps an item loads before its stage's wait (gemv_chain.cl's PF_STEPS): as many as the
     // longest stage has, within 256 bytes of pieces (2 nb a step) an item. CPU devices wait before
@@ -245,17 +286,24 @@ op_implementation chain_implementation() {
     }
     const std::string base = fmt::format(
         "{} -DHAS_BIAS=0 -DMB={} -DNB={} -DWG={} -DVW={} -DVEC16={} -DCHAIN={} -DCHAIN_PTX={} -DVARIANT={} "
-        "-DLANE_SHFL={} -DCHAIN_UNIFORM={} -DCTR_STRIDE={} -DPF_STEPS={}{}",
+        "-DLANE_SHFL={} -DCHAIN_UNIFORM={} -DCTR_STRIDE={} -DPF_STEPS={}{}{}",
         gemm_detail::dtype_define(res.type()), mb, nb, wg, rows ? cfg.at("vw") : 1, vec16 ? 1 : 0,
         chain ? 1 : 0, ptx ? 1 : 0, cfg.at("variant"), !rows && forms.has("shfl") ? 1 : 0,
         q.get_device().is_cpu() ? 1 : 0, kCounterStride, pf_steps,
-        quant ? fmt::format(" -DQTYPE={}", gemm_detail::qtype_define(wo.type())) : std::string());
-    // The activations' scratch rows (storage dtype, row stride I) and the chain's four counters.
-    auto ws = split_workspace(q, static_cast<std::size_t>(M * I), 4 * kCounterStride);
+        quant ? fmt::format(" -DQTYPE={}", gemm_detail::qtype_define(wo.type())) : std::string(),
+        qa8 ? fmt::format(" -DQA8 -DQ_DP4A={}", forms.has("dp4a") ? 1 : 0) : std::string());
+    // The activations' scratch rows (storage dtype, row stride I), with qa=1 their int8 forms
+    // (gemv_chain.cl's QA8 layout: the bytes of n and a, a scale a block, rs a row), and the
+    // chain's six counters.
+    const std::int64_t qa_floats = qa8 ? M * (H / 4 + H / 32 + 1 + I / 4 + I / 32) : 0;
+    auto ws = split_workspace(q, static_cast<std::size_t>(M * I + qa_floats), kCounters * kCounterStride);
     const std::int64_t row_blocks = (M + mb - 1) / mb;
     // Units a task covers: nb (variant 0), nb per warp (variant 2).
     const std::int64_t upt = warps ? wg / 32 * nb : nb;
     const std::int64_t t1 = (H + upt - 1) / upt * row_blocks, t2 = (I + upt - 1) / upt * row_blocks;
+    // qa=1's quantize steps: Q1 a group a row, Q2 a group per wg blocks of a row (chain=0: a launch
+    // each, between the stages').
+    const std::int64_t nq1 = qa8 ? M : 0, nq2 = qa8 ? M * ((I / 32 + wg - 1) / wg) : 0;
     const auto uwg = static_cast<std::size_t>(wg);
     const float eps = static_cast<float>(c.get_f64("eps"));
     // Variant 1: one item per nb units of one row (the stage's units, rounded up to wg).
@@ -290,9 +338,11 @@ op_implementation chain_implementation() {
                        static_cast<int>(out.strides()[0]), S, C);
       });
     };
-    if (chain) return launch(0, 2 * t1 + t2);
+    if (chain) return launch(0, 2 * t1 + t2 + nq1 + nq2);
     launch(1, t1);
+    if (qa8) launch(12, nq1);
     launch(2, t2);
+    if (qa8) launch(23, nq2);
     return launch(3, t1);
   };
   return impl;

@@ -136,19 +136,23 @@ op_call quant_post_attention_call(queue& q, std::int64_t m, dtype act, dtype wt,
 
 // post_attention (o projection, norm, gated MLP, down projection in one op) on block-quantized
 // weights read in place: each kernel form (variant 0 as one chained launch, the warp form 2, the
-// CPU rows form 1; the op suite's cases run variant 0 as three launches) with f32, f16 and bf16
-// activations, at M = 1 (in place, as decode runs it) and M = 3, against the dequantized
-// double-precision reference.
+// CPU rows form 1; the op suite's cases run variant 0 as three launches) and int8 activations
+// (qa=1: five launches everywhere, chained on GPUs) with f32, f16 and bf16 activations, at M = 1
+// (in place, as decode runs it) and M = 3, against the dequantized double-precision reference.
 TEST(quant, post_attention_on_quantized_weights) {
   queue& q = shared_queue();
   const op_descriptor& d = op_registry::instance().get("post_attention");
-  const char* const configs[] = {"variant=0,chain=1,mb=2,nb=4,wg=64", "variant=2,chain=1,mb=2,nb=2,wg=64",
-                                 "variant=1,chain=0,nb=4,wg=8,vw=8"};
+  std::vector<const char*> configs = {"variant=0,chain=1,mb=2,nb=4,wg=64",
+                                      "variant=2,chain=1,mb=2,nb=2,wg=64", "variant=1,chain=0,nb=4,wg=8,vw=8",
+                                      "variant=0,chain=0,mb=2,nb=2,wg=32,qa=1"};
+  if (!q.get_device().is_cpu())  // the chained int8 form builds on GPUs only
+    configs.insert(configs.end(),
+                   {"variant=0,chain=1,mb=2,nb=2,wg=64,qa=1", "variant=2,chain=1,mb=2,nb=2,wg=64,qa=1"});
   const dtype acts[] = {dtype::f32, dtype::f16, dtype::bf16};
   std::uint64_t seed = 900;
   int combo = 0;
-  // Each weight dtype meets each form once and each activation dtype once (PoCL compiles cost ~1 s
-  // a program): 9 calls.
+  // Each weight dtype meets each form once and the activation dtypes in turn (PoCL compiles cost
+  // ~1 s a program): 12 calls on CPUs.
   for (dtype wt : quantized_dtypes)
     for (const char* cfg : configs) {
       const dtype act = acts[combo % 3];
@@ -158,6 +162,37 @@ TEST(quant, post_attention_on_quantized_weights) {
                    cfg);
       run_and_compare(d, c, d.config.complete(kernel_config::parse(cfg)), false);
     }
+}
+
+// post_attention's int8 activations (qa=1) against its float ones on the same call: the suite's
+// bound above is a worst case summed over three stages (orders above the error it sees), so this
+// holds the int8 form to llama.cpp's test-backend-ops measure for quantized types instead, the
+// normalized mean squared error sum (int8 - float)^2 / sum float^2 <= 5e-4. A wrong block scale,
+// slot or nibble moves it to ~1.
+TEST(quant, post_attention_int8_activations_track_float) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("post_attention");
+  const std::string form =
+      q.get_device().is_cpu() ? "variant=0,chain=0,mb=2,nb=2,wg=32" : "variant=0,chain=1,mb=2,nb=2,wg=64";
+  std::uint64_t seed = 970;
+  for (dtype wt : quantized_dtypes) {
+    SCOPED_TRACE(dtype_name(wt));
+    op_call c = quant_post_attention_call(q, 3, dtype::f32, wt, ++seed, false);
+    std::vector<double> out[2];
+    for (int qa : {0, 1}) {
+      run_and_compare(d, c, d.config.complete(kernel_config::parse(form + ",qa=" + std::to_string(qa))),
+                      false);
+      out[qa] = read_host(q, c.outputs[0]).values;
+    }
+    double err = 0, ref = 0;
+    for (std::size_t i = 0; i < out[0].size(); ++i) {
+      err += (out[1][i] - out[0][i]) * (out[1][i] - out[0][i]);
+      ref += out[0][i] * out[0][i];
+    }
+    ASSERT_GT(ref, 0.0);
+    EXPECT_LE(err / ref, 5e-4) << "int8 activations' normalized mean squared error against float ones";
+    EXPECT_GT(err, 0.0) << "qa=1 gave the float result: the int8 walk did not run";
+  }
 }
 
 // The q4 weight walks of the rows GEMV and of post_attention's chained block turn nibbles into
