@@ -323,7 +323,8 @@ TEST(Dispatch, ForcedVendorProfile) {
 
 // The nvidia profile's decode routes for block-quantized weights (vendors/nvidia/vendor.yaml): the
 // qkv projection (rms_norm_linear) takes int8 activations for q4 weights at K >= 4096 only, and
-// post_attention runs 128-item groups of 2 units a task for every quantized weight.
+// post_attention runs 128-item groups of 2 units a task for every quantized weight, chained on
+// float activations, and for q4 weights at hidden >= 4096 as five launches on int8 ones.
 TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   auto& q = test_queue();
   env_scope env(env_vars{{"PRISM_VENDOR", "nvidia"}});
@@ -356,6 +357,18 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   EXPECT_EQ(block.tier, pd::source_tier::vendor);
   EXPECT_NE(block.config.find("nb=2"), std::string::npos) << block.config;
   EXPECT_NE(block.config.find("wg=128"), std::string::npos) << block.config;
+  EXPECT_NE(block.config.find("qa=0"), std::string::npos) << block.config;
+  // q4 weights at hidden >= 4096: int8 activations, five launches; q8_0 there keeps float ones.
+  for (dtype wt : {dtype::q4_0, dtype::q8_0}) {
+    o.type = wt;
+    op_call wide = pa.sample(q, shape_key::parse("m=1,h=4096,a=32,i=32"), o);
+    const auto d = pd::dispatch_call(q, wide);
+    EXPECT_EQ(d.tier, pd::source_tier::vendor);
+    const bool q4 = wt == dtype::q4_0;
+    EXPECT_NE(d.config.find(q4 ? "qa=1" : "qa=0"), std::string::npos) << dtype_name(wt) << " " << d.config;
+    EXPECT_NE(d.config.find(q4 ? "chain=0" : "chain=1"), std::string::npos)
+        << dtype_name(wt) << " " << d.config;
+  }
 }
 
 TEST(Dispatch, FallbackOnInjectedLaunchFailureAndStrictMode) {
