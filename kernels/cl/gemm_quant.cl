@@ -697,43 +697,7 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
 // its pair in PW word loads instead of 16-bit pieces. The activation block comes as two uint4
 // (32 int8), its d_a and s_a = d_a * sum(q_a) from the workspace; q4_0's -8 then costs one
 // multiply-add per block: d_w * (d_a * dot - 8 * s_a), and q4_1's min d_w * dot * d_a + m * s_a.
-#define PW (2 * QBYTES / 4)
-inline float q_half_bits(uint bits) {
-  const ushort h = (ushort)bits;
-  return vload_half(0, (const __private half*)&h);
-}
-// The 16 quant bytes at byte offset o (2-byte aligned) of the pair's words, as 4 words.
-inline uint4 q_words_at(const uint* w, int o) {
-  const int i = o / 4;
-  if (o % 4 == 0) return (uint4)(w[i], w[i + 1], w[i + 2], w[i + 3]);
-  return (uint4)((w[i] >> 16) | (w[i + 1] << 16), (w[i + 1] >> 16) | (w[i + 2] << 16),
-                 (w[i + 2] >> 16) | (w[i + 3] << 16), (w[i + 3] >> 16) | (w[i + 4] << 16));
-}
-// The integer dot product of one weight block (quant bytes qb0 (q8_0: and qb1), in words) with
-// the activation block (a0: k 0..15, a1: k 16..31 as words).
-inline int q_block_dot(uint4 qb0, uint4 qb1, uint4 a0, uint4 a1) {
-#if QTYPE == 0
-  int r = q_dp4a(qb0.s0, a0.s0, 0);
-  r = q_dp4a(qb0.s1, a0.s1, r);
-  r = q_dp4a(qb0.s2, a0.s2, r);
-  r = q_dp4a(qb0.s3, a0.s3, r);
-  r = q_dp4a(qb1.s0, a1.s0, r);
-  r = q_dp4a(qb1.s1, a1.s1, r);
-  r = q_dp4a(qb1.s2, a1.s2, r);
-  return q_dp4a(qb1.s3, a1.s3, r);
-#else
-  const uint4 lo = qb0 & (uint4)0x0F0F0F0Fu, hi = (qb0 >> (uint4)4) & (uint4)0x0F0F0F0Fu;
-  int r = q_dp4a(lo.s0, a0.s0, 0);
-  r = q_dp4a(lo.s1, a0.s1, r);
-  r = q_dp4a(lo.s2, a0.s2, r);
-  r = q_dp4a(lo.s3, a0.s3, r);
-  r = q_dp4a(hi.s0, a1.s0, r);
-  r = q_dp4a(hi.s1, a1.s1, r);
-  r = q_dp4a(hi.s2, a1.s2, r);
-  return q_dp4a(hi.s3, a1.s3, r);
-#endif
-}
-
+// PW, q_half_bits, q_words_at and q_block_dot: quant_common.cl (shared with gemv_chain.cl).
 __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_pairs_i8(
     int M, int N, int K, float alpha, float beta, __global const uchar* QA, __global const uchar* W,
     long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X, long x_off, int sxm,

@@ -31,7 +31,8 @@
 // (0/1: CPU devices; no barrier under a branch on the stage), VARIANT (0/2), LANE_SHFL (0/1),
 // CTR_STRIDE (ints between two counters), PF_STEPS (weight steps an item loads before its wait),
 // QTYPE (block-quantized weights: 0 q8_0, 1 q4_0, 2 q4_1; unset for float weights), QA8 (with QTYPE:
-// int8 activations for stages 2 and 3, below), Q_DP4A (QA8: dp4a through inline PTX).
+// int8 activations for stages 2 and 3, below), Q_DP4A (QA8: dp4a through inline PTX), Q_PAIRS
+// (QA8: stages 2 and 3 read weight block pairs in 32-bit loads).
 //
 // QA8 (config qa=1): llama.cpp's scheme inside the block. Two quantize steps join the chain, so
 // the order is 1, Q1, 2, Q2, 3 (five launches with CHAIN=0: STAGE 12 and 23 are the steps; the
@@ -96,10 +97,12 @@ typedef GT WT;
 #endif
 
 // A stage's int8 activations (QA8; q null otherwise): q [rows, K] bytes, d [rows, K / 32] block
-// scales, rs [rows] the norm's scale (stage 2; null in stage 3).
+// scales, s [rows, K / 32] each block's d * sum(q), rs [rows] the norm's scale (stage 2; null in
+// stage 3).
 typedef struct {
   __global const uchar* q;
   __global const float* d;
+  __global const float* s;
   __global const float* rs;
 } chain_i8;
 // Output units a task covers.
@@ -375,13 +378,67 @@ inline void chain_qdots_i8(float (*acc)[2 * NB], int rows, int K, int me, int te
   }
 }
 
+#if Q_PAIRS
+// chain_qdots_i8 with 32-bit weight loads (config qp=1; K % 64 == 0 and pair-aligned rows, which
+// the host checks): member `me` of `team` takes block pairs me, me + team, ... of each weight
+// row, a pair as PW words (quant_common.cl), and each block's activations as two uint4 with
+// their d and d * sum(q): q4_0's -8 is then one multiply-add a block, d_w (d_a dot - 8 s_a).
+inline void chain_qpairs_i8(float (*acc)[2 * NB], int rows, int K, int me, int team, chain_i8 ia,
+                            const __global WT** wrow, int rpu) {
+  const int pairs = K / 64, blocks = K / 32;
+  for (int p = me; p < pairs; p += team) {
+    uint w[2 * NB][PW + 1];
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c) {
+      if (c < rpu * NB) {
+        const __global uint* src = (const __global uint*)(wrow[c] + (long)p * 2 * QBYTES);
+#pragma unroll
+        for (int u = 0; u < PW; ++u) w[c][u] = src[u];
+        w[c][PW] = 0;
+      }
+    }
+#pragma unroll
+    for (int hb = 0; hb < 2; ++hb) {  // the pair's two blocks
+      const int kb = 2 * p + hb, o = hb * QBYTES;
+#pragma unroll
+      for (int i = 0; i < MB; ++i) {
+        if (i < rows) {
+          const __global uint4* a = (const __global uint4*)(ia.q + (long)i * K + (long)kb * 32);
+          const uint4 a0 = a[0], a1 = a[1];
+          const float da = ia.d[(long)i * blocks + kb], sa = ia.s[(long)i * blocks + kb];
+#pragma unroll
+          for (int c = 0; c < 2 * NB; ++c) {
+            if (c < rpu * NB) {
+              const uint* wc = w[c];
+              const float dw = q_half_bits(o % 4 == 0 ? wc[o / 4] : wc[o / 4] >> 16);
+#if QTYPE == 0
+              const int dot = q_block_dot(q_words_at(wc, o + 2), q_words_at(wc, o + 18), a0, a1);
+              acc[i][c] = fma(dw * da, (float)dot, acc[i][c]);
+#elif QTYPE == 1
+              const uint4 qb = q_words_at(wc, o + 2);
+              acc[i][c] = fma(dw, fma(da, (float)q_block_dot(qb, qb, a0, a1), -8.0f * sa), acc[i][c]);
+#else
+              const uint4 qb = q_words_at(wc, o + 4);
+              const float mn = q_half_bits(wc[o / 4] >> 16);
+              acc[i][c] = fma(dw * da, (float)q_block_dot(qb, qb, a0, a1), fma(mn, sa, acc[i][c]));
+#endif
+            }
+          }
+        }
+      }
+    }
+  }
+}
+#endif
+
 // Q1 / Q2: blocks b0 + t, b0 + t + WG, ... below b1 of x (one row) to int8 in q with their scales
-// in d, x scaled by g where given (Q1: n before its scalar norm). With rs (uniform over the group:
+// in d and d * sum(q) in s, x scaled by g where given (Q1: n before its scalar norm). With rs
+// (uniform over the group:
 // its barriers), the group also sums x^2 over those blocks (every block of the row: Q1 runs one
 // group a row) into *rs = rsqrt(mean + eps). The scale is absmax / 127 and values round to
 // nearest, as gemm_quant.cl's quantize_rows_q8.
 inline void chain_quantize(int n, int b0, int b1, __global const GT* x, __global const GT* g, __global uchar* q,
-                           __global float* d, __global float* rs, float eps, __local float* part) {
+                           __global float* d, __global float* s, __global float* rs, float eps, __local float* part) {
   const int t = get_local_id(0);
   float ss = 0.0f;
   for (int b = b0 + t; b < b1; b += WG) {
@@ -398,9 +455,15 @@ inline void chain_quantize(int n, int b0, int b1, __global const GT* x, __global
       amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
     }
     const float dd = amax * (1.0f / 127.0f), id = dd > 0.0f ? 1.0f / dd : 0.0f;
+    int4 sum = (int4)(0);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) *(__global uint*)(q + b * 32 + 4 * j) = as_uint(convert_char4_sat_rte(v[j] * id));
+    for (int j = 0; j < 8; ++j) {
+      const char4 c = convert_char4_sat_rte(v[j] * id);
+      *(__global uint*)(q + b * 32 + 4 * j) = as_uint(c);
+      sum += convert_int4(c);
+    }
     d[b] = dd;
+    s[b] = dd * (float)(sum.x + sum.y + sum.z + sum.w);
   }
   if (rs) {
     part[t] = ss;
@@ -450,7 +513,11 @@ inline void chain_dots(float (*acc)[2 * NB], float* ss, int rows, int F, int K, 
 #ifdef QTYPE
 #ifdef QA8
   if (ia.q)  // stages 2 and 3 (the norm's squares were summed by Q1)
+#if Q_PAIRS
+    chain_qpairs_i8(acc, rows, K, me, team, ia, wrow, rpu);
+#else
     chain_qdots_i8(acc, rows, K, me, team, ia, wrow, rpu);
+#endif
   else
 #endif
     chain_qdots(acc, ss, rows, K, me, team, A, sa, wrow, G, rpu, norm);
@@ -671,16 +738,18 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   const int t1 = (H + UPT - 1) / UPT * row_blocks, t2 = (I + UPT - 1) / UPT * row_blocks;
 #ifdef QA8
   // The quantize steps' tasks: Q1 a group a row, Q2 a group per WG blocks of a row. Their rows
-  // follow the activations in Scratch: qh [M, H] bytes, dh [M, H / 32], rs [M], qa [M, I] bytes,
-  // da [M, I / 32] (kernels/ops/post_attention.cpp sizes it).
+  // follow the activations in Scratch, bytes first (16-byte aligned rows: H and I are whole
+  // blocks): qh [M, H], qa [M, I], then floats dh, sh [M, H / 32], rs [M], da, sa [M, I / 32]
+  // (kernels/ops/post_attention.cpp sizes it).
   const int q2_per_row = (I / 32 + WG - 1) / WG;
   const int nq1 = M, nq2 = M * q2_per_row;
-  __global float* qbase = Scratch + (long)M * I;
-  __global uchar* qh = (__global uchar*)qbase;
-  __global float* dh = qbase + (long)M * H / 4;
-  __global float* rsv = dh + (long)M * (H / 32);
-  __global uchar* qa = (__global uchar*)(rsv + M);
-  __global float* da = rsv + M + (long)M * I / 4;
+  __global uchar* qh = (__global uchar*)(Scratch + (long)M * I);
+  __global uchar* qa = qh + (long)M * H;
+  __global float* dh = (__global float*)(qa + (long)M * I);
+  __global float* sh = dh + (long)M * (H / 32);
+  __global float* rsv = sh + (long)M * (H / 32);
+  __global float* da = rsv + M;
+  __global float* sa = da + (long)M * (I / 32);
 #else
   const int nq1 = 0, nq2 = 0;
 #endif
@@ -712,11 +781,11 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
 #endif
     if (stage == 12) {  // task = row
       chain_quantize(H, 0, H / 32, Out + out_off + (long)task * som, G + g_off, qh + (long)task * H,
-                     dh + (long)task * (H / 32), rsv + task, eps, red[0]);
+                     dh + (long)task * (H / 32), sh + (long)task * (H / 32), rsv + task, eps, red[0]);
     } else {
       const int m = task / q2_per_row, b0 = task % q2_per_row * WG;
-      chain_quantize(I, b0, min(b0 + WG, I / 32), act + (long)m * I, 0, qa + (long)m * I, da + (long)m * (I / 32), 0,
-                     eps, red[0]);
+      chain_quantize(I, b0, min(b0 + WG, I / 32), act + (long)m * I, 0, qa + (long)m * I, da + (long)m * (I / 32),
+                     sa + (long)m * (I / 32), 0, eps, red[0]);
     }
   } else {
 #endif
@@ -726,15 +795,17 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   __global GT* out = Out + out_off + (long)m0 * som;
   act += (long)m0 * I;
   // Stages 2 and 3's int8 activations (QA8), none otherwise.
-  chain_i8 ia = {0, 0, 0};
+  chain_i8 ia = {0, 0, 0, 0};
 #ifdef QA8
   if (stage == 2) {
     ia.q = qh + (long)m0 * H;
     ia.d = dh + (long)m0 * (H / 32);
+    ia.s = sh + (long)m0 * (H / 32);
     ia.rs = rsv + m0;
   } else if (stage == 3) {
     ia.q = qa + (long)m0 * I;
     ia.d = da + (long)m0 * (I / 32);
+    ia.s = sa + (long)m0 * (I / 32);
   }
 #endif
 #if CHAIN && !CHAIN_UNIFORM

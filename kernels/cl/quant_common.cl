@@ -143,4 +143,44 @@ inline int q_dp4a(uint a, uint b, int c) {
   return c + x.s0 * y.s0 + x.s1 * y.s1 + x.s2 * y.s2 + x.s3 * y.s3;
 #endif
 }
+
+// Block pairs in 32-bit loads (gemm_quant.cl's gemm_q_pairs_i8, gemv_chain.cl's Q_PAIRS): a pair
+// of q8_0 / q4_0 / q4_1 blocks (68 / 36 / 40 bytes) starts 4-byte aligned where a single block
+// does not, so a walk reads it as PW words and takes each block's fields from them.
+#define PW (2 * QBYTES / 4)
+inline float q_half_bits(uint bits) {
+  const ushort h = (ushort)bits;
+  return vload_half(0, (const __private half*)&h);
+}
+// The 16 quant bytes at byte offset o (2-byte aligned) of the pair's words, as 4 words.
+inline uint4 q_words_at(const uint* w, int o) {
+  const int i = o / 4;
+  if (o % 4 == 0) return (uint4)(w[i], w[i + 1], w[i + 2], w[i + 3]);
+  return (uint4)((w[i] >> 16) | (w[i + 1] << 16), (w[i + 1] >> 16) | (w[i + 2] << 16),
+                 (w[i + 2] >> 16) | (w[i + 3] << 16), (w[i + 3] >> 16) | (w[i + 4] << 16));
+}
+// The integer dot product of one weight block (quant bytes qb0 (q8_0: and qb1), in words) with
+// the activation block (a0: k 0..15, a1: k 16..31 as words).
+inline int q_block_dot(uint4 qb0, uint4 qb1, uint4 a0, uint4 a1) {
+#if QTYPE == 0
+  int r = q_dp4a(qb0.s0, a0.s0, 0);
+  r = q_dp4a(qb0.s1, a0.s1, r);
+  r = q_dp4a(qb0.s2, a0.s2, r);
+  r = q_dp4a(qb0.s3, a0.s3, r);
+  r = q_dp4a(qb1.s0, a1.s0, r);
+  r = q_dp4a(qb1.s1, a1.s1, r);
+  r = q_dp4a(qb1.s2, a1.s2, r);
+  return q_dp4a(qb1.s3, a1.s3, r);
+#else
+  const uint4 lo = qb0 & (uint4)0x0F0F0F0Fu, hi = (qb0 >> (uint4)4) & (uint4)0x0F0F0F0Fu;
+  int r = q_dp4a(lo.s0, a0.s0, 0);
+  r = q_dp4a(lo.s1, a0.s1, r);
+  r = q_dp4a(lo.s2, a0.s2, r);
+  r = q_dp4a(lo.s3, a0.s3, r);
+  r = q_dp4a(hi.s0, a1.s0, r);
+  r = q_dp4a(hi.s1, a1.s1, r);
+  r = q_dp4a(hi.s2, a1.s2, r);
+  return q_dp4a(hi.s3, a1.s3, r);
+#endif
+}
 #endif

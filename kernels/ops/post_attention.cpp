@@ -208,7 +208,13 @@ config_schema post_attention_schema() {
        {0, 1},
        "block-quantized weights, variants 0 and 2: 1 = stages 2 and 3 read int8 activations (the norm's "
        "output and the gated activations quantized per 32-block by two added steps; dp4a on NVIDIA; "
-       "chained on GPUs, five launches with chain=0), 0 = float activations"}};
+       "chained on GPUs, five launches with chain=0), 0 = float activations"},
+      {"qp",
+       0,
+       {0, 1},
+       "qa=1: 1 = gate/up and down read weight block pairs in 32-bit loads where their rows are whole "
+       "pairs (hidden and MLP widths and the weights' offsets multiples of 64; 4-byte slots otherwise), "
+       "0 = 4-byte slots in 16-bit loads"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chain") == 1)
       return "variant 1 (one work-item per unit) runs the three stages as three launches: chain must be 0";
@@ -216,6 +222,7 @@ config_schema post_attention_schema() {
       return "variant 2 runs warps of 32 items: wg must be a multiple of 32";
     if (k.at("variant") == 1 && k.at("qa") == 1)
       return "qa=1 (int8 activations) runs on variants 0 and 2; variant 1 reads float activations";
+    if (k.at("qp") == 1 && k.at("qa") == 0) return "qp=1 (block pairs) needs qa=1 (int8 activations)";
     if (local_bytes(k) > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
     return std::nullopt;
@@ -273,6 +280,10 @@ op_implementation chain_implementation() {
     const bool warps = cfg.at("variant") == 2;
     const ptx_forms& forms = probe_ptx(q.get_device());
     const bool qa8 = quant && cfg.at("qa") == 1;
+    // qp=1: block pairs where gate/up and down rows are whole pairs (K and offsets multiples of 64
+    // weights, so every pair starts 4-byte aligned), else the 16-bit slot walk.
+    const bool pairs = qa8 && cfg.at("qp") == 1 && H % 64 == 0 && I % 64 == 0 && gu.offset() % 64 == 0 &&
+                       wd.offset() % 64 == 0;
     const bool ptx = chain && forms.has("fence");
     // Weight steps an item loads before its stage's wait (gemv_chain.cl's PF_STEPS): as many as the
     // longest stage has, within 256 bytes of pieces (2 nb a step) an item. CPU devices wait before
@@ -291,11 +302,12 @@ op_implementation chain_implementation() {
         chain ? 1 : 0, ptx ? 1 : 0, cfg.at("variant"), !rows && forms.has("shfl") ? 1 : 0,
         q.get_device().is_cpu() ? 1 : 0, kCounterStride, pf_steps,
         quant ? fmt::format(" -DQTYPE={}", gemm_detail::qtype_define(wo.type())) : std::string(),
-        qa8 ? fmt::format(" -DQA8 -DQ_DP4A={}", forms.has("dp4a") ? 1 : 0) : std::string());
+        qa8 ? fmt::format(" -DQA8 -DQ_DP4A={} -DQ_PAIRS={}", forms.has("dp4a") ? 1 : 0, pairs ? 1 : 0)
+            : std::string());
     // The activations' scratch rows (storage dtype, row stride I), with qa=1 their int8 forms
-    // (gemv_chain.cl's QA8 layout: the bytes of n and a, a scale a block, rs a row), and the
-    // chain's six counters.
-    const std::int64_t qa_floats = qa8 ? M * (H / 4 + H / 32 + 1 + I / 4 + I / 32) : 0;
+    // (gemv_chain.cl's QA8 layout: the bytes of n and a, a scale and a scaled sum a block, rs a
+    // row), and the chain's six counters.
+    const std::int64_t qa_floats = qa8 ? M * (H / 4 + I / 4 + 2 * (H / 32) + 1 + 2 * (I / 32)) : 0;
     auto ws = split_workspace(q, static_cast<std::size_t>(M * I + qa_floats), kCounters * kCounterStride);
     const std::int64_t row_blocks = (M + mb - 1) / mb;
     // Units a task covers: nb (variant 0), nb per warp (variant 2).

@@ -323,8 +323,8 @@ TEST(Dispatch, ForcedVendorProfile) {
 
 // The nvidia profile's decode routes for block-quantized weights (vendors/nvidia/vendor.yaml): the
 // qkv projection (rms_norm_linear) takes int8 activations for q4 weights at K >= 4096 only, and
-// post_attention runs 128-item groups of 2 units a task for every quantized weight, chained on
-// float activations, and for q4 weights at hidden >= 4096 as five launches on int8 ones.
+// post_attention runs 128-item groups of 2 units a task for quantized weights, chained on float
+// activations, and at hidden >= 4096 five launches on int8 ones.
 TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   auto& q = test_queue();
   env_scope env(env_vars{{"PRISM_VENDOR", "nvidia"}});
@@ -358,17 +358,21 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   EXPECT_NE(block.config.find("nb=2"), std::string::npos) << block.config;
   EXPECT_NE(block.config.find("wg=128"), std::string::npos) << block.config;
   EXPECT_NE(block.config.find("qa=0"), std::string::npos) << block.config;
-  // q4 weights at hidden >= 4096: int8 activations, five launches; q8_0 there keeps float ones.
+  // Quantized weights at hidden >= 4096: int8 activations, block pairs, five launches.
   for (dtype wt : {dtype::q4_0, dtype::q8_0}) {
     o.type = wt;
-    op_call wide = pa.sample(q, shape_key::parse("m=1,h=4096,a=32,i=32"), o);
+    op_call wide = pa.sample(q, shape_key::parse("m=1,h=4096,a=32,i=64"), o);
     const auto d = pd::dispatch_call(q, wide);
     EXPECT_EQ(d.tier, pd::source_tier::vendor);
-    const bool q4 = wt == dtype::q4_0;
-    EXPECT_NE(d.config.find(q4 ? "qa=1" : "qa=0"), std::string::npos) << dtype_name(wt) << " " << d.config;
-    EXPECT_NE(d.config.find(q4 ? "chain=0" : "chain=1"), std::string::npos)
-        << dtype_name(wt) << " " << d.config;
+    for (const char* key : {"qa=1", "qp=1", "chain=0"})
+      EXPECT_NE(d.config.find(key), std::string::npos) << dtype_name(wt) << " " << d.config;
   }
+  // An MLP width that is not whole block pairs takes the same route (its walk reads 4-byte slots).
+  o.type = dtype::q4_0;
+  op_call odd = pa.sample(q, shape_key::parse("m=1,h=4096,a=32,i=96"), o);
+  const auto slots = pd::dispatch_call(q, odd);
+  EXPECT_EQ(slots.tier, pd::source_tier::vendor) << slots.reason;
+  EXPECT_NE(slots.config.find("qa=1"), std::string::npos) << slots.config;
 }
 
 TEST(Dispatch, FallbackOnInjectedLaunchFailureAndStrictMode) {

@@ -114,11 +114,12 @@ TEST(quant, rms_norm_linear_on_quantized_weights) {
 }
 
 // A post_attention call on block-quantized weights of type wt: hidden 64, attention width 96, MLP
-// width 160; the output is the hidden input itself when in_place (as decode runs it at M = 1).
+// width I (192: whole block pairs, as qp=1 reads them); the output is the hidden input itself when in_place
+// (as decode runs it at M = 1).
 op_call quant_post_attention_call(queue& q, std::int64_t m, dtype act, dtype wt, std::uint64_t seed,
-                                  bool in_place) {
+                                  bool in_place, std::int64_t I = 192) {
   std::mt19937_64 rng(seed);
-  const std::int64_t H = 64, A = 96, I = 160;
+  const std::int64_t H = 64, A = 96;
   op_call c{"post_attention", {}, {}, {}};
   c.inputs = {kernels::random_tensor(q, {m, H}, act, rng, -1, 1),
               kernels::random_tensor(q, {m, A}, act, rng, -1, 1),
@@ -164,7 +165,8 @@ TEST(quant, post_attention_on_quantized_weights) {
     }
 }
 
-// post_attention's int8 activations (qa=1) against its float ones on the same call: the suite's
+// post_attention's int8 activations (qa=1, with 16-bit slot loads and with block pairs, qp=1)
+// against its float ones on the same call: the suite's
 // bound above is a worst case summed over three stages (orders above the error it sees), so this
 // holds the int8 form to llama.cpp's test-backend-ops measure for quantized types instead, the
 // normalized mean squared error sum (int8 - float)^2 / sum float^2 <= 5e-4. A wrong block scale,
@@ -178,21 +180,35 @@ TEST(quant, post_attention_int8_activations_track_float) {
   for (dtype wt : quantized_dtypes) {
     SCOPED_TRACE(dtype_name(wt));
     op_call c = quant_post_attention_call(q, 3, dtype::f32, wt, ++seed, false);
-    std::vector<double> out[2];
-    for (int qa : {0, 1}) {
-      run_and_compare(d, c, d.config.complete(kernel_config::parse(form + ",qa=" + std::to_string(qa))),
-                      false);
-      out[qa] = read_host(q, c.outputs[0]).values;
+    const char* const forms[] = {",qa=0", ",qa=1,qp=0", ",qa=1,qp=1"};
+    std::vector<double> out[3];
+    for (int f = 0; f < 3; ++f) {
+      run_and_compare(d, c, d.config.complete(kernel_config::parse(form + forms[f])), false);
+      out[f] = read_host(q, c.outputs[0]).values;
     }
-    double err = 0, ref = 0;
+    for (int f = 1; f < 3; ++f) {
+      double err = 0, ref = 0;
+      for (std::size_t i = 0; i < out[0].size(); ++i) {
+        err += (out[f][i] - out[0][i]) * (out[f][i] - out[0][i]);
+        ref += out[0][i] * out[0][i];
+      }
+      ASSERT_GT(ref, 0.0);
+      EXPECT_LE(err / ref, 5e-4) << forms[f]
+                                 << ": int8 activations' normalized mean squared error against float ones";
+      EXPECT_GT(err, 0.0) << forms[f] << " gave the float result: the int8 walk did not run";
+    }
+    // Both int8 walks sum the same block products, in another order: they differ only where that
+    // order flips one of Q2's roundings of the activations, far below their distance to float.
+    double cross = 0, ref = 0;
     for (std::size_t i = 0; i < out[0].size(); ++i) {
-      err += (out[1][i] - out[0][i]) * (out[1][i] - out[0][i]);
-      ref += out[0][i] * out[0][i];
+      cross += (out[2][i] - out[1][i]) * (out[2][i] - out[1][i]);
+      ref += out[1][i] * out[1][i];
     }
-    ASSERT_GT(ref, 0.0);
-    EXPECT_LE(err / ref, 5e-4) << "int8 activations' normalized mean squared error against float ones";
-    EXPECT_GT(err, 0.0) << "qa=1 gave the float result: the int8 walk did not run";
+    EXPECT_LE(cross / ref, 1e-6) << "the block-pair walk against the slot walk";
   }
+  // qp=1 where the MLP width is not whole block pairs (160): the slot walk serves it.
+  op_call c = quant_post_attention_call(q, 1, dtype::bf16, dtype::q4_0, ++seed, false, 160);
+  run_and_compare(d, c, d.config.complete(kernel_config::parse(form + ",qa=1,qp=1")), false);
 }
 
 // The q4 weight walks of the rows GEMV and of post_attention's chained block turn nibbles into
