@@ -730,7 +730,7 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
     }
 #pragma unroll
     for (int hb = 0; hb < 2; ++hb) {  // the pair's two blocks
-      const int kb = 2 * pr + hb, o = hb * QBYTES;
+      const int kb = 2 * pr + hb;
 #pragma unroll
       for (int i = 0; i < MB; ++i) {
         const long m = m0 + min(i, rows - 1);
@@ -738,21 +738,7 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
         const uint4 a0 = a[0], a1 = a[1];
         const float da = ad[m * (K / 32) + kb], sa = as[m * (K / 32) + kb];
 #pragma unroll
-        for (int j = 0; j < NB; ++j) {
-          const uint* wj = w[j];
-          const float dw = q_half_bits(o % 4 == 0 ? wj[o / 4] : wj[o / 4] >> 16);
-#if QTYPE == 0
-          const int dot = q_block_dot(q_words_at(wj, o + 2), q_words_at(wj, o + 18), a0, a1);
-          acc[i][j] = fma(dw * da, (float)dot, acc[i][j]);
-#elif QTYPE == 1
-          const uint4 qb = q_words_at(wj, o + 2);
-          acc[i][j] = fma(dw, fma(da, (float)q_block_dot(qb, qb, a0, a1), -8.0f * sa), acc[i][j]);
-#else
-          const uint4 qb = q_words_at(wj, o + 4);
-          const float mn = q_half_bits(wj[o / 4] >> 16);
-          acc[i][j] = fma(dw * da, (float)q_block_dot(qb, qb, a0, a1), fma(mn, sa, acc[i][j]));
-#endif
-        }
+        for (int j = 0; j < NB; ++j) acc[i][j] = q_pair_block(w[j], hb, a0, a1, da, sa, acc[i][j]);
       }
     }
   }

@@ -381,8 +381,8 @@ inline void chain_qdots_i8(float (*acc)[2 * NB], int rows, int K, int me, int te
 #if Q_PAIRS
 // chain_qdots_i8 with 32-bit weight loads (config qp=1; K % 64 == 0 and pair-aligned rows, which
 // the host checks): member `me` of `team` takes block pairs me, me + team, ... of each weight
-// row, a pair as PW words (quant_common.cl), and each block's activations as two uint4 with
-// their d and d * sum(q): q4_0's -8 is then one multiply-add a block, d_w (d_a dot - 8 s_a).
+// row, a pair as PW words, and each block's activations as two uint4 with their d and d * sum(q)
+// (quant_common.cl's q_pair_block).
 inline void chain_qpairs_i8(float (*acc)[2 * NB], int rows, int K, int me, int team, chain_i8 ia,
                             const __global WT** wrow, int rpu) {
   const int pairs = K / 64, blocks = K / 32;
@@ -399,7 +399,7 @@ inline void chain_qpairs_i8(float (*acc)[2 * NB], int rows, int K, int me, int t
     }
 #pragma unroll
     for (int hb = 0; hb < 2; ++hb) {  // the pair's two blocks
-      const int kb = 2 * p + hb, o = hb * QBYTES;
+      const int kb = 2 * p + hb;
 #pragma unroll
       for (int i = 0; i < MB; ++i) {
         if (i < rows) {
@@ -407,23 +407,8 @@ inline void chain_qpairs_i8(float (*acc)[2 * NB], int rows, int K, int me, int t
           const uint4 a0 = a[0], a1 = a[1];
           const float da = ia.d[(long)i * blocks + kb], sa = ia.s[(long)i * blocks + kb];
 #pragma unroll
-          for (int c = 0; c < 2 * NB; ++c) {
-            if (c < rpu * NB) {
-              const uint* wc = w[c];
-              const float dw = q_half_bits(o % 4 == 0 ? wc[o / 4] : wc[o / 4] >> 16);
-#if QTYPE == 0
-              const int dot = q_block_dot(q_words_at(wc, o + 2), q_words_at(wc, o + 18), a0, a1);
-              acc[i][c] = fma(dw * da, (float)dot, acc[i][c]);
-#elif QTYPE == 1
-              const uint4 qb = q_words_at(wc, o + 2);
-              acc[i][c] = fma(dw, fma(da, (float)q_block_dot(qb, qb, a0, a1), -8.0f * sa), acc[i][c]);
-#else
-              const uint4 qb = q_words_at(wc, o + 4);
-              const float mn = q_half_bits(wc[o / 4] >> 16);
-              acc[i][c] = fma(dw * da, (float)q_block_dot(qb, qb, a0, a1), fma(mn, sa, acc[i][c]));
-#endif
-            }
-          }
+          for (int c = 0; c < 2 * NB; ++c)
+            if (c < rpu * NB) acc[i][c] = q_pair_block(w[c], hb, a0, a1, da, sa, acc[i][c]);
         }
       }
     }
@@ -433,10 +418,9 @@ inline void chain_qpairs_i8(float (*acc)[2 * NB], int rows, int K, int me, int t
 
 // Q1 / Q2: blocks b0 + t, b0 + t + WG, ... below b1 of x (one row) to int8 in q with their scales
 // in d and d * sum(q) in s, x scaled by g where given (Q1: n before its scalar norm). With rs
-// (uniform over the group:
-// its barriers), the group also sums x^2 over those blocks (every block of the row: Q1 runs one
-// group a row) into *rs = rsqrt(mean + eps). The scale is absmax / 127 and values round to
-// nearest, as gemm_quant.cl's quantize_rows_q8.
+// (uniform over the group: its barriers), the group also sums x^2 over those blocks (every block
+// of the row: Q1 runs one group a row) into *rs = rsqrt(mean + eps). The scale is absmax / 127
+// and values round to nearest, as gemm_quant.cl's quantize_rows_q8.
 inline void chain_quantize(int n, int b0, int b1, __global const GT* x, __global const GT* g, __global uchar* q,
                            __global float* d, __global float* s, __global float* rs, float eps, __local float* part) {
   const int t = get_local_id(0);

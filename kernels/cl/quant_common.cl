@@ -159,28 +159,33 @@ inline uint4 q_words_at(const uint* w, int o) {
   return (uint4)((w[i] >> 16) | (w[i + 1] << 16), (w[i + 1] >> 16) | (w[i + 2] << 16),
                  (w[i + 2] >> 16) | (w[i + 3] << 16), (w[i + 3] >> 16) | (w[i + 4] << 16));
 }
+// 16 int8 products: w . a over four words, plus c.
+inline int q_dot16(uint4 w, uint4 a, int c) {
+  return q_dp4a(w.s3, a.s3, q_dp4a(w.s2, a.s2, q_dp4a(w.s1, a.s1, q_dp4a(w.s0, a.s0, c))));
+}
 // The integer dot product of one weight block (quant bytes qb0 (q8_0: and qb1), in words) with
 // the activation block (a0: k 0..15, a1: k 16..31 as words).
 inline int q_block_dot(uint4 qb0, uint4 qb1, uint4 a0, uint4 a1) {
 #if QTYPE == 0
-  int r = q_dp4a(qb0.s0, a0.s0, 0);
-  r = q_dp4a(qb0.s1, a0.s1, r);
-  r = q_dp4a(qb0.s2, a0.s2, r);
-  r = q_dp4a(qb0.s3, a0.s3, r);
-  r = q_dp4a(qb1.s0, a1.s0, r);
-  r = q_dp4a(qb1.s1, a1.s1, r);
-  r = q_dp4a(qb1.s2, a1.s2, r);
-  return q_dp4a(qb1.s3, a1.s3, r);
+  return q_dot16(qb1, a1, q_dot16(qb0, a0, 0));
 #else
-  const uint4 lo = qb0 & (uint4)0x0F0F0F0Fu, hi = (qb0 >> (uint4)4) & (uint4)0x0F0F0F0Fu;
-  int r = q_dp4a(lo.s0, a0.s0, 0);
-  r = q_dp4a(lo.s1, a0.s1, r);
-  r = q_dp4a(lo.s2, a0.s2, r);
-  r = q_dp4a(lo.s3, a0.s3, r);
-  r = q_dp4a(hi.s0, a1.s0, r);
-  r = q_dp4a(hi.s1, a1.s1, r);
-  r = q_dp4a(hi.s2, a1.s2, r);
-  return q_dp4a(hi.s3, a1.s3, r);
+  return q_dot16((qb0 >> (uint4)4) & (uint4)0x0F0F0F0Fu, a1, q_dot16(qb0 & (uint4)0x0F0F0F0Fu, a0, 0));
+#endif
+}
+// acc plus block `hb` (0 or 1) of the pair in words w against its activation block (a0, a1) with
+// scale da and scaled sum sa = da * sum(q_a): q4_0's -8 is one multiply-add a block,
+// d_w (d_a dot - 8 s_a), and q4_1's min d_w d_a dot + m s_a.
+inline float q_pair_block(const uint* w, int hb, uint4 a0, uint4 a1, float da, float sa, float acc) {
+  const int o = hb * QBYTES;
+  const float dw = q_half_bits(o % 4 == 0 ? w[o / 4] : w[o / 4] >> 16);
+#if QTYPE == 0
+  return fma(dw * da, (float)q_block_dot(q_words_at(w, o + 2), q_words_at(w, o + 18), a0, a1), acc);
+#elif QTYPE == 1
+  const uint4 qb = q_words_at(w, o + 2);
+  return fma(dw, fma(da, (float)q_block_dot(qb, qb, a0, a1), -8.0f * sa), acc);
+#else
+  const uint4 qb = q_words_at(w, o + 4);
+  return fma(dw * da, (float)q_block_dot(qb, qb, a0, a1), fma(q_half_bits(w[o / 4] >> 16), sa, acc));
 #endif
 }
 #endif
