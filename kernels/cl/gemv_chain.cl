@@ -239,32 +239,43 @@ inline void chain_step16(float (*acc)[2 * NB], float* ss, int rows, __global con
 #endif
 
 #ifdef QTYPE
-// Slots u0 and, when ns == 2, u1 of the quantized weight rows (slot u % SPB of block u / SPB: 4 or
-// 8 weights) against rows 0 .. rows of A: chain_dots' step for block-quantized weights. Every
-// weight load of both slots is issued before any arithmetic: two slots at a time took the H200's
-// q4_0 block at the 7B shape from 157 to 141 us and qwen3-0.6b's q4_0 decode up 2-4%
-// (benchmarks/RESULTS.md, "Issue 17, session 22").
-inline void chain_qslots(float (*acc)[2 * NB], float* ss, int rows, __global const GT* A, int sa, int u0, int u1,
-                         int ns, const __global WT** wrow, __global const GT* G, int rpu, int norm) {
+// Two slots' weights (u0 and u0 + team, the second when below n): the loads of both slot walks,
+// chain_qslots (float activations) and chain_qdots_i8.
+typedef struct {
   uint v[2][2 * NB];
   float d[2][2 * NB], mn[2][2 * NB];
+} chain_qw;
+
+inline void chain_qload(chain_qw* w, int u0, int n, int team, const __global WT** wrow, int rpu) {
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
-    const int u = s ? u1 : u0, kb = u / SPB, q = u % SPB;
+    const int u = u0 + s * team, kb = u / SPB, q = u % SPB;
 #pragma unroll
     for (int c = 0; c < 2 * NB; ++c) {
-      if (s < ns && c < rpu * NB) {
+      if (u < n && c < rpu * NB) {
         const __global uchar* p = wrow[c] + (long)kb * QBYTES;
-        v[s][c] = q_slot(p, 0, q);
-        d[s][c] = q_scale(p);
-        mn[s][c] = QTYPE == 2 ? q_min(p) : 0.0f;
+        w->v[s][c] = q_slot(p, 0, q);
+        w->d[s][c] = q_scale(p);
+        w->mn[s][c] = QTYPE == 2 ? q_min(p) : 0.0f;
       }
     }
   }
+}
+
+// Slots u0 and, when below n, u0 + team of the quantized weight rows (slot u % SPB of block
+// u / SPB: 4 or 8 weights) against rows 0 .. rows of A: chain_dots' step for block-quantized
+// weights. Every
+// weight load of both slots is issued before any arithmetic: two slots at a time took the H200's
+// q4_0 block at the 7B shape from 157 to 141 us and qwen3-0.6b's q4_0 decode up 2-4%
+// (benchmarks/RESULTS.md, "Issue 17, session 22").
+inline void chain_qslots(float (*acc)[2 * NB], float* ss, int rows, __global const GT* A, int sa, int u0, int team,
+                         int n, const __global WT** wrow, __global const GT* G, int rpu, int norm) {
+  chain_qw w;
+  chain_qload(&w, u0, n, team, wrow, rpu);
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
-    if (s >= ns) break;
-    const int u = s ? u1 : u0, k = u / SPB * 32 + 4 * (u % SPB);  // q4: the high nibbles at k + 16
+    const int u = u0 + s * team, k = u / SPB * 32 + 4 * (u % SPB);  // q4: the high nibbles at k + 16
+    if (u >= n) break;
     float4 al[MB], ah[MB], gl = (float4)(1.0f), gh = (float4)(1.0f);
     if (norm) {
       gl = q_act4(G, k);
@@ -287,12 +298,12 @@ inline void chain_qslots(float (*acc)[2 * NB], float* ss, int rows, __global con
     for (int c = 0; c < 2 * NB; ++c) {
       if (c < rpu * NB) {
         float4 wl, wh;
-        q_slot_floats(v[s][c], &wl, &wh);
+        q_slot_floats(w.v[s][c], &wl, &wh);
 #pragma unroll
         for (int i = 0; i < MB; ++i) {
           if (i < rows) {
-            acc[i][c] = fma(d[s][c], dot(al[i], wl) + (QTYPE != 0 ? dot(ah[i], wh) : 0.0f), acc[i][c]);
-            if (QTYPE == 2) acc[i][c] = fma(mn[s][c], dot(al[i] + ah[i], (float4)(1.0f)), acc[i][c]);
+            acc[i][c] = fma(w.d[s][c], dot(al[i], wl) + (QTYPE != 0 ? dot(ah[i], wh) : 0.0f), acc[i][c]);
+            if (QTYPE == 2) acc[i][c] = fma(w.mn[s][c], dot(al[i] + ah[i], (float4)(1.0f)), acc[i][c]);
           }
         }
       }
@@ -305,32 +316,10 @@ inline void chain_qdots(float (*acc)[2 * NB], float* ss, int rows, int K, int me
                         int sa, const __global WT** wrow, __global const GT* G, int rpu, int norm) {
   const int n = K / 32 * SPB;
   for (int u = me; u < n; u += 2 * team)
-    chain_qslots(acc, ss, rows, A, sa, u, u + team, u + team < n ? 2 : 1, wrow, G, rpu, norm);
+    chain_qslots(acc, ss, rows, A, sa, u, team, n, wrow, G, rpu, norm);
 }
 
 #ifdef QA8
-// Two slots' weights (u0 and u0 + team, the second when below n) for chain_qdots_i8.
-typedef struct {
-  uint v[2][2 * NB];
-  float d[2][2 * NB], mn[2][2 * NB];
-} chain_qw;
-
-inline void chain_qload(chain_qw* w, int u0, int n, int team, const __global WT** wrow, int rpu) {
-#pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    const int u = u0 + s * team, kb = u / SPB, q = u % SPB;
-#pragma unroll
-    for (int c = 0; c < 2 * NB; ++c) {
-      if (u < n && c < rpu * NB) {
-        const __global uchar* p = wrow[c] + (long)kb * QBYTES;
-        w->v[s][c] = q_slot(p, 0, q);
-        w->d[s][c] = q_scale(p);
-        w->mn[s][c] = QTYPE == 2 ? q_min(p) : 0.0f;
-      }
-    }
-  }
-}
-
 // chain_qdots on int8 activations (ia): slot u's 4 weight bytes meet the 4 (q8_0) or 8 (q4: low
 // nibbles at k, high ones at k + 16) activation bytes in one or two dp4a, scaled once by the two
 // block scales; q4_0's -8 and q4_1's min take the slot's activation sum (a dp4a with ones), shared
