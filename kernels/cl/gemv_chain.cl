@@ -32,7 +32,8 @@
 // CTR_STRIDE (ints between two counters), PF_STEPS (weight steps an item loads before its wait),
 // QTYPE (block-quantized weights: 0 q8_0, 1 q4_0, 2 q4_1; unset for float weights), QA8 (with QTYPE:
 // int8 activations for stages 2 and 3, below), Q_DP4A (QA8: dp4a through inline PTX), Q_PAIRS
-// (QA8: stages 2 and 3 read weight block pairs in 32-bit loads).
+// (QA8: stages 2 and 3 read weight block pairs in 32-bit loads), QF (QA8: the quantize steps
+// inside stages 1 and 2, block by block: chain_quantize_done).
 //
 // QA8 (config qa=1): llama.cpp's scheme inside the block. Two quantize steps join the chain, so
 // the order is 1, Q1, 2, Q2, 3 (five launches with CHAIN=0: STAGE 12 and 23 are the steps; the
@@ -71,6 +72,9 @@
 #ifndef PF_STEPS
 #define PF_STEPS 0
 #endif
+#ifndef QF
+#define QF 0
+#endif
 #ifndef CTR_STRIDE
 #error "CTR_STRIDE is set by kernels/ops/post_attention.cpp"
 #endif
@@ -92,19 +96,37 @@ typedef GT WT;
 #error "int8 activations (QA8) take block-quantized weights (QTYPE)"
 #endif
 #endif
+#if QF && !defined(QA8)
+#error "QF (quantize steps inside stages 1 and 2) takes int8 activations (QA8)"
+#endif
 #if defined(QA8) && CHAIN && CHAIN_UNIFORM
 #error "int8 activations (QA8) run chained on GPUs (CHAIN_UNIFORM=0) or as five launches (CHAIN=0)"
 #endif
 
 // A stage's int8 activations (QA8; q null otherwise): q [rows, K] bytes, d [rows, K / 32] block
 // scales, s [rows, K / 32] each block's d * sum(q), rs [rows] the norm's scale (stage 2; null in
-// stage 3).
+// stage 3), or with QF sq [rows, K / 32] h's blocks' sums of squares (stage 2; null otherwise),
+// from which the task sums the norm's mean square.
 typedef struct {
   __global const uchar* q;
   __global const float* d;
   __global const float* s;
   __global const float* rs;
+  __global const float* sq;
 } chain_i8;
+
+// QF's stage 2: member `me` of `team`'s share of each row's sum of squares, from h's blocks' sums.
+inline void chain_block_squares(float* ss, int rows, int K, int me, int team, chain_i8 ia) {
+  if (!ia.sq) return;
+  const int blocks = K / 32;
+#pragma unroll
+  for (int i = 0; i < MB; ++i) {
+    float v = 0.0f;
+    if (i < rows)
+      for (int b = me; b < blocks; b += team) v += ia.sq[(long)i * blocks + b];
+    ss[i] = v;
+  }
+}
 // Output units a task covers.
 #if VARIANT == 2
 #define UPT (WG / 32 * NB)
@@ -405,39 +427,45 @@ inline void chain_qpairs_i8(float (*acc)[2 * NB], int rows, int K, int me, int t
 }
 #endif
 
-// Q1 / Q2: blocks b0 + t, b0 + t + WG, ... below b1 of x (one row) to int8 in q with their scales
-// in d and d * sum(q) in s, x scaled by g where given (Q1: n before its scalar norm). With rs
-// (uniform over the group: its barriers), the group also sums x^2 over those blocks (every block
-// of the row: Q1 runs one group a row) into *rs = rsqrt(mean + eps). The scale is absmax / 127
-// and values round to nearest, as gemm_quant.cl's quantize_rows_q8.
+// Block b of x (one row) to int8 in q with its scale in d[b] and d * sum(q) in s[b], x scaled by
+// g where given (Q1: n before its scalar norm). The scale is absmax / 127 and values round to
+// nearest, as gemm_quant.cl's quantize_rows_q8. Returns the block's sum of x^2 (before g) with g,
+// 0 without.
+inline float chain_quantize_block(int b, __global const GT* x, __global const GT* g, __global uchar* q,
+                                  __global float* d, __global float* s) {
+  float4 v[8];
+  float amax = 0.0f, ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    v[j] = q_act4(x, b * 32 + 4 * j);
+    if (g) {
+      ss += dot(v[j], v[j]);
+      v[j] *= q_act4(g, b * 32 + 4 * j);
+    }
+    const float4 a = fabs(v[j]);
+    amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
+  }
+  const float dd = amax * (1.0f / 127.0f), id = dd > 0.0f ? 1.0f / dd : 0.0f;
+  int4 sum = (int4)(0);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const char4 c = convert_char4_sat_rte(v[j] * id);
+    *(__global uint*)(q + b * 32 + 4 * j) = as_uint(c);
+    sum += convert_int4(c);
+  }
+  d[b] = dd;
+  s[b] = dd * (float)(sum.x + sum.y + sum.z + sum.w);
+  return ss;
+}
+
+// Q1 / Q2: blocks b0 + t, b0 + t + WG, ... below b1 of x (one row) through chain_quantize_block.
+// With rs (uniform over the group: its barriers), the group also sums x^2 over those blocks
+// (every block of the row: Q1 runs one group a row) into *rs = rsqrt(mean + eps).
 inline void chain_quantize(int n, int b0, int b1, __global const GT* x, __global const GT* g, __global uchar* q,
                            __global float* d, __global float* s, __global float* rs, float eps, __local float* part) {
   const int t = get_local_id(0);
   float ss = 0.0f;
-  for (int b = b0 + t; b < b1; b += WG) {
-    float4 v[8];
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      v[j] = q_act4(x, b * 32 + 4 * j);
-      if (g) {
-        ss += dot(v[j], v[j]);
-        v[j] *= q_act4(g, b * 32 + 4 * j);
-      }
-      const float4 a = fabs(v[j]);
-      amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
-    }
-    const float dd = amax * (1.0f / 127.0f), id = dd > 0.0f ? 1.0f / dd : 0.0f;
-    int4 sum = (int4)(0);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const char4 c = convert_char4_sat_rte(v[j] * id);
-      *(__global uint*)(q + b * 32 + 4 * j) = as_uint(c);
-      sum += convert_int4(c);
-    }
-    d[b] = dd;
-    s[b] = dd * (float)(sum.x + sum.y + sum.z + sum.w);
-  }
+  for (int b = b0 + t; b < b1; b += WG) ss += chain_quantize_block(b, x, g, q, d, s);
   if (rs) {
     part[t] = ss;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -448,6 +476,44 @@ inline void chain_quantize(int n, int b0, int b1, __global const GT* x, __global
     if (t == 0) *rs = rsqrt(part[0] / (float)n + eps);
   }
 }
+
+#if QF
+// QF (config qf=1): the quantize steps inside stages 1 and 2, block by block. A task that has
+// stored units j0 .. j1 of rows m0 .. m0 + rows of x (h or a, row m0 at x, row stride sx) adds
+// them to each 32-block's counter (done [M, F / 32]: zero between launches); the task whose units
+// complete a block quantizes it (one item a block: chain_quantize_block, the same arithmetic as
+// Q1 and Q2), leaves the block's sum of squares in sq (h's blocks; stage 2's norm scale sums them)
+// and zeroes the counter. No step waits on a whole stage or runs on one group: the five launches
+// become three, and the chained form has no quantize tasks. Every item of the group calls it.
+#define QF_LIST (1 + MB * (UPT / 32 + 2))
+inline void chain_quantize_done(int F, int m0, int rows, int j0, int j1, __global const GT* x, int sx,
+                                __global const GT* g, __global uchar* q, __global float* d, __global float* s,
+                                __global float* sq, volatile __global int* done, __local int* list) {
+  const int t = get_local_id(0), nb = F / 32;
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);  // every store of the task issued
+  if (t == 0) {
+    chain_fence();  // the task's stores before its counts
+    int n = 0;
+    for (int i = 0; i < rows; ++i) {
+      for (int b = j0 / 32; b * 32 < j1; ++b) {
+        const int c = (m0 + i) * nb + b, k = min(j1, b * 32 + 32) - max(j0, b * 32);
+        if (atomic_add(done + c, k) + k == 32) list[1 + n++] = c;
+      }
+    }
+    list[0] = n;
+    if (n) chain_fence();  // the other tasks' stores before this task's loads
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int n = list[0];
+  for (int e = t; e < n; e += WG) {
+    const int c = list[1 + e], m = c / nb, b = c % nb;
+    const float ss = chain_quantize_block(b, x + (long)(m - m0) * sx, g, q + (long)m * F, d + (long)m * nb,
+                                          s + (long)m * nb);
+    if (sq) sq[c] = ss;
+    atomic_xchg(done + c, 0);
+  }
+}
+#endif
 #endif  // QA8
 #endif  // QTYPE
 
@@ -604,6 +670,7 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
   float acc[MB][2 * NB];
   float ss[MB];
   chain_dots(acc, ss, rows, F, K, j0, t, WG, A, sa, W, sw, G, gated, norm && !ia.q, ia, wait, target);
+  chain_block_squares(ss, rows, K, t, WG, ia);
 #if WARP_REDUCE
   chain_warp_sums(acc, ss, rpu, norm);
   chain_spill(red, acc, ss, t / 32, gated, norm, t % 32 == 0);  // each warp's lane 0
@@ -621,7 +688,7 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
   for (int r = t; r < MB * NB; r += WG) {
     const int i = r / NB, c = r % NB, j = j0 + c;
     if (i < rows && j < F) {
-      const float scale = !norm ? 1.0f : ia.q ? ia.rs[i] : rsqrt(chain_total(red, MB * 2 * NB + i) / (float)K + eps);
+      const float scale = !norm ? 1.0f : ia.rs ? ia.rs[i] : rsqrt(chain_total(red, MB * 2 * NB + i) / (float)K + eps);
       float v;
       if (gated) {
         const float g = chain_total(red, i * 2 * NB + 2 * c) * scale, u = chain_total(red, i * 2 * NB + 2 * c + 1) * scale;
@@ -649,6 +716,7 @@ inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, in
   float acc[MB][2 * NB];
   float ss[MB];
   chain_dots(acc, ss, rows, F, K, ju, lane, 32, A, sa, W, sw, G, gated, norm && !ia.q, ia, wait, target);
+  chain_block_squares(ss, rows, K, lane, 32, ia);
   // Sums round the warp: every lane ends with the totals.
 #if LANE_SHFL
   chain_warp_sums(acc, ss, rpu, norm);
@@ -679,7 +747,7 @@ inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, in
     for (int c = 0; c < NB; ++c) {
       const int j = ju + c;
       if (lane == (i * NB + c) % 32 && i < rows && j < F) {
-        const float scale = !norm ? 1.0f : ia.q ? ia.rs[i] : rsqrt(ss[i] / (float)K + eps);
+        const float scale = !norm ? 1.0f : ia.rs ? ia.rs[i] : rsqrt(ss[i] / (float)K + eps);
         float v;
         if (gated) {
           const float g = acc[i][2 * c] * scale, u = acc[i][2 * c + 1] * scale;
@@ -715,7 +783,6 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   // blocks): qh [M, H], qa [M, I], then floats dh, sh [M, H / 32], rs [M], da, sa [M, I / 32]
   // (kernels/ops/post_attention.cpp sizes it).
   const int q2_per_row = (I / 32 + WG - 1) / WG;
-  const int nq1 = M, nq2 = M * q2_per_row;
   __global uchar* qh = (__global uchar*)(Scratch + (long)M * I);
   __global uchar* qa = qh + (long)M * H;
   __global float* dh = (__global float*)(qa + (long)M * I);
@@ -723,6 +790,17 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   __global float* rsv = sh + (long)M * (H / 32);
   __global float* da = rsv + M;
   __global float* sa = da + (long)M * (I / 32);
+#if QF
+  // QF: no quantize tasks; h's blocks' sums of squares [M, H / 32] follow sa, and the blocks'
+  // counters [M, H / 32] then [M, I / 32] follow the chain's.
+  __global float* sqv = sa + (long)M * (I / 32);
+  volatile __global int* done1 = Ctr + CTR_COUNT * CTR_STRIDE;
+  volatile __global int* done2 = done1 + (long)M * (H / 32);
+  __local int qf_list[QF_LIST];
+  const int nq1 = 0, nq2 = 0;
+#else
+  const int nq1 = M, nq2 = M * q2_per_row;
+#endif
 #else
   const int nq1 = 0, nq2 = 0;
 #endif
@@ -768,13 +846,17 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   __global GT* out = Out + out_off + (long)m0 * som;
   act += (long)m0 * I;
   // Stages 2 and 3's int8 activations (QA8), none otherwise.
-  chain_i8 ia = {0, 0, 0, 0};
+  chain_i8 ia = {0, 0, 0, 0, 0};
 #ifdef QA8
   if (stage == 2) {
     ia.q = qh + (long)m0 * H;
     ia.d = dh + (long)m0 * (H / 32);
     ia.s = sh + (long)m0 * (H / 32);
+#if QF
+    ia.sq = sqv + (long)m0 * (H / 32);
+#else
     ia.rs = rsv + m0;
+#endif
   } else if (stage == 3) {
     ia.q = qa + (long)m0 * I;
     ia.d = da + (long)m0 * (I / 32);
@@ -789,9 +871,15 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   if (stage == 1) {
     CHAIN_TASK(red, rows, H, A, j0, X + x_off + (long)m0 * sxm, sxm, Wo + wo_off, swo, G, eps, 0, 0, 1,
                Res + res_off + (long)m0 * srm, srm, out, som, ia, CTR(1), 0);
+#if QF
+    chain_quantize_done(H, m0, rows, j0, min(j0 + UPT, H), out, som, G + g_off, qh, dh, sh, sqv, done1, qf_list);
+#endif
   } else if (stage == 2) {
     CHAIN_TASK(red, rows, I, H, j0, out, som, Wgu + wgu_off, swgu, G + g_off, eps, 1, 1, 0, out, som, act, I, ia,
                nq1 ? CTR(4) : CTR(1), nq1 ? nq1 : t1);
+#if QF
+    chain_quantize_done(I, m0, rows, j0, min(j0 + UPT, I), act, I, 0, qa, da, sa, 0, done2, qf_list);
+#endif
   } else {
     CHAIN_TASK(red, rows, H, I, j0, act, I, Wd + wd_off, swd, G, eps, 0, 0, 1, out, som, out, som, ia,
                nq2 ? CTR(5) : CTR(2), nq2 ? nq2 : t2);
@@ -809,6 +897,12 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
                                        sxm, Wo + wo_off, swo, Wgu + wgu_off, swgu, Wd + wd_off, swd, out, som, act);
   CHAIN_TASK(red, rows, s.F, s.K, j0, s.a, s.sa, s.w, s.sw, G + g_off, eps, stage == 2, stage == 2, stage != 2, s.r,
              s.sr, s.o, s.so, ia, Ctr, 0);
+#if QF
+  if (stage == 1)
+    chain_quantize_done(H, m0, rows, j0, min(j0 + UPT, H), out, som, G + g_off, qh, dh, sh, sqv, done1, qf_list);
+  else if (stage == 2)
+    chain_quantize_done(I, m0, rows, j0, min(j0 + UPT, I), act, I, 0, qa, da, sa, 0, done2, qf_list);
+#endif
 #endif
 #ifdef QA8
   }

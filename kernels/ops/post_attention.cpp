@@ -214,7 +214,13 @@ config_schema post_attention_schema() {
        {0, 1},
        "qa=1: 1 = gate/up and down read weight block pairs in 32-bit loads where their rows are whole "
        "pairs (hidden and MLP widths and the weights' offsets multiples of 64; 4-byte slots otherwise), "
-       "0 = 4-byte slots in 16-bit loads"}};
+       "0 = 4-byte slots in 16-bit loads"},
+      {"qf",
+       0,
+       {0, 1},
+       "qa=1: 1 = the quantize steps run inside stages 1 and 2, block by block (the task that completes a "
+       "32-block of h or of the activations quantizes it): three launches with chain=0, no quantize tasks "
+       "chained; 0 = two quantize steps of their own"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chain") == 1)
       return "variant 1 (one work-item per unit) runs the three stages as three launches: chain must be 0";
@@ -223,6 +229,8 @@ config_schema post_attention_schema() {
     if (k.at("variant") == 1 && k.at("qa") == 1)
       return "qa=1 (int8 activations) runs on variants 0 and 2; variant 1 reads float activations";
     if (k.at("qp") == 1 && k.at("qa") == 0) return "qp=1 (block pairs) needs qa=1 (int8 activations)";
+    if (k.at("qf") == 1 && k.at("qa") == 0)
+      return "qf=1 (quantize inside the stages) needs qa=1 (int8 activations)";
     if (local_bytes(k) > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
     return std::nullopt;
@@ -280,11 +288,14 @@ op_implementation chain_implementation() {
     const bool warps = cfg.at("variant") == 2;
     const ptx_forms& forms = probe_ptx(q.get_device());
     const bool qa8 = quant && cfg.at("qa") == 1;
+    const bool qf = qa8 && cfg.at("qf") == 1;
     // qp=1: block pairs where gate/up and down rows are whole pairs (K and offsets multiples of 64
     // weights, so every pair starts 4-byte aligned), else the 16-bit slot walk.
     const bool pairs = qa8 && cfg.at("qp") == 1 && H % 64 == 0 && I % 64 == 0 && gu.offset() % 64 == 0 &&
                        wd.offset() % 64 == 0;
-    const bool ptx = chain && forms.has("fence");
+    // The chain's fences and loads through inline PTX where they build; qf's block counters take the
+    // same fences in the three-launch form.
+    const bool ptx = (chain || qf) && forms.has("fence");
     // Weight steps an item loads before its stage's wait (gemv_chain.cl's PF_STEPS): as many as the
     // longest stage has, within 256 bytes of pieces (2 nb a step) an item. CPU devices wait before
     // the task starts (CHAIN_UNIFORM), so there the same loads gain nothing but run the same code.
@@ -302,20 +313,26 @@ op_implementation chain_implementation() {
         chain ? 1 : 0, ptx ? 1 : 0, cfg.at("variant"), !rows && forms.has("shfl") ? 1 : 0,
         q.get_device().is_cpu() ? 1 : 0, kCounterStride, pf_steps,
         quant ? fmt::format(" -DQTYPE={}", gemm_detail::qtype_define(wo.type())) : std::string(),
-        qa8 ? fmt::format(" -DQA8 -DQ_DP4A={} -DQ_PAIRS={}", forms.has("dp4a") ? 1 : 0, pairs ? 1 : 0)
+        qa8 ? fmt::format(" -DQA8 -DQ_DP4A={} -DQ_PAIRS={} -DQF={}", forms.has("dp4a") ? 1 : 0, pairs ? 1 : 0,
+                          qf ? 1 : 0)
             : std::string());
     // The activations' scratch rows (storage dtype, row stride I), with qa=1 their int8 forms
     // (gemv_chain.cl's QA8 layout: the bytes of n and a, a scale and a scaled sum a block, rs a
-    // row), and the chain's six counters.
-    const std::int64_t qa_floats = qa8 ? M * (H / 4 + I / 4 + 2 * (H / 32) + 1 + 2 * (I / 32)) : 0;
-    auto ws = split_workspace(q, static_cast<std::size_t>(M * I + qa_floats), kCounters * kCounterStride);
+    // row; with qf h's blocks' sums of squares), and the chain's six counters (with qf then a
+    // counter per 32-block of h and of the activations).
+    const std::int64_t qa_floats =
+        qa8 ? M * (H / 4 + I / 4 + 2 * (H / 32) + 1 + 2 * (I / 32) + (qf ? H / 32 : 0)) : 0;
+    const std::int64_t counters = kCounters * kCounterStride + (qf ? M * (H / 32 + I / 32) : 0);
+    auto ws =
+        split_workspace(q, static_cast<std::size_t>(M * I + qa_floats), static_cast<std::size_t>(counters));
     const std::int64_t row_blocks = (M + mb - 1) / mb;
     // Units a task covers: nb (variant 0), nb per warp (variant 2).
     const std::int64_t upt = warps ? wg / 32 * nb : nb;
     const std::int64_t t1 = (H + upt - 1) / upt * row_blocks, t2 = (I + upt - 1) / upt * row_blocks;
     // qa=1's quantize steps: Q1 a group a row, Q2 a group per wg blocks of a row (chain=0: a launch
-    // each, between the stages').
-    const std::int64_t nq1 = qa8 ? M : 0, nq2 = qa8 ? M * ((I / 32 + wg - 1) / wg) : 0;
+    // each, between the stages'); none with qf, whose stages quantize their blocks.
+    const bool steps = qa8 && !qf;
+    const std::int64_t nq1 = steps ? M : 0, nq2 = steps ? M * ((I / 32 + wg - 1) / wg) : 0;
     const auto uwg = static_cast<std::size_t>(wg);
     const float eps = static_cast<float>(c.get_f64("eps"));
     // Variant 1: one item per nb units of one row (the stage's units, rounded up to wg).
@@ -352,9 +369,9 @@ op_implementation chain_implementation() {
     };
     if (chain) return launch(0, 2 * t1 + t2 + nq1 + nq2);
     launch(1, t1);
-    if (qa8) launch(12, nq1);
+    if (steps) launch(12, nq1);
     launch(2, t2);
-    if (qa8) launch(23, nq2);
+    if (steps) launch(23, nq2);
     return launch(3, t1);
   };
   return impl;

@@ -180,13 +180,14 @@ TEST(quant, post_attention_int8_activations_track_float) {
   for (dtype wt : quantized_dtypes) {
     SCOPED_TRACE(dtype_name(wt));
     op_call c = quant_post_attention_call(q, 3, dtype::f32, wt, ++seed, false);
-    const char* const forms[] = {",qa=0", ",qa=1,qp=0", ",qa=1,qp=1"};
-    std::vector<double> out[3];
-    for (int f = 0; f < 3; ++f) {
+    // qa=0, the two int8 walks, and the pair walk with the quantize steps inside the stages (qf).
+    const char* const forms[] = {",qa=0", ",qa=1,qp=0", ",qa=1,qp=1", ",qa=1,qp=1,qf=1"};
+    std::vector<double> out[4];
+    for (int f = 0; f < 4; ++f) {
       run_and_compare(d, c, d.config.complete(kernel_config::parse(form + forms[f])), false);
       out[f] = read_host(q, c.outputs[0]).values;
     }
-    for (int f = 1; f < 3; ++f) {
+    for (int f = 1; f < 4; ++f) {
       double err = 0, ref = 0;
       for (std::size_t i = 0; i < out[0].size(); ++i) {
         err += (out[f][i] - out[0][i]) * (out[f][i] - out[0][i]);
@@ -197,14 +198,17 @@ TEST(quant, post_attention_int8_activations_track_float) {
                                  << ": int8 activations' normalized mean squared error against float ones";
       EXPECT_GT(err, 0.0) << forms[f] << " gave the float result: the int8 walk did not run";
     }
-    // Both int8 walks sum the same block products, in another order: they differ only where that
-    // order flips one of Q2's roundings of the activations, far below their distance to float.
-    double cross = 0, ref = 0;
-    for (std::size_t i = 0; i < out[0].size(); ++i) {
-      cross += (out[2][i] - out[1][i]) * (out[2][i] - out[1][i]);
-      ref += out[1][i] * out[1][i];
+    // The int8 forms sum the same block products (and qf the norm's squares) in another order:
+    // they differ only where that order flips one of the roundings of h or the activations, far
+    // below their distance to float.
+    for (int f = 2; f < 4; ++f) {
+      double cross = 0, ref = 0;
+      for (std::size_t i = 0; i < out[0].size(); ++i) {
+        cross += (out[f][i] - out[f - 1][i]) * (out[f][i] - out[f - 1][i]);
+        ref += out[f - 1][i] * out[f - 1][i];
+      }
+      EXPECT_LE(cross / ref, 1e-6) << forms[f] << " against " << forms[f - 1];
     }
-    EXPECT_LE(cross / ref, 1e-6) << "the block-pair walk against the slot walk";
   }
   // qp=1 where the MLP width is not whole block pairs (160): the slot walk serves it.
   op_call c = quant_post_attention_call(q, 1, dtype::bf16, dtype::q4_0, ++seed, false, 160);
