@@ -375,6 +375,31 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   EXPECT_NE(slots.config.find("qa=1"), std::string::npos) << slots.config;
 }
 
+// The nvidia profile's decode_attention: 128-key chunks on 256-item groups for f32 caches of 4096
+// rows or more; 32-key chunks for bf16 and for shorter caches (d = 256: PoCL runs variant 3 at
+// wg <= d only).
+TEST(Dispatch, NvidiaRoutesLongF32DecodeAttentionToLongChunks) {
+  auto& q = test_queue();
+  env_scope env(env_vars{{"PRISM_VENDOR", "nvidia"}});
+  pd::testing::reload_config();
+  const op_descriptor& da = op_registry::instance().get("decode_attention");
+  auto route = [&](dtype t, std::int64_t max_seq) {
+    sample_options o;
+    o.type = t;
+    const std::string key = "heads=2,kv_heads=1,d=256,max_seq=" + std::to_string(max_seq) + ",qk_norm=0";
+    op_call c = da.sample(q, shape_key::parse(key), o);
+    return pd::dispatch_call(q, c);
+  };
+  const auto long_f32 = route(dtype::f32, 4096);
+  EXPECT_EQ(long_f32.tier, pd::source_tier::vendor) << long_f32.reason;
+  EXPECT_NE(long_f32.config.find("wg=256"), std::string::npos) << long_f32.config;
+  EXPECT_NE(long_f32.config.find("chunk=128"), std::string::npos) << long_f32.config;
+  for (const auto& other : {route(dtype::bf16, 4096), route(dtype::f32, 4095)}) {
+    EXPECT_EQ(other.tier, pd::source_tier::vendor) << other.reason;
+    EXPECT_NE(other.config.find("chunk=32"), std::string::npos) << other.config;
+  }
+}
+
 TEST(Dispatch, FallbackOnInjectedLaunchFailureAndStrictMode) {
   auto& q = test_queue();
   {
