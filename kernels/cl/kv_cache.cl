@@ -19,7 +19,8 @@
 // GROUPED (variant 2 for GPUs: decode_attention_grouped, one work-group per kv head serving its
 // GROUPED query heads; 0 otherwise), LANES (variant 3 for GPUs: decode_attention_lanes, flash
 // decoding for blocks of GROUPED query heads, with KU rows in flight a warp, SCRATCH floats of
-// local scratch and LANE_SHFL 1 where inline-PTX warp shuffles build).
+// local scratch, LANE_SHFL 1 where inline-PTX warp shuffles build and HALF_ROWS 1 for two 16-bit
+// rows a warp).
 
 #if defined(QKV_ROPE_CACHE) || defined(DECODE_ATTENTION)
 // RoPE of dim i < ROT of a head row: it mixes the row's dims rope_first(i) and rope_second(i)
@@ -487,27 +488,27 @@ void combine_splits(volatile __global const float* all, long used, __global STYP
 #if LANE_SHFL
 #include "lane_shfl.cl"  // lane_xor
 #endif
-// The sum (is_max false) or max of x over the caller's warp, in every lane. All WG items call it
-// together (the local-memory pass has barriers), each with its own x.
-inline float lanes_reduce(float x, __local float* red, bool is_max) {
+// The sum (is_max false) or max of x over the caller's run of n (32 or 16) aligned lanes, in every
+// lane of it. All WG items call it together (the local-memory pass has barriers), each with its x.
+inline float lanes_reduce(float x, __local float* red, bool is_max, int n) {
 #if LANE_SHFL
-  for (int o = 16; o > 0; o >>= 1) {
+  for (int o = n / 2; o > 0; o >>= 1) {
     const float y = lane_xor(x, o);
     x = is_max ? fmax(x, y) : x + y;
   }
   return x;
 #else
-  const int lid = get_local_id(0), base = lid & ~31;
+  const int lid = get_local_id(0), base = lid & ~(n - 1);
   barrier(CLK_LOCAL_MEM_FENCE);
   red[lid] = x;
   barrier(CLK_LOCAL_MEM_FENCE);
   float s = red[base];
-  for (int i = 1; i < 32; ++i) s = is_max ? fmax(s, red[base + i]) : s + red[base + i];
+  for (int i = 1; i < n; ++i) s = is_max ? fmax(s, red[base + i]) : s + red[base + i];
   return s;
 #endif
 }
-#define lanes_sum(x, red) lanes_reduce(x, red, false)
-#define lanes_max(x, red) lanes_reduce(x, red, true)
+#define lanes_sum(x, red) lanes_reduce(x, red, false, 32)
+#define lanes_max(x, red) lanes_reduce(x, red, true, 32)
 inline float4 lane4_f32(__global const float* p) { return *(__global const float4*)p; }
 inline float4 lane4_f16(__global const half* p) { return vload_half4(0, p); }
 inline float4 lane4_bf16(__global const ushort* p) {
@@ -529,6 +530,48 @@ inline void lane_row(__global const STYPE(K_K)* r, int lane, float* x) {
   for (int i = 0; i < DL; ++i) x[i] = IN_ROW(lane, i) ? LOAD(K_K, r, lane * DL + i) : 0.0f;
 #endif
 }
+// HALF_ROWS (host: 16-bit caches with KROW16 and D = 128): a cache row is 256 bytes, which half a
+// warp reads with one 16-byte load a lane. The score and value passes then take two rows a warp at
+// a time, lane i holding dims [8 (i % 16), 8 (i % 16) + 8) of row 2k + i / 16 (RL rows a warp, DV
+// dims a lane, LS lanes a row), so each load moves 16 bytes and each score is summed over 16
+// lanes: half the loads and shuffles a key of the 8-byte form.
+#ifndef HALF_ROWS
+#define HALF_ROWS 0
+#endif
+#if HALF_ROWS
+#define RL 2
+#define DV 8
+#define LS 16
+typedef uint4 lane_raw_t;  // 8 16-bit values, as loaded
+inline void lane_raw_floats_bf16(uint4 u, float* x) {
+  x[0] = as_float(u.s0 << 16);
+  x[1] = as_float(u.s0 & 0xffff0000u);
+  x[2] = as_float(u.s1 << 16);
+  x[3] = as_float(u.s1 & 0xffff0000u);
+  x[4] = as_float(u.s2 << 16);
+  x[5] = as_float(u.s2 & 0xffff0000u);
+  x[6] = as_float(u.s3 << 16);
+  x[7] = as_float(u.s3 & 0xffff0000u);
+}
+inline void lane_raw_floats_f16(uint4 u, float* x) {
+  const float8 v = vload_half8(0, (const __private half*)&u);
+  x[0] = v.s0;
+  x[1] = v.s1;
+  x[2] = v.s2;
+  x[3] = v.s3;
+  x[4] = v.s4;
+  x[5] = v.s5;
+  x[6] = v.s6;
+  x[7] = v.s7;
+}
+#define LANE_RAW_FLOATS(u, x) PRISM_XCAT(lane_raw_floats_, K_K)(u, x)
+// Dims [8 slot, 8 slot + 8) of cache row r, as loaded.
+inline lane_raw_t lane_raw(__global const STYPE(K_K)* r, int slot) { return *(__global const uint4*)(r + slot * 8); }
+#else
+#define RL 1
+#define DV DL
+#define LS 32
+#endif
 // A split's partial row: D sums, then its max and sum, padded to PST = D + 4 floats so that rows
 // stay 16-byte aligned. lane_part reads dims [lane DL, (lane + 1) DL) of one (volatile: written
 // by other groups).
@@ -549,10 +592,17 @@ inline void lane_part(volatile __global const float* r, int lane, float* x) {
 // PF: the chunk is one pass of the score and value loops (CHUNK <= NW KU). Each warp then holds
 // its chunk rows in registers, loaded as soon as the position is known, ahead of the norms, RoPE
 // and the new row's write: the cache's DRAM latency overlaps them instead of following them.
-#if CHUNK <= (WG / 32) * KU
+#if CHUNK <= (WG / 32) * KU * RL
 #define PF 1
 #else
 #define PF 0
+#endif
+// Rows a warp takes per pass: KU, or fewer where the chunk is shorter than a pass, so that no
+// iteration reduces scores of keys past the chunk (16-bit rows two a warp halve what a pass needs).
+#if CHUNK < (WG / 32) * KU * RL
+#define KP ((CHUNK + (WG / 32) * RL - 1) / ((WG / 32) * RL))
+#else
+#define KP KU
 #endif
 #define CR 8                                  // splits whose partial rows the combine holds at once
 #define RE (((G + 1) * D + WG - 1) / WG)  // RoPE entries an item computes
@@ -566,6 +616,8 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
   __local float qs[G * D], kr[D], vr[D], scr[SCRATCH], ml[2 * G], red[WG];
   __local int last_l;
   const int lid = get_local_id(0), lane = lid & 31, w = lid >> 5;
+  // The lane's row of the warp's RL and its slot within it (HALF_ROWS; row 0 and the lane else).
+  const int hrow = lane / LS, slot = lane % LS;
   // Block b: query heads qh0 .. qh0 + G - 1 of kv head kvh; its partials and counter are the block's.
   const long b = get_group_id(0), sidx = get_group_id(1), splits = get_num_groups(1);
   const long blocks = (hq / hk) / G, kvh = b / blocks, qh0 = kvh * (hq / hk) + (b - kvh * blocks) * G;
@@ -580,18 +632,31 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
     __global STYPE(K_K)* K = cache + cache_off + kvh * S * D;
     __global STYPE(K_K)* V = cache + cache_off + (hk + kvh) * S * D;
 #if PF
-    // Key u of warp w is chunk key u NW + w in both loops; the new position's row comes from
-    // local memory later (another group may be writing it).
-    float kx[KU][DL], vx[KU][DL];
-    for (int u = 0; u < KU; ++u) {
-      const int jl = u * NW + w;
+    // Key u of warp w is chunk key (u NW + w) RL + hrow in both loops; the new position's row comes
+    // from local memory later (another group may be writing it).
+#if HALF_ROWS
+    lane_raw_t kx[KP], vx[KP];  // 4 registers a row, as loaded
+#else
+    float kx[KP][DL], vx[KP][DL];
+#endif
+    for (int u = 0; u < KP; ++u) {
+      const int jl = (u * NW + w) * RL + hrow;
       const long j = kb + jl;
-      if (jl < n && j != p) {
+      const bool on = jl < n && j != p;
+#if HALF_ROWS
+      kx[u] = vx[u] = (uint4)(0);
+      if (on) {
+        kx[u] = lane_raw(K + j * D, slot);
+        vx[u] = lane_raw(V + j * D, slot);
+      }
+#else
+      if (on) {
         lane_row(K + j * D, lane, kx[u]);
         lane_row(V + j * D, lane, vx[u]);
       } else {
         for (int i = 0; i < DL; ++i) kx[u][i] = vx[u][i] = 0;
       }
+#endif
     }
 #endif
     const bool rotate = p >= 0 && p < max_pos;
@@ -644,34 +709,39 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
       if (i < D) NEW_KV_ROW(i, nv[k], G)
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    float q[G][DL];
+    // The lane's dims of every query row: [slot DV, (slot + 1) DV).
+    float q[G][DV];
     for (int g = 0; g < G; ++g)
-      for (int i = 0; i < DL; ++i) q[g][i] = IN_ROW(lane, i) ? qs[g * D + lane * DL + i] : 0.0f;
+      for (int i = 0; i < DV; ++i) q[g][i] = slot * DV + i < D ? qs[g * D + slot * DV + i] : 0.0f;
     // 1. Scores. The loop's trip count is the group's (the local-memory lane sums have barriers).
-    for (int j0 = 0; j0 < n; j0 += NW * KU) {
-      float x[KU][DL];
-      for (int u = 0; u < KU; ++u) {
-        const int jl = j0 + u * NW + w;
+    for (int j0 = 0; j0 < n; j0 += NW * KP * RL) {
+      float x[KP][DV];
+      for (int u = 0; u < KP; ++u) {
+        const int jl = j0 + (u * NW + w) * RL + hrow;
         const long j = kb + jl;
         if (jl >= n) {
-          for (int i = 0; i < DL; ++i) x[u][i] = 0;
+          for (int i = 0; i < DV; ++i) x[u][i] = 0;
         } else if (j == p) {  // the new key, from local memory (another group may be writing it)
-          for (int i = 0; i < DL; ++i) x[u][i] = IN_ROW(lane, i) ? kr[lane * DL + i] : 0.0f;
+          for (int i = 0; i < DV; ++i) x[u][i] = slot * DV + i < D ? kr[slot * DV + i] : 0.0f;
         } else {
-#if PF
+#if PF && HALF_ROWS
+          LANE_RAW_FLOATS(kx[u], x[u]);
+#elif PF
           for (int i = 0; i < DL; ++i) x[u][i] = kx[u][i];
+#elif HALF_ROWS
+          LANE_RAW_FLOATS(lane_raw(K + j * D, slot), x[u]);
 #else
           lane_row(K + j * D, lane, x[u]);
 #endif
         }
       }
-      for (int u = 0; u < KU; ++u) {
-        const int jl = j0 + u * NW + w;
+      for (int u = 0; u < KP; ++u) {
+        const int jl = j0 + (u * NW + w) * RL + hrow;
         for (int g = 0; g < G; ++g) {
           float s = 0;
-          for (int i = 0; i < DL; ++i) s = fma(q[g][i], x[u][i], s);
-          s = lanes_sum(s, red);
-          if (lane == 0 && jl < n) scr[g * CHUNK + jl] = s;
+          for (int i = 0; i < DV; ++i) s = fma(q[g][i], x[u][i], s);
+          s = lanes_reduce(s, red, false, LS);
+          if (slot == 0 && jl < n) scr[g * CHUNK + jl] = s;
         }
       }
     }
@@ -697,37 +767,48 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    // 3. Values.
-    float acc[G][DL];
+    // 3. Values (the same keys a lane as in 1).
+    float acc[G][DV];
     for (int g = 0; g < G; ++g)
-      for (int i = 0; i < DL; ++i) acc[g][i] = 0;
-    for (int j0 = w; j0 < n; j0 += NW * KU) {
-      float x[KU][DL], pr[KU][G];
-      for (int u = 0; u < KU; ++u) {
-        const int jl = j0 + u * NW;
+      for (int i = 0; i < DV; ++i) acc[g][i] = 0;
+    for (int j0 = 0; j0 < n; j0 += NW * KP * RL) {
+      float x[KP][DV], pr[KP][G];
+      for (int u = 0; u < KP; ++u) {
+        const int jl = j0 + (u * NW + w) * RL + hrow;
         const long j = kb + jl;
         for (int g = 0; g < G; ++g) pr[u][g] = jl < n ? scr[g * CHUNK + jl] : 0.0f;
         if (jl >= n) {
-          for (int i = 0; i < DL; ++i) x[u][i] = 0;
+          for (int i = 0; i < DV; ++i) x[u][i] = 0;
         } else if (j == p) {
-          for (int i = 0; i < DL; ++i) x[u][i] = IN_ROW(lane, i) ? vr[lane * DL + i] : 0.0f;
+          for (int i = 0; i < DV; ++i) x[u][i] = slot * DV + i < D ? vr[slot * DV + i] : 0.0f;
         } else {
-#if PF
+#if PF && HALF_ROWS
+          LANE_RAW_FLOATS(vx[u], x[u]);
+#elif PF
           for (int i = 0; i < DL; ++i) x[u][i] = vx[u][i];
+#elif HALF_ROWS
+          LANE_RAW_FLOATS(lane_raw(V + j * D, slot), x[u]);
 #else
           lane_row(V + j * D, lane, x[u]);
 #endif
         }
       }
-      for (int u = 0; u < KU; ++u)
+      for (int u = 0; u < KP; ++u)
         for (int g = 0; g < G; ++g)
-          for (int i = 0; i < DL; ++i) acc[g][i] = fma(pr[u][g], x[u][i], acc[g][i]);
+          for (int i = 0; i < DV; ++i) acc[g][i] = fma(pr[u][g], x[u][i], acc[g][i]);
     }
+    // Each warp's sums to its rows of scr; with HALF_ROWS the second half of the warp (the other
+    // key of each pair, the same dims) adds its sums after the first half's.
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the probabilities in scr
-    for (int g = 0; g < G; ++g)
-      for (int i = 0; i < DL; ++i)
-        if (IN_ROW(lane, i)) scr[(w * G + g) * D + lane * DL + i] = acc[g][i];
-    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = 0; h < RL; ++h) {
+      if (hrow == h)
+        for (int g = 0; g < G; ++g)
+          for (int i = 0; i < DV; ++i) {
+            __local float* o = scr + (w * G + g) * D + slot * DV + i;
+            if (slot * DV + i < D) *o = h ? *o + acc[g][i] : acc[g][i];
+          }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
     for (int e = lid; e < G * D; e += WG) {
       const int g = e / D, d = e - g * D;
       float x = 0;
@@ -812,8 +893,12 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
   }
 }
 #undef PF
+#undef KP
 #undef CR
 #undef RE
+#undef RL
+#undef DV
+#undef LS
 #undef IN_ROW
 #undef lanes_sum
 #undef lanes_max

@@ -252,10 +252,18 @@ std::int64_t qk_norm_of(const op_call& c) {
   return defined_at(c, 4) && defined_at(c, 5) ? 1 : 0;
 }
 
-std::string krow16_define(const tensor& cache, std::int64_t d) {
+bool krow16(const tensor& cache, std::int64_t d) {
   const auto es = static_cast<std::int64_t>(dtype_size(cache.type()));
-  const bool ok = is_floating(cache.type()) && (d * es) % 16 == 0 && (cache.offset() * es) % 16 == 0;
-  return fmt::format(" -DKROW16={}", ok ? 1 : 0);
+  return is_floating(cache.type()) && (d * es) % 16 == 0 && (cache.offset() * es) % 16 == 0;
+}
+
+std::string krow16_define(const tensor& cache, std::int64_t d) {
+  return fmt::format(" -DKROW16={}", krow16(cache, d) ? 1 : 0);
+}
+
+// Variant 3 reads 16-bit rows of 128 dims two a warp (kv_cache.cl's HALF_ROWS): 16 bytes a lane.
+bool half_rows(const tensor& cache, std::int64_t d) {
+  return krow16(cache, d) && d == 128 && dtype_size(cache.type()) == 2;
 }
 
 op_descriptor make_qkv_rope_cache() {
@@ -649,13 +657,22 @@ op_descriptor make_decode_attention() {
        {0, 16, 32, 64, 128, 256, 512},
        "variants 0, 2 and 3: keys per work-group, split over the cache's capacity, the last group of "
        "each head (variant 2: kv head; 3: block of query heads) combining (GPUs: more groups in flight); "
-       "0: one group per head (not variant 3)"}};
+       "0: one group per head (not variant 3)"},
+      {"hr",
+       0,
+       {0, 1},
+       "variant 3 on f16/bf16 caches of 128 dims with 16-byte-aligned rows (one row a warp elsewhere): "
+       "1 = each warp reads two key or value rows at a time, 16 bytes a lane, each score summed over "
+       "16 lanes; 0 = one row at a time, 8 bytes a lane"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chunk") != 0)
       return "chunk=" + std::to_string(k.at("chunk")) +
              " needs variant=0 (variant=1 walks all keys in one item)";
     if (k.at("variant") == 3 && k.at("chunk") == 0)
       return std::string("variant=3 splits the keys into chunks: it needs chunk > 0 (16 .. 512)");
+    if (k.at("hr") == 1 && k.at("variant") != 3)
+      return "hr=1 (two cache rows a warp) is variant 3's; variant=" + std::to_string(k.at("variant")) +
+             " reads rows otherwise";
     return std::nullopt;
   };
   d.config = s;
@@ -714,9 +731,10 @@ op_descriptor make_decode_attention() {
             h.d, cs.size(1), wg, c.get_bool("is_neox") ? 1 : 0, has_qn ? 1 : 0, has_kn ? 1 : 0,
             (h.d + wg - 1) / wg, split ? 1 : 0, std::max<std::int64_t>(chunk, 1), rows ? 1 : 0, group) +
         krow16_define(cache, h.d) +
-        (lanes ? fmt::format(" -DLANES=1 -DKU=8 -DSCRATCH={} -DLANE_SHFL={}",
+        (lanes ? fmt::format(" -DLANES=1 -DKU=8 -DSCRATCH={} -DLANE_SHFL={} -DHALF_ROWS={}",
                              lanes_scratch(h.d, group, wg, chunk),
-                             probe_ptx(q.get_device()).has("shfl") ? 1 : 0)
+                             probe_ptx(q.get_device()).has("shfl") ? 1 : 0,
+                             cfg.at("hr") == 1 && half_rows(cache, h.d) ? 1 : 0)
                : std::string());
     kernel k = build_kernel(q.get_context(), "kv_cache.cl", src, opts,
                             rows      ? "decode_attention_rows"

@@ -24,9 +24,13 @@ TEST(kv_cache_variants, flash_decoding_matches_the_reference_in_every_dtype) {
   for (dtype t : d.dtypes) {
     for (const auto& tc : d.test_cases(t)) {
       // Two warps over chunks of 32 keys (two passes of the loops) and of 16 (one pass: the rows
-      // loaded up front) in every dtype; one warp over 16-key chunks in f32.
+      // loaded up front) in every dtype; one warp over 16-key chunks in f32. 16-bit caches also
+      // with two rows a warp (hr=1, where d = 128): 32-key chunks are then one pass, 64 two.
       std::vector<std::string> configs = {"variant=3,wg=64,chunk=32", "variant=3,wg=64,chunk=16"};
       if (t == dtype::f32) configs.push_back("variant=3,wg=32,chunk=16");
+      if (t != dtype::f32)
+        for (const char* hr : {"variant=3,wg=64,chunk=32,hr=1", "variant=3,wg=64,chunk=64,hr=1"})
+          configs.push_back(hr);
       for (const auto& text : configs) {
         sample_options o;
         o.type = t;
@@ -47,9 +51,10 @@ TEST(kv_cache_variants, flash_decoding_matches_the_reference_in_every_dtype) {
     }
   }
   // qk_norm.gqa (d = 128), gptj.partial_rot (d = 80: lanes past the row read zeros) and past_end
-  // (d = 64) in three dtypes, twice each and f32 three times; on GPUs also the d = 8 case.
-  EXPECT_GE(ran, 21);
-  EXPECT_EQ(refused, q.get_device().is_cpu() ? 7 : 0);
+  // (d = 64) in three dtypes, three times in f32 and four in f16 and bf16; on GPUs also the d = 8
+  // case.
+  EXPECT_GE(ran, 33);
+  EXPECT_EQ(refused, q.get_device().is_cpu() ? 11 : 0);
 }
 
 // More chunks than a warp has lanes, and more than the combine's weight tile holds (two tiles,
@@ -62,8 +67,10 @@ TEST(kv_cache_variants, flash_decoding_combines_many_chunks) {
   const op_descriptor& d = op_registry::instance().get("decode_attention");
   const std::pair<const char*, const char*> cases[] = {
       {"heads=4,kv_heads=1,d=32,max_seq=1200", "variant=3,wg=32,chunk=16"},  // 51 chunks, G = 4 on 1 warp
-      {"heads=6,kv_heads=2,d=64,max_seq=1100", "variant=3,wg=64,chunk=16"},  // 46 chunks, G = 3 on 2 warps, one pass
-      {"heads=4,kv_heads=1,d=64,max_seq=1200", "variant=3,wg=64,chunk=16"},  // 75 chunks of one pass, G = 4 on 2 warps
+      {"heads=6,kv_heads=2,d=64,max_seq=1100",
+       "variant=3,wg=64,chunk=16"},  // 46 chunks, G = 3 on 2 warps, one pass
+      {"heads=4,kv_heads=1,d=64,max_seq=1200",
+       "variant=3,wg=64,chunk=16"},  // 75 chunks of one pass, G = 4 on 2 warps
       {"heads=2,kv_heads=2,d=32,max_seq=1800", "variant=3,wg=32,chunk=16"},  // 76 chunks: two weight tiles
       {"heads=20,kv_heads=2,d=32,max_seq=300",
        "variant=3,wg=32,chunk=32"}};  // 10 heads a kv head: 2 blocks of 5
