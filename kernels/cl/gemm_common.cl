@@ -63,12 +63,7 @@ typedef float8 VT16;
 #if PRISM_DTYPE == 1
 inline VT16 prism_load16(__global const GT* p) { return vload_half8(0, p); }
 #else
-// Eight bf16 values packed in 16 bytes (little-endian: element 2i is the low half) as floats.
-inline VT16 prism_bf16x8(uint4 u) {
-  return (float8)(as_float(u.s0 << 16), as_float(u.s0 & 0xffff0000u), as_float(u.s1 << 16),
-                  as_float(u.s1 & 0xffff0000u), as_float(u.s2 << 16), as_float(u.s2 & 0xffff0000u),
-                  as_float(u.s3 << 16), as_float(u.s3 & 0xffff0000u));
-}
+// prism_bf16x8 (prelude.cl): eight packed bf16 values as floats.
 inline VT16 prism_load16(__global const GT* p) { return prism_bf16x8(*(__global const uint4*)p); }
 #endif
 inline float prism_vdot16(VT16 a, VT16 b) { return dot(a.lo, b.lo) + dot(a.hi, b.hi); }

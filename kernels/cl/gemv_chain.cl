@@ -871,15 +871,9 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   if (stage == 1) {
     CHAIN_TASK(red, rows, H, A, j0, X + x_off + (long)m0 * sxm, sxm, Wo + wo_off, swo, G, eps, 0, 0, 1,
                Res + res_off + (long)m0 * srm, srm, out, som, ia, CTR(1), 0);
-#if QF
-    chain_quantize_done(H, m0, rows, j0, min(j0 + UPT, H), out, som, G + g_off, qh, dh, sh, sqv, done1, qf_list);
-#endif
   } else if (stage == 2) {
     CHAIN_TASK(red, rows, I, H, j0, out, som, Wgu + wgu_off, swgu, G + g_off, eps, 1, 1, 0, out, som, act, I, ia,
                nq1 ? CTR(4) : CTR(1), nq1 ? nq1 : t1);
-#if QF
-    chain_quantize_done(I, m0, rows, j0, min(j0 + UPT, I), act, I, 0, qa, da, sa, 0, done2, qf_list);
-#endif
   } else {
     CHAIN_TASK(red, rows, H, I, j0, act, I, Wd + wd_off, swd, G, eps, 0, 0, 1, out, som, out, som, ia,
                nq2 ? CTR(5) : CTR(2), nq2 ? nq2 : t2);
@@ -897,12 +891,14 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
                                        sxm, Wo + wo_off, swo, Wgu + wgu_off, swgu, Wd + wd_off, swd, out, som, act);
   CHAIN_TASK(red, rows, s.F, s.K, j0, s.a, s.sa, s.w, s.sw, G + g_off, eps, stage == 2, stage == 2, stage != 2, s.r,
              s.sr, s.o, s.so, ia, Ctr, 0);
+#endif
 #if QF
+  // Both forms: the task's stored units of h (stage 1) or a (stage 2) count toward their blocks
+  // (uniform over the group: the stage is the group's).
   if (stage == 1)
     chain_quantize_done(H, m0, rows, j0, min(j0 + UPT, H), out, som, G + g_off, qh, dh, sh, sqv, done1, qf_list);
   else if (stage == 2)
     chain_quantize_done(I, m0, rows, j0, min(j0 + UPT, I), act, I, 0, qa, da, sa, 0, done2, qf_list);
-#endif
 #endif
 #ifdef QA8
   }

@@ -118,10 +118,9 @@ inline float kdot16_f32(__local const float* q, __global const float* k) {
   return q[0] * v.s0 + q[1] * v.s1 + q[2] * v.s2 + q[3] * v.s3;
 }
 inline float kdot16_bf16(__local const float* q, __global const ushort* k) {
-  const uint4 u = *(__global const uint4*)k;  // little-endian: element 2i is the low half
-  return q[0] * as_float(u.s0 << 16) + q[1] * as_float(u.s0 & 0xffff0000u) + q[2] * as_float(u.s1 << 16) +
-         q[3] * as_float(u.s1 & 0xffff0000u) + q[4] * as_float(u.s2 << 16) + q[5] * as_float(u.s2 & 0xffff0000u) +
-         q[6] * as_float(u.s3 << 16) + q[7] * as_float(u.s3 & 0xffff0000u);
+  const float8 v = prism_bf16x8(*(__global const uint4*)k);
+  return q[0] * v.s0 + q[1] * v.s1 + q[2] * v.s2 + q[3] * v.s3 + q[4] * v.s4 + q[5] * v.s5 + q[6] * v.s6 +
+         q[7] * v.s7;
 }
 inline float kdot16_f16(__local const float* q, __global const half* k) {
   const float8 v = vload_half8(0, k);
@@ -543,28 +542,10 @@ inline void lane_row(__global const STYPE(K_K)* r, int lane, float* x) {
 #define DV 8
 #define LS 16
 typedef uint4 lane_raw_t;  // 8 16-bit values, as loaded
-inline void lane_raw_floats_bf16(uint4 u, float* x) {
-  x[0] = as_float(u.s0 << 16);
-  x[1] = as_float(u.s0 & 0xffff0000u);
-  x[2] = as_float(u.s1 << 16);
-  x[3] = as_float(u.s1 & 0xffff0000u);
-  x[4] = as_float(u.s2 << 16);
-  x[5] = as_float(u.s2 & 0xffff0000u);
-  x[6] = as_float(u.s3 << 16);
-  x[7] = as_float(u.s3 & 0xffff0000u);
-}
-inline void lane_raw_floats_f16(uint4 u, float* x) {
-  const float8 v = vload_half8(0, (const __private half*)&u);
-  x[0] = v.s0;
-  x[1] = v.s1;
-  x[2] = v.s2;
-  x[3] = v.s3;
-  x[4] = v.s4;
-  x[5] = v.s5;
-  x[6] = v.s6;
-  x[7] = v.s7;
-}
-#define LANE_RAW_FLOATS(u, x) PRISM_XCAT(lane_raw_floats_, K_K)(u, x)
+inline float8 lane_raw8_bf16(uint4 u) { return prism_bf16x8(u); }
+inline float8 lane_raw8_f16(uint4 u) { return vload_half8(0, (const __private half*)&u); }
+// The 8 values of u as floats into x[0 .. 8).
+#define LANE_RAW_FLOATS(u, x) vstore8(PRISM_XCAT(lane_raw8_, K_K)(u), 0, x)
 // Dims [8 slot, 8 slot + 8) of cache row r, as loaded.
 inline lane_raw_t lane_raw(__global const STYPE(K_K)* r, int slot) { return *(__global const uint4*)(r + slot * 8); }
 #else
@@ -589,7 +570,7 @@ inline void lane_part(volatile __global const float* r, int lane, float* x) {
   for (int i = 0; i < DL; ++i) x[i] = IN_ROW(lane, i) ? r[lane * DL + i] : 0.0f;
 #endif
 }
-// PF: the chunk is one pass of the score and value loops (CHUNK <= NW KU). Each warp then holds
+// PF: the chunk is one pass of the score and value loops (CHUNK <= NW KU RL). Each warp then holds
 // its chunk rows in registers, loaded as soon as the position is known, ahead of the norms, RoPE
 // and the new row's write: the cache's DRAM latency overlaps them instead of following them.
 #if CHUNK <= (WG / 32) * KU * RL

@@ -15,6 +15,12 @@
 #define STYPE(K) PRISM_XCAT(stype_, K)
 
 inline float bf16_to_f(ushort b) { return as_float((uint)b << 16); }
+// Eight bf16 values packed in 16 bytes (little-endian: element 2i is the low half) as floats.
+inline float8 prism_bf16x8(uint4 u) {
+  return (float8)(as_float(u.s0 << 16), as_float(u.s0 & 0xffff0000u), as_float(u.s1 << 16),
+                  as_float(u.s1 & 0xffff0000u), as_float(u.s2 << 16), as_float(u.s2 & 0xffff0000u),
+                  as_float(u.s3 << 16), as_float(u.s3 & 0xffff0000u));
+}
 inline ushort f_to_bf16(float f) {
   uint x = as_uint(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (ushort)((x >> 16) | 0x40u);
