@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: Apache-2.0
+// Kernels of quant_layout_probe.cpp: does the layout of q4_0 weights in device memory bound the
+// GPU's M = 1 GEMV? y[n] = sum_k W[n, k] * x[k], W in q4_0 (32 weights a block, an f16 scale d,
+// weights (nibble - 8) * d; byte j of a block's 16 holds k = j in its low nibble and k = j + 16 in
+// its high one), stored one of two ways:
+// - gguf: the file's blocks, 18 bytes each (d, then 16 nibble bytes), rows back to back, so a
+//   block is only 2-byte aligned;
+// - planar: all nibble bytes of a row first (qs [N, K/2], 16-byte aligned blocks), the scales in a
+//   separate plane (d [N, K/32] halves): llama.cpp's SYCL backend reorders q4_0 this way.
+// Each GEMV kernel is one warp-sized team of 32 lanes per NB weight rows, lane l taking blocks
+// l, l + 32, ... and UNROLL of them per step (loads issued before the step's arithmetic), then a
+// local-memory sum per row. Activations: f32 (weights dequantized to floats from bits, as prism's
+// GPU kernels do) or int8 per 32-block (dp4a; xd = d_a, xs = d_a * sum(q_a), so q4_0's -8 is one
+// multiply-add a block). bf16_rows reads bf16 weights [N, K] with the same team shape; read_sum
+// streams a buffer in 16-byte loads: the read bandwidth the GEMVs are held against.
+// Build defines: NB, UNROLL, WARPS, Q_DP4A (1: inline PTX dp4a).
+
+#define LANES 32
+
+inline int dp4a_us(uint a, uint b, int c) {  // unsigned bytes of a times signed bytes of b
+#if Q_DP4A
+  int r;
+  asm volatile("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+#else
+  const uchar4 x = as_uchar4(a);
+  const char4 y = as_char4(b);
+  return c + x.s0 * y.s0 + x.s1 * y.s1 + x.s2 * y.s2 + x.s3 * y.s3;
+#endif
+}
+
+// 2^23 + n as a float, minus 2^23 + 8: nibble n - 8, exact, without an int-to-float conversion.
+#define NIB(w, s) (as_float(0x4B000000u | (((w) >> (s)) & 0xFu)) - 8388616.0f)
+
+inline float word_dot_lo(uint w, float4 a) {
+  return NIB(w, 0) * a.s0 + NIB(w, 8) * a.s1 + NIB(w, 16) * a.s2 + NIB(w, 24) * a.s3;
+}
+inline float word_dot_hi(uint w, float4 a) {
+  return NIB(w, 4) * a.s0 + NIB(w, 12) * a.s1 + NIB(w, 20) * a.s2 + NIB(w, 28) * a.s3;
+}
+
+// One block's float dot product: nibble words q (k 0..15 low, 16..31 high) against x[32].
+inline float block_dot_f(uint4 q, const __global float4* x) {
+  float s = word_dot_lo(q.s0, x[0]) + word_dot_lo(q.s1, x[1]) + word_dot_lo(q.s2, x[2]) + word_dot_lo(q.s3, x[3]);
+  return s + word_dot_hi(q.s0, x[4]) + word_dot_hi(q.s1, x[5]) + word_dot_hi(q.s2, x[6]) + word_dot_hi(q.s3, x[7]);
+}
+
+inline int block_dot_i8(uint4 q, uint4 a0, uint4 a1) {
+  const uint m = 0x0F0F0F0Fu;
+  int s = dp4a_us(q.s0 & m, a0.s0, 0);
+  s = dp4a_us(q.s1 & m, a0.s1, s);
+  s = dp4a_us(q.s2 & m, a0.s2, s);
+  s = dp4a_us(q.s3 & m, a0.s3, s);
+  s = dp4a_us((q.s0 >> 4) & m, a1.s0, s);
+  s = dp4a_us((q.s1 >> 4) & m, a1.s1, s);
+  s = dp4a_us((q.s2 >> 4) & m, a1.s2, s);
+  return dp4a_us((q.s3 >> 4) & m, a1.s3, s);
+}
+
+// A gguf block's nibble words from 2-byte-aligned storage: eight 16-bit loads.
+inline uint4 gguf_words(const __global uchar* blk) {
+  const __global ushort* h = (const __global ushort*)(blk + 2);
+  return (uint4)(h[0] | ((uint)h[1] << 16), h[2] | ((uint)h[3] << 16), h[4] | ((uint)h[5] << 16),
+                 h[6] | ((uint)h[7] << 16));
+}
+
+inline void finish_rows(__local float* red, float acc[NB], int lane, int team, int n0, int N,
+                        __global float* y) {
+  for (int j = 0; j < NB; ++j) {
+    red[team * LANES + lane] = acc[j];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lane == 0 && n0 + j < N) {
+      float s = 0.0f;
+      for (int l = 0; l < LANES; ++l) s += red[team * LANES + l];
+      y[n0 + j] = s;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+#define TEAM_SETUP                                                  \
+  __local float red[LANES * WARPS];                                 \
+  const int lane = get_local_id(0) % LANES, team = get_local_id(0) / LANES; \
+  const int n0 = (get_group_id(0) * WARPS + team) * NB;             \
+  const int blocks = K / 32;                                        \
+  float acc[NB];                                                    \
+  for (int j = 0; j < NB; ++j) acc[j] = 0.0f;
+
+#define ROW(j) ((long)min(n0 + (j), N - 1))
+
+__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void q4_planar_f(
+    int N, int K, __global const uint4* qs, __global const half* d, __global const float4* x, __global float* y) {
+  TEAM_SETUP
+  for (int b0 = lane; b0 < blocks; b0 += LANES * UNROLL) {
+    uint4 q[UNROLL][NB];
+    float s[UNROLL][NB];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        const int b = min(b0 + u * LANES, blocks - 1);
+        q[u][j] = qs[ROW(j) * blocks + b];
+        s[u][j] = b0 + u * LANES < blocks ? vload_half(ROW(j) * blocks + b, d) : 0.0f;
+      }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const int b = min(b0 + u * LANES, blocks - 1);
+#pragma unroll
+      for (int j = 0; j < NB; ++j) acc[j] = fma(s[u][j], block_dot_f(q[u][j], x + 8 * b), acc[j]);
+    }
+  }
+  finish_rows(red, acc, lane, team, n0, N, y);
+}
+
+__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void q4_gguf_f(
+    int N, int K, __global const uchar* W, __global const float4* x, __global float* y) {
+  TEAM_SETUP
+  for (int b0 = lane; b0 < blocks; b0 += LANES * UNROLL) {
+    uint4 q[UNROLL][NB];
+    float s[UNROLL][NB];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        const int b = min(b0 + u * LANES, blocks - 1);
+        const __global uchar* blk = W + (ROW(j) * blocks + b) * 18;
+        q[u][j] = gguf_words(blk);
+        s[u][j] = b0 + u * LANES < blocks ? vload_half(0, (const __global half*)blk) : 0.0f;
+      }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const int b = min(b0 + u * LANES, blocks - 1);
+#pragma unroll
+      for (int j = 0; j < NB; ++j) acc[j] = fma(s[u][j], block_dot_f(q[u][j], x + 8 * b), acc[j]);
+    }
+  }
+  finish_rows(red, acc, lane, team, n0, N, y);
+}
+
+__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void q4_planar_i8(
+    int N, int K, __global const uint4* qs, __global const half* d, __global const uint4* xq,
+    __global const float* xd, __global const float* xs, __global float* y) {
+  TEAM_SETUP
+  for (int b0 = lane; b0 < blocks; b0 += LANES * UNROLL) {
+    uint4 q[UNROLL][NB];
+    float s[UNROLL][NB];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        const int b = min(b0 + u * LANES, blocks - 1);
+        q[u][j] = qs[ROW(j) * blocks + b];
+        s[u][j] = b0 + u * LANES < blocks ? vload_half(ROW(j) * blocks + b, d) : 0.0f;
+      }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const int b = min(b0 + u * LANES, blocks - 1);
+      const uint4 a0 = xq[2 * b], a1 = xq[2 * b + 1];
+      const float da = xd[b], sa = xs[b];
+#pragma unroll
+      for (int j = 0; j < NB; ++j)
+        acc[j] = fma(s[u][j], fma(da, (float)block_dot_i8(q[u][j], a0, a1), -8.0f * sa), acc[j]);
+    }
+  }
+  finish_rows(red, acc, lane, team, n0, N, y);
+}
+
+__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void q4_gguf_i8(
+    int N, int K, __global const uchar* W, __global const uint4* xq, __global const float* xd,
+    __global const float* xs, __global float* y) {
+  TEAM_SETUP
+  for (int b0 = lane; b0 < blocks; b0 += LANES * UNROLL) {
+    uint4 q[UNROLL][NB];
+    float s[UNROLL][NB];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        const int b = min(b0 + u * LANES, blocks - 1);
+        const __global uchar* blk = W + (ROW(j) * blocks + b) * 18;
+        q[u][j] = gguf_words(blk);
+        s[u][j] = b0 + u * LANES < blocks ? vload_half(0, (const __global half*)blk) : 0.0f;
+      }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const int b = min(b0 + u * LANES, blocks - 1);
+      const uint4 a0 = xq[2 * b], a1 = xq[2 * b + 1];
+      const float da = xd[b], sa = xs[b];
+#pragma unroll
+      for (int j = 0; j < NB; ++j)
+        acc[j] = fma(s[u][j], fma(da, (float)block_dot_i8(q[u][j], a0, a1), -8.0f * sa), acc[j]);
+    }
+  }
+  finish_rows(red, acc, lane, team, n0, N, y);
+}
+
+// bf16 weights [N, K] (K % 256 == 0): lane l takes the 8 weights at k = 8 * (l + 32 i).
+__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void bf16_rows(
+    int N, int K, __global const uint4* W, __global const float4* x, __global float* y) {
+  TEAM_SETUP
+  const int chunks = K / 8;
+  for (int c0 = lane; c0 < chunks; c0 += LANES * UNROLL) {
+    uint4 w[UNROLL][NB];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+      for (int j = 0; j < NB; ++j) w[u][j] = W[ROW(j) * chunks + min(c0 + u * LANES, chunks - 1)];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      if (c0 + u * LANES >= chunks) break;
+      const float4 a0 = x[2 * (c0 + u * LANES)], a1 = x[2 * (c0 + u * LANES) + 1];
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        const uint4 v = w[u][j];
+        const float4 lo = (float4)(as_float(v.s0 << 16), as_float(v.s0 & 0xFFFF0000u), as_float(v.s1 << 16),
+                                   as_float(v.s1 & 0xFFFF0000u));
+        const float4 hi = (float4)(as_float(v.s2 << 16), as_float(v.s2 & 0xFFFF0000u), as_float(v.s3 << 16),
+                                   as_float(v.s3 & 0xFFFF0000u));
+        acc[j] += dot(lo, a0) + dot(hi, a1);
+      }
+    }
+  }
+  (void)blocks;
+  finish_rows(red, acc, lane, team, n0, N, y);
+}
+
+__kernel void read_sum(__global const uint4* p, long n16, __global uint* out) {
+  uint a = 0;
+  for (long i = get_global_id(0); i < n16; i += get_global_size(0)) {
+    const uint4 v = p[i];
+    a += v.s0 ^ v.s1 ^ v.s2 ^ v.s3;
+  }
+  out[get_global_id(0)] = a;
+}
