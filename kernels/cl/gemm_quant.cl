@@ -690,7 +690,7 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
 }
 
 #ifdef QA8
-#if QPAIR
+#if QPAIR == 1
 // gemm_q_rows on int8 activations with 32-bit weight loads (qp=1): lane l of a team takes block pairs l, l + 32, ...
 // of each of its NB rows. A pair of q8_0/q4_0 blocks (68 / 36 bytes) starts 4-byte aligned where
 // a single block does not (the host asks K % 64 == 0 and an even block offset), so a lane reads
@@ -739,6 +739,97 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
         const float da = ad[m * (K / 32) + kb], sa = as[m * (K / 32) + kb];
 #pragma unroll
         for (int j = 0; j < NB; ++j) acc[i][j] = q_pair_block(w[j], hb, a0, a1, da, sa, acc[i][j]);
+      }
+    }
+  }
+  const float ss[MB] = {0.0f};
+  q_rows_finish(red, acc, ss, K, 0.0f, t, n0, m0, rows, M, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
+}
+#elif QPAIR == 2
+// gemm_q_rows on int8 activations, a lane per block (qp=2): lane l of a team takes whole blocks l,
+// l + 32, ... of each of its NB rows, QB_UNROLL of them a step with all their loads issued before
+// the step's dot products. A block's bytes come in 16-bit loads (q8_0, q4_0: 2-byte aligned) or
+// 32-bit ones (q4_1), so a block has one scale load and one d_a, s_a pair per lane instead of one
+// per 4-byte slot. benchmarks/gpu/quant_layout_probe measured this walk at 0.81-0.86x of a plain
+// 16-byte read of the same bytes on the H200 (q4_0, M = 1, [4096..32768] x [4096..11008]), the
+// float walk at 0.36-0.39x (benchmarks/RESULTS.md, "Issue 17 and 13, session 27"). In decode it
+// carries the nvidia route's q8_0 qkv projections (rms_norm_linear, K >= 4096).
+#ifndef QB_UNROLL
+#define QB_UNROLL 2
+#endif
+inline uint4 qb_words16(const __global uchar* p) {  // 16 bytes at a 2-byte-aligned address
+  const __global ushort* h = (const __global ushort*)p;
+  return (uint4)(h[0] | ((uint)h[1] << 16), h[2] | ((uint)h[3] << 16), h[4] | ((uint)h[5] << 16),
+                 h[6] | ((uint)h[7] << 16));
+}
+__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_blocks_i8(
+    int M, int N, int K, float alpha, float beta, __global const uchar* QA, __global const uchar* W,
+    long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X, long x_off, int sxm,
+    int sxn) {
+  __local float red[MB * NB][LANES * WARPS];
+  const int t = get_local_id(0), lane = t % LANES, team = t / LANES;
+  const int n0 = (get_group_id(0) * WARPS + team) * NB;
+  const int m0 = get_group_id(1) * MB;
+  const int rows = min(MB, M - m0);
+  const int blocks = K / 32;
+  const __global float* ad = (const __global float*)(QA + (long)M * K);
+  const __global float* as = ad + (long)M * blocks;
+  const __global uchar* wr[NB];
+#pragma unroll
+  for (int j = 0; j < NB; ++j) wr[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES;
+  float acc[MB][NB];
+#pragma unroll
+  for (int i = 0; i < MB; ++i)
+#pragma unroll
+    for (int j = 0; j < NB; ++j) acc[i][j] = 0.0f;
+  for (int b0 = lane; b0 < blocks; b0 += LANES * QB_UNROLL) {
+    uint4 q0[QB_UNROLL][NB];
+#if QTYPE == 0
+    uint4 q1[QB_UNROLL][NB];
+#endif
+    float dw[QB_UNROLL][NB];
+#if QTYPE == 2
+    float mw[QB_UNROLL][NB];
+#endif
+#pragma unroll
+    for (int u = 0; u < QB_UNROLL; ++u) {
+      const int b = min(b0 + u * LANES, blocks - 1);
+      const bool in = b0 + u * LANES < blocks;  // a step past the row's end reads its last block, scaled by 0
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        const __global uchar* blk = wr[j] + (long)b * QBYTES;
+        dw[u][j] = in ? vload_half(0, (const __global half*)blk) : 0.0f;
+#if QTYPE == 0
+        q0[u][j] = qb_words16(blk + 2);
+        q1[u][j] = qb_words16(blk + 18);
+#elif QTYPE == 1
+        q0[u][j] = qb_words16(blk + 2);
+#else
+        q0[u][j] = vload4(0, (const __global uint*)(blk + 4));
+        mw[u][j] = in ? vload_half(1, (const __global half*)blk) : 0.0f;
+#endif
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < QB_UNROLL; ++u) {
+      const int b = min(b0 + u * LANES, blocks - 1);
+#pragma unroll
+      for (int i = 0; i < MB; ++i) {
+        const long m = m0 + min(i, rows - 1);
+        const __global uint4* a = (const __global uint4*)(QA + m * K + (long)b * 32);
+        const uint4 a0 = a[0], a1 = a[1];
+        const float da = ad[m * blocks + b], sa = as[m * blocks + b];
+#pragma unroll
+        for (int j = 0; j < NB; ++j) {
+#if QTYPE == 0
+          acc[i][j] = fma(dw[u][j] * da, (float)q_block_dot(q0[u][j], q1[u][j], a0, a1), acc[i][j]);
+#elif QTYPE == 1
+          acc[i][j] = fma(dw[u][j], fma(da, (float)q_block_dot(q0[u][j], q0[u][j], a0, a1), -8.0f * sa), acc[i][j]);
+#else
+          acc[i][j] =
+              fma(dw[u][j] * da, (float)q_block_dot(q0[u][j], q0[u][j], a0, a1), fma(mw[u][j], sa, acc[i][j]));
+#endif
+        }
       }
     }
   }

@@ -170,7 +170,12 @@ config_schema gemv_schema() {
        {0, 1},
        "rms_norm_linear, block-quantized weight: 1 = int8 activations per 32-block, normalized as "
        "they are quantized (llama.cpp's CPU rule); 0 = float activations, the norm read in the rows "
-       "kernel's loads (variant 0) or written as rows first (variant 1)"}};
+       "kernel's loads (variant 0) or written as rows first (variant 1)"},
+      {"qp",
+       0,
+       {0, 2},
+       "rms_norm_linear, block-quantized weight, GPU rows kernel (variant 0) with qa=1: how a team walks "
+       "its row: 0 = 4-byte slots (4 lanes a q4 block), 2 = a lane per block (gemm_q_blocks_i8)"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 0 && (k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4 > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
@@ -266,7 +271,8 @@ op_implementation quant_norm_implementation() {
     if (o.x->size(0) == 0 || o.w->size(0) == 0) return event{};
     const gemm_detail::quant_norm norm{*o.g, c.get_f64("eps")};
     return gemm_detail::enqueue_quant_norm_linear(q, *o.x, norm, *o.w, o.b ? *o.b : tensor{}, c.outputs[0],
-                                                  cfg.at("variant") == 1, cfg.at("qa") == 1, src);
+                                                  cfg.at("variant") == 1, cfg.at("qa") == 1, src,
+                                                  static_cast<int>(cfg.at("qp")));
   };
   return impl;
 }

@@ -92,8 +92,9 @@ inline std::int64_t quantize_norm_group(std::int64_t k) {
 /// quantized to int8 per 32-block with the norm applied on the way (quantize_rows_q8; two
 /// commands). Float activations: the rows kernel reads the norm with them (one command: each
 /// team sums the row's squares from its own loads); the CPU kernel reads rows the norm wrote.
+/// `walk`: the GPU rows kernel's walk on int8 activations (linear's qp: 0 slots, 2 a lane per block).
 event enqueue_quant_norm_linear(queue& q, const tensor& x, const quant_norm& norm, const tensor& weight,
                                 const tensor& bias, const tensor& out, bool cpu, bool int8,
-                                source_override src);
+                                source_override src, int walk = 0);
 
 }  // namespace prism::gemm_detail

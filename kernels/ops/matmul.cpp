@@ -278,9 +278,10 @@ config_schema gemm_schema() {
       {"qwg", 1, {1, 2, 4, 8, 16, 32, 64}, "quantized weights, cpu: work-items per work-group"},
       {"qp",
        0,
-       {0, 1},
-       "quantized weights, rows kernel with qa=1: 1 = each lane reads a pair of blocks in 32-bit loads "
-       "(gemm_q_pairs_i8; K a multiple of 64)"},
+       {0, 1, 2},
+       "quantized weights, rows kernel with qa=1: how a team walks its rows: 0 = 4-byte slots, 4 lanes a "
+       "q4 block; 1 = each lane reads a pair of blocks in 32-bit loads (gemm_q_pairs_i8; K a multiple of "
+       "64); 2 = each lane reads whole blocks, two a step (gemm_q_blocks_i8)"},
       {"qmma",
        0,
        {0, 1},
@@ -776,7 +777,7 @@ struct qplan {
   // cpu: rm, rn, lx, ly; gemv: mb, nb, wg; rows: mb, nb, warps; tiled: tm, tn, wm, wn; mma: warps
   std::int64_t a = 0, b = 0, c = 0, d = 0;
   bool int8_activations = false;  // quantize_rows_q8, then gemm_q_cpu_i8 (cpu) or gemm_q_rows built with QA8
-  bool pairs = false;             // rows with int8 activations: gemm_q_pairs_i8
+  std::int64_t walk = 0;          // rows with int8 activations: qp (1 gemm_q_pairs_i8, 2 gemm_q_blocks_i8)
 };
 
 // K and the row stride (elements) of a quantized weight: linear's [n, k], or matmul's other, the
@@ -840,7 +841,7 @@ qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, bool au
       return {qkernel::gemv, c.at("mb"), c.at("nb"), c.at("wg"), 0};
     case 4:
       if (c.at("qmma") == 1) return {qkernel::mma, c.at("warps"), 0, 0, 0, c.at("qa") == 1};
-      return {qkernel::rows, c.at("mb"), c.at("nb"), c.at("warps"), 0, c.at("qa") == 1, c.at("qp") == 1};
+      return {qkernel::rows, c.at("mb"), c.at("nb"), c.at("warps"), 0, c.at("qa") == 1, c.at("qp")};
     case 3:
       if (c.at("auto") == 1) {
         if (auto_mma) {
@@ -848,7 +849,7 @@ qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, bool au
           while (warps < 8 && warps * 2 <= k / 256) warps *= 2;
           return {qkernel::mma, warps, 0, 0, 0};
         }
-        return m <= 8 ? qplan{qkernel::rows, 8, 2, 8, 0, c.at("qa") == 1, c.at("qp") == 1}
+        return m <= 8 ? qplan{qkernel::rows, 8, 2, 8, 0, c.at("qa") == 1, c.at("qp")}
                       : qplan{qkernel::tiled, 64, 64, 4, 4};
       }
       [[fallthrough]];
@@ -881,8 +882,10 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
     threads = static_cast<std::uint64_t>(pl.c);
     local = static_cast<std::uint64_t>(std::min<std::int64_t>(pl.a, next_pow2(m)) * pl.b * pl.c * 4);
   } else if (pl.kind == qkernel::rows) {
-    if (pl.pairs) {
-      if (!pl.int8_activations) return std::string("qp=1 (block pairs) needs qa=1 (int8 activations)");
+    if (pl.walk != 0 && !pl.int8_activations)
+      return fmt::format("qp={} ({}) needs qa=1 (int8 activations)", pl.walk,
+                         pl.walk == 1 ? "block pairs" : "a lane per block");
+    if (pl.walk == 1) {
       const auto [k, row] = quant_k_and_row(*w);
       if (k % 64 != 0 || row % 64 != 0 || w->offset() % 64 != 0)
         return fmt::format(
@@ -1031,12 +1034,11 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
     r = nd_range(range<3>(ceil_div(p.n, pl.b * pl.c) * wg, ceil_div(p.m, mb), 1), range<3>(wg, 1, 1));
     if (pl.int8_activations) {
       opts += fmt::format(" -DQA8 -DQ_DP4A={} -DQPAIR={}", probe_ptx(q.get_device()).has("dp4a") ? 1 : 0,
-                          pl.pairs ? 1 : 0);
+                          pl.walk);
+      static const char* const walks[3] = {"gemm_q_rows", "gemm_q_pairs_i8", "gemm_q_blocks_i8"};
       const tensor ws = quantize_activations(q, p, opts, src, norm);
-      return submit_quant(q, p,
-                          build_kernel(q.get_context(), "gemm_quant.cl", src, opts,
-                                       pl.pairs ? "gemm_q_pairs_i8" : "gemm_q_rows"),
-                          r, nullptr, ws);
+      return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, walks[pl.walk]), r,
+                          nullptr, ws);
     }
   } else if (pl.kind == qkernel::mma) {
     const bool vec4 = p.a.offset() % 4 == 0 && (p.m == 1 || p.sam % 4 == 0);
@@ -1650,7 +1652,7 @@ void check_matrix_pair(const op_call& call, const tensor& a, const char* an, con
 
 event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const quant_norm& norm,
                                              const tensor& weight, const tensor& bias, const tensor& out,
-                                             bool cpu, bool int8, source_override src) {
+                                             bool cpu, bool int8, source_override src, int walk) {
   // GPU float activations: one weight row per 32-item team. H200, q4_0 weights, bf16 decode
   // (the qkv projections): against nb 2 the rows kernel's time fell 1102-1111 -> 1037 us a token at
   // llama-2-7b and 326-332 -> 292 at qwen3-0.6b (tokens/s +1.3% and +3.5%); nb 4 lost 6-30%
@@ -1665,7 +1667,10 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
                                         "variant=0,rm=1,qrn=1,qwg=32"};
   static const kernel_config configs[2][2] = {{with_qa(shapes[0], 0), with_qa(shapes[0], 1)},
                                               {with_qa(shapes[1], 0), with_qa(shapes[1], 1)}};
-  const kernel_config& cfg = configs[cpu ? 1 : 0][int8 ? 1 : 0];
+  // The GPU int8 form with a lane per block (qp=2, gemm_q_blocks_i8).
+  static const kernel_config blocks_walk =
+      gemm_schema().complete(kernel_config::parse("variant=4,mb=8,nb=1,warps=8,qp=2,qmma=0,qa=1"));
+  const kernel_config& cfg = !cpu && int8 && walk == 2 ? blocks_walk : configs[cpu ? 1 : 0][int8 ? 1 : 0];
   // The int8 quantization and the GPU rows kernel's float loads take the norm in-line; the CPU
   // float kernel reads rows the norm wrote first.
   const bool inline_norm = int8 || !cpu;
