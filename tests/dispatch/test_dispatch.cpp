@@ -322,7 +322,8 @@ TEST(Dispatch, ForcedVendorProfile) {
 }
 
 // The nvidia profile's decode routes for block-quantized weights (vendors/nvidia/vendor.yaml): the
-// qkv projection (rms_norm_linear) takes int8 activations for q4 weights at K >= 4096 only, and
+// qkv projection (rms_norm_linear) takes int8 activations at K >= 4096 only (q8_0 walked a lane
+// per block, qp=2; q4 in 4-byte slots), and
 // post_attention runs 128-item groups of 2 units a task for quantized weights, chained on float
 // activations, and at hidden >= 4096 five launches on int8 ones.
 TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
@@ -344,8 +345,13 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   EXPECT_EQ(q4_long.tier, pd::source_tier::vendor);
   EXPECT_EQ(q4_long.implementation, "opencl.quant_norm");
   EXPECT_NE(q4_long.config.find("qa=1"), std::string::npos) << q4_long.config;
+  EXPECT_NE(q4_long.config.find("qp=0"), std::string::npos) << q4_long.config;
   EXPECT_NE(q4_long.reason.find("nvidia/vendor.yaml:"), std::string::npos) << q4_long.reason;
-  for (const auto& other : {norm_linear(dtype::q4_0, 1024), norm_linear(dtype::q8_0, 4096)}) {
+  const auto q8_long = norm_linear(dtype::q8_0, 4096);
+  EXPECT_EQ(q8_long.tier, pd::source_tier::vendor);
+  EXPECT_NE(q8_long.config.find("qa=1"), std::string::npos) << q8_long.config;
+  EXPECT_NE(q8_long.config.find("qp=2"), std::string::npos) << q8_long.config;
+  for (const auto& other : {norm_linear(dtype::q4_0, 1024), norm_linear(dtype::q8_0, 1024)}) {
     EXPECT_EQ(other.implementation, "opencl.quant_norm");
     EXPECT_NE(other.config.find("qa=0"), std::string::npos) << other.config;
   }
