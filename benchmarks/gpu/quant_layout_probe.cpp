@@ -72,7 +72,8 @@ problem make_problem(int n, int k, std::mt19937& rng) {
     const std::uint16_t h = to_half(scale(rng));
     p.d[b] = h;
     std::memcpy(&p.gguf[b * 18], &h, 2);
-    for (int j = 0; j < 16; ++j) p.qs[b * 16 + j] = p.gguf[b * 18 + 2 + j] = static_cast<std::uint8_t>(byte(rng));
+    for (int j = 0; j < 16; ++j)
+      p.qs[b * 16 + j] = p.gguf[b * 18 + 2 + j] = static_cast<std::uint8_t>(byte(rng));
   }
   p.wbf.resize(static_cast<size_t>(n) * k);
   for (auto& w : p.wbf) {
@@ -167,7 +168,8 @@ int main(int argc, char** argv) try {
     return 2;
   }
   const bool nvidia = dev.getInfo<CL_DEVICE_VENDOR>().find("NVIDIA") != std::string::npos;
-  std::printf("device: %s (%s)\n", dev.getInfo<CL_DEVICE_NAME>().c_str(), dev.getInfo<CL_DEVICE_VERSION>().c_str());
+  std::printf("device: %s (%s)\n", dev.getInfo<CL_DEVICE_NAME>().c_str(),
+              dev.getInfo<CL_DEVICE_VERSION>().c_str());
   cl::Context ctx(dev);
   cl::CommandQueue q(ctx, dev, CL_QUEUE_PROFILING_ENABLE);
   const std::string src = read_text(argv[1]);
@@ -205,7 +207,8 @@ int main(int argc, char** argv) try {
   for (int a = 2; a + 1 < argc; a += 2) {
     const int n = std::atoi(argv[a]), k = std::atoi(argv[a + 1]);
     if (n <= 0 || k <= 0 || k % 256 != 0) {
-      std::fprintf(stderr, "bad shape %s x %s: N > 0 and K a positive multiple of 256\n", argv[a], argv[a + 1]);
+      std::fprintf(stderr, "bad shape %s x %s: N > 0 and K a positive multiple of 256\n", argv[a],
+                   argv[a + 1]);
       return 2;
     }
     const problem p = make_problem(n, k, rng);
@@ -217,17 +220,20 @@ int main(int argc, char** argv) try {
                x = buf(p.x.data(), p.x.size() * 4), xq = buf(p.xq.data(), p.xq.size()),
                xd = buf(p.xd.data(), p.xd.size() * 4), xs = buf(p.xs.data(), p.xs.size() * 4);
     cl::Buffer y(ctx, CL_MEM_READ_WRITE, static_cast<size_t>(n) * 4);
-    const double q4_bytes = static_cast<double>(p.gguf.size()), bf_bytes = static_cast<double>(p.wbf.size()) * 2;
+    const double q4_bytes = static_cast<double>(p.gguf.size()),
+                 bf_bytes = static_cast<double>(p.wbf.size()) * 2;
 
     auto time_it = [&](cl::Kernel& kern, cl::NDRange global, cl::NDRange local) {
       for (int i = 0; i < 2; ++i) q.enqueueNDRangeKernel(kern, cl::NullRange, global, local);
       q.finish();
       std::vector<cl::Event> ev(reps);
-      for (int i = 0; i < reps; ++i) q.enqueueNDRangeKernel(kern, cl::NullRange, global, local, nullptr, &ev[i]);
+      for (int i = 0; i < reps; ++i)
+        q.enqueueNDRangeKernel(kern, cl::NullRange, global, local, nullptr, &ev[i]);
       q.finish();
       std::vector<double> us;
       for (auto& e : ev)
-        us.push_back((e.getProfilingInfo<CL_PROFILING_COMMAND_END>() - e.getProfilingInfo<CL_PROFILING_COMMAND_START>()) /
+        us.push_back((e.getProfilingInfo<CL_PROFILING_COMMAND_END>() -
+                      e.getProfilingInfo<CL_PROFILING_COMMAND_START>()) /
                      1e3);
       std::sort(us.begin(), us.end());
       return us[us.size() / 2];
@@ -246,7 +252,8 @@ int main(int argc, char** argv) try {
       kern.setArg(2, out);
       const double us = time_it(kern, cl::NDRange(threads), cl::NDRange(256));
       read_gbs[r] = bytes / us / 1e3;
-      std::printf("%d x %d  read_sum %-9s %9.1f us %8.1f GB/s\n", n, k, r == 0 ? "q4_0" : "bf16", us, read_gbs[r]);
+      std::printf("%d x %d  read_sum %-9s %9.1f us %8.1f GB/s\n", n, k, r == 0 ? "q4_0" : "bf16", us,
+                  read_gbs[r]);
     }
 
     for (const auto& c : configs) {
@@ -254,7 +261,8 @@ int main(int argc, char** argv) try {
       int arg = 0;
       kern.setArg(arg++, n);
       kern.setArg(arg++, k);
-      const bool planar = c.kernel.find("planar") != std::string::npos, i8 = c.kernel.find("i8") != std::string::npos;
+      const bool planar = c.kernel.find("planar") != std::string::npos,
+                 i8 = c.kernel.find("i8") != std::string::npos;
       const bool bf = c.kernel == "bf16_rows";
       if (bf) {
         kern.setArg(arg++, wbf);
@@ -291,8 +299,8 @@ int main(int argc, char** argv) try {
       const double us = time_it(kern, global, local);
       const double bytes = bf ? bf_bytes : q4_bytes;
       const double gbs = bytes / us / 1e3;
-      std::printf("%d x %d  %-12s nb %d unroll %d warps %d %9.1f us %8.1f GB/s %5.2fx read  err %.1e%s\n", n, k,
-                  c.kernel.c_str(), c.nb, c.unroll, c.warps, us, gbs, gbs / read_gbs[bf ? 1 : 0], worst,
+      std::printf("%d x %d  %-12s nb %d unroll %d warps %d %9.1f us %8.1f GB/s %5.2fx read  err %.1e%s\n", n,
+                  k, c.kernel.c_str(), c.nb, c.unroll, c.warps, us, gbs, gbs / read_gbs[bf ? 1 : 0], worst,
                   ok ? "" : "  WRONG");
     }
   }
