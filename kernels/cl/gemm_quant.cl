@@ -690,6 +690,22 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
 }
 
 #ifdef QA8
+// The int8 walks' signature and prologue (gemm_q_pairs_i8, gemm_q_blocks_i8): the team's weight
+// rows from n0, its activation rows from m0, and the workspace's d_a (ad) and s_a (as) planes
+// after its M x K int8 activations.
+#define Q_I8_KERNEL(name)                                                                             \
+  __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void name(                      \
+      int M, int N, int K, float alpha, float beta, __global const uchar* QA, __global const uchar* W, \
+      long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X, long x_off,      \
+      int sxm, int sxn)
+#define Q_I8_PROLOGUE                                                      \
+  __local float red[MB * NB][LANES * WARPS];                               \
+  const int t = get_local_id(0), lane = t % LANES, team = t / LANES;       \
+  const int n0 = (get_group_id(0) * WARPS + team) * NB;                    \
+  const int m0 = get_group_id(1) * MB;                                     \
+  const int rows = min(MB, M - m0);                                        \
+  const __global float* ad = (const __global float*)(QA + (long)M * K);    \
+  const __global float* as = ad + (long)M * (K / 32);
 #if QPAIR == 1
 // gemm_q_rows on int8 activations with 32-bit weight loads (qp=1): lane l of a team takes block pairs l, l + 32, ...
 // of each of its NB rows. A pair of q8_0/q4_0 blocks (68 / 36 bytes) starts 4-byte aligned where
@@ -698,18 +714,9 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
 // (32 int8), its d_a and s_a = d_a * sum(q_a) from the workspace; q4_0's -8 then costs one
 // multiply-add per block: d_w * (d_a * dot - 8 * s_a), and q4_1's min d_w * dot * d_a + m * s_a.
 // PW, q_half_bits, q_words_at and q_block_dot: quant_common.cl (shared with gemv_chain.cl).
-__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_pairs_i8(
-    int M, int N, int K, float alpha, float beta, __global const uchar* QA, __global const uchar* W,
-    long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X, long x_off, int sxm,
-    int sxn) {
-  __local float red[MB * NB][LANES * WARPS];
-  const int t = get_local_id(0), lane = t % LANES, team = t / LANES;
-  const int n0 = (get_group_id(0) * WARPS + team) * NB;
-  const int m0 = get_group_id(1) * MB;
-  const int rows = min(MB, M - m0);
+Q_I8_KERNEL(gemm_q_pairs_i8) {
+  Q_I8_PROLOGUE
   const int pairs = K / 64;
-  const __global float* ad = (const __global float*)(QA + (long)M * K);
-  const __global float* as = ad + (long)M * (K / 32);
   const __global uint* wp[NB];
 #pragma unroll
   for (int j = 0; j < NB; ++j)
@@ -762,18 +769,9 @@ inline uint4 qb_words16(const __global uchar* p) {  // 16 bytes at a 2-byte-alig
   return (uint4)(h[0] | ((uint)h[1] << 16), h[2] | ((uint)h[3] << 16), h[4] | ((uint)h[5] << 16),
                  h[6] | ((uint)h[7] << 16));
 }
-__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_blocks_i8(
-    int M, int N, int K, float alpha, float beta, __global const uchar* QA, __global const uchar* W,
-    long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X, long x_off, int sxm,
-    int sxn) {
-  __local float red[MB * NB][LANES * WARPS];
-  const int t = get_local_id(0), lane = t % LANES, team = t / LANES;
-  const int n0 = (get_group_id(0) * WARPS + team) * NB;
-  const int m0 = get_group_id(1) * MB;
-  const int rows = min(MB, M - m0);
+Q_I8_KERNEL(gemm_q_blocks_i8) {
+  Q_I8_PROLOGUE
   const int blocks = K / 32;
-  const __global float* ad = (const __global float*)(QA + (long)M * K);
-  const __global float* as = ad + (long)M * blocks;
   const __global uchar* wr[NB];
 #pragma unroll
   for (int j = 0; j < NB; ++j) wr[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES;
