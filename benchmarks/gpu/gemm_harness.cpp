@@ -12,10 +12,7 @@
 // MAXRREG=N builds with NVIDIA's -cl-nv-maxrregcount=N.
 // Env: HARNESS_PLATFORM (substring of the platform name, default NVIDIA), HARNESS_MS (time
 // budget per case, default 300).
-#define CL_HPP_TARGET_OPENCL_VERSION 120
-#define CL_HPP_MINIMUM_OPENCL_VERSION 120
-#define CL_HPP_ENABLE_EXCEPTIONS
-#include <CL/opencl.hpp>
+#include "cl_harness.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -33,13 +30,7 @@
 
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw std::runtime_error("cannot read " + path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using cl_harness::read_text;
 
 // Inline `#include "x.cl"` lines from the kernel folder (as prism's build_kernel does).
 std::string resolve(const std::string& dir, const std::string& file) {
@@ -109,25 +100,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string kdir = argv[1];
-  const char* pf = std::getenv("HARNESS_PLATFORM");
-  const std::string want = pf ? pf : "NVIDIA";
+  const std::string want = cl_harness::wanted_platform();
   const double budget_ms = std::getenv("HARNESS_MS") ? std::atof(std::getenv("HARNESS_MS")) : 300.0;
 
-  std::vector<cl::Platform> plats;
-  cl::Platform::get(&plats);
-  cl::Device dev;
-  bool found = false;
-  for (auto& p : plats) {
-    if (p.getInfo<CL_PLATFORM_NAME>().find(want) == std::string::npos) continue;
-    std::vector<cl::Device> devs;
-    p.getDevices(CL_DEVICE_TYPE_ALL, &devs);
-    if (!devs.empty()) dev = devs[0], found = true;
-    break;
-  }
+  const std::optional<cl::Device> found = cl_harness::find_device(want);
   if (!found) {
     std::fprintf(stderr, "no OpenCL platform matching '%s'\n", want.c_str());
     return 1;
   }
+  const cl::Device dev = *found;
   std::printf("# device: %s (%s)\n", dev.getInfo<CL_DEVICE_NAME>().c_str(),
               dev.getInfo<CL_DRIVER_VERSION>().c_str());
   cl::Context ctx(dev);

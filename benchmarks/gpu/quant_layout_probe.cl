@@ -88,111 +88,65 @@ inline void finish_rows(__local float* red, float acc[NB], int lane, int team, i
 
 #define ROW(j) ((long)min(n0 + (j), N - 1))
 
+// The q4 GEMV walk, one body for the four kernels: LOAD(j, b) sets q[u][j] (nibble words) and
+// s[u][j] (the scale) for row j's block b; DOT(u, j, b) is the block's contribution to acc[j].
+#define Q4_WALK(LOAD, DOT)                                            \
+  TEAM_SETUP                                                          \
+  for (int b0 = lane; b0 < blocks; b0 += LANES * UNROLL) {            \
+    uint4 q[UNROLL][NB];                                              \
+    float s[UNROLL][NB];                                              \
+    _Pragma("unroll") for (int u = 0; u < UNROLL; ++u)                \
+        _Pragma("unroll") for (int j = 0; j < NB; ++j) {              \
+      const int b = min(b0 + u * LANES, blocks - 1);                  \
+      LOAD(j, b);                                                     \
+      if (b0 + u * LANES >= blocks) s[u][j] = 0.0f;                   \
+    }                                                                 \
+    _Pragma("unroll") for (int u = 0; u < UNROLL; ++u) {              \
+      const int b = min(b0 + u * LANES, blocks - 1);                  \
+      DOT_PREP(b);                                                    \
+      _Pragma("unroll") for (int j = 0; j < NB; ++j) acc[j] = DOT(u, j, b); \
+    }                                                                 \
+  }                                                                   \
+  finish_rows(red, acc, lane, team, n0, N, y);
+
+#define LOAD_PLANAR(j, b)                 \
+  q[u][j] = qs[ROW(j) * blocks + (b)];    \
+  s[u][j] = vload_half(ROW(j) * blocks + (b), d)
+#define LOAD_GGUF(j, b)                                                     \
+  const __global uchar* blk = W + (ROW(j) * blocks + (b)) * 18;             \
+  q[u][j] = gguf_words(blk);                                                \
+  s[u][j] = vload_half(0, (const __global half*)blk)
+#define DOT_F(u, j, b) fma(s[u][j], block_dot_f(q[u][j], x + 8 * (b)), acc[j])
+#define DOT_I8(u, j, b) fma(s[u][j], fma(da, (float)block_dot_i8(q[u][j], a0, a1), -8.0f * sa), acc[j])
+
+#define DOT_PREP(b)
 __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void q4_planar_f(
     int N, int K, __global const uint4* qs, __global const half* d, __global const float4* x, __global float* y) {
-  TEAM_SETUP
-  for (int b0 = lane; b0 < blocks; b0 += LANES * UNROLL) {
-    uint4 q[UNROLL][NB];
-    float s[UNROLL][NB];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-      for (int j = 0; j < NB; ++j) {
-        const int b = min(b0 + u * LANES, blocks - 1);
-        q[u][j] = qs[ROW(j) * blocks + b];
-        s[u][j] = b0 + u * LANES < blocks ? vload_half(ROW(j) * blocks + b, d) : 0.0f;
-      }
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      const int b = min(b0 + u * LANES, blocks - 1);
-#pragma unroll
-      for (int j = 0; j < NB; ++j) acc[j] = fma(s[u][j], block_dot_f(q[u][j], x + 8 * b), acc[j]);
-    }
-  }
-  finish_rows(red, acc, lane, team, n0, N, y);
+  Q4_WALK(LOAD_PLANAR, DOT_F)
 }
 
 __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void q4_gguf_f(
     int N, int K, __global const uchar* W, __global const float4* x, __global float* y) {
-  TEAM_SETUP
-  for (int b0 = lane; b0 < blocks; b0 += LANES * UNROLL) {
-    uint4 q[UNROLL][NB];
-    float s[UNROLL][NB];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-      for (int j = 0; j < NB; ++j) {
-        const int b = min(b0 + u * LANES, blocks - 1);
-        const __global uchar* blk = W + (ROW(j) * blocks + b) * 18;
-        q[u][j] = gguf_words(blk);
-        s[u][j] = b0 + u * LANES < blocks ? vload_half(0, (const __global half*)blk) : 0.0f;
-      }
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      const int b = min(b0 + u * LANES, blocks - 1);
-#pragma unroll
-      for (int j = 0; j < NB; ++j) acc[j] = fma(s[u][j], block_dot_f(q[u][j], x + 8 * b), acc[j]);
-    }
-  }
-  finish_rows(red, acc, lane, team, n0, N, y);
+  Q4_WALK(LOAD_GGUF, DOT_F)
 }
+#undef DOT_PREP
 
+// The int8 forms take the activation block (two uint4), its d_a and s_a once per block.
+#define DOT_PREP(b)                                         \
+  const uint4 a0 = xq[2 * (b)], a1 = xq[2 * (b) + 1];       \
+  const float da = xd[b], sa = xs[b]
 __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void q4_planar_i8(
     int N, int K, __global const uint4* qs, __global const half* d, __global const uint4* xq,
     __global const float* xd, __global const float* xs, __global float* y) {
-  TEAM_SETUP
-  for (int b0 = lane; b0 < blocks; b0 += LANES * UNROLL) {
-    uint4 q[UNROLL][NB];
-    float s[UNROLL][NB];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-      for (int j = 0; j < NB; ++j) {
-        const int b = min(b0 + u * LANES, blocks - 1);
-        q[u][j] = qs[ROW(j) * blocks + b];
-        s[u][j] = b0 + u * LANES < blocks ? vload_half(ROW(j) * blocks + b, d) : 0.0f;
-      }
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      const int b = min(b0 + u * LANES, blocks - 1);
-      const uint4 a0 = xq[2 * b], a1 = xq[2 * b + 1];
-      const float da = xd[b], sa = xs[b];
-#pragma unroll
-      for (int j = 0; j < NB; ++j)
-        acc[j] = fma(s[u][j], fma(da, (float)block_dot_i8(q[u][j], a0, a1), -8.0f * sa), acc[j]);
-    }
-  }
-  finish_rows(red, acc, lane, team, n0, N, y);
+  Q4_WALK(LOAD_PLANAR, DOT_I8)
 }
 
 __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void q4_gguf_i8(
     int N, int K, __global const uchar* W, __global const uint4* xq, __global const float* xd,
     __global const float* xs, __global float* y) {
-  TEAM_SETUP
-  for (int b0 = lane; b0 < blocks; b0 += LANES * UNROLL) {
-    uint4 q[UNROLL][NB];
-    float s[UNROLL][NB];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-      for (int j = 0; j < NB; ++j) {
-        const int b = min(b0 + u * LANES, blocks - 1);
-        const __global uchar* blk = W + (ROW(j) * blocks + b) * 18;
-        q[u][j] = gguf_words(blk);
-        s[u][j] = b0 + u * LANES < blocks ? vload_half(0, (const __global half*)blk) : 0.0f;
-      }
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      const int b = min(b0 + u * LANES, blocks - 1);
-      const uint4 a0 = xq[2 * b], a1 = xq[2 * b + 1];
-      const float da = xd[b], sa = xs[b];
-#pragma unroll
-      for (int j = 0; j < NB; ++j)
-        acc[j] = fma(s[u][j], fma(da, (float)block_dot_i8(q[u][j], a0, a1), -8.0f * sa), acc[j]);
-    }
-  }
-  finish_rows(red, acc, lane, team, n0, N, y);
+  Q4_WALK(LOAD_GGUF, DOT_I8)
 }
+#undef DOT_PREP
 
 // bf16 weights [N, K] (K % 256 == 0): lane l takes the 8 weights at k = 8 * (l + 32 i).
 __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void bf16_rows(

@@ -8,10 +8,7 @@
 //   prism_quant_layout_probe KERNEL_FILE N K [N K ...]
 // Env: HARNESS_PLATFORM (substring of the platform name, default NVIDIA); PROBE_SWEEP=0 runs one
 // config per kernel (the CI smoke), otherwise NB x UNROLL x WARPS are swept; PROBE_REPS (default 30).
-#define CL_HPP_TARGET_OPENCL_VERSION 120
-#define CL_HPP_MINIMUM_OPENCL_VERSION 120
-#define CL_HPP_ENABLE_EXCEPTIONS
-#include <CL/opencl.hpp>
+#include "cl_harness.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -28,13 +25,7 @@
 
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw std::runtime_error("cannot read " + path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using cl_harness::read_text;
 
 std::uint16_t to_half(float f) {  // normal range and zero only (the probe's scales)
   if (f == 0.0f) return 0;
@@ -146,27 +137,15 @@ int main(int argc, char** argv) try {
     std::fprintf(stderr, "usage: %s KERNEL_FILE N K [N K ...]  (K a multiple of 256)\n", argv[0]);
     return 2;
   }
-  const std::string want = std::getenv("HARNESS_PLATFORM") ? std::getenv("HARNESS_PLATFORM") : "NVIDIA";
+  const std::string want = cl_harness::wanted_platform();
   const bool sweep = !(std::getenv("PROBE_SWEEP") && std::string(std::getenv("PROBE_SWEEP")) == "0");
   const int reps = std::getenv("PROBE_REPS") ? std::atoi(std::getenv("PROBE_REPS")) : 30;
-  std::vector<cl::Platform> platforms;
-  cl::Platform::get(&platforms);
-  cl::Device dev;
-  bool found = false;
-  for (auto& pl : platforms) {
-    if (pl.getInfo<CL_PLATFORM_NAME>().find(want) == std::string::npos) continue;
-    std::vector<cl::Device> ds;
-    pl.getDevices(CL_DEVICE_TYPE_ALL, &ds);
-    if (!ds.empty()) {
-      dev = ds[0];
-      found = true;
-      break;
-    }
-  }
+  const std::optional<cl::Device> found = cl_harness::find_device(want);
   if (!found) {
     std::fprintf(stderr, "no OpenCL platform matching '%s'\n", want.c_str());
     return 2;
   }
+  const cl::Device dev = *found;
   const bool nvidia = dev.getInfo<CL_DEVICE_VENDOR>().find("NVIDIA") != std::string::npos;
   std::printf("device: %s (%s)\n", dev.getInfo<CL_DEVICE_NAME>().c_str(),
               dev.getInfo<CL_DEVICE_VERSION>().c_str());
