@@ -1660,16 +1660,14 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
   // weights at K >= 4096): one row per team too, the dp4a walk 636-639 -> 591-595 us a token at
   // llama-2-7b q4_0 against nb 2 (tokens/s +1.1%; "Issue 17, session 24").
   // One kernel shape per device kind; the activations' form (qa) is the only difference within it.
-  static const auto with_qa = [](const char* shape, int qa) {
-    return gemm_schema().complete(kernel_config::parse(fmt::format("{},qa={}", shape, qa)));
+  static const auto with_qa = [](const char* shape, int qa, int qp = 0) {
+    return gemm_schema().complete(kernel_config::parse(fmt::format("{},qa={},qp={}", shape, qa, qp)));
   };
-  static const char* const shapes[2] = {"variant=4,mb=8,nb=1,warps=8,qp=0,qmma=0",
-                                        "variant=0,rm=1,qrn=1,qwg=32"};
+  static const char* const shapes[2] = {"variant=4,mb=8,nb=1,warps=8,qmma=0", "variant=0,rm=1,qrn=1,qwg=32"};
   static const kernel_config configs[2][2] = {{with_qa(shapes[0], 0), with_qa(shapes[0], 1)},
                                               {with_qa(shapes[1], 0), with_qa(shapes[1], 1)}};
   // The GPU int8 form with a lane per block (qp=2, gemm_q_blocks_i8).
-  static const kernel_config blocks_walk =
-      gemm_schema().complete(kernel_config::parse("variant=4,mb=8,nb=1,warps=8,qp=2,qmma=0,qa=1"));
+  static const kernel_config blocks_walk = with_qa(shapes[0], 1, 2);
   const kernel_config& cfg = !cpu && int8 && walk == 2 ? blocks_walk : configs[cpu ? 1 : 0][int8 ? 1 : 0];
   // The int8 quantization and the GPU rows kernel's float loads take the norm in-line; the CPU
   // float kernel reads rows the norm wrote first.
