@@ -755,8 +755,8 @@ Q_I8_KERNEL(gemm_q_pairs_i8) {
 #elif QPAIR == 2
 // gemm_q_rows on int8 activations, a lane per block (qp=2): lane l of a team takes whole blocks l,
 // l + 32, ... of each of its NB rows, QB_UNROLL of them a step with all their loads issued before
-// the step's dot products. A block's bytes come in 16-bit loads (q8_0, q4_0: 2-byte aligned) or
-// 32-bit ones (q4_1), so a block has one scale load and one d_a, s_a pair per lane instead of one
+// the step's dot products. A block's bytes come as quant_common.cl's slots (16-bit loads for q8_0,
+// q4_0: 2-byte aligned; 32-bit ones for q4_1), so a block has one scale load and one d_a, s_a pair per lane instead of one
 // per 4-byte slot. benchmarks/gpu/quant_layout_probe measured this walk at 0.81-0.86x of a plain
 // 16-byte read of the same bytes on the H200 (q4_0, M = 1, [4096..32768] x [4096..11008]), the
 // float walk at 0.36-0.39x (benchmarks/RESULTS.md, "Issue 17 and 13, session 27"). In decode it
@@ -764,10 +764,10 @@ Q_I8_KERNEL(gemm_q_pairs_i8) {
 #ifndef QB_UNROLL
 #define QB_UNROLL 2
 #endif
-inline uint4 qb_words16(const __global uchar* p) {  // 16 bytes at a 2-byte-aligned address
-  const __global ushort* h = (const __global ushort*)p;
-  return (uint4)(h[0] | ((uint)h[1] << 16), h[2] | ((uint)h[3] << 16), h[4] | ((uint)h[5] << 16),
-                 h[6] | ((uint)h[7] << 16));
+// Quant words s0 .. s0 + 3 of the block at p (quant_common.cl's 4-byte slots: 16-bit loads for
+// q8_0 / q4_0, 32-bit ones for q4_1).
+inline uint4 q_slots4(const __global uchar* p, int s0) {
+  return (uint4)(q_slot(p, 0, s0), q_slot(p, 0, s0 + 1), q_slot(p, 0, s0 + 2), q_slot(p, 0, s0 + 3));
 }
 Q_I8_KERNEL(gemm_q_blocks_i8) {
   Q_I8_PROLOGUE
@@ -781,14 +781,8 @@ Q_I8_KERNEL(gemm_q_blocks_i8) {
 #pragma unroll
     for (int j = 0; j < NB; ++j) acc[i][j] = 0.0f;
   for (int b0 = lane; b0 < blocks; b0 += LANES * QB_UNROLL) {
-    uint4 q0[QB_UNROLL][NB];
-#if QTYPE == 0
-    uint4 q1[QB_UNROLL][NB];
-#endif
-    float dw[QB_UNROLL][NB];
-#if QTYPE == 2
-    float mw[QB_UNROLL][NB];
-#endif
+    uint4 q0[QB_UNROLL][NB], q1[QB_UNROLL][NB];  // q1: q8_0's second 16 bytes
+    float dw[QB_UNROLL][NB], mw[QB_UNROLL][NB];    // mw: q4_1's min
 #pragma unroll
     for (int u = 0; u < QB_UNROLL; ++u) {
       const int b = min(b0 + u * LANES, blocks - 1);
@@ -796,16 +790,10 @@ Q_I8_KERNEL(gemm_q_blocks_i8) {
 #pragma unroll
       for (int j = 0; j < NB; ++j) {
         const __global uchar* blk = wr[j] + (long)b * QBYTES;
-        dw[u][j] = in ? vload_half(0, (const __global half*)blk) : 0.0f;
-#if QTYPE == 0
-        q0[u][j] = qb_words16(blk + 2);
-        q1[u][j] = qb_words16(blk + 18);
-#elif QTYPE == 1
-        q0[u][j] = qb_words16(blk + 2);
-#else
-        q0[u][j] = vload4(0, (const __global uint*)(blk + 4));
-        mw[u][j] = in ? vload_half(1, (const __global half*)blk) : 0.0f;
-#endif
+        dw[u][j] = in ? q_scale(blk) : 0.0f;
+        mw[u][j] = in && QTYPE == 2 ? q_min(blk) : 0.0f;
+        q0[u][j] = q_slots4(blk, 0);
+        q1[u][j] = QTYPE == 0 ? q_slots4(blk, 4) : q0[u][j];
       }
     }
 #pragma unroll
@@ -818,16 +806,8 @@ Q_I8_KERNEL(gemm_q_blocks_i8) {
         const uint4 a0 = a[0], a1 = a[1];
         const float da = ad[m * blocks + b], sa = as[m * blocks + b];
 #pragma unroll
-        for (int j = 0; j < NB; ++j) {
-#if QTYPE == 0
-          acc[i][j] = fma(dw[u][j] * da, (float)q_block_dot(q0[u][j], q1[u][j], a0, a1), acc[i][j]);
-#elif QTYPE == 1
-          acc[i][j] = fma(dw[u][j], fma(da, (float)q_block_dot(q0[u][j], q0[u][j], a0, a1), -8.0f * sa), acc[i][j]);
-#else
-          acc[i][j] =
-              fma(dw[u][j] * da, (float)q_block_dot(q0[u][j], q0[u][j], a0, a1), fma(mw[u][j], sa, acc[i][j]));
-#endif
-        }
+        for (int j = 0; j < NB; ++j)
+          acc[i][j] = q_block_i8(dw[u][j], mw[u][j], q0[u][j], q1[u][j], a0, a1, da, sa, acc[i][j]);
       }
     }
   }

@@ -172,20 +172,26 @@ inline int q_block_dot(uint4 qb0, uint4 qb1, uint4 a0, uint4 a1) {
   return q_dot16((qb0 >> (uint4)4) & (uint4)0x0F0F0F0Fu, a1, q_dot16(qb0 & (uint4)0x0F0F0F0Fu, a0, 0));
 #endif
 }
-// acc plus block `hb` (0 or 1) of the pair in words w against its activation block (a0, a1) with
-// scale da and scaled sum sa = da * sum(q_a): q4_0's -8 is one multiply-add a block,
-// d_w (d_a dot - 8 s_a), and q4_1's min d_w d_a dot + m s_a.
+// acc plus one weight block (scale dw, q4_1's min mw, quant words qb0 and for q8_0 qb1) against
+// its activation block (a0, a1) with scale da and scaled sum sa = da * sum(q_a): q4_0's -8 is one
+// multiply-add a block, d_w (d_a dot - 8 s_a), and q4_1's min d_w d_a dot + m s_a.
+inline float q_block_i8(float dw, float mw, uint4 qb0, uint4 qb1, uint4 a0, uint4 a1, float da, float sa,
+                        float acc) {
+#if QTYPE == 0
+  return fma(dw * da, (float)q_block_dot(qb0, qb1, a0, a1), acc);
+#elif QTYPE == 1
+  return fma(dw, fma(da, (float)q_block_dot(qb0, qb0, a0, a1), -8.0f * sa), acc);
+#else
+  return fma(dw * da, (float)q_block_dot(qb0, qb0, a0, a1), fma(mw, sa, acc));
+#endif
+}
+// q_block_i8 for block `hb` (0 or 1) of the pair in words w.
 inline float q_pair_block(const uint* w, int hb, uint4 a0, uint4 a1, float da, float sa, float acc) {
   const int o = hb * QBYTES;
   const float dw = q_half_bits(o % 4 == 0 ? w[o / 4] : w[o / 4] >> 16);
-#if QTYPE == 0
-  return fma(dw * da, (float)q_block_dot(q_words_at(w, o + 2), q_words_at(w, o + 18), a0, a1), acc);
-#elif QTYPE == 1
-  const uint4 qb = q_words_at(w, o + 2);
-  return fma(dw, fma(da, (float)q_block_dot(qb, qb, a0, a1), -8.0f * sa), acc);
-#else
-  const uint4 qb = q_words_at(w, o + 4);
-  return fma(dw * da, (float)q_block_dot(qb, qb, a0, a1), fma(q_half_bits(w[o / 4] >> 16), sa, acc));
-#endif
+  const float mw = QTYPE == 2 ? q_half_bits(w[o / 4] >> 16) : 0.0f;
+  const uint4 qb0 = q_words_at(w, o + QOFF);
+  const uint4 qb1 = QTYPE == 0 ? q_words_at(w, o + 18) : qb0;
+  return q_block_i8(dw, mw, qb0, qb1, a0, a1, da, sa, acc);
 }
 #endif
