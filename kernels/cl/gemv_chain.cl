@@ -32,19 +32,26 @@
 // CTR_STRIDE (ints between two counters), PF_STEPS (weight steps an item loads before its wait),
 // QTYPE (block-quantized weights: 0 q8_0, 1 q4_0, 2 q4_1; unset for float weights), QA8 (with QTYPE:
 // int8 activations for stages 2 and 3, below), Q_DP4A (QA8: dp4a through inline PTX), Q_PAIRS
-// (QA8: stages 2 and 3 read weight block pairs in 32-bit loads), QF (QA8: the quantize steps
-// inside stages 1 and 2, block by block: chain_quantize_done).
+// (QA8: the int8 stages read weight block pairs in 32-bit loads), QO (QA8: stage 1 on int8
+// activations too, after a quantize step Q0), QF (QA8: the quantize steps Q1 and Q2 inside stages
+// 1 and 2, block by block: chain_quantize_done).
 //
 // QA8 (config qa=1): llama.cpp's scheme inside the block. Two quantize steps join the chain, so
 // the order is 1, Q1, 2, Q2, 3 (five launches with CHAIN=0: STAGE 12 and 23 are the steps; the
 // 7B-shaped q4_0 decode on the H200 ran 324-327 tokens/s against 293-294 with the steps run by
 // the last group of stages 1 and 2 in three launches, benchmarks/RESULTS.md, "Issue 17, session 25"):
-//   Q1 (a group per row): n's 32-blocks before the norm's scale, h * g, to int8 with one f32
-//      scale a block, and rs = rsqrt(mean h^2 + eps) of the row;
-//   Q2 (a group per WG blocks of a row): the activations a to int8 the same way.
-// Stages 2 and 3 then walk those bytes against the weight slots with 4-byte integer dot products
-// (q_dp4a), one float multiply-add per slot and row instead of a float dot per 4 weights; stage
-// 2 scales its dots by rs. The quantized rows live in Scratch after the activations.
+//   Q1: n's 32-blocks before the norm's scale, h * g, to int8 with one f32 scale a block, and
+//      each block's sum of h^2;
+//   Q2: the activations a to int8 the same way.
+// Each step runs a group per WG blocks of a row (Q1 had run a group a row, summing the row's
+// squares itself: 7.5 us of device time a layer at the 7B shape against Q2's 4.3,
+// benchmarks/RESULTS.md, "Issue 17, session 28"). Stages 2 and 3 then walk those bytes against
+// the weight slots with 4-byte integer dot products (q_dp4a), one float multiply-add per slot
+// and row instead of a float dot per 4 weights; stage 2 sums the norm's mean square from the
+// blocks' sums. QO (config qo=1) puts a step Q0 (STAGE 10) before stage 1, the attention output
+// to int8 the same way, and stage 1 walks it as stages 2 and 3 do: the float walk of stage 1 took
+// 15.4 us a layer for 9.4 MB of q4_0 weights at the 7B shape. The quantized rows live in Scratch
+// after the activations.
 
 #include "gemm_common.cl"
 
@@ -71,6 +78,9 @@
 #endif
 #ifndef PF_STEPS
 #define PF_STEPS 0
+#endif
+#ifndef QO
+#define QO 0
 #endif
 #ifndef QF
 #define QF 0
@@ -104,14 +114,12 @@ typedef GT WT;
 #endif
 
 // A stage's int8 activations (QA8; q null otherwise): q [rows, K] bytes, d [rows, K / 32] block
-// scales, s [rows, K / 32] each block's d * sum(q), rs [rows] the norm's scale (stage 2; null in
-// stage 3), or with QF sq [rows, K / 32] h's blocks' sums of squares (stage 2; null otherwise),
-// from which the task sums the norm's mean square.
+// scales, s [rows, K / 32] each block's d * sum(q), and in stage 2 sq [rows, K / 32] h's blocks'
+// sums of squares (null otherwise), from which the task sums the norm's mean square.
 typedef struct {
   __global const uchar* q;
   __global const float* d;
   __global const float* s;
-  __global const float* rs;
   __global const float* sq;
 } chain_i8;
 
@@ -138,8 +146,8 @@ inline void chain_block_squares(float* ss, int rows, int K, int me, int team, ch
 // groups polling one do not queue behind the increments of another: [0] the ticket, [1] stage-1
 // tasks done, [2] stage-2 tasks done, [3] groups finished.
 #define CTR(i) (Ctr + (i) * CTR_STRIDE)
-// QA8's steps count their tasks done in [4] (Q1) and [5] (Q2).
-#define CTR_COUNT 6
+// QA8's steps count their tasks done in [4] (Q1), [5] (Q2) and [6] (Q0).
+#define CTR_COUNT 7
 
 inline void chain_fence(void) {
 #if CHAIN_PTX
@@ -458,22 +466,14 @@ inline float chain_quantize_block(int b, __global const GT* x, __global const GT
   return ss;
 }
 
-// Q1 / Q2: blocks b0 + t, b0 + t + WG, ... below b1 of x (one row) through chain_quantize_block.
-// With rs (uniform over the group: its barriers), the group also sums x^2 over those blocks
-// (every block of the row: Q1 runs one group a row) into *rs = rsqrt(mean + eps).
-inline void chain_quantize(int n, int b0, int b1, __global const GT* x, __global const GT* g, __global uchar* q,
-                           __global float* d, __global float* s, __global float* rs, float eps, __local float* part) {
-  const int t = get_local_id(0);
-  float ss = 0.0f;
-  for (int b = b0 + t; b < b1; b += WG) ss += chain_quantize_block(b, x, g, q, d, s);
-  if (rs) {
-    part[t] = ss;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = WG / 2; s > 0; s >>= 1) {
-      if (t < s) part[t] += part[t + s];
-      barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (t == 0) *rs = rsqrt(part[0] / (float)n + eps);
+// Q0 / Q1 / Q2: blocks b0 + t, b0 + t + WG, ... below b1 of x (one row) through
+// chain_quantize_block, each block's sum of squares into sq[b] where sq is given (Q1: stage 2's
+// norm sums them, as with QF).
+inline void chain_quantize(int b0, int b1, __global const GT* x, __global const GT* g, __global uchar* q,
+                           __global float* d, __global float* s, __global float* sq) {
+  for (int b = b0 + get_local_id(0); b < b1; b += WG) {
+    const float ss = chain_quantize_block(b, x, g, q, d, s);
+    if (sq) sq[b] = ss;
   }
 }
 
@@ -688,7 +688,7 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
   for (int r = t; r < MB * NB; r += WG) {
     const int i = r / NB, c = r % NB, j = j0 + c;
     if (i < rows && j < F) {
-      const float scale = !norm ? 1.0f : ia.rs ? ia.rs[i] : rsqrt(chain_total(red, MB * 2 * NB + i) / (float)K + eps);
+      const float scale = !norm ? 1.0f : rsqrt(chain_total(red, MB * 2 * NB + i) / (float)K + eps);
       float v;
       if (gated) {
         const float g = chain_total(red, i * 2 * NB + 2 * c) * scale, u = chain_total(red, i * 2 * NB + 2 * c + 1) * scale;
@@ -747,7 +747,7 @@ inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, in
     for (int c = 0; c < NB; ++c) {
       const int j = ju + c;
       if (lane == (i * NB + c) % 32 && i < rows && j < F) {
-        const float scale = !norm ? 1.0f : ia.rs ? ia.rs[i] : rsqrt(ss[i] / (float)K + eps);
+        const float scale = !norm ? 1.0f : rsqrt(ss[i] / (float)K + eps);
         float v;
         if (gated) {
           const float g = acc[i][2 * c] * scale, u = acc[i][2 * c + 1] * scale;
@@ -766,8 +766,16 @@ inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, in
 #define CHAIN_TASK chain_task
 #endif
 
+// The chained form is post_attention_block; CHAIN=0 names each launch by its stage
+// (post_attention_stage1, _stage12, _stage2, _stage23, _stage3), so that a profile's kernel table
+// (prism-llm's decode_kernels) times the stages apart.
+#if CHAIN
+#define CHAIN_KERNEL post_attention_block
+#else
+#define CHAIN_KERNEL GEMM_CAT(post_attention_stage, STAGE)
+#endif
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void post_attention_block(int M, int H, int A, int I, __global const GT* Res, long res_off, int srm,
+void CHAIN_KERNEL(int M, int H, int A, int I, __global const GT* Res, long res_off, int srm,
                           __global const GT* X, long x_off, int sxm, __global const WT* Wo, long wo_off, int swo,
                           __global const GT* G, long g_off, float eps, __global const WT* Wgu, long wgu_off,
                           int swgu, __global const WT* Wd, long wd_off, int swd, __global GT* Out, long out_off,
@@ -778,38 +786,47 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   const int row_blocks = (M + MB - 1) / MB;
   const int t1 = (H + UPT - 1) / UPT * row_blocks, t2 = (I + UPT - 1) / UPT * row_blocks;
 #ifdef QA8
-  // The quantize steps' tasks: Q1 a group a row, Q2 a group per WG blocks of a row. Their rows
-  // follow the activations in Scratch, bytes first (16-byte aligned rows: H and I are whole
-  // blocks): qh [M, H], qa [M, I], then floats dh, sh [M, H / 32], rs [M], da, sa [M, I / 32]
+  // The quantize steps' tasks, a group per WG blocks of a row: Q0 (QO) the attention output x,
+  // Q1 n = h * g, Q2 the activations a. Their rows follow the activations in Scratch, bytes
+  // first (16-byte aligned rows: A, H and I are whole blocks): qh [M, H], qa [M, I], qx [M, A]
+  // (QO), then floats dh, sh, sq [M, H / 32] (sq: h's blocks' sums of squares, from which stage 2
+  // sums the norm's mean square), da, sa [M, I / 32], dx, sx [M, A / 32] (QO)
   // (kernels/ops/post_attention.cpp sizes it).
-  const int q2_per_row = (I / 32 + WG - 1) / WG;
+  const int q0_per_row = (A / 32 + WG - 1) / WG, q1_per_row = (H / 32 + WG - 1) / WG,
+            q2_per_row = (I / 32 + WG - 1) / WG;
   __global uchar* qh = (__global uchar*)(Scratch + (long)M * I);
   __global uchar* qa = qh + (long)M * H;
-  __global float* dh = (__global float*)(qa + (long)M * I);
+  __global uchar* qx = qa + (long)M * I;
+  __global float* dh = (__global float*)(qx + (QO ? (long)M * A : 0));
   __global float* sh = dh + (long)M * (H / 32);
-  __global float* rsv = sh + (long)M * (H / 32);
-  __global float* da = rsv + M;
+  __global float* sqv = sh + (long)M * (H / 32);
+  __global float* da = sqv + (long)M * (H / 32);
   __global float* sa = da + (long)M * (I / 32);
+  __global float* dx = sa + (long)M * (I / 32);
+  __global float* sx = dx + (long)M * (A / 32);
+  const int nq0 = QO ? M * q0_per_row : 0;
 #if QF
-  // QF: no quantize tasks; h's blocks' sums of squares [M, H / 32] follow sa, and the blocks'
-  // counters [M, H / 32] then [M, I / 32] follow the chain's.
-  __global float* sqv = sa + (long)M * (I / 32);
+  // QF: Q1 and Q2 run inside stages 1 and 2; the blocks' counters [M, H / 32] then [M, I / 32]
+  // follow the chain's.
   volatile __global int* done1 = Ctr + CTR_COUNT * CTR_STRIDE;
   volatile __global int* done2 = done1 + (long)M * (H / 32);
   __local int qf_list[QF_LIST];
   const int nq1 = 0, nq2 = 0;
 #else
-  const int nq1 = M, nq2 = M * q2_per_row;
+  const int nq1 = M * q1_per_row, nq2 = M * q2_per_row;
 #endif
 #else
-  const int nq1 = 0, nq2 = 0;
+  const int nq0 = 0, nq1 = 0, nq2 = 0;
 #endif
 #if CHAIN
   if (get_local_id(0) == 0) ticket = atomic_inc(CTR(0));
   barrier(CLK_LOCAL_MEM_FENCE);
-  // Tickets serve the stages laid end to end: 1, Q1, 2, Q2, 3 (the Q steps only with QA8).
+  // Tickets serve the stages laid end to end: Q0, 1, Q1, 2, Q2, 3 (the Q steps only with QA8, Q0
+  // with QO).
   int task = ticket, stage;
-  if (task < t1) {
+  if (task < nq0) {
+    stage = 10;
+  } else if ((task -= nq0) < t1) {
     stage = 1;
   } else if ((task -= t1) < nq1) {
     stage = 12;
@@ -826,17 +843,21 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   const int task = get_group_id(0);
 #endif
 #ifdef QA8
-  if (stage == 12 || stage == 23) {
+  if (stage == 10 || stage == 12 || stage == 23) {
 #if CHAIN
-    chain_acquire(stage == 12 ? CTR(1) : CTR(2), stage == 12 ? t1 : t2);
+    if (stage != 10) chain_acquire(stage == 12 ? CTR(1) : CTR(2), stage == 12 ? t1 : t2);
 #endif
-    if (stage == 12) {  // task = row
-      chain_quantize(H, 0, H / 32, Out + out_off + (long)task * som, G + g_off, qh + (long)task * H,
-                     dh + (long)task * (H / 32), sh + (long)task * (H / 32), rsv + task, eps, red[0]);
+    const int per_row = stage == 10 ? q0_per_row : stage == 12 ? q1_per_row : q2_per_row;
+    const int m = task / per_row, b0 = task % per_row * WG;
+    if (stage == 10) {
+      chain_quantize(b0, min(b0 + WG, A / 32), X + x_off + (long)m * sxm, 0, qx + (long)m * A,
+                     dx + (long)m * (A / 32), sx + (long)m * (A / 32), 0);
+    } else if (stage == 12) {
+      chain_quantize(b0, min(b0 + WG, H / 32), Out + out_off + (long)m * som, G + g_off, qh + (long)m * H,
+                     dh + (long)m * (H / 32), sh + (long)m * (H / 32), sqv + (long)m * (H / 32));
     } else {
-      const int m = task / q2_per_row, b0 = task % q2_per_row * WG;
-      chain_quantize(I, b0, min(b0 + WG, I / 32), act + (long)m * I, 0, qa + (long)m * I, da + (long)m * (I / 32),
-                     sa + (long)m * (I / 32), 0, eps, red[0]);
+      chain_quantize(b0, min(b0 + WG, I / 32), act + (long)m * I, 0, qa + (long)m * I, da + (long)m * (I / 32),
+                     sa + (long)m * (I / 32), 0);
     }
   } else {
 #endif
@@ -845,18 +866,18 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   const int rows = min(MB, M - m0);
   __global GT* out = Out + out_off + (long)m0 * som;
   act += (long)m0 * I;
-  // Stages 2 and 3's int8 activations (QA8), none otherwise.
-  chain_i8 ia = {0, 0, 0, 0, 0};
+  // Stages 2 and 3's int8 activations (QA8), and stage 1's with QO; none otherwise.
+  chain_i8 ia = {0, 0, 0, 0};
 #ifdef QA8
-  if (stage == 2) {
+  if (stage == 1 && QO) {
+    ia.q = qx + (long)m0 * A;
+    ia.d = dx + (long)m0 * (A / 32);
+    ia.s = sx + (long)m0 * (A / 32);
+  } else if (stage == 2) {
     ia.q = qh + (long)m0 * H;
     ia.d = dh + (long)m0 * (H / 32);
     ia.s = sh + (long)m0 * (H / 32);
-#if QF
     ia.sq = sqv + (long)m0 * (H / 32);
-#else
-    ia.rs = rsv + m0;
-#endif
   } else if (stage == 3) {
     ia.q = qa + (long)m0 * I;
     ia.d = da + (long)m0 * (I / 32);
@@ -870,7 +891,7 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   // before, or with QA8 on its quantize step.
   if (stage == 1) {
     CHAIN_TASK(red, rows, H, A, j0, X + x_off + (long)m0 * sxm, sxm, Wo + wo_off, swo, G, eps, 0, 0, 1,
-               Res + res_off + (long)m0 * srm, srm, out, som, ia, CTR(1), 0);
+               Res + res_off + (long)m0 * srm, srm, out, som, ia, CTR(6), nq0);
   } else if (stage == 2) {
     CHAIN_TASK(red, rows, I, H, j0, out, som, Wgu + wgu_off, swgu, G + g_off, eps, 1, 1, 0, out, som, act, I, ia,
                nq1 ? CTR(4) : CTR(1), nq1 ? nq1 : t1);
@@ -909,8 +930,8 @@ void post_attention_block(int M, int H, int A, int I, __global const GT* Res, lo
   barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
   if (get_local_id(0) == 0) {
     chain_fence();
-    if (stage != 3) atomic_inc(CTR(stage == 12 ? 4 : stage == 23 ? 5 : stage));
-    if (atomic_inc(CTR(3)) == 2 * t1 + t2 + nq1 + nq2 - 1)
+    if (stage != 3) atomic_inc(CTR(stage == 10 ? 6 : stage == 12 ? 4 : stage == 23 ? 5 : stage));
+    if (atomic_inc(CTR(3)) == 2 * t1 + t2 + nq0 + nq1 + nq2 - 1)
       for (int i = 0; i < CTR_COUNT; ++i) atomic_xchg(CTR(i), 0);
   }
 #endif

@@ -31,8 +31,9 @@ enum operand { kResidual, kAttn, kOWeight, kNormWeight, kGateUp, kDown };
 // The chain's counters sit this many ints apart (a 128-byte line each), so that the groups polling
 // one do not queue behind the increments of another (gemv_chain.cl's CTR_STRIDE).
 constexpr std::int64_t kCounterStride = 32;
-// The counters: ticket, stage 1 done, stage 2 done, groups finished, Q1 done, Q2 done (CTR_COUNT).
-constexpr std::int64_t kCounters = 6;
+// The counters: ticket, stage 1 done, stage 2 done, groups finished, Q1 done, Q2 done, Q0 done
+// (CTR_COUNT).
+constexpr std::int64_t kCounters = 7;
 
 // Hidden size H, attention width A, MLP width I.
 struct block_dims {
@@ -94,10 +95,10 @@ void check_post_attention(const op_call& c) {
 
 // Double precision, rounding h and the activations to the storage dtype where the kernel stores
 // them. Magnitudes: the absolute products of each stage, carried through the next. On block-
-// quantized weights stages 2 and 3 may read their activations as int8 per 32-block (qa=1), whose
-// error is at most absmax / 254 a block: those stages' magnitudes then take each block's largest
-// input magnitude times the block's sum |w| (as reference_rows does for linear), which also bounds
-// the sum of |n w| itself.
+// quantized weights stages 2 and 3 (and 1 with qo=1) may read their activations as int8 per
+// 32-block (qa=1), whose error is at most absmax / 254 a block: every stage's magnitude then takes
+// each block's largest input magnitude times the block's sum |w| (as reference_rows does for
+// linear), which also bounds the sum of |x w| itself.
 void reference_post_attention(host_call& hc) {
   const op_call& c = *hc.call;
   const dtype t = c.inputs[kResidual].type();
@@ -111,7 +112,7 @@ void reference_post_attention(host_call& hc) {
   const double eps = c.get_f64("eps");
   auto& out = hc.outputs[0];
   out.magnitude.assign(out.values.size(), 0.0);
-  std::vector<double> h(H), mh(H), n(H), mn(H), a(I), ma(I);
+  std::vector<double> h(H), mh(H), n(H), mn(H), a(I), ma(I), xa(A);
   const bool quant = is_quantized(c.inputs[kOWeight].type());
   // sum_k x[k] |w[k]| over K, or with quant sum over blocks of max_block x * sum_block |w|.
   auto weighted = [&](const std::vector<double>& x, const double* w, std::int64_t K) {
@@ -127,12 +128,13 @@ void reference_post_attention(host_call& hc) {
     return total;
   };
   for (std::int64_t m = 0; m < M; ++m) {
+    for (std::int64_t k = 0; k < A; ++k) xa[k] = std::fabs(attn[m * A + k]);
     for (std::int64_t j = 0; j < H; ++j) {
-      double s = res[m * H + j], mag = std::fabs(res[m * H + j]);
-      for (std::int64_t k = 0; k < A; ++k) {
-        s += attn[m * A + k] * wo[j * A + k];
-        mag += std::fabs(attn[m * A + k] * wo[j * A + k]);
-      }
+      double s = res[m * H + j];
+      for (std::int64_t k = 0; k < A; ++k) s += attn[m * A + k] * wo[j * A + k];
+      // Stage 1 reads int8 activations too with qo=1: the block form of the magnitude (which
+      // bounds the plain sum of |x w|).
+      const double mag = std::fabs(res[m * H + j]) + weighted(xa, &wo[j * A], A);
       h[j] = round_to(t, s);
       mh[j] = mag + std::fabs(s);
     }
@@ -215,6 +217,12 @@ config_schema post_attention_schema() {
        "qa=1: 1 = gate/up and down read weight block pairs in 32-bit loads where their rows are whole "
        "pairs (hidden and MLP widths and the weights' offsets multiples of 64; 4-byte slots otherwise), "
        "0 = 4-byte slots in 16-bit loads"},
+      {"qo",
+       0,
+       {0, 1},
+       "qa=1: 1 = stage 1 (the o projection) reads int8 activations too: the attention output "
+       "quantized per 32-block by a step of its own before it (six launches with chain=0), "
+       "0 = stage 1 reads the float attention output"},
       {"qf",
        0,
        {0, 1},
@@ -229,6 +237,7 @@ config_schema post_attention_schema() {
     if (k.at("variant") == 1 && k.at("qa") == 1)
       return "qa=1 (int8 activations) runs on variants 0 and 2; variant 1 reads float activations";
     if (k.at("qp") == 1 && k.at("qa") == 0) return "qp=1 (block pairs) needs qa=1 (int8 activations)";
+    if (k.at("qo") == 1 && k.at("qa") == 0) return "qo=1 (int8 stage 1) needs qa=1 (int8 activations)";
     if (k.at("qf") == 1 && k.at("qa") == 0)
       return "qf=1 (quantize inside the stages) needs qa=1 (int8 activations)";
     if (local_bytes(k) > 32768)
@@ -289,10 +298,11 @@ op_implementation chain_implementation() {
     const ptx_forms& forms = probe_ptx(q.get_device());
     const bool qa8 = quant && cfg.at("qa") == 1;
     const bool qf = qa8 && cfg.at("qf") == 1;
-    // qp=1: block pairs where gate/up and down rows are whole pairs (K and offsets multiples of 64
-    // weights, so every pair starts 4-byte aligned), else the 16-bit slot walk.
+    const bool qo = qa8 && cfg.at("qo") == 1;
+    // qp=1: block pairs where the int8 stages' weight rows are whole pairs (K and offsets
+    // multiples of 64 weights, so every pair starts 4-byte aligned), else the 16-bit slot walk.
     const bool pairs = qa8 && cfg.at("qp") == 1 && H % 64 == 0 && I % 64 == 0 && gu.offset() % 64 == 0 &&
-                       wd.offset() % 64 == 0;
+                       wd.offset() % 64 == 0 && (!qo || (A % 64 == 0 && wo.offset() % 64 == 0));
     // The chain's fences and loads through inline PTX where they build; qf's block counters take the
     // same fences in the three-launch form.
     const bool ptx = (chain || qf) && forms.has("fence");
@@ -313,15 +323,15 @@ op_implementation chain_implementation() {
         chain ? 1 : 0, ptx ? 1 : 0, cfg.at("variant"), !rows && forms.has("shfl") ? 1 : 0,
         q.get_device().is_cpu() ? 1 : 0, kCounterStride, pf_steps,
         quant ? fmt::format(" -DQTYPE={}", gemm_detail::qtype_define(wo.type())) : std::string(),
-        qa8 ? fmt::format(" -DQA8 -DQ_DP4A={} -DQ_PAIRS={} -DQF={}", forms.has("dp4a") ? 1 : 0, pairs ? 1 : 0,
-                          qf ? 1 : 0)
+        qa8 ? fmt::format(" -DQA8 -DQ_DP4A={} -DQ_PAIRS={} -DQF={} -DQO={}", forms.has("dp4a") ? 1 : 0,
+                          pairs ? 1 : 0, qf ? 1 : 0, qo ? 1 : 0)
             : std::string());
     // The activations' scratch rows (storage dtype, row stride I), with qa=1 their int8 forms
-    // (gemv_chain.cl's QA8 layout: the bytes of n and a, a scale and a scaled sum a block, rs a
-    // row; with qf h's blocks' sums of squares), and the chain's six counters (with qf then a
+    // (gemv_chain.cl's QA8 layout: the bytes of n, a and with qo the attention output, a scale and a
+    // scaled sum a block, h's blocks' sums of squares), and the chain's counters (with qf then a
     // counter per 32-block of h and of the activations).
     const std::int64_t qa_floats =
-        qa8 ? M * (H / 4 + I / 4 + 2 * (H / 32) + 1 + 2 * (I / 32) + (qf ? H / 32 : 0)) : 0;
+        qa8 ? M * (H / 4 + I / 4 + 3 * (H / 32) + 2 * (I / 32) + (qo ? A / 4 + 2 * (A / 32) : 0)) : 0;
     const std::int64_t counters = kCounters * kCounterStride + (qf ? M * (H / 32 + I / 32) : 0);
     auto ws =
         split_workspace(q, static_cast<std::size_t>(M * I + qa_floats), static_cast<std::size_t>(counters));
@@ -329,10 +339,11 @@ op_implementation chain_implementation() {
     // Units a task covers: nb (variant 0), nb per warp (variant 2).
     const std::int64_t upt = warps ? wg / 32 * nb : nb;
     const std::int64_t t1 = (H + upt - 1) / upt * row_blocks, t2 = (I + upt - 1) / upt * row_blocks;
-    // qa=1's quantize steps: Q1 a group a row, Q2 a group per wg blocks of a row (chain=0: a launch
-    // each, between the stages'); none with qf, whose stages quantize their blocks.
+    // qa=1's quantize steps, a group per wg blocks of a row (chain=0: a launch each, between the
+    // stages'): Q1 and Q2, none with qf, whose stages quantize their blocks; Q0 with qo.
     const bool steps = qa8 && !qf;
-    const std::int64_t nq1 = steps ? M : 0, nq2 = steps ? M * ((I / 32 + wg - 1) / wg) : 0;
+    auto per_row = [&](std::int64_t n) { return M * ((n / 32 + wg - 1) / wg); };
+    const std::int64_t nq0 = qo ? per_row(A) : 0, nq1 = steps ? per_row(H) : 0, nq2 = steps ? per_row(I) : 0;
     const auto uwg = static_cast<std::size_t>(wg);
     const float eps = static_cast<float>(c.get_f64("eps"));
     // Variant 1: one item per nb units of one row (the stage's units, rounded up to wg).
@@ -342,9 +353,12 @@ op_implementation chain_implementation() {
                       range<2>(uwg, std::size_t{1}));
     };
     auto launch = [&](int stage, std::int64_t groups) {
+      // gemv_chain.cl names each unchained stage's kernel by its stage (kernel tables time them apart).
       kernel k = build_kernel(q.get_context(), "gemv_chain.cl", src,
                               chain ? base : base + fmt::format(" -DSTAGE={}", stage),
-                              rows ? "post_attention_rows" : "post_attention_block");
+                              rows    ? std::string("post_attention_rows")
+                              : chain ? std::string("post_attention_block")
+                                      : fmt::format("post_attention_stage{}", stage));
       const nd_range r = rows ? rows_range(stage == 2 ? I : H)
                               : nd_range(range<2>(uwg * static_cast<std::size_t>(groups), std::size_t{1}),
                                          range<2>(uwg, std::size_t{1}));
@@ -367,7 +381,8 @@ op_implementation chain_implementation() {
                        static_cast<int>(out.strides()[0]), S, C);
       });
     };
-    if (chain) return launch(0, 2 * t1 + t2 + nq1 + nq2);
+    if (chain) return launch(0, 2 * t1 + t2 + nq0 + nq1 + nq2);
+    if (qo) launch(10, nq0);
     launch(1, t1);
     if (steps) launch(12, nq1);
     launch(2, t2);

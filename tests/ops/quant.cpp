@@ -150,7 +150,8 @@ TEST(quant, post_attention_on_quantized_weights) {
                                       "variant=0,chain=0,mb=2,nb=2,wg=32,qa=1"};
   if (!q.get_device().is_cpu())  // the chained int8 form builds on GPUs only
     configs.insert(configs.end(),
-                   {"variant=0,chain=1,mb=2,nb=2,wg=64,qa=1", "variant=2,chain=1,mb=2,nb=2,wg=64,qa=1"});
+                   {"variant=0,chain=1,mb=2,nb=2,wg=64,qa=1", "variant=2,chain=1,mb=2,nb=2,wg=64,qa=1",
+                    "variant=0,chain=1,mb=2,nb=2,wg=64,qa=1,qp=1,qo=1"});
   const dtype acts[] = {dtype::f32, dtype::f16, dtype::bf16};
   std::uint64_t seed = 900;
   int combo = 0;
@@ -167,8 +168,8 @@ TEST(quant, post_attention_on_quantized_weights) {
     }
 }
 
-// post_attention's int8 activations (qa=1, with 16-bit slot loads and with block pairs, qp=1)
-// against its float ones on the same call: the suite's
+// post_attention's int8 activations (qa=1, with 16-bit slot loads and with block pairs, qp=1,
+// and with stage 1 on int8 too, qo=1) against its float ones on the same call: the suite's
 // bound above is a worst case summed over three stages (orders above the error it sees), so this
 // holds the int8 form to llama.cpp's test-backend-ops measure for quantized types instead, the
 // normalized mean squared error sum (int8 - float)^2 / sum float^2 <= 5e-4. A wrong block scale,
@@ -182,14 +183,15 @@ TEST(quant, post_attention_int8_activations_track_float) {
   for (dtype wt : quantized_dtypes) {
     SCOPED_TRACE(dtype_name(wt));
     op_call c = quant_post_attention_call(q, 3, dtype::f32, wt, ++seed, false);
-    // qa=0, the two int8 walks, and the pair walk with the quantize steps inside the stages (qf).
-    const char* const forms[] = {",qa=0", ",qa=1,qp=0", ",qa=1,qp=1", ",qa=1,qp=1,qf=1"};
-    std::vector<double> out[4];
-    for (int f = 0; f < 4; ++f) {
+    // qa=0, the two int8 walks, the pair walk with the quantize steps inside the stages (qf), and
+    // with stage 1 on int8 activations too (qo).
+    const char* const forms[] = {",qa=0", ",qa=1,qp=0", ",qa=1,qp=1", ",qa=1,qp=1,qf=1", ",qa=1,qp=1,qo=1"};
+    std::vector<double> out[5];
+    for (int f = 0; f < 5; ++f) {
       run_and_compare(d, c, d.config.complete(kernel_config::parse(form + forms[f])), false);
       out[f] = read_host(q, c.outputs[0]).values;
     }
-    for (int f = 1; f < 4; ++f) {
+    for (int f = 1; f < 5; ++f) {
       double err = 0, ref = 0;
       for (std::size_t i = 0; i < out[0].size(); ++i) {
         err += (out[f][i] - out[0][i]) * (out[f][i] - out[0][i]);
@@ -211,6 +213,10 @@ TEST(quant, post_attention_int8_activations_track_float) {
       }
       EXPECT_LE(cross / ref, 1e-6) << forms[f] << " against " << forms[f - 1];
     }
+    // qo quantizes the attention output as well: not the pair walk's result, yet as close to float.
+    double moved = 0;
+    for (std::size_t i = 0; i < out[0].size(); ++i) moved += std::fabs(out[4][i] - out[2][i]);
+    EXPECT_GT(moved, 0.0) << "qo=1 gave the float stage 1's result: the int8 stage 1 did not run";
   }
   // qp=1 where the MLP width is not whole block pairs (160): the slot walk serves it.
   op_call c = quant_post_attention_call(q, 1, dtype::bf16, dtype::q4_0, ++seed, false, 160);
