@@ -33,7 +33,8 @@
 // QTYPE (block-quantized weights: 0 q8_0, 1 q4_0, 2 q4_1; unset for float weights), QA8 (with QTYPE:
 // int8 activations for stages 2 and 3, below), Q_DP4A (QA8: dp4a through inline PTX), Q_PAIRS
 // (QA8: the int8 stages read weight block pairs in 32-bit loads), QO (QA8: stage 1 on int8
-// activations too, after a quantize step Q0), QF (QA8: the quantize steps Q1 and Q2 inside stages
+// activations too; 1: after a quantize step Q0, 2: each stage-1 task quantizes its rows into
+// local memory, QO_K = A long: chain_quantize_local), QF (QA8: the quantize steps Q1 and Q2 inside stages
 // 1 and 2, block by block: chain_quantize_done).
 //
 // QA8 (config qa=1): llama.cpp's scheme inside the block. Two quantize steps join the chain, so
@@ -105,6 +106,9 @@ typedef GT WT;
 #ifdef QA8
 #error "int8 activations (QA8) take block-quantized weights (QTYPE)"
 #endif
+#endif
+#if QO == 2 && !(defined(QA8) && Q_PAIRS && defined(QO_K))
+#error "QO=2 (stage 1's activations quantized in local memory) takes QA8, Q_PAIRS and QO_K"
 #endif
 #if QF && !defined(QA8)
 #error "QF (quantize steps inside stages 1 and 2) takes int8 activations (QA8)"
@@ -401,9 +405,10 @@ inline void chain_qdots_i8(float (*acc)[2 * NB], int rows, int K, int me, int te
 // chain_qdots_i8 with 32-bit weight loads (config qp=1; K % 64 == 0 and pair-aligned rows, which
 // the host checks): member `me` of `team` takes block pairs me, me + team, ... of each weight
 // row, a pair as PW words, and each block's activations as two uint4 with their d and d * sum(q)
-// (quant_common.cl's q_pair_block).
+// (quant_common.cl's q_pair_block). With lq (QO=2's stage 1) the activations come from the
+// group's local copy instead (chain_quantize_local's layout), ia's from global memory otherwise.
 inline void chain_qpairs_i8(float (*acc)[2 * NB], int rows, int K, int me, int team, chain_i8 ia,
-                            const __global WT** wrow, int rpu) {
+                            __local const uchar* lq, const __global WT** wrow, int rpu) {
   const int pairs = K / 64, blocks = K / 32;
   for (int p = me; p < pairs; p += team) {
     uint w[2 * NB][PW + 1];
@@ -422,9 +427,22 @@ inline void chain_qpairs_i8(float (*acc)[2 * NB], int rows, int K, int me, int t
 #pragma unroll
       for (int i = 0; i < MB; ++i) {
         if (i < rows) {
-          const __global uint4* a = (const __global uint4*)(ia.q + (long)i * K + (long)kb * 32);
-          const uint4 a0 = a[0], a1 = a[1];
-          const float da = ia.d[(long)i * blocks + kb], sa = ia.s[(long)i * blocks + kb];
+          uint4 a0, a1;
+          float da, sa;
+          if (lq) {
+            const __local uint4* a = (const __local uint4*)(lq + i * K + kb * 32);
+            const __local float* f = (const __local float*)(lq + MB * K);
+            a0 = a[0];
+            a1 = a[1];
+            da = f[i * blocks + kb];
+            sa = f[MB * blocks + i * blocks + kb];
+          } else {
+            const __global uint4* a = (const __global uint4*)(ia.q + (long)i * K + (long)kb * 32);
+            a0 = a[0];
+            a1 = a[1];
+            da = ia.d[(long)i * blocks + kb];
+            sa = ia.s[(long)i * blocks + kb];
+          }
 #pragma unroll
           for (int c = 0; c < 2 * NB; ++c)
             if (c < rpu * NB) acc[i][c] = q_pair_block(w[c], hb, a0, a1, da, sa, acc[i][c]);
@@ -435,12 +453,11 @@ inline void chain_qpairs_i8(float (*acc)[2 * NB], int rows, int K, int me, int t
 }
 #endif
 
-// Block b of x (one row) to int8 in q with its scale in d[b] and d * sum(q) in s[b], x scaled by
-// g where given (Q1: n before its scalar norm). The scale is absmax / 127 and values round to
-// nearest, as gemm_quant.cl's quantize_rows_q8. Returns the block's sum of x^2 (before g) with g,
-// 0 without.
-inline float chain_quantize_block(int b, __global const GT* x, __global const GT* g, __global uchar* q,
-                                  __global float* d, __global float* s) {
+// Block b of x (one row) to int8, its 32 bytes as 8 words in qw, its scale in *dq and d * sum(q)
+// in *sq, x scaled by g where given (Q1: n before its scalar norm). The scale is absmax / 127 and
+// values round to nearest, as gemm_quant.cl's quantize_rows_q8. Returns the block's sum of x^2
+// (before g) with g, 0 without.
+inline float chain_block_q8(int b, __global const GT* x, __global const GT* g, uint* qw, float* dq, float* sq) {
   float4 v[8];
   float amax = 0.0f, ss = 0.0f;
 #pragma unroll
@@ -458,13 +475,52 @@ inline float chain_quantize_block(int b, __global const GT* x, __global const GT
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const char4 c = convert_char4_sat_rte(v[j] * id);
-    *(__global uint*)(q + b * 32 + 4 * j) = as_uint(c);
+    qw[j] = as_uint(c);
     sum += convert_int4(c);
   }
-  d[b] = dd;
-  s[b] = dd * (float)(sum.x + sum.y + sum.z + sum.w);
+  *dq = dd;
+  *sq = dd * (float)(sum.x + sum.y + sum.z + sum.w);
   return ss;
 }
+
+// chain_block_q8 into global memory: the bytes at q + 32 b, the scale in d[b], d * sum(q) in s[b].
+inline float chain_quantize_block(int b, __global const GT* x, __global const GT* g, __global uchar* q,
+                                  __global float* d, __global float* s) {
+  uint qw[8];
+  float dq, sq;
+  const float ss = chain_block_q8(b, x, g, qw, &dq, &sq);
+  __global uint4* o = (__global uint4*)(q + b * 32);
+  o[0] = (uint4)(qw[0], qw[1], qw[2], qw[3]);
+  o[1] = (uint4)(qw[4], qw[5], qw[6], qw[7]);
+  d[b] = dq;
+  s[b] = sq;
+  return ss;
+}
+
+#if QO == 2
+// QO=2's stage 1: the group quantizes its rows 0 .. rows of x (row stride sx, K = QO_K long)
+// into its local copy lq: bytes [MB, QO_K], then the scales d [MB, QO_K / 32] and d * sum(q)
+// s [MB, QO_K / 32] (what chain_qpairs_i8 reads with lq), and waits for every item. Every task
+// repeats the quantization of the same rows (L2 reads: the attention output is QO_K values a
+// row), so no step of its own and no launch between the attention and stage 1.
+#define QO_LOCAL_UINT4 (MB * QO_K / 16 + MB * QO_K / 64)
+inline void chain_quantize_local(int rows, __global const GT* x, int sx, __local uchar* lq) {
+  const int blocks = QO_K / 32;
+  __local float* f = (__local float*)(lq + MB * QO_K);
+  for (int e = get_local_id(0); e < rows * blocks; e += WG) {
+    const int i = e / blocks, b = e % blocks;
+    uint qw[8];
+    float dq, sq;
+    chain_block_q8(b, x + (long)i * sx, 0, qw, &dq, &sq);
+    __local uint4* o = (__local uint4*)(lq + i * QO_K + b * 32);
+    o[0] = (uint4)(qw[0], qw[1], qw[2], qw[3]);
+    o[1] = (uint4)(qw[4], qw[5], qw[6], qw[7]);
+    f[i * blocks + b] = dq;
+    f[MB * blocks + i * blocks + b] = sq;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+#endif
 
 // Q0 / Q1 / Q2: blocks b0 + t, b0 + t + WG, ... below b1 of x (one row) through
 // chain_quantize_block, each block's sum of squares into sq[b] where sq is given (Q1: stage 2's
@@ -526,7 +582,7 @@ inline void chain_quantize_done(int F, int m0, int rows, int j0, int j1, __globa
 // together, after its first PF_STEPS weight steps are loaded.
 inline void chain_dots(float (*acc)[2 * NB], float* ss, int rows, int F, int K, int ju, int me, int team,
                        __global const GT* A, int sa, __global const WT* W, int sw, __global const GT* G, int gated,
-                       int norm, chain_i8 ia, volatile __global int* wait, int target) {
+                       int norm, chain_i8 ia, __local const uchar* lq, volatile __global int* wait, int target) {
   const int rpu = gated ? 2 : 1;
   const __global WT* wrow[2 * NB];
   chain_weight_rows(wrow, W, sw, F, ju, gated);
@@ -551,9 +607,9 @@ inline void chain_dots(float (*acc)[2 * NB], float* ss, int rows, int F, int K, 
 #endif
 #ifdef QTYPE
 #ifdef QA8
-  if (ia.q)  // stages 2 and 3 (the norm's squares were summed by Q1)
+  if (ia.q || lq)  // stages 2 and 3 (the norm's squares were summed by Q1), and 1 with QO
 #if Q_PAIRS
-    chain_qpairs_i8(acc, rows, K, me, team, ia, wrow, rpu);
+    chain_qpairs_i8(acc, rows, K, me, team, ia, lq, wrow, rpu);
 #else
     chain_qdots_i8(acc, rows, K, me, team, ia, wrow, rpu);
 #endif
@@ -664,12 +720,12 @@ inline float chain_total(__local float (*red)[WG], int row) {
 inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0, __global const GT* A, int sa,
                        __global const WT* W, int sw, __global const GT* G, float eps, int gated, int norm,
                        int resid, __global const GT* R, int sr, __global GT* O, int so, chain_i8 ia,
-                       volatile __global int* wait, int target) {
+                       __local const uchar* lq, volatile __global int* wait, int target) {
   const int t = get_local_id(0);
   const int rpu = gated ? 2 : 1;
   float acc[MB][2 * NB];
   float ss[MB];
-  chain_dots(acc, ss, rows, F, K, j0, t, WG, A, sa, W, sw, G, gated, norm && !ia.q, ia, wait, target);
+  chain_dots(acc, ss, rows, F, K, j0, t, WG, A, sa, W, sw, G, gated, norm && !ia.q, ia, lq, wait, target);
   chain_block_squares(ss, rows, K, t, WG, ia);
 #if WARP_REDUCE
   chain_warp_sums(acc, ss, rpu, norm);
@@ -709,13 +765,13 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
 inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, int j0, __global const GT* A,
                             int sa, __global const WT* W, int sw, __global const GT* G, float eps, int gated,
                             int norm, int resid, __global const GT* R, int sr, __global GT* O, int so, chain_i8 ia,
-                            volatile __global int* wait, int target) {
+                            __local const uchar* lq, volatile __global int* wait, int target) {
   const int t = get_local_id(0), lane = t % 32;
   const int ju = j0 + t / 32 * NB;
   const int rpu = gated ? 2 : 1;
   float acc[MB][2 * NB];
   float ss[MB];
-  chain_dots(acc, ss, rows, F, K, ju, lane, 32, A, sa, W, sw, G, gated, norm && !ia.q, ia, wait, target);
+  chain_dots(acc, ss, rows, F, K, ju, lane, 32, A, sa, W, sw, G, gated, norm && !ia.q, ia, lq, wait, target);
   chain_block_squares(ss, rows, K, lane, 32, ia);
   // Sums round the warp: every lane ends with the totals.
 #if LANE_SHFL
@@ -782,6 +838,12 @@ void CHAIN_KERNEL(int M, int H, int A, int I, __global const GT* Res, long res_o
                           int som, __global float* Scratch, __global int* Ctr) {
   __local float red[MB * 2 * NB + MB][WG];
   __local int ticket;
+#if QO == 2
+  __local uint4 lqx[QO_LOCAL_UINT4];  // stage 1's int8 activations (chain_quantize_local)
+  __local const uchar* lq1 = (__local const uchar*)lqx;
+#else
+  __local const uchar* lq1 = 0;
+#endif
   __global GT* act = (__global GT*)Scratch;  // [M, I], row stride I
   const int row_blocks = (M + MB - 1) / MB;
   const int t1 = (H + UPT - 1) / UPT * row_blocks, t2 = (I + UPT - 1) / UPT * row_blocks;
@@ -797,14 +859,14 @@ void CHAIN_KERNEL(int M, int H, int A, int I, __global const GT* Res, long res_o
   __global uchar* qh = (__global uchar*)(Scratch + (long)M * I);
   __global uchar* qa = qh + (long)M * H;
   __global uchar* qx = qa + (long)M * I;
-  __global float* dh = (__global float*)(qx + (QO ? (long)M * A : 0));
+  __global float* dh = (__global float*)(qx + (QO == 1 ? (long)M * A : 0));
   __global float* sh = dh + (long)M * (H / 32);
   __global float* sqv = sh + (long)M * (H / 32);
   __global float* da = sqv + (long)M * (H / 32);
   __global float* sa = da + (long)M * (I / 32);
   __global float* dx = sa + (long)M * (I / 32);
   __global float* sx = dx + (long)M * (A / 32);
-  const int nq0 = QO ? M * q0_per_row : 0;
+  const int nq0 = QO == 1 ? M * q0_per_row : 0;
 #if QF
   // QF: Q1 and Q2 run inside stages 1 and 2; the blocks' counters [M, H / 32] then [M, I / 32]
   // follow the chain's.
@@ -869,7 +931,7 @@ void CHAIN_KERNEL(int M, int H, int A, int I, __global const GT* Res, long res_o
   // Stages 2 and 3's int8 activations (QA8), and stage 1's with QO; none otherwise.
   chain_i8 ia = {0, 0, 0, 0};
 #ifdef QA8
-  if (stage == 1 && QO) {
+  if (stage == 1 && QO == 1) {
     ia.q = qx + (long)m0 * A;
     ia.d = dx + (long)m0 * (A / 32);
     ia.s = sx + (long)m0 * (A / 32);
@@ -890,13 +952,16 @@ void CHAIN_KERNEL(int M, int H, int A, int I, __global const GT* Res, long res_o
   // Stages 2 and 3 wait inside the task, after their first weight loads (PF_STEPS): on the stage
   // before, or with QA8 on its quantize step.
   if (stage == 1) {
+#if QO == 2
+    chain_quantize_local(rows, X + x_off + (long)m0 * sxm, sxm, (__local uchar*)lqx);
+#endif
     CHAIN_TASK(red, rows, H, A, j0, X + x_off + (long)m0 * sxm, sxm, Wo + wo_off, swo, G, eps, 0, 0, 1,
-               Res + res_off + (long)m0 * srm, srm, out, som, ia, CTR(6), nq0);
+               Res + res_off + (long)m0 * srm, srm, out, som, ia, lq1, CTR(6), nq0);
   } else if (stage == 2) {
-    CHAIN_TASK(red, rows, I, H, j0, out, som, Wgu + wgu_off, swgu, G + g_off, eps, 1, 1, 0, out, som, act, I, ia,
+    CHAIN_TASK(red, rows, I, H, j0, out, som, Wgu + wgu_off, swgu, G + g_off, eps, 1, 1, 0, out, som, act, I, ia, 0,
                nq1 ? CTR(4) : CTR(1), nq1 ? nq1 : t1);
   } else {
-    CHAIN_TASK(red, rows, H, I, j0, act, I, Wd + wd_off, swd, G, eps, 0, 0, 1, out, som, out, som, ia,
+    CHAIN_TASK(red, rows, H, I, j0, act, I, Wd + wd_off, swd, G, eps, 0, 0, 1, out, som, out, som, ia, 0,
                nq2 ? CTR(5) : CTR(2), nq2 ? nq2 : t2);
   }
 #else
@@ -908,10 +973,13 @@ void CHAIN_KERNEL(int M, int H, int A, int I, __global const GT* Res, long res_o
   // passes the wait at once (a count is never below 0).
   chain_acquire(stage == 3 ? CTR(2) : CTR(1), stage == 1 ? 0 : stage == 2 ? t1 : t2);
 #endif
+#if QO == 2
+  if (stage == 1) chain_quantize_local(rows, X + x_off + (long)m0 * sxm, sxm, (__local uchar*)lqx);  // CHAIN=0
+#endif
   const chain_stage s = chain_stage_of(stage, H, A, I, Res + res_off + (long)m0 * srm, srm, X + x_off + (long)m0 * sxm,
                                        sxm, Wo + wo_off, swo, Wgu + wgu_off, swgu, Wd + wd_off, swd, out, som, act);
   CHAIN_TASK(red, rows, s.F, s.K, j0, s.a, s.sa, s.w, s.sw, G + g_off, eps, stage == 2, stage == 2, stage != 2, s.r,
-             s.sr, s.o, s.so, ia, Ctr, 0);
+             s.sr, s.o, s.so, ia, stage == 1 ? lq1 : 0, Ctr, 0);
 #endif
 #if QF
   // Both forms: the task's stored units of h (stage 1) or a (stage 2) count toward their blocks

@@ -219,10 +219,11 @@ config_schema post_attention_schema() {
        "0 = 4-byte slots in 16-bit loads"},
       {"qo",
        0,
-       {0, 1},
-       "qa=1: 1 = stage 1 (the o projection) reads int8 activations too: the attention output "
-       "quantized per 32-block by a step of its own before it (six launches with chain=0), "
-       "0 = stage 1 reads the float attention output"},
+       {0, 1, 2},
+       "qa=1: stage 1 (the o projection) on int8 activations too: 1 = the attention output quantized "
+       "per 32-block by a step of its own before it (six launches with chain=0), 2 = each stage-1 task "
+       "quantizes its rows into local memory (no step; block pairs, qp=1, only); 0 = stage 1 reads the "
+       "float attention output"},
       {"qf",
        0,
        {0, 1},
@@ -237,7 +238,9 @@ config_schema post_attention_schema() {
     if (k.at("variant") == 1 && k.at("qa") == 1)
       return "qa=1 (int8 activations) runs on variants 0 and 2; variant 1 reads float activations";
     if (k.at("qp") == 1 && k.at("qa") == 0) return "qp=1 (block pairs) needs qa=1 (int8 activations)";
-    if (k.at("qo") == 1 && k.at("qa") == 0) return "qo=1 (int8 stage 1) needs qa=1 (int8 activations)";
+    if (k.at("qo") != 0 && k.at("qa") == 0) return "qo=1 or 2 (int8 stage 1) needs qa=1 (int8 activations)";
+    if (k.at("qo") == 2 && k.at("qp") != 1)
+      return "qo=2 (stage 1 quantized in local memory) walks block pairs: qp must be 1";
     if (k.at("qf") == 1 && k.at("qa") == 0)
       return "qf=1 (quantize inside the stages) needs qa=1 (int8 activations)";
     if (local_bytes(k) > 32768)
@@ -266,7 +269,20 @@ op_implementation chain_implementation() {
             "qa=1 runs chained on GPUs only (CPU devices build the chain without a branch "
             "on the stage); chain=0 runs it as five launches");
     }
-    const auto local = static_cast<std::uint64_t>(local_bytes(cfg));
+    std::int64_t qo_local = 0;  // qo=2: stage 1's int8 rows, their scales and scaled sums
+    if (cfg.at("qa") == 1 && cfg.at("qo") == 2) {
+      const auto [M, H, A, I] = dims_of(c);
+      const bool whole_pairs = H % 64 == 0 && A % 64 == 0 && I % 64 == 0 &&
+                               c.inputs[kOWeight].offset() % 64 == 0 &&
+                               c.inputs[kGateUp].offset() % 64 == 0 && c.inputs[kDown].offset() % 64 == 0;
+      if (!whole_pairs)
+        return fmt::format(
+            "qo=2 walks weight block pairs: the hidden size ({}), attention width ({}), MLP width ({}) and "
+            "the weights' offsets must be multiples of 64",
+            H, A, I);
+      qo_local = std::min<std::int64_t>(cfg.at("mb"), M) * A * 5 / 4;
+    }
+    const auto local = static_cast<std::uint64_t>(local_bytes(cfg) + qo_local);
     if (local > dev.local_mem_size())
       return fmt::format("needs {} bytes of local memory; the device has {}", local, dev.local_mem_size());
     return std::nullopt;
@@ -298,11 +314,11 @@ op_implementation chain_implementation() {
     const ptx_forms& forms = probe_ptx(q.get_device());
     const bool qa8 = quant && cfg.at("qa") == 1;
     const bool qf = qa8 && cfg.at("qf") == 1;
-    const bool qo = qa8 && cfg.at("qo") == 1;
+    const std::int64_t qo = qa8 ? cfg.at("qo") : 0;
     // qp=1: block pairs where the int8 stages' weight rows are whole pairs (K and offsets
     // multiples of 64 weights, so every pair starts 4-byte aligned), else the 16-bit slot walk.
     const bool pairs = qa8 && cfg.at("qp") == 1 && H % 64 == 0 && I % 64 == 0 && gu.offset() % 64 == 0 &&
-                       wd.offset() % 64 == 0 && (!qo || (A % 64 == 0 && wo.offset() % 64 == 0));
+                       wd.offset() % 64 == 0 && (qo == 0 || (A % 64 == 0 && wo.offset() % 64 == 0));
     // The chain's fences and loads through inline PTX where they build; qf's block counters take the
     // same fences in the three-launch form.
     const bool ptx = (chain || qf) && forms.has("fence");
@@ -323,15 +339,16 @@ op_implementation chain_implementation() {
         chain ? 1 : 0, ptx ? 1 : 0, cfg.at("variant"), !rows && forms.has("shfl") ? 1 : 0,
         q.get_device().is_cpu() ? 1 : 0, kCounterStride, pf_steps,
         quant ? fmt::format(" -DQTYPE={}", gemm_detail::qtype_define(wo.type())) : std::string(),
-        qa8 ? fmt::format(" -DQA8 -DQ_DP4A={} -DQ_PAIRS={} -DQF={} -DQO={}", forms.has("dp4a") ? 1 : 0,
-                          pairs ? 1 : 0, qf ? 1 : 0, qo ? 1 : 0)
+        qa8 ? fmt::format(" -DQA8 -DQ_DP4A={} -DQ_PAIRS={} -DQF={} -DQO={}{}", forms.has("dp4a") ? 1 : 0,
+                          pairs ? 1 : 0, qf ? 1 : 0, qo,
+                          qo == 2 ? fmt::format(" -DQO_K={}", A) : std::string())
             : std::string());
     // The activations' scratch rows (storage dtype, row stride I), with qa=1 their int8 forms
     // (gemv_chain.cl's QA8 layout: the bytes of n, a and with qo the attention output, a scale and a
     // scaled sum a block, h's blocks' sums of squares), and the chain's counters (with qf then a
     // counter per 32-block of h and of the activations).
     const std::int64_t qa_floats =
-        qa8 ? M * (H / 4 + I / 4 + 3 * (H / 32) + 2 * (I / 32) + (qo ? A / 4 + 2 * (A / 32) : 0)) : 0;
+        qa8 ? M * (H / 4 + I / 4 + 3 * (H / 32) + 2 * (I / 32) + (qo == 1 ? A / 4 + 2 * (A / 32) : 0)) : 0;
     const std::int64_t counters = kCounters * kCounterStride + (qf ? M * (H / 32 + I / 32) : 0);
     auto ws =
         split_workspace(q, static_cast<std::size_t>(M * I + qa_floats), static_cast<std::size_t>(counters));
@@ -343,7 +360,8 @@ op_implementation chain_implementation() {
     // stages'): Q1 and Q2, none with qf, whose stages quantize their blocks; Q0 with qo.
     const bool steps = qa8 && !qf;
     auto per_row = [&](std::int64_t n) { return M * ((n / 32 + wg - 1) / wg); };
-    const std::int64_t nq0 = qo ? per_row(A) : 0, nq1 = steps ? per_row(H) : 0, nq2 = steps ? per_row(I) : 0;
+    const std::int64_t nq0 = qo == 1 ? per_row(A) : 0, nq1 = steps ? per_row(H) : 0,
+                       nq2 = steps ? per_row(I) : 0;
     const auto uwg = static_cast<std::size_t>(wg);
     const float eps = static_cast<float>(c.get_f64("eps"));
     // Variant 1: one item per nb units of one row (the stage's units, rounded up to wg).
@@ -382,7 +400,7 @@ op_implementation chain_implementation() {
       });
     };
     if (chain) return launch(0, 2 * t1 + t2 + nq0 + nq1 + nq2);
-    if (qo) launch(10, nq0);
+    if (qo == 1) launch(10, nq0);
     launch(1, t1);
     if (steps) launch(12, nq1);
     launch(2, t2);

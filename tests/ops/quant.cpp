@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "dispatch/dispatcher.hpp"
 #include "kernels/op_descriptor.hpp"
@@ -119,9 +121,9 @@ TEST(quant, rms_norm_linear_on_quantized_weights) {
 // width I (192: whole block pairs, as qp=1 reads them); the output is the hidden input itself when in_place
 // (as decode runs it at M = 1).
 op_call quant_post_attention_call(queue& q, std::int64_t m, dtype act, dtype wt, std::uint64_t seed,
-                                  bool in_place, std::int64_t I = 192) {
+                                  bool in_place, std::int64_t I = 192, std::int64_t A = 96) {
   std::mt19937_64 rng(seed);
-  const std::int64_t H = 64, A = 96;
+  const std::int64_t H = 64;
   op_call c{"post_attention", {}, {}, {}};
   c.inputs = {kernels::random_tensor(q, {m, H}, act, rng, -1, 1),
               kernels::random_tensor(q, {m, A}, act, rng, -1, 1),
@@ -151,7 +153,8 @@ TEST(quant, post_attention_on_quantized_weights) {
   if (!q.get_device().is_cpu())  // the chained int8 form builds on GPUs only
     configs.insert(configs.end(),
                    {"variant=0,chain=1,mb=2,nb=2,wg=64,qa=1", "variant=2,chain=1,mb=2,nb=2,wg=64,qa=1",
-                    "variant=0,chain=1,mb=2,nb=2,wg=64,qa=1,qp=1,qo=1"});
+                    "variant=0,chain=1,mb=2,nb=2,wg=64,qa=1,qp=1,qo=1",
+                    "variant=2,chain=1,mb=2,nb=2,wg=64,qa=1,qp=1,qo=2"});
   const dtype acts[] = {dtype::f32, dtype::f16, dtype::bf16};
   std::uint64_t seed = 900;
   int combo = 0;
@@ -161,7 +164,9 @@ TEST(quant, post_attention_on_quantized_weights) {
     for (const char* cfg : configs) {
       const dtype act = acts[combo % 3];
       const std::int64_t m = 1 + 2 * (combo++ % 2);
-      op_call c = quant_post_attention_call(q, m, act, wt, ++seed, m == 1);
+      // qo=2 walks block pairs in every stage: an attention width of whole pairs.
+      const std::int64_t A = std::string_view(cfg).find("qo=2") == std::string_view::npos ? 96 : 128;
+      op_call c = quant_post_attention_call(q, m, act, wt, ++seed, m == 1, 192, A);
       SCOPED_TRACE(std::string(dtype_name(wt)) + " " + dtype_name(act) + " m=" + std::to_string(m) + " " +
                    cfg);
       run_and_compare(d, c, d.config.complete(kernel_config::parse(cfg)), false);
@@ -182,16 +187,19 @@ TEST(quant, post_attention_int8_activations_track_float) {
   std::uint64_t seed = 970;
   for (dtype wt : quantized_dtypes) {
     SCOPED_TRACE(dtype_name(wt));
-    op_call c = quant_post_attention_call(q, 3, dtype::f32, wt, ++seed, false);
+    // An attention width of whole block pairs (128), which qo=2 needs and qo=1 walks as pairs.
+    op_call c = quant_post_attention_call(q, 3, dtype::f32, wt, ++seed, false, 192, 128);
     // qa=0, the two int8 walks, the pair walk with the quantize steps inside the stages (qf), and
-    // with stage 1 on int8 activations too (qo).
-    const char* const forms[] = {",qa=0", ",qa=1,qp=0", ",qa=1,qp=1", ",qa=1,qp=1,qf=1", ",qa=1,qp=1,qo=1"};
-    std::vector<double> out[5];
-    for (int f = 0; f < 5; ++f) {
+    // with stage 1 on int8 activations too (qo: a step of its own, 1, or in each task's local
+    // memory, 2).
+    const char* const forms[] = {",qa=0",           ",qa=1,qp=0",      ",qa=1,qp=1",
+                                 ",qa=1,qp=1,qf=1", ",qa=1,qp=1,qo=1", ",qa=1,qp=1,qo=2"};
+    std::vector<double> out[6];
+    for (int f = 0; f < 6; ++f) {
       run_and_compare(d, c, d.config.complete(kernel_config::parse(form + forms[f])), false);
       out[f] = read_host(q, c.outputs[0]).values;
     }
-    for (int f = 1; f < 5; ++f) {
+    for (int f = 1; f < 6; ++f) {
       double err = 0, ref = 0;
       for (std::size_t i = 0; i < out[0].size(); ++i) {
         err += (out[f][i] - out[0][i]) * (out[f][i] - out[0][i]);
@@ -217,6 +225,9 @@ TEST(quant, post_attention_int8_activations_track_float) {
     double moved = 0;
     for (std::size_t i = 0; i < out[0].size(); ++i) moved += std::fabs(out[4][i] - out[2][i]);
     EXPECT_GT(moved, 0.0) << "qo=1 gave the float stage 1's result: the int8 stage 1 did not run";
+    // qo=2 quantizes the same rows with the same arithmetic, in local memory: qo=1's result.
+    for (std::size_t i = 0; i < out[0].size(); ++i)
+      ASSERT_EQ(out[5][i], out[4][i]) << "qo=2 against qo=1 at " << i;
   }
   // qp=1 where the MLP width is not whole block pairs (160): the slot walk serves it.
   op_call c = quant_post_attention_call(q, 1, dtype::bf16, dtype::q4_0, ++seed, false, 160);
