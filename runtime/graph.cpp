@@ -655,14 +655,21 @@ std::vector<graph::command_time> graph::replay_timed(queue& q) {
                    "a timed graph replay");
   std::vector<command_time> out(evs.size());
   for (std::size_t i = 0; i < evs.size(); ++i) {
-    cl_ulong start = 0, end = 0;
+    cl_ulong queued = 0, start = 0, end = 0;
+    detail::check_cl(
+        clGetEventProfilingInfo(evs[i], CL_PROFILING_COMMAND_QUEUED, sizeof queued, &queued, nullptr),
+        "clGetEventProfilingInfo", impl_->describe(i));
     detail::check_cl(
         clGetEventProfilingInfo(evs[i], CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr),
         "clGetEventProfilingInfo", impl_->describe(i));
     detail::check_cl(clGetEventProfilingInfo(evs[i], CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr),
                      "clGetEventProfilingInfo", impl_->describe(i));
-    out[i] = {impl_->describe(i), impl_->name_of(i),
-              end > start ? static_cast<double>(end - start) * 1e-9 : 0.0};
+    out[i] = {impl_->describe(i),
+              impl_->name_of(i),
+              end > start ? static_cast<double>(end - start) * 1e-9 : 0.0,
+              queued,
+              start,
+              end};
   }
   return out;
 }

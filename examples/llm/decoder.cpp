@@ -504,12 +504,48 @@ std::vector<graph::command_time> decoder::time_decode_step() {
   check_room(1, "llm::decoder::time_decode_step");
   decode_step_commands();  // records the graph if needed
   step_pos_->set(q_, pos_);
+  return decode_graph_.replay_timed(timing_queue());
+}
+
+queue& decoder::timing_queue() {
   if (!timing_queue_) {
     queue_options profiling;
     profiling.enable_profiling = true;
     timing_queue_.emplace(q_.get_context(), profiling);
   }
-  return decode_graph_.replay_timed(*timing_queue_);
+  return *timing_queue_;
+}
+
+decoder::step_span decoder::device_step_span() {
+  if (!use_graph_)
+    throw error(errc::invalid_argument, "llm::decoder::device_step_span",
+                "decode steps are timed from the recorded decode graph; turn the graph on (set_graph)");
+  check_room(1, "llm::decoder::device_step_span");
+  const std::size_t commands = decode_step_commands();  // records the graph if needed
+  step_pos_->set(q_, pos_);
+  q_.wait();
+  queue& tq = timing_queue();
+  // 256 MiB a fill on GPUs; the in-order timing queue runs the fills, then the step. CPU devices
+  // run one small fill, which only marks where the step starts.
+  const bool cpu = q_.get_device().is_cpu();
+  if (!blocker_) {
+    blocker_.emplace(q_.get_context(), cpu ? std::size_t{16} : std::size_t{64} << 20);
+    tq.fill(*blocker_, 0u).wait();  // first touch
+    event e = tq.fill(*blocker_, 1u);
+    e.wait();
+    blocker_fill_seconds_ = std::max(1e-6, static_cast<double>(e.profiling().duration_ns()) * 1e-9);
+  }
+  const double hold = 25e-6 * static_cast<double>(commands);
+  const int fills = cpu ? 1 : std::clamp(static_cast<int>(std::ceil(hold / blocker_fill_seconds_)), 1, 1000);
+  event before;
+  for (int i = 0; i < fills; ++i) before = tq.fill(*blocker_, static_cast<std::uint32_t>(i));
+  event last = decode_graph_.replay(tq);
+  last.wait();
+  const profiling_info l = last.profiling(), b = before.profiling();
+  step_span s;
+  s.seconds = l.end_ns > b.end_ns ? static_cast<double>(l.end_ns - b.end_ns) * 1e-9 : 0.0;
+  s.queued_ahead = l.queued_ns <= b.end_ns;
+  return s;
 }
 
 void decoder::replay_step(bool greedy, std::optional<std::int32_t> id) {

@@ -131,6 +131,19 @@ class decoder {
   /// position does not move). Records the graph if needed. Errors: the graph is off, the cache
   /// is full.
   std::vector<graph::command_time> time_decode_step();
+  /// The device's own time for one decode step, gaps between kernels included: a plain replay
+  /// (events on none of its commands but the last: profiling every command costs the H200 ~3 us
+  /// a kernel) on the profiling queue behind device fills of a scratch buffer long enough (25 us
+  /// a command) that the host has queued the whole step before the device reaches it; the
+  /// step's time is its last command's end minus the last fill's. `queued_ahead`: whether the
+  /// host had indeed queued the step's last command before the fills ended (false: the time
+  /// includes the host's pace; CPU devices, whose host is the device, run one small fill that marks the
+  /// start). Same position rule and errors as time_decode_step.
+  struct step_span {
+    double seconds = 0;
+    bool queued_ahead = false;
+  };
+  step_span device_step_span();
   /// Which fused ops one-token steps use: decode_attention (q/k norm, RoPE, cache write and
   /// attention in one kernel) and linear_silu_and_mul (gate/up GEMV and SiLU * mul). Off, the
   /// step runs qkv_rope_cache + kv_cache_attention and linear + silu_and_mul. `norm` (float
@@ -220,7 +233,10 @@ class decoder {
   /// Host slots of run-ahead decoding's id reads: members, so that a read still in flight when
   /// generate() throws writes into memory that outlives the call.
   std::array<std::int64_t, 2> id_slots_{};
-  std::optional<queue> timing_queue_;  ///< time_decode_step's profiling queue (same context)
+  std::optional<queue> timing_queue_;             ///< the timing methods' profiling queue (same context)
+  queue& timing_queue();                          ///< made on first use
+  std::optional<buffer<std::uint32_t>> blocker_;  ///< device_step_span's fills
+  double blocker_fill_seconds_ = 0;               ///< one fill of blocker_, measured once
   tensor step_id_t_, step_pos_t_, graph_logits_;
 };
 

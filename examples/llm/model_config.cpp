@@ -121,8 +121,9 @@ const std::vector<preset_entry>& entries() {
          make("tinyllama-1.1b", 2048, 22, 32, 4, 64, 5632, 32000, 10000.0, 1e-5, 2048)});
     // Big enough that decode is bound by the weights' bytes, not by kernel launches: what
     // quantized decode on a GPU is measured with (benchmarks/llm/quant-gpu.sh).
-    t->push_back({{"llama-2-7b", "Llama-2-7B shape: hidden 4096, 32 layers, 32 heads, vocab 32000 (GPU, 27 GB of f32 "
-                                 "host memory while loading)"},
+    t->push_back({{"llama-2-7b",
+                   "Llama-2-7B shape: hidden 4096, 32 layers, 32 heads, vocab 32000 (GPU, 27 GB of f32 "
+                   "host memory while loading)"},
                   make("llama-2-7b", 4096, 32, 32, 32, 128, 11008, 32000, 10000.0, 1e-5, 4096)});
     {
       auto q = make("qwen2.5-0.5b", 896, 24, 14, 2, 64, 4864, 151936, 1000000.0, 1e-6, 4096);

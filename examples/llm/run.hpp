@@ -104,6 +104,12 @@ struct run_result {
   /// Graph on: the decode step's commands' summed device time (the least of nine timed replays)
   /// and what the best decode time per token spends above it, per command (0: not measured).
   double decode_kernel_seconds = 0, launch_us_per_command = 0;
+  /// Graph on: the decode step's device time, gaps between kernels included, the least of five
+  /// replays queued ahead of the device (decoder::device_step_span), and whether the host had
+  /// queued the whole step before the device started it in that replay (false: the time includes
+  /// the host's pace). 0: not measured.
+  double decode_step_span_seconds = 0;
+  bool decode_step_queued_ahead = false;
   /// That least timed replay's device time per kernel (or command kind), largest first.
   struct kernel_time {
     std::string name;

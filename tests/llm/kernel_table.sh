@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # prism-llm's decode kernel table (graph on): the timed replay's device time per kernel, in the
 # text report and as --json's decode_kernels. Its calls must add up to the step's commands and
-# its times to decode_kernel_ms_per_token, largest first. --fuse auto (the default) resolves to
+# its times to decode_kernel_ms_per_token, largest first; the step's device span
+# (decode_step_device_ms) is at least half its longest kernel. --fuse auto (the default) resolves to
 # every fusion, the block (post_attention) included, for f32 and bf16 weights, and on CPU devices
 # to every fusion but the block for block-quantized ones (--quantize q4_0), where the int8-activation
 # GEMVs beat post_attention's quantized form; asked for, that form runs and passes --check.
@@ -29,6 +30,10 @@ assert [e["us"] for e in k] == sorted((e["us"] for e in k), reverse=True), k
 assert len({e["name"] for e in k}) == len(k), "a kernel listed twice"
 assert j["fuse"] == "attention,mlp,norm,block", j["fuse"]
 assert any("post_attention" in e["name"] for e in k), k
+# The step's device time (another replay: half its longest kernel, timing noise aside).
+span = 1e3 * j["decode_step_device_ms"]
+assert span >= 0.5 * max(e["us"] / e["calls"] for e in k), (span, k)
+assert isinstance(j["decode_step_queued_ahead"], bool), j["decode_step_queued_ahead"]
 print(f"{len(k)} kernels, {calls} commands, {us:.1f} us")
 PY
 "$bin" --preset tiny --dtype bf16 --prompt-len 8 --new-tokens 4 --graph on --warmup 0 --breakdown-steps 0 \

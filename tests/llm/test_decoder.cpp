@@ -205,9 +205,23 @@ TEST(Decoder, GraphDecodeIsBitIdenticalToEager) {
     sum += t.seconds;
   }
   EXPECT_GT(sum, 0.0);
+  // Each command's profiling timestamps: queued, started, ended, in that order, the device time
+  // their difference.
+  for (const auto& t : times) {
+    EXPECT_LE(t.queued_ns, t.start_ns) << t.what;
+    EXPECT_LE(t.start_ns, t.end_ns) << t.what;
+    EXPECT_NEAR(t.seconds, static_cast<double>(t.end_ns - t.start_ns) * 1e-9, 1e-9) << t.what;
+  }
+  // The step's device time (prism-llm's decode_step_device_ms): at least its longest command.
+  const auto span = dec.device_step_span();
+  double longest = 0;
+  for (const auto& t : times) longest = std::max(longest, t.seconds);
+  EXPECT_GT(span.seconds, 0.0);
+  EXPECT_GE(span.seconds, 0.5 * longest);  // another replay: timing noise aside
   EXPECT_EQ(decode(dec, prompt, true, nullptr).tokens, want);
   dec.set_graph(false);
   EXPECT_THROW(dec.time_decode_step(), prism::error);
+  EXPECT_THROW(dec.device_step_span(), prism::error);
 
   // Without the norm fusion the norms launch on their own (rms_norm, then fused_add_rms_norm):
   // 2 x 7 + embedding, final norm, head, argmax. Tokens and logits agree with the fused step's

@@ -83,6 +83,10 @@ class graph {
     std::string what;
     std::string name;
     double seconds = 0;
+    /// The command's profiling timestamps in the device's clock (ns): queued by the host, started,
+    /// ended. A replay's device span is the last end minus the first start; a command queued
+    /// after the first one started means the host's enqueues, not the device, paced the replay.
+    std::uint64_t queued_ns = 0, start_ns = 0, end_ns = 0;
   };
   /// Replays once on `q`, which must have profiling on (queue_options::enable_profiling), with an
   /// event for every command (a launch list even where replays use a command buffer), waits, and
