@@ -95,7 +95,7 @@ void check_post_attention(const op_call& c) {
 
 // Double precision, rounding h and the activations to the storage dtype where the kernel stores
 // them. Magnitudes: the absolute products of each stage, carried through the next. On block-
-// quantized weights stages 2 and 3 (and 1 with qo=1) may read their activations as int8 per
+// quantized weights stages 2 and 3 (and 1 with qo) may read their activations as int8 per
 // 32-block (qa=1), whose error is at most absmax / 254 a block: every stage's magnitude then takes
 // each block's largest input magnitude times the block's sum |w| (as reference_rows does for
 // linear), which also bounds the sum of |x w| itself.
@@ -132,7 +132,7 @@ void reference_post_attention(host_call& hc) {
     for (std::int64_t j = 0; j < H; ++j) {
       double s = res[m * H + j];
       for (std::int64_t k = 0; k < A; ++k) s += attn[m * A + k] * wo[j * A + k];
-      // Stage 1 reads int8 activations too with qo=1: the block form of the magnitude (which
+      // Stage 1 reads int8 activations too with qo: the block form of the magnitude (which
       // bounds the plain sum of |x w|).
       const double mag = std::fabs(res[m * H + j]) + weighted(xa, &wo[j * A], A);
       h[j] = round_to(t, s);
