@@ -34,8 +34,8 @@
 // int8 activations for stages 2 and 3, below), Q_DP4A (QA8: dp4a through inline PTX), Q_PAIRS
 // (QA8: the int8 stages read weight block pairs in 32-bit loads), QO (QA8: stage 1 on int8
 // activations too; 1: after a quantize step Q0, 2: each stage-1 task quantizes its rows into
-// local memory, QO_K = A long: chain_quantize_local), QF (QA8: the quantize steps Q1 and Q2 inside stages
-// 1 and 2, block by block: chain_quantize_done).
+// local memory, QO_K = A long: chain_quantize_local), QF (QA8: the quantize steps Q1 and Q2
+// inside stages 1 and 2, block by block: chain_quantize_done).
 //
 // QA8 (config qa=1): llama.cpp's scheme inside the block. Two quantize steps join the chain, so
 // the order is 1, Q1, 2, Q2, 3 (five launches with CHAIN=0: STAGE 12 and 23 are the steps; the
@@ -46,13 +46,14 @@
 //   Q2: the activations a to int8 the same way.
 // Each step runs a group per WG blocks of a row (Q1 had run a group a row, summing the row's
 // squares itself: 7.5 us of device time a layer at the 7B shape against Q2's 4.3,
-// benchmarks/RESULTS.md, "Issue 17, session 28"). Stages 2 and 3 then walk those bytes against
+// benchmarks/RESULTS.md, "Issue 17 and 12, session 28"). Stages 2 and 3 then walk those bytes against
 // the weight slots with 4-byte integer dot products (q_dp4a), one float multiply-add per slot
 // and row instead of a float dot per 4 weights; stage 2 sums the norm's mean square from the
 // blocks' sums. QO (config qo=1) puts a step Q0 (STAGE 10) before stage 1, the attention output
 // to int8 the same way, and stage 1 walks it as stages 2 and 3 do: the float walk of stage 1 took
-// 15.4 us a layer for 9.4 MB of q4_0 weights at the 7B shape. The quantized rows live in Scratch
-// after the activations.
+// 15.4 us a layer for 9.4 MB of q4_0 weights at the 7B shape, the int8 one 10.6-11.0 plus Q0's
+// 5.3-6.6 (QO=2, no Q0: 18-19, every task repeating the row's quantization). The quantized rows
+// live in Scratch after the activations.
 
 #include "gemm_common.cl"
 
