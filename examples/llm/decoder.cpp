@@ -497,13 +497,18 @@ std::size_t decoder::decode_step_commands() {
   return decode_graph_.command_count();
 }
 
-std::vector<graph::command_time> decoder::time_decode_step() {
+std::size_t decoder::prepare_timed_step(const char* what) {
   if (!use_graph_)
-    throw error(errc::invalid_argument, "llm::decoder::time_decode_step",
+    throw error(errc::invalid_argument, what,
                 "decode steps are timed from the recorded decode graph; turn the graph on (set_graph)");
-  check_room(1, "llm::decoder::time_decode_step");
-  decode_step_commands();  // records the graph if needed
+  check_room(1, what);
+  const std::size_t commands = decode_step_commands();  // records the graph if needed
   step_pos_->set(q_, pos_);
+  return commands;
+}
+
+std::vector<graph::command_time> decoder::time_decode_step() {
+  prepare_timed_step("llm::decoder::time_decode_step");
   return decode_graph_.replay_timed(timing_queue());
 }
 
@@ -517,12 +522,7 @@ queue& decoder::timing_queue() {
 }
 
 decoder::step_span decoder::device_step_span() {
-  if (!use_graph_)
-    throw error(errc::invalid_argument, "llm::decoder::device_step_span",
-                "decode steps are timed from the recorded decode graph; turn the graph on (set_graph)");
-  check_room(1, "llm::decoder::device_step_span");
-  const std::size_t commands = decode_step_commands();  // records the graph if needed
-  step_pos_->set(q_, pos_);
+  const std::size_t commands = prepare_timed_step("llm::decoder::device_step_span");
   q_.wait();
   queue& tq = timing_queue();
   // 256 MiB a fill on GPUs; the in-order timing queue runs the fills, then the step. CPU devices

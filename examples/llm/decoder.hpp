@@ -233,8 +233,11 @@ class decoder {
   /// Host slots of run-ahead decoding's id reads: members, so that a read still in flight when
   /// generate() throws writes into memory that outlives the call.
   std::array<std::int64_t, 2> id_slots_{};
-  std::optional<queue> timing_queue_;             ///< the timing methods' profiling queue (same context)
-  queue& timing_queue();                          ///< made on first use
+  std::optional<queue> timing_queue_;  ///< the timing methods' profiling queue (same context)
+  queue& timing_queue();               ///< made on first use
+  /// The timing methods' start: the graph on, room for a step, the graph recorded, the position
+  /// set; returns the step's command count. Errors name `what`.
+  std::size_t prepare_timed_step(const char* what);
   std::optional<buffer<std::uint32_t>> blocker_;  ///< device_step_span's fills
   double blocker_fill_seconds_ = 0;               ///< one fill of blocker_, measured once
   tensor step_id_t_, step_pos_t_, graph_logits_;

@@ -180,6 +180,15 @@ tolerance post_attention_tolerance(const op_call& c, int) {
   return tolerance{1.0, 0.0, 0.0, std::ldexp(1.0, -23) * (8.0 + std::sqrt(k)) + stored + int8};
 }
 
+// Whether the int8 stages' weight rows are whole block pairs (K and offsets multiples of 64
+// weights, so every pair starts 4-byte aligned): gate/up and down always, the o projection with
+// stage 1 on int8 activations (qo).
+bool whole_block_pairs(std::int64_t H, std::int64_t A, std::int64_t I, const tensor& wo, const tensor& gu,
+                       const tensor& wd, bool stage1) {
+  return H % 64 == 0 && I % 64 == 0 && gu.offset() % 64 == 0 && wd.offset() % 64 == 0 &&
+         (!stage1 || (A % 64 == 0 && wo.offset() % 64 == 0));
+}
+
 // The chained kernel's local memory: a column of (mb * nb * 2 + mb) partial sums per item.
 std::int64_t local_bytes(const kernel_config& k) {
   return (k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4;
@@ -272,10 +281,7 @@ op_implementation chain_implementation() {
     std::int64_t qo_local = 0;  // qo=2: stage 1's int8 rows, their scales and scaled sums
     if (cfg.at("qa") == 1 && cfg.at("qo") == 2) {
       const auto [M, H, A, I] = dims_of(c);
-      const bool whole_pairs = H % 64 == 0 && A % 64 == 0 && I % 64 == 0 &&
-                               c.inputs[kOWeight].offset() % 64 == 0 &&
-                               c.inputs[kGateUp].offset() % 64 == 0 && c.inputs[kDown].offset() % 64 == 0;
-      if (!whole_pairs)
+      if (!whole_block_pairs(H, A, I, c.inputs[kOWeight], c.inputs[kGateUp], c.inputs[kDown], true))
         return fmt::format(
             "qo=2 walks weight block pairs: the hidden size ({}), attention width ({}), MLP width ({}) and "
             "the weights' offsets must be multiples of 64",
@@ -315,10 +321,8 @@ op_implementation chain_implementation() {
     const bool qa8 = quant && cfg.at("qa") == 1;
     const bool qf = qa8 && cfg.at("qf") == 1;
     const std::int64_t qo = qa8 ? cfg.at("qo") : 0;
-    // qp=1: block pairs where the int8 stages' weight rows are whole pairs (K and offsets
-    // multiples of 64 weights, so every pair starts 4-byte aligned), else the 16-bit slot walk.
-    const bool pairs = qa8 && cfg.at("qp") == 1 && H % 64 == 0 && I % 64 == 0 && gu.offset() % 64 == 0 &&
-                       wd.offset() % 64 == 0 && (qo == 0 || (A % 64 == 0 && wo.offset() % 64 == 0));
+    // qp=1: block pairs where the int8 stages' weight rows are whole pairs, else the 16-bit slot walk.
+    const bool pairs = qa8 && cfg.at("qp") == 1 && whole_block_pairs(H, A, I, wo, gu, wd, qo != 0);
     // The chain's fences and loads through inline PTX where they build; qf's block counters take the
     // same fences in the three-launch form.
     const bool ptx = (chain || qf) && forms.has("fence");
