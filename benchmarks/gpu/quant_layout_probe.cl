@@ -90,7 +90,7 @@ inline void finish_rows(__local float* red, float acc[NB], int lane, int team, i
 
 // The q4 GEMV walk, one body for the four kernels: LOAD(j, b) sets q[u][j] (nibble words) and
 // s[u][j] (the scale) for row j's block b; DOT(u, j, b) is the block's contribution to acc[j].
-#define Q4_WALK(LOAD, DOT)                                            \
+#define Q4_WALK_BODY(LOAD, DOT)                                       \
   TEAM_SETUP                                                          \
   for (int b0 = lane; b0 < blocks; b0 += LANES * UNROLL) {            \
     uint4 q[UNROLL][NB];                                              \
@@ -106,7 +106,13 @@ inline void finish_rows(__local float* red, float acc[NB], int lane, int team, i
       DOT_PREP(b);                                                    \
       _Pragma("unroll") for (int j = 0; j < NB; ++j) acc[j] = DOT(u, j, b); \
     }                                                                 \
-  }                                                                   \
+  }
+#define Q4_WALK(LOAD, DOT)                                            \
+  Q4_WALK_BODY(LOAD, DOT)                                             \
+  finish_rows(red, acc, lane, team, n0, N, y);
+#define Q4_WALK_SCALED(LOAD, DOT, RS)          \
+  Q4_WALK_BODY(LOAD, DOT)                      \
+  for (int j = 0; j < NB; ++j) acc[j] *= (RS); \
   finish_rows(red, acc, lane, team, n0, N, y);
 
 #define LOAD_PLANAR(j, b)                 \
@@ -147,6 +153,109 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void q4_gguf
   Q4_WALK(LOAD_GGUF, DOT_I8)
 }
 #undef DOT_PREP
+
+// Does a quantize launch before the int8 GEMV cost more than quantizing inside it? The decode
+// block's int8 GEMVs each follow a launch that takes the row x to int8 blocks (prism's Q1, Q2 and
+// quantize_rows_q8); quantize_x is that launch (an item a block, 64-item groups, xq/xd/xs to global
+// memory), and q4_gguf_i8_local the GEMV that quantizes x itself: every group takes the whole row
+// into local memory (an item a block, as quantize_x), sums its squares, waits, walks the blocks as
+// q4_gguf_i8 does from the local copy, and scales each output by rsqrt(mean(x^2) + eps), the RMS
+// norm's scalar that a norm-fused GEMV applies after the dot (prism's stage 2 and qkv). Both take
+// K <= QL_K. The host times the pair (quantize_x, q4_gguf_i8) against q4_gguf_i8_local back to back.
+#ifndef QL_K
+#define QL_K 11008
+#endif
+inline float quantize_block(const __global float4* x, int b, uint4* q0, uint4* q1, float* dq, float* sq) {
+  float4 v[8];
+  float amax = 0.0f, ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    v[j] = x[8 * b + j];
+    ss += dot(v[j], v[j]);
+    const float4 a = fabs(v[j]);
+    amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
+  }
+  const float dd = amax * (1.0f / 127.0f), id = dd > 0.0f ? 1.0f / dd : 0.0f;
+  uint w[8];
+  int4 sum = (int4)(0);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const char4 c = convert_char4_sat_rte(v[j] * id);
+    w[j] = as_uint(c);
+    sum += convert_int4(c);
+  }
+  *q0 = (uint4)(w[0], w[1], w[2], w[3]);
+  *q1 = (uint4)(w[4], w[5], w[6], w[7]);
+  *dq = dd;
+  *sq = dd * (float)(sum.x + sum.y + sum.z + sum.w);
+  return ss;
+}
+
+// The group's sum of v (every item gets it; a tree in local memory t, LANES * WARPS floats).
+inline float group_sum(__local float* t, float v) {
+  const int i = get_local_id(0);
+  t[i] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int h = LANES * WARPS / 2; h > 0; h >>= 1) {
+    if (i < h) t[i] += t[i + h];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float r = t[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+
+__kernel __attribute__((reqd_work_group_size(64, 1, 1))) void quantize_x(
+    int K, __global const float4* x, __global uint4* xq, __global float* xd, __global float* xs,
+    __global float* xss) {
+  const int b = get_global_id(0);
+  if (b >= K / 32) return;
+  uint4 q0, q1;
+  float dq, sq;
+  xss[b] = quantize_block(x, b, &q0, &q1, &dq, &sq);
+  xq[2 * b] = q0;
+  xq[2 * b + 1] = q1;
+  xd[b] = dq;
+  xs[b] = sq;
+}
+
+// q4_gguf_i8 after quantize_x, with the norm's scalar from quantize_x's block sums of squares
+// (summed by every team, as prism's stage 2 does).
+__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void q4_gguf_i8_norm(
+    int N, int K, __global const uchar* W, __global const uint4* xq, __global const float* xd,
+    __global const float* xs, __global const float* xss, __global float* y) {
+#define DOT_PREP(b)                                   \
+  const uint4 a0 = xq[2 * (b)], a1 = xq[2 * (b) + 1]; \
+  const float da = xd[b], sa = xs[b]
+  __local float lss[LANES * WARPS];
+  float ss = 0.0f;
+  for (int b = get_local_id(0); b < K / 32; b += LANES * WARPS) ss += xss[b];
+  const float rs = rsqrt(group_sum(lss, ss) / (float)K + 1e-5f);
+  Q4_WALK_SCALED(LOAD_GGUF, DOT_I8, rs)
+#undef DOT_PREP
+}
+
+__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void q4_gguf_i8_local(
+    int N, int K, __global const uchar* W, __global const float4* x, __global float* y) {
+  __local uint4 lq[QL_K / 16];
+  __local float ld[QL_K / 32], ls[QL_K / 32], lss[LANES * WARPS];
+  float ss = 0.0f;
+  for (int b = get_local_id(0); b < K / 32; b += LANES * WARPS) {
+    uint4 q0, q1;
+    float dq, sq;
+    ss += quantize_block(x, b, &q0, &q1, &dq, &sq);
+    lq[2 * b] = q0;
+    lq[2 * b + 1] = q1;
+    ld[b] = dq;
+    ls[b] = sq;
+  }
+  const float rs = rsqrt(group_sum(lss, ss) / (float)K + 1e-5f);  // its barrier orders lq too
+#define DOT_PREP(b)                                   \
+  const uint4 a0 = lq[2 * (b)], a1 = lq[2 * (b) + 1]; \
+  const float da = ld[b], sa = ls[b]
+  Q4_WALK_SCALED(LOAD_GGUF, DOT_I8, rs)
+#undef DOT_PREP
+}
 
 // bf16 weights [N, K] (K % 256 == 0): lane l takes the 8 weights at k = 8 * (l + 32 i).
 __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void bf16_rows(

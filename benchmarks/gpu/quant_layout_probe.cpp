@@ -7,7 +7,8 @@
 // Usage:
 //   prism_quant_layout_probe KERNEL_FILE N K [N K ...]
 // Env: HARNESS_PLATFORM (substring of the platform name, default NVIDIA); PROBE_SWEEP=0 runs one
-// config per kernel (the CI smoke), otherwise NB x UNROLL x WARPS are swept; PROBE_REPS (default 30).
+// config per kernel (the CI smoke), otherwise NB x UNROLL x WARPS are swept; PROBE_REPS (default 30);
+// PROBE_KERNELS (comma-separated kernel names; all when unset).
 #include "cl_harness.hpp"
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -48,6 +50,7 @@ struct problem {
   std::vector<std::uint8_t> gguf, qs;  // [n][k/32] blocks of 18 bytes; nibble plane [n][k/2]
   std::vector<std::uint16_t> d, wbf;   // scale plane [n][k/32]; bf16 weights [n][k]
   std::vector<float> x, xd, xs;        // activations; int8 blocks' d_a and d_a * sum(q_a)
+  double rs = 1;  // rsqrt(mean(x^2) + 1e-5): the norm's scalar of the _norm/_local kernels
   std::vector<std::int8_t> xq;
 };
 
@@ -84,13 +87,17 @@ problem make_problem(int n, int k, std::mt19937& rng) {
     const float da = amax / 127.0f;
     int sum = 0;
     for (int i = 0; i < 32; ++i) {
-      const int q = da > 0 ? static_cast<int>(std::lrint(p.x[b * 32 + i] / da)) : 0;
+      const float id = da > 0 ? 1.0f / da : 0.0f;  // as the kernels: x * (1 / d), rounded to even
+      const int q = static_cast<int>(std::lrint(p.x[b * 32 + i] * id));
       p.xq[b * 32 + i] = static_cast<std::int8_t>(std::clamp(q, -127, 127));
       sum += p.xq[b * 32 + i];
     }
     p.xd[b] = da;
     p.xs[b] = da * static_cast<float>(sum);
   }
+  double ss = 0;
+  for (float v : p.x) ss += static_cast<double>(v) * v;
+  p.rs = 1.0 / std::sqrt(ss / k + 1e-5);
   return p;
 }
 
@@ -170,8 +177,13 @@ int main(int argc, char** argv) try {
   };
 
   std::vector<config> configs;
-  const char* kernels[] = {"q4_gguf_f", "q4_planar_f", "q4_gguf_i8", "q4_planar_i8", "bf16_rows"};
+  // q4_gguf_i8_norm runs after quantize_x (timed as the pair); q4_gguf_i8_local quantizes x itself.
+  const char* kernels[] = {"q4_gguf_f",       "q4_planar_f",      "q4_gguf_i8", "q4_planar_i8",
+                           "q4_gguf_i8_norm", "q4_gguf_i8_local", "bf16_rows"};
+  const char* only = std::getenv("PROBE_KERNELS");  // comma-separated names; all when unset
   for (const char* k : kernels) {
+    if (only && ("," + std::string(only) + ",").find("," + std::string(k) + ",") == std::string::npos)
+      continue;
     if (!sweep) {
       configs.push_back({k, 2, 2, 2});
       continue;
@@ -199,6 +211,17 @@ int main(int argc, char** argv) try {
                x = buf(p.x.data(), p.x.size() * 4), xq = buf(p.xq.data(), p.xq.size()),
                xd = buf(p.xd.data(), p.xd.size() * 4), xs = buf(p.xs.data(), p.xs.size() * 4);
     cl::Buffer y(ctx, CL_MEM_READ_WRITE, static_cast<size_t>(n) * 4);
+    // quantize_x's outputs (what q4_gguf_i8_norm reads).
+    cl::Buffer dq(ctx, CL_MEM_READ_WRITE, static_cast<size_t>(k)), dd(ctx, CL_MEM_READ_WRITE, k / 32 * 4),
+        ds(ctx, CL_MEM_READ_WRITE, k / 32 * 4), dss(ctx, CL_MEM_READ_WRITE, k / 32 * 4);
+    cl::Kernel quantize(program(1, 1, 4), "quantize_x");
+    quantize.setArg(0, k);
+    quantize.setArg(1, x);
+    quantize.setArg(2, dq);
+    quantize.setArg(3, dd);
+    quantize.setArg(4, ds);
+    quantize.setArg(5, dss);
+    const cl::NDRange q_global((k / 32 + 63) / 64 * 64), q_local(64);
     const double q4_bytes = static_cast<double>(p.gguf.size()),
                  bf_bytes = static_cast<double>(p.wbf.size()) * 2;
 
@@ -216,6 +239,25 @@ int main(int argc, char** argv) try {
                      1e3);
       std::sort(us.begin(), us.end());
       return us[us.size() / 2];
+    };
+
+    // A launch sequence back to back, `reps` times, events on its first and last commands only
+    // (profiling every command adds device time between them): microseconds a sequence.
+    auto time_seq = [&](const std::vector<std::tuple<cl::Kernel*, cl::NDRange, cl::NDRange>>& seq) {
+      for (int i = 0; i < 2; ++i)
+        for (auto& [kern, g, l] : seq) q.enqueueNDRangeKernel(*kern, cl::NullRange, g, l);
+      q.finish();
+      cl::Event first, last;
+      for (int i = 0; i < reps; ++i)
+        for (size_t c = 0; c < seq.size(); ++c) {
+          const bool f = i == 0 && c == 0, l = i == reps - 1 && c == seq.size() - 1;
+          auto& [kern, g, lo] = seq[c];
+          q.enqueueNDRangeKernel(*kern, cl::NullRange, g, lo, nullptr, f ? &first : (l ? &last : nullptr));
+        }
+      q.finish();
+      return (last.getProfilingInfo<CL_PROFILING_COMMAND_END>() -
+              first.getProfilingInfo<CL_PROFILING_COMMAND_START>()) /
+             1e3 / reps;
     };
 
     // The read the GEMVs are held against: the q4_0 bytes, then the bf16 bytes, in 16-byte loads.
@@ -241,7 +283,9 @@ int main(int argc, char** argv) try {
       kern.setArg(arg++, n);
       kern.setArg(arg++, k);
       const bool planar = c.kernel.find("planar") != std::string::npos,
-                 i8 = c.kernel.find("i8") != std::string::npos;
+                 local_q = c.kernel == "q4_gguf_i8_local", normed = c.kernel == "q4_gguf_i8_norm",
+                 i8 = c.kernel.find("i8") != std::string::npos && !local_q;
+      if (local_q && k > 11008) continue;  // QL_K
       const bool bf = c.kernel == "bf16_rows";
       if (bf) {
         kern.setArg(arg++, wbf);
@@ -251,7 +295,12 @@ int main(int argc, char** argv) try {
       } else {
         kern.setArg(arg++, gguf);
       }
-      if (i8) {
+      if (normed) {
+        kern.setArg(arg++, dq);
+        kern.setArg(arg++, dd);
+        kern.setArg(arg++, ds);
+        kern.setArg(arg++, dss);
+      } else if (i8) {
         kern.setArg(arg++, xq);
         kern.setArg(arg++, xd);
         kern.setArg(arg++, xs);
@@ -263,19 +312,30 @@ int main(int argc, char** argv) try {
       const size_t groups = static_cast<size_t>((n + rows_per_group - 1) / rows_per_group);
       const cl::NDRange local(32 * c.warps), global(groups * 32 * c.warps);
       q.enqueueFillBuffer(y, 0.0f, 0, static_cast<size_t>(n) * 4);
+      if (normed) q.enqueueNDRangeKernel(quantize, cl::NullRange, q_global, q_local);
       q.enqueueNDRangeKernel(kern, cl::NullRange, global, local);
       std::vector<float> got(n);
       q.enqueueReadBuffer(y, CL_TRUE, 0, got.size() * 4, got.data());
-      const int mode = bf ? 2 : (i8 ? 1 : 0);
+      const int mode = bf ? 2 : (i8 || local_q ? 1 : 0);
+      const double scale = normed || local_q ? p.rs : 1.0;
       double worst = 0;
       for (int s = 0; s < 64; ++s) {
         const long row = static_cast<long>(s) * (n - 1) / 63;
         const auto [ref, mag] = reference(p, row, mode);
-        worst = std::max(worst, std::fabs(got[row] - ref) / std::max(mag, 1e-30));
+        worst = std::max(worst, std::fabs(got[row] - ref * scale) / std::max(mag * scale, 1e-30));
       }
       const bool ok = worst < 1e-4;
       if (!ok) ++failures;
+      // The pair's kernels are timed apart (profiled) and together (time_seq); the local form alone.
       const double us = time_it(kern, global, local);
+      if (normed || local_q) {
+        std::vector<std::tuple<cl::Kernel*, cl::NDRange, cl::NDRange>> seq;
+        if (normed) seq.emplace_back(&quantize, q_global, q_local);
+        seq.emplace_back(&kern, global, local);
+        std::printf("%d x %d  %-12s nb %d unroll %d warps %d  back to back %9.1f us%s\n", n, k,
+                    c.kernel.c_str(), c.nb, c.unroll, c.warps, time_seq(seq),
+                    normed ? " (quantize_x + GEMV)" : "");
+      }
       const double bytes = bf ? bf_bytes : q4_bytes;
       const double gbs = bytes / us / 1e3;
       std::printf("%d x %d  %-12s nb %d unroll %d warps %d %9.1f us %8.1f GB/s %5.2fx read  err %.1e%s\n", n,
