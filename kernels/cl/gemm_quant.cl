@@ -769,8 +769,67 @@ Q_I8_KERNEL(gemm_q_pairs_i8) {
 inline uint4 q_slots4(const __global uchar* p, int s0) {
   return (uint4)(q_slot(p, 0, s0), q_slot(p, 0, s0 + 1), q_slot(p, 0, s0 + 2), q_slot(p, 0, s0 + 3));
 }
+#ifdef QL_K
+// qp=3 (QL_K = K): the same walk with no quantize launch before it. The group first quantizes its
+// activation row (MB = 1) into local memory, an item a block through q8_quantize_block (with
+// QL_NORM, rms_norm_linear: the row times the norm weight G, the row's sum of squares summed over
+// the group), then walks the blocks from there and scales each sum by rsqrt(mean square + eps)
+// before the epilogue. Every group repeats the row's quantization (K values from L2), which pays
+// where the quantize launch it replaces costs more: quant_layout_probe on the H200 (q4_0, M = 1),
+// back to back, 12.1 us against 13.3 for the launch and the GEMV at [12288, 4096], 7.5 against 11.0
+// at [4096, 4096], but 26.1 against 24.6 at [22016, 4096], whose 688 groups repeat it the most
+// (benchmarks/RESULTS.md, "Issue 17, session 29").
+#if MB != 1
+#error "qp=3 (QL_K) quantizes one activation row a group: MB = 1"
+#endif
+#ifndef QL_NORM
+#define QL_NORM 0
+#endif
+__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_blocks_i8(
+    int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off, int sam,
+    __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X,
+    long x_off, int sxm, int sxn
+#if QL_NORM
+    ,
+    __global const GT* G, long g_off, float eps
+#endif
+) {
+  __local float red[NB][LANES * WARPS];
+  __local uint4 lq[QL_K / 16];
+  __local float ld[QL_K / 32], ls[QL_K / 32];
+  const int t = get_local_id(0), lane = t % LANES, team = t / LANES;
+  const int n0 = (get_group_id(0) * WARPS + team) * NB;
+  const int m0 = get_group_id(1), rows = 1;
+  const __global GT* a = A + a_off + (long)m0 * sam;
+#if QL_NORM
+  const __global GT* g = G + g_off;
+#else
+  const __global GT* g = 0;
+  const float eps = 0.0f;
+#endif
+  float ssq = 0.0f;
+  for (int b = t; b < QL_K / 32; b += LANES * WARPS) {
+    uint qw[8];
+    float dq, sq;
+    ssq += q8_quantize_block(b, a, g, qw, &dq, &sq);
+    lq[2 * b] = (uint4)(qw[0], qw[1], qw[2], qw[3]);
+    lq[2 * b + 1] = (uint4)(qw[4], qw[5], qw[6], qw[7]);
+    ld[b] = dq;
+    ls[b] = sq;
+  }
+  // The row's sum of squares: a tree over the group in red[0] (its barriers order lq too).
+  red[0][t] = ssq;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int h = LANES * WARPS / 2; h > 0; h >>= 1) {
+    if (t < h) red[0][t] += red[0][t + h];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float rs = QL_NORM ? rsqrt(red[0][0] / (float)K + eps) : 1.0f;
+  barrier(CLK_LOCAL_MEM_FENCE);  // red is the walk's again
+#else
 Q_I8_KERNEL(gemm_q_blocks_i8) {
   Q_I8_PROLOGUE
+#endif
   const int blocks = K / 32;
   const __global uchar* wr[NB];
 #pragma unroll
@@ -801,16 +860,25 @@ Q_I8_KERNEL(gemm_q_blocks_i8) {
       const int b = min(b0 + u * LANES, blocks - 1);
 #pragma unroll
       for (int i = 0; i < MB; ++i) {
+#ifdef QL_K
+        const uint4 a0 = lq[2 * b], a1 = lq[2 * b + 1];
+        const float da = ld[b], sa = ls[b];
+#else
         const long m = m0 + min(i, rows - 1);
         const __global uint4* a = (const __global uint4*)(QA + m * K + (long)b * 32);
         const uint4 a0 = a[0], a1 = a[1];
         const float da = ad[m * blocks + b], sa = as[m * blocks + b];
+#endif
 #pragma unroll
         for (int j = 0; j < NB; ++j)
           acc[i][j] = q_block_i8(dw[u][j], mw[u][j], q0[u][j], q1[u][j], a0, a1, da, sa, acc[i][j]);
       }
     }
   }
+#ifdef QL_K
+#pragma unroll
+  for (int j = 0; j < NB; ++j) acc[0][j] *= rs;
+#endif
   const float ss[MB] = {0.0f};
   q_rows_finish(red, acc, ss, K, 0.0f, t, n0, m0, rows, M, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
 }

@@ -454,42 +454,12 @@ inline void chain_qpairs_i8(float (*acc)[2 * NB], int rows, int K, int me, int t
 }
 #endif
 
-// Block b of x (one row) to int8, its 32 bytes as 8 words in qw, its scale in *dq and d * sum(q)
-// in *sq, x scaled by g where given (Q1: n before its scalar norm). The scale is absmax / 127 and
-// values round to nearest, as gemm_quant.cl's quantize_rows_q8. Returns the block's sum of x^2
-// (before g) with g, 0 without.
-inline float chain_block_q8(int b, __global const GT* x, __global const GT* g, uint* qw, float* dq, float* sq) {
-  float4 v[8];
-  float amax = 0.0f, ss = 0.0f;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    v[j] = q_act4(x, b * 32 + 4 * j);
-    if (g) {
-      ss += dot(v[j], v[j]);
-      v[j] *= q_act4(g, b * 32 + 4 * j);
-    }
-    const float4 a = fabs(v[j]);
-    amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
-  }
-  const float dd = amax * (1.0f / 127.0f), id = dd > 0.0f ? 1.0f / dd : 0.0f;
-  int4 sum = (int4)(0);
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const char4 c = convert_char4_sat_rte(v[j] * id);
-    qw[j] = as_uint(c);
-    sum += convert_int4(c);
-  }
-  *dq = dd;
-  *sq = dd * (float)(sum.x + sum.y + sum.z + sum.w);
-  return ss;
-}
-
-// chain_block_q8 into global memory: the bytes at q + 32 b, the scale in d[b], d * sum(q) in s[b].
+// q8_quantize_block into global memory: the bytes at q + 32 b, the scale in d[b], d * sum(q) in s[b].
 inline float chain_quantize_block(int b, __global const GT* x, __global const GT* g, __global uchar* q,
                                   __global float* d, __global float* s) {
   uint qw[8];
   float dq, sq;
-  const float ss = chain_block_q8(b, x, g, qw, &dq, &sq);
+  const float ss = q8_quantize_block(b, x, g, qw, &dq, &sq);
   __global uint4* o = (__global uint4*)(q + b * 32);
   o[0] = (uint4)(qw[0], qw[1], qw[2], qw[3]);
   o[1] = (uint4)(qw[4], qw[5], qw[6], qw[7]);
@@ -512,7 +482,7 @@ inline void chain_quantize_local(int rows, __global const GT* x, int sx, __local
     const int i = e / blocks, b = e % blocks;
     uint qw[8];
     float dq, sq;
-    chain_block_q8(b, x + (long)i * sx, 0, qw, &dq, &sq);
+    q8_quantize_block(b, x + (long)i * sx, 0, qw, &dq, &sq);
     __local uint4* o = (__local uint4*)(lq + i * QO_K + b * 32);
     o[0] = (uint4)(qw[0], qw[1], qw[2], qw[3]);
     o[1] = (uint4)(qw[4], qw[5], qw[6], qw[7]);

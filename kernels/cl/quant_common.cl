@@ -144,6 +144,36 @@ inline int q_dp4a(uint a, uint b, int c) {
 #endif
 }
 
+// Block b of x (one row) to int8, its 32 bytes as 8 words in qw, its scale in *dq and d * sum(q)
+// in *sq, x scaled by g where given (n before its norm's scalar: gemv_chain.cl's Q1, gemm_quant.cl's
+// gemm_q_blocks_i8_local). The scale is absmax / 127 and values round to nearest, as gemm_quant.cl's
+// quantize_rows_q8. Returns the block's sum of x^2 (before g) with g, 0 without.
+inline float q8_quantize_block(int b, __global const GT* x, __global const GT* g, uint* qw, float* dq, float* sq) {
+  float4 v[8];
+  float amax = 0.0f, ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    v[j] = q_act4(x, b * 32 + 4 * j);
+    if (g) {
+      ss += dot(v[j], v[j]);
+      v[j] *= q_act4(g, b * 32 + 4 * j);
+    }
+    const float4 a = fabs(v[j]);
+    amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
+  }
+  const float dd = amax * (1.0f / 127.0f), id = dd > 0.0f ? 1.0f / dd : 0.0f;
+  int4 sum = (int4)(0);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const char4 c = convert_char4_sat_rte(v[j] * id);
+    qw[j] = as_uint(c);
+    sum += convert_int4(c);
+  }
+  *dq = dd;
+  *sq = dd * (float)(sum.x + sum.y + sum.z + sum.w);
+  return ss;
+}
+
 // Block pairs in 32-bit loads (gemm_quant.cl's gemm_q_pairs_i8, gemv_chain.cl's Q_PAIRS): a pair
 // of q8_0 / q4_0 / q4_1 blocks (68 / 36 / 40 bytes) starts 4-byte aligned where a single block
 // does not, so a walk reads it as PW words and takes each block's fields from them.

@@ -173,9 +173,11 @@ config_schema gemv_schema() {
        "kernel's loads (variant 0) or written as rows first (variant 1)"},
       {"qp",
        0,
-       {0, 2},
+       {0, 2, 3},
        "rms_norm_linear, block-quantized weight, GPU rows kernel (variant 0) with qa=1: how a team walks "
-       "its row: 0 = 4-byte slots (4 lanes a q4 block), 2 = a lane per block (gemm_q_blocks_i8)"}};
+       "its row: 0 = 4-byte slots (4 lanes a q4 block), 2 = a lane per block (gemm_q_blocks_i8), 3 = as 2 "
+       "with no quantize launch: each work-group normalizes and quantizes the input row into local memory "
+       "itself"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 0 && (k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4 > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
@@ -255,10 +257,19 @@ op_implementation quant_norm_implementation() {
   impl.name = "opencl.quant_norm";
   impl.kernel_file = "gemm_quant.cl";
   impl.supports = [](const device& dev, const op_call& c,
-                     const kernel_config&) -> std::optional<std::string> {
+                     const kernel_config& cfg) -> std::optional<std::string> {
     const gemv_operands o = operands(c);
     if (!is_quantized(o.w->type()))
       return std::string("weight is not block-quantized (q8_0, q4_0, q4_1): opencl.gemv_rms_norm serves it");
+    if (cfg.at("variant") == 0 && cfg.at("qa") == 1 && cfg.at("qp") == 3) {
+      // gemm_q_blocks_i8 with QL_K: 256 items, 4 weight rows a warp, the row's int8 copy in local memory.
+      const auto local =
+          static_cast<std::uint64_t>(4 * 256 * 4 + gemm_detail::quant_local_row_bytes(o.x->size(1)));
+      if (local > dev.local_mem_size())
+        return fmt::format("qp=3 holds the quantized input row (K = {}) in local memory: {} B > device {} B",
+                           o.x->size(1), local, dev.local_mem_size());
+      return std::nullopt;
+    }
     const auto group = static_cast<std::uint64_t>(gemm_detail::quantize_norm_group(o.x->size(1)));
     if (group > dev.max_work_group_size())
       return fmt::format(

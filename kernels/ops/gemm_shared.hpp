@@ -80,6 +80,12 @@ struct quant_norm {
   double eps = 1e-6;
 };
 
+/// qp=3's local copy of one activation row of K (gemm_q_blocks_i8 built with QL_K): the int8 bytes,
+/// then each 32-block's d and d * sum(q).
+inline std::int64_t quant_local_row_bytes(std::int64_t k) {
+  return k + k / 32 * 8;
+}
+
 /// quantize_rows_q8's work-group with a norm: one row a group, a power of two >= k / 32 items.
 inline std::int64_t quantize_norm_group(std::int64_t k) {
   return std::max<std::int64_t>(1, next_pow2(k / 32));

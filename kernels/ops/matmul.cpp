@@ -278,10 +278,12 @@ config_schema gemm_schema() {
       {"qwg", 1, {1, 2, 4, 8, 16, 32, 64}, "quantized weights, cpu: work-items per work-group"},
       {"qp",
        0,
-       {0, 1, 2},
+       {0, 1, 2, 3},
        "quantized weights, rows kernel with qa=1: how a team walks its rows: 0 = 4-byte slots, 4 lanes a "
        "q4 block; 1 = each lane reads a pair of blocks in 32-bit loads (gemm_q_pairs_i8; K a multiple of "
-       "64); 2 = each lane reads whole blocks, two a step (gemm_q_blocks_i8)"},
+       "64); 2 = each lane reads whole blocks, two a step (gemm_q_blocks_i8); 3 = as 2 with no quantize "
+       "launch: each work-group quantizes its activation row into local memory itself (one row a group, "
+       "K * 5 / 4 bytes)"},
       {"qmma",
        0,
        {0, 1},
@@ -777,7 +779,8 @@ struct qplan {
   // cpu: rm, rn, lx, ly; gemv: mb, nb, wg; rows: mb, nb, warps; tiled: tm, tn, wm, wn; mma: warps
   std::int64_t a = 0, b = 0, c = 0, d = 0;
   bool int8_activations = false;  // quantize_rows_q8, then gemm_q_cpu_i8 (cpu) or gemm_q_rows built with QA8
-  std::int64_t walk = 0;          // rows with int8 activations: qp (1 gemm_q_pairs_i8, 2 gemm_q_blocks_i8)
+  std::int64_t walk = 0;          // rows with int8 activations: qp (1 gemm_q_pairs_i8, 2 gemm_q_blocks_i8,
+                                  // 3 gemm_q_blocks_i8 quantizing its row itself)
 };
 
 // K and the row stride (elements) of a quantized weight: linear's [n, k], or matmul's other, the
@@ -885,6 +888,18 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
     if (pl.walk != 0 && !pl.int8_activations)
       return fmt::format("qp={} ({}) needs qa=1 (int8 activations)", pl.walk,
                          pl.walk == 1 ? "block pairs" : "a lane per block");
+    if (pl.walk == 3) {  // one activation row a group, its int8 copy in local memory
+      const std::int64_t k = quant_k_and_row(*w).first;
+      threads = static_cast<std::uint64_t>(32 * pl.c);
+      local = static_cast<std::uint64_t>(pl.b * 32 * pl.c * 4 + quant_local_row_bytes(k));
+      if (threads > dev.max_work_group_size())
+        return fmt::format("work-group of {} items > device maximum {}", threads, dev.max_work_group_size());
+      if (local > dev.local_mem_size())
+        return fmt::format(
+            "qp=3 holds the quantized activation row (K = {}) in local memory: {} B > device {} B", k, local,
+            dev.local_mem_size());
+      return std::nullopt;
+    }
     if (pl.walk == 1) {
       const auto [k, row] = quant_k_and_row(*w);
       if (k % 64 != 0 || row % 64 != 0 || w->offset() % 64 != 0)
@@ -1023,7 +1038,8 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
     name = "gemm_q_gemv";
     r = nd_range(range<3>(ceil_div(p.n, pl.b) * pl.c, ceil_div(p.m, mb), 1), range<3>(pl.c, 1, 1));
   } else if (pl.kind == qkernel::rows) {
-    const std::int64_t mb = std::min<std::int64_t>(pl.a, next_pow2(p.m)), wg = 32 * pl.c;
+    const bool local_q = pl.int8_activations && pl.walk == 3;  // one activation row a group
+    const std::int64_t mb = local_q ? 1 : std::min<std::int64_t>(pl.a, next_pow2(p.m)), wg = 32 * pl.c;
     // Activation rows read 4 elements per load: 16-byte (f32) or 8-byte (16-bit) aligned when the
     // offset and the row stride are multiples of 4 elements (buffers themselves are aligned).
     const bool vec4 =
@@ -1032,6 +1048,12 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
     if (norm && !pl.int8_activations) opts += " -DQNORM_F=1";
     name = "gemm_q_rows";
     r = nd_range(range<3>(ceil_div(p.n, pl.b * pl.c) * wg, ceil_div(p.m, mb), 1), range<3>(wg, 1, 1));
+    if (local_q) {  // gemm_q_blocks_i8 built with QL_K: float rows in, no quantize launch
+      opts += fmt::format(" -DQA8 -DQ_DP4A={} -DQPAIR=2 -DQL_K={} -DQL_NORM={}",
+                          probe_ptx(q.get_device()).has("dp4a") ? 1 : 0, p.k, norm ? 1 : 0);
+      return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_blocks_i8"),
+                          r, norm, p.a, p.a.offset(), to_int(p.sam, "gemm", "A row stride"));
+    }
     if (pl.int8_activations) {
       opts += fmt::format(" -DQA8 -DQ_DP4A={} -DQPAIR={}", probe_ptx(q.get_device()).has("dp4a") ? 1 : 0,
                           pl.walk);
@@ -1664,11 +1686,17 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
     return gemm_schema().complete(kernel_config::parse(fmt::format("{},qa={},qp={}", shape, qa, qp)));
   };
   static const char* const shapes[2] = {"variant=4,mb=8,nb=1,warps=8,qmma=0", "variant=0,rm=1,qrn=1,qwg=32"};
+  static const char* const local_shape = "variant=4,mb=1,nb=4,warps=8,qmma=0";
   static const kernel_config configs[2][2] = {{with_qa(shapes[0], 0), with_qa(shapes[0], 1)},
                                               {with_qa(shapes[1], 0), with_qa(shapes[1], 1)}};
-  // The GPU int8 form with a lane per block (qp=2, gemm_q_blocks_i8).
+  // The GPU int8 form with a lane per block (qp=2, gemm_q_blocks_i8), and the same walk quantizing
+  // its row itself (qp=3: one row a group, 4 weight rows a warp as in quant_layout_probe's best
+  // [12288, 4096] config; no quantize launch).
   static const kernel_config blocks_walk = with_qa(shapes[0], 1, 2);
-  const kernel_config& cfg = !cpu && int8 && walk == 2 ? blocks_walk : configs[cpu ? 1 : 0][int8 ? 1 : 0];
+  static const kernel_config local_walk = with_qa(local_shape, 1, 3);
+  const kernel_config& cfg = !cpu && int8 && walk == 2   ? blocks_walk
+                             : !cpu && int8 && walk == 3 ? local_walk
+                                                         : configs[cpu ? 1 : 0][int8 ? 1 : 0];
   // The int8 quantization and the GPU rows kernel's float loads take the norm in-line; the CPU
   // float kernel reads rows the norm wrote first.
   const bool inline_norm = int8 || !cpu;

@@ -89,7 +89,8 @@ TEST(quant, every_vendor_config) {
 }
 
 // rms_norm_linear on a block-quantized weight: both kernels (variant 1: the CPU decode GEMV;
-// 0: the GPU rows kernel, on int8 activations with 4-byte slots or a lane per block (qp=2)) with
+// 0: the GPU rows kernel, on int8 activations with 4-byte slots or a lane per block (qp=2; qp=3
+// quantizing the normalized row in the kernel itself, no quantize launch)) with
 // the norm in the int8 quantization (qa=1) and as float rows (qa=0),
 // against the double-precision norm and dequantized weight; f32 and bf16 activations, a bias,
 // several rows, and K of 576 (18 blocks: a norm group of 32 items, 14 idle).
@@ -109,7 +110,7 @@ TEST(quant, rms_norm_linear_on_quantized_weights) {
         c.attrs["eps"] = 1e-5;
         allocate_outputs(q, d, c);
         for (const char* cfg : {"variant=1,qa=1", "variant=1,qa=0", "variant=0,qa=1", "variant=0,qa=1,qp=2",
-                                "variant=0,qa=0"}) {
+                                "variant=0,qa=1,qp=3", "variant=0,qa=0"}) {
           SCOPED_TRACE(std::string(dtype_name(wt)) + " " + dtype_name(act) + " m=" + std::to_string(m) + " " +
                        cfg);
           run_and_compare(d, c, d.config.complete(kernel_config::parse(cfg)), false);
@@ -310,7 +311,8 @@ TEST(quant, int8_activations_follow_the_per_block_rounding) {
   // The CPU kernel (at M = 1 on AVX-512 four blocks a register), the GPU rows kernel, its
   // block-pair form and its lane-per-block form (dp4a on NVIDIA, four multiplies elsewhere) all
   // follow the same host model. K = 192: six blocks, one group of four and two more; the
-  // lane-per-block form also at K = 2272 (71 blocks: two full steps of 2 x 32 lanes and a partial one).
+  // lane-per-block form also at K = 2272 (71 blocks: two full steps of 2 x 32 lanes and a partial one),
+  // and that form again quantizing its row in local memory (qp=3: the kernel's own rounding).
   struct form {
     const char* cfg;
     std::int64_t k;
@@ -319,7 +321,9 @@ TEST(quant, int8_activations_follow_the_per_block_rounding) {
        {form{"variant=0,rm=4,qrn=4,qwg=1,qa=1", 192}, form{"variant=0,rm=1,qrn=1,qwg=32,qa=1", 192},
         form{"variant=4,mb=2,nb=4,warps=2,qa=1", 192}, form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=1", 192},
         form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=2", 192},
-        form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=2", 2272}})
+        form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=2", 2272},
+        form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=3", 192},
+        form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=3", 2272}})
     for (dtype wt : quantized_dtypes)
       for (std::int64_t m : {1, 5, 33}) {
         const char* cfg = f.cfg;
