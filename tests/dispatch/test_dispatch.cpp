@@ -322,8 +322,8 @@ TEST(Dispatch, ForcedVendorProfile) {
 }
 
 // The nvidia profile's decode routes for block-quantized weights (vendors/nvidia/vendor.yaml): the
-// qkv projection (rms_norm_linear) takes int8 activations at K >= 4096 only (q8_0 walked a lane
-// per block, qp=2; q4 in 4-byte slots), and
+// qkv projection (rms_norm_linear) takes int8 activations at K >= 4096 only (q8_0 and q4 walked a
+// lane per block, quantized by the GEMV itself: qp=3), and
 // post_attention runs 128-item groups of 2 units a task for quantized weights, chained on float
 // activations, and at hidden >= 4096 five launches on int8 ones.
 TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
@@ -345,12 +345,12 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   EXPECT_EQ(q4_long.tier, pd::source_tier::vendor);
   EXPECT_EQ(q4_long.implementation, "opencl.quant_norm");
   EXPECT_NE(q4_long.config.find("qa=1"), std::string::npos) << q4_long.config;
-  EXPECT_NE(q4_long.config.find("qp=0"), std::string::npos) << q4_long.config;
+  EXPECT_NE(q4_long.config.find("qp=3"), std::string::npos) << q4_long.config;
   EXPECT_NE(q4_long.reason.find("nvidia/vendor.yaml:"), std::string::npos) << q4_long.reason;
   const auto q8_long = norm_linear(dtype::q8_0, 4096);
   EXPECT_EQ(q8_long.tier, pd::source_tier::vendor);
   EXPECT_NE(q8_long.config.find("qa=1"), std::string::npos) << q8_long.config;
-  EXPECT_NE(q8_long.config.find("qp=2"), std::string::npos) << q8_long.config;
+  EXPECT_NE(q8_long.config.find("qp=3"), std::string::npos) << q8_long.config;
   for (const auto& other : {norm_linear(dtype::q4_0, 1024), norm_linear(dtype::q8_0, 1024)}) {
     EXPECT_EQ(other.implementation, "opencl.quant_norm");
     EXPECT_NE(other.config.find("qa=0"), std::string::npos) << other.config;
@@ -379,6 +379,22 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   const auto slots = pd::dispatch_call(q, odd);
   EXPECT_EQ(slots.tier, pd::source_tier::vendor) << slots.reason;
   EXPECT_NE(slots.config.find("qa=1"), std::string::npos) << slots.config;
+  // linear at M = 1 on a quantized weight with K >= 4096: the GEMV that quantizes its row itself
+  // (qp=3), 4 weight rows a warp from N = 16384, 2 below; not at M = 2 or K = 1024.
+  const op_descriptor& lin = op_registry::instance().get("linear");
+  auto linear = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
+    op_call c{"linear", {}, {}, {}};
+    c.inputs = {kernels::random_tensor(q, {m, k}, dtype::f32, rng, -1, 1),
+                kernels::random_tensor(q, {n, k}, dtype::q4_0, rng, -1, 1), tensor()};
+    allocate_outputs(q, lin, c);
+    return pd::dispatch_call(q, c);
+  };
+  const auto gemv = linear(1, 64, 4096);
+  EXPECT_EQ(gemv.tier, pd::source_tier::vendor) << gemv.reason;
+  for (const char* key : {"variant=4", "nb=2", "qa=1", "qp=3"})
+    EXPECT_NE(gemv.config.find(key), std::string::npos) << gemv.config;
+  for (const auto& other : {linear(2, 64, 4096), linear(1, 64, 1024)})
+    EXPECT_EQ(other.config.find("qp=3"), std::string::npos) << other.config;
 }
 
 // The nvidia profile's decode_attention: 128-key chunks on 256-item groups for f32 caches of 4096
