@@ -325,7 +325,7 @@ TEST(Dispatch, ForcedVendorProfile) {
 // qkv projection (rms_norm_linear) takes int8 activations at K >= 4096 only (q8_0 and q4 walked a
 // lane per block, quantized by the GEMV itself: qp=3), and
 // post_attention runs 128-item groups of 2 units a task for quantized weights, chained on float
-// activations, and at hidden >= 4096 five launches on int8 ones.
+// activations, and at hidden >= 4096 four launches on int8 ones (qf=1, qo=1).
 TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   auto& q = test_queue();
   env_scope env(env_vars{{"PRISM_VENDOR", "nvidia"}});
@@ -364,13 +364,14 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   EXPECT_NE(block.config.find("nb=2"), std::string::npos) << block.config;
   EXPECT_NE(block.config.find("wg=128"), std::string::npos) << block.config;
   EXPECT_NE(block.config.find("qa=0"), std::string::npos) << block.config;
-  // Quantized weights at hidden >= 4096: int8 activations, block pairs, five launches.
+  // Quantized weights at hidden >= 4096: int8 activations (stage 1 too, qo=1), block pairs, the
+  // quantize steps inside the stages (qf=1): four launches.
   for (dtype wt : {dtype::q4_0, dtype::q8_0}) {
     o.type = wt;
     op_call wide = pa.sample(q, shape_key::parse("m=1,h=4096,a=32,i=64"), o);
     const auto d = pd::dispatch_call(q, wide);
     EXPECT_EQ(d.tier, pd::source_tier::vendor);
-    for (const char* key : {"qa=1", "qp=1", "chain=0"})
+    for (const char* key : {"qa=1", "qp=1", "chain=0", "qf=1", "qo=1"})
       EXPECT_NE(d.config.find(key), std::string::npos) << dtype_name(wt) << " " << d.config;
   }
   // An MLP width that is not whole block pairs takes the same route (its walk reads 4-byte slots).

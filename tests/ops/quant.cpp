@@ -192,15 +192,16 @@ TEST(quant, post_attention_int8_activations_track_float) {
     op_call c = quant_post_attention_call(q, 3, dtype::f32, wt, ++seed, false, 192, 128);
     // qa=0, the two int8 walks, the pair walk with the quantize steps inside the stages (qf), and
     // with stage 1 on int8 activations too (qo: a step of its own, 1, or in each task's local
-    // memory, 2).
-    const char* const forms[] = {",qa=0",           ",qa=1,qp=0",      ",qa=1,qp=1",
-                                 ",qa=1,qp=1,qf=1", ",qa=1,qp=1,qo=1", ",qa=1,qp=1,qo=2"};
-    std::vector<double> out[6];
-    for (int f = 0; f < 6; ++f) {
+    // memory, 2), and qo=1 with the steps inside the stages (the nvidia route at hidden >= 4096).
+    const char* const forms[] = {",qa=0",           ",qa=1,qp=1,qf=1,qo=1", ",qa=1,qp=0",     ",qa=1,qp=1",
+                                 ",qa=1,qp=1,qf=1", ",qa=1,qp=1,qo=1",      ",qa=1,qp=1,qo=2"};
+    constexpr int n_forms = 7;
+    std::vector<double> out[n_forms];
+    for (int f = 0; f < n_forms; ++f) {
       run_and_compare(d, c, d.config.complete(kernel_config::parse(form + forms[f])), false);
       out[f] = read_host(q, c.outputs[0]).values;
     }
-    for (int f = 1; f < 6; ++f) {
+    for (int f = 1; f < n_forms; ++f) {
       double err = 0, ref = 0;
       for (std::size_t i = 0; i < out[0].size(); ++i) {
         err += (out[f][i] - out[0][i]) * (out[f][i] - out[0][i]);
@@ -213,22 +214,23 @@ TEST(quant, post_attention_int8_activations_track_float) {
     }
     // The int8 forms sum the same block products (and qf the norm's squares) in another order:
     // they differ only where that order flips one of the roundings of h or the activations, far
-    // below their distance to float.
-    for (int f = 2; f < 4; ++f) {
+    // below their distance to float: qp=1 against qp=0, qf=1 against qp=1, and qf=1,qo=1
+    // against qo=1.
+    for (const auto [f, g] : {std::pair{3, 2}, std::pair{4, 3}, std::pair{1, 5}}) {
       double cross = 0, ref = 0;
       for (std::size_t i = 0; i < out[0].size(); ++i) {
-        cross += (out[f][i] - out[f - 1][i]) * (out[f][i] - out[f - 1][i]);
-        ref += out[f - 1][i] * out[f - 1][i];
+        cross += (out[f][i] - out[g][i]) * (out[f][i] - out[g][i]);
+        ref += out[g][i] * out[g][i];
       }
-      EXPECT_LE(cross / ref, 1e-6) << forms[f] << " against " << forms[f - 1];
+      EXPECT_LE(cross / ref, 1e-6) << forms[f] << " against " << forms[g];
     }
     // qo quantizes the attention output as well: not the pair walk's result, yet as close to float.
     double moved = 0;
-    for (std::size_t i = 0; i < out[0].size(); ++i) moved += std::fabs(out[4][i] - out[2][i]);
+    for (std::size_t i = 0; i < out[0].size(); ++i) moved += std::fabs(out[5][i] - out[3][i]);
     EXPECT_GT(moved, 0.0) << "qo=1 gave the float stage 1's result: the int8 stage 1 did not run";
     // qo=2 quantizes the same rows with the same arithmetic, in local memory: qo=1's result.
     for (std::size_t i = 0; i < out[0].size(); ++i)
-      ASSERT_EQ(out[5][i], out[4][i]) << "qo=2 against qo=1 at " << i;
+      ASSERT_EQ(out[6][i], out[5][i]) << "qo=2 against qo=1 at " << i;
   }
   // qp=1 where the MLP width is not whole block pairs (160): the slot walk serves it.
   op_call c = quant_post_attention_call(q, 1, dtype::bf16, dtype::q4_0, ++seed, false, 160);
