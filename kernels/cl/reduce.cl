@@ -36,22 +36,20 @@ inline int better(float v, long i, float w, long j) {
         bi = (c) * VEC + k;                                             \
       }
 
-__kernel void reduce_rows(long R, __global const STYPE(A_K)* x, long x_off, __global STYPE(O_K)* o, long o_off) {
-  __local float sv[WG];
-  __local long si[WG];
-  const long row = get_group_id(0);
+// The group's best (value, index) over x[lo .. hi) of a row of R (lo a multiple of VEC), left in
+// sv[0], si[0] (every item calls it; it ends on a barrier). A work-item's indices rise, so ties
+// keep the first.
+void argmax_slice(__global const STYPE(A_K)* x, long lo, long hi, long R, __local float* sv, __local long* si) {
   const int lid = get_local_id(0);
-  x += x_off + row * R;
   float bv = -INFINITY;
   long bi = R;  // sentinel: loses every tie
-  long j = lid;
+  long j = lo + lid;
 #if VEC > 1
   // VEC-wide loads, and the per-element pass only where ARGMAX_VEC's test asks for it, so a long
-  // row (a vocabulary's logits) costs a vector max per VEC elements. A work-item's indices still
-  // rise, so ties keep the first. On GPUs four vectors are loaded before any is looked at: each item
-  // keeps four loads in flight (one work-group per row: those bound a long row's time).
-  const long nv = R / VEC;
-  long c = lid;
+  // row (a vocabulary's logits) costs a vector max per VEC elements. On GPUs four vectors are
+  // loaded before any is looked at: each item keeps four loads in flight.
+  const long nv = hi / VEC;
+  long c = lo / VEC + lid;
 #if !PRISM_CPU  // CPUs step one vector at a time (no faster with four on PoCL 3.1, within its noise)
   for (; c + 3 * WG < nv; c += 4 * WG) {
     const floatv t0 = VLOAD(A_K, x, c * VEC), t1 = VLOAD(A_K, x, (c + WG) * VEC);
@@ -66,9 +64,9 @@ __kernel void reduce_rows(long R, __global const STYPE(A_K)* x, long x_off, __gl
     const floatv t = VLOAD(A_K, x, c * VEC);
     ARGMAX_VEC(t, c);
   }
-  j = nv * VEC + lid;
+  j = max(lo, nv * VEC) + lid;
 #endif
-  for (; j < R; j += WG) {
+  for (; j < hi; j += WG) {
     const float v = LOAD(A_K, x, j);
     if (better(v, j, bv, bi)) {
       bv = v;
@@ -85,7 +83,70 @@ __kernel void reduce_rows(long R, __global const STYPE(A_K)* x, long x_off, __gl
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (lid == 0) STOREL(O_K, o, o_off + row, si[0]);
+}
+
+__kernel void reduce_rows(long R, __global const STYPE(A_K)* x, long x_off, __global STYPE(O_K)* o, long o_off) {
+  __local float sv[WG];
+  __local long si[WG];
+  const long row = get_group_id(0);
+  argmax_slice(x + x_off + row * R, 0, R, R, sv, si);
+  if (get_local_id(0) == 0) STOREL(O_K, o, o_off + row, si[0]);
+}
+
+// A few long rows (greedy decode's argmax over a vocabulary: one row, 150k logits took one
+// work-group ~39 us on the H200): G work-groups a row (config sg), group g taking the g-th slice
+// of VEC-aligned length, its winner to part: values [rows, G], then their indices [rows, G] as
+// the floats' bits (the counters' buffer is shared with other ops' counters, so it holds nothing
+// else). The last group of a row to count itself in at ctr[row] (an atomic counter, zero between
+// launches: that group resets it) picks among the G winners, ties by index, so the first best
+// still wins. Indices fit an int (the host checks R < 2^31).
+__kernel void reduce_rows_split(long R, int G, __global const STYPE(A_K)* x, long x_off, __global STYPE(O_K)* o,
+                                long o_off, __global float* part, __global int* ctr) {
+  __local float sv[WG];
+  __local long si[WG];
+  __local int last;
+  const long row = get_group_id(0) / G;
+  const int g = get_group_id(0) % G;
+  __global float* pv = part;
+  __global int* pi = (__global int*)(part + get_num_groups(0));
+  const long slice = (R + (long)G * VEC - 1) / ((long)G * VEC) * VEC;
+  const long lo = min(R, g * slice), hi = min(R, lo + slice);
+  argmax_slice(x + x_off + row * R, lo, hi, R, sv, si);
+  if (get_local_id(0) == 0) {
+    pv[row * G + g] = sv[0];
+    pi[row * G + g] = (int)si[0];
+    mem_fence(CLK_GLOBAL_MEM_FENCE);  // the winner before the count (as kv_cache.cl's last_split)
+    last = atomic_inc(ctr + row) == G - 1;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (!last) return;  // uniform over the group
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  // The G winners, one an item (volatile: L2 round trips, the other groups' stores), then the
+  // group's tree; better() orders ties by index, so the first best wins in any order.
+  const int lid = get_local_id(0);
+  volatile __global const float* v = pv + row * G;
+  volatile __global const int* ix = pi + row * G;
+  float bv = -INFINITY;
+  long bi = R;
+  for (int t = lid; t < G; t += WG)
+    if (better(v[t], ix[t], bv, bi)) {
+      bv = v[t];
+      bi = ix[t];
+    }
+  sv[lid] = bv;
+  si[lid] = bi;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int w = WG / 2; w > 0; w >>= 1) {
+    if (lid < w && better(sv[lid + w], si[lid + w], sv[lid], si[lid])) {
+      sv[lid] = sv[lid + w];
+      si[lid] = si[lid + w];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0) {
+    STOREL(O_K, o, o_off + row, si[0]);
+    ctr[row] = 0;  // for the next launch
+  }
 }
 
 __kernel void reduce_cols(long outer, long R, long inner, __global const STYPE(A_K)* x, long x_off,

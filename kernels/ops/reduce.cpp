@@ -162,6 +162,15 @@ event launch_over_view(queue& q, const kernel& k, const reduce_view& v, const te
 
 // ---- reductions -------------------------------------------------------------------------------
 
+// argmax's work-groups a row (config sg): up to sg where the rows are few (a decode step's one row
+// of logits) and each group still takes at least four vectors an item; 1 otherwise, and for rows
+// whose indices need more than an int (reduce_rows_split keeps them in 32 bits).
+std::int64_t split_groups(std::int64_t rows, std::int64_t r, std::int64_t wg, std::int64_t vec,
+                          std::int64_t sg) {
+  if (sg <= 1 || rows > 16 || r >= (std::int64_t{1} << 31)) return 1;
+  return std::clamp<std::int64_t>(r / (4 * wg * vec), 1, sg);
+}
+
 op_descriptor make_reduce(const std::string& name) {
   const bool argmax = name == "argmax";
   const bool needs_nonempty = name == "max" || name == "min" || argmax;
@@ -256,6 +265,13 @@ op_descriptor make_reduce(const std::string& name) {
   // 2.5 ulp on OpenCL C 1.2 devices (NVIDIA's driver, seen 2026-11-22), so it keeps its bound.
   d.exact_on_small_integers = name != "mean";
   d.config = row_schema();
+  d.config.params.push_back(
+      {"sg",
+       1,
+       {1, 4, 16, 64, 256},
+       "argmax over at most 16 long rows (variant 0): up to sg work-groups a row, each "
+       "taking a slice, the last to finish picking among their winners; other reductions "
+       "ignore it"});
   op_implementation impl;
   impl.name = "opencl.reduce";
   impl.kernel_file = "reduce.cl";
@@ -274,6 +290,26 @@ op_descriptor make_reduce(const std::string& name) {
                        " -DVEC=" + std::to_string(vec);
     const bool rows = v.inner == 1;
     const bool per_item = rows && !argmax && cfg.at("variant") == 1;
+    if (argmax && rows && cfg.at("variant") == 0) {
+      const std::int64_t groups = split_groups(v.outer, v.r, wg, vec, cfg.at("sg"));
+      if (groups > 1) {
+        kernel k = build_kernel(q.get_context(), "reduce.cl", src, opts, "reduce_rows_split");
+        auto [part, counters] = split_workspace(q, static_cast<std::size_t>(2 * v.outer * groups),
+                                                static_cast<std::size_t>(v.outer));
+        tensor x = v.x, o = out;
+        const std::int64_t x_off = x.offset(), o_off = o.offset();
+        return q.submit([&](handler& h) {
+          accessor<std::byte> X(x.storage(), h, read_only, x.byte_extent());
+          accessor<std::byte> O(o.storage(), h, access_mode::write, o.byte_extent());
+          accessor<float> P(part, h, read_write);
+          accessor<int> C(counters, h, read_write);
+          const std::size_t local = pow2_ok(wg);
+          h.parallel_for(
+              nd_range(range<1>(static_cast<std::size_t>(v.outer * groups) * local), range<1>(local)), k, v.r,
+              static_cast<int>(groups), X, x_off, O, o_off, P, C);
+        });
+      }
+    }
     kernel k = build_kernel(q.get_context(), "reduce.cl", src, opts,
                             per_item ? "reduce_row_per_item"
                             : rows   ? "reduce_rows"
