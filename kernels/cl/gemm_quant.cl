@@ -506,6 +506,15 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void gemm_q_gemv(
 // With QNORM_F (rms_norm_linear on float activations) the rows' per-lane sums of squares `ss`
 // are reduced alongside (rows MB * NB .. + MB of red), and each sum is scaled by its row's
 // rsqrt(mean square + eps) before the epilogue.
+// The norm's operands after a float-activation rows kernel's own (gemm_q_rows with QNORM_F,
+// gemm_q_blocks_i8 with QL_NORM): its weight G, G's offset, eps. A build without them has eps 0.
+#if QNORM_F || QL_NORM
+#define Q_NORM_PARAMS , __global const GT *G, long g_off, float eps
+#define Q_NO_NORM_EPS
+#else
+#define Q_NORM_PARAMS
+#define Q_NO_NORM_EPS const float eps = 0.0f;
+#endif
 #if QNORM_F
 #define QROWS_RED (MB * NB + MB)
 #else
@@ -562,12 +571,7 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
     __global const GT* A, long a_off, int sam,
 #endif
     __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X,
-    long x_off, int sxm, int sxn
-#if QNORM_F
-    ,
-    __global const GT* G, long g_off, float eps
-#endif
-) {
+    long x_off, int sxm, int sxn Q_NORM_PARAMS) {
   __local float red[QROWS_RED][LANES * WARPS];
   const int t = get_local_id(0), lane = t % LANES, team = t / LANES;
   const int n0 = (get_group_id(0) * WARPS + team) * NB;
@@ -598,9 +602,8 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
 #endif
 #if QNORM_F
   const __global GT* gp = G + g_off + kb * 32 + 4 * q;  // the norm weight at the lane's k
-#else
-  const float eps = 0.0f;
 #endif
+  Q_NO_NORM_EPS
   float acc[MB][NB], ss[MB];
 #pragma unroll
   for (int i = 0; i < MB; ++i) {
@@ -788,12 +791,7 @@ inline uint4 q_slots4(const __global uchar* p, int s0) {
 __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_blocks_i8(
     int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off, int sam,
     __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X,
-    long x_off, int sxm, int sxn
-#if QL_NORM
-    ,
-    __global const GT* G, long g_off, float eps
-#endif
-) {
+    long x_off, int sxm, int sxn Q_NORM_PARAMS) {
   __local float red[NB][LANES * WARPS];
   __local uint4 lq[QL_K / 16];
   __local float ld[QL_K / 32], ls[QL_K / 32];
@@ -805,8 +803,8 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
   const __global GT* g = G + g_off;
 #else
   const __global GT* g = 0;
-  const float eps = 0.0f;
 #endif
+  Q_NO_NORM_EPS
   float ssq = 0.0f;
   for (int b = t; b < QL_K / 32; b += LANES * WARPS) {
     uint qw[8];

@@ -36,6 +36,22 @@ inline int better(float v, long i, float w, long j) {
         bi = (c) * VEC + k;                                             \
       }
 
+// The group's best of every item's (bv, bi), left in sv[0], si[0] (every item calls it; it ends
+// on a barrier).
+void argmax_tree(float bv, long bi, __local float* sv, __local long* si) {
+  const int lid = get_local_id(0);
+  sv[lid] = bv;
+  si[lid] = bi;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int w = WG / 2; w > 0; w >>= 1) {
+    if (lid < w && better(sv[lid + w], si[lid + w], sv[lid], si[lid])) {
+      sv[lid] = sv[lid + w];
+      si[lid] = si[lid + w];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
 // The group's best (value, index) over x[lo .. hi) of a row of R (lo a multiple of VEC), left in
 // sv[0], si[0] (every item calls it; it ends on a barrier). A work-item's indices rise, so ties
 // keep the first.
@@ -73,16 +89,7 @@ void argmax_slice(__global const STYPE(A_K)* x, long lo, long hi, long R, __loca
       bi = j;
     }
   }
-  sv[lid] = bv;
-  si[lid] = bi;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int w = WG / 2; w > 0; w >>= 1) {
-    if (lid < w && better(sv[lid + w], si[lid + w], sv[lid], si[lid])) {
-      sv[lid] = sv[lid + w];
-      si[lid] = si[lid + w];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
+  argmax_tree(bv, bi, sv, si);
 }
 
 __kernel void reduce_rows(long R, __global const STYPE(A_K)* x, long x_off, __global STYPE(O_K)* o, long o_off) {
@@ -133,16 +140,7 @@ __kernel void reduce_rows_split(long R, int G, __global const STYPE(A_K)* x, lon
       bv = v[t];
       bi = ix[t];
     }
-  sv[lid] = bv;
-  si[lid] = bi;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int w = WG / 2; w > 0; w >>= 1) {
-    if (lid < w && better(sv[lid + w], si[lid + w], sv[lid], si[lid])) {
-      sv[lid] = sv[lid + w];
-      si[lid] = si[lid + w];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
+  argmax_tree(bv, bi, sv, si);
   if (lid == 0) {
     STOREL(O_K, o, o_off + row, si[0]);
     ctr[row] = 0;  // for the next launch

@@ -21,23 +21,22 @@ TEST(argmax, split_rows_keep_the_first_best) {
   queue& q = shared_queue();
   const op_descriptor& d = op_registry::instance().get("argmax");
   const std::int64_t n = 1031;
-  auto row = [&](auto fill) {
-    std::vector<float> v(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i)
-      v[static_cast<std::size_t>(i)] = std::sin(0.37f * static_cast<float>(i));
-    fill(v);
-    return v;
-  };
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  const std::vector<std::vector<float>> rows = {
-      row([](auto& v) { v[700] = v[701] = v[1030] = 5; }),            // ties in one slice and the last
-      row([](auto& v) { v[3] = v[900] = 5; }),                        // ties in the first and a late slice
-      row([&](auto& v) { v[500] = nan, v[600] = 9, v[800] = nan; }),  // the first NaN beats 9
-      row([&](auto& v) { std::fill(v.begin(), v.end(), -inf); }),     // one value: index 0
-      row([](auto& v) { v[1029] = 7; })};                             // in the row's scalar tail
-  const std::vector<double> want = {700, 3, 500, 0, 1029};
+  // Each row a ramp that stays below 1 (index i at i / n), with the planted values on top.
   std::vector<float> all;
-  for (const auto& r : rows) all.insert(all.end(), r.begin(), r.end());
+  auto add_row = [&](std::initializer_list<std::pair<std::int64_t, float>> planted, float fill = NAN) {
+    const std::size_t at = all.size();
+    for (std::int64_t i = 0; i < n; ++i)
+      all.push_back(std::isnan(fill) ? static_cast<float>(i) / static_cast<float>(n) : fill);
+    for (const auto& [i, v] : planted) all[at + static_cast<std::size_t>(i)] = v;
+  };
+  add_row({{700, 5}, {701, 5}, {1030, 5}});     // ties in one slice and in the last
+  add_row({{3, 5}, {900, 5}});                  // ties in the first and a late slice
+  add_row({{500, nan}, {600, 9}, {800, nan}});  // the first NaN beats 9
+  add_row({}, -inf);                            // one value: index 0
+  add_row({{1029, 7}});                         // in the row's scalar tail
+  const std::int64_t rows = 5;
+  const std::vector<double> want = {700, 3, 500, 0, 1029};
   // 8 groups of 132 (wg 8, vec 4); 64 groups of 20, the last 12 past the row's end (wg 1); 4 groups
   // of scalar loads (vec 1).
   for (const char* cfg :
@@ -47,7 +46,7 @@ TEST(argmax, split_rows_keep_the_first_best) {
       op_call c;
       c.op = "argmax";
       c.set("dims", std::vector<std::int64_t>{1});
-      c.inputs = {tensor::from_floats(q, all, {static_cast<std::int64_t>(rows.size()), n}, t)};
+      c.inputs = {tensor::from_floats(q, all, {rows, n}, t)};
       allocate_outputs(q, d, c);
       for (int round = 0; round < 2; ++round) {
         run_and_compare(d, c, d.config.complete(kernel_config::parse(cfg)), false);
