@@ -262,9 +262,9 @@ op_implementation quant_norm_implementation() {
     if (!is_quantized(o.w->type()))
       return std::string("weight is not block-quantized (q8_0, q4_0, q4_1): opencl.gemv_rms_norm serves it");
     if (cfg.at("variant") == 0 && cfg.at("qa") == 1 && cfg.at("qp") == 3) {
-      // gemm_q_blocks_i8 with QL_K: 256 items, 4 weight rows a warp, the row's int8 copy in local memory.
-      const auto local =
-          static_cast<std::uint64_t>(4 * 256 * 4 + gemm_detail::quant_local_row_bytes(o.x->size(1)));
+      // gemm_q_blocks_i8 with QL_K (enqueue_quant_norm_linear's group): the row's int8 copy in local memory.
+      const std::uint64_t local = gemm_detail::quant_local_walk_bytes(
+          gemm_detail::quant_norm_local_nb, gemm_detail::quant_norm_local_warps, o.x->size(1));
       if (local > dev.local_mem_size())
         return fmt::format("qp=3 holds the quantized input row (K = {}) in local memory: {} B > device {} B",
                            o.x->size(1), local, dev.local_mem_size());

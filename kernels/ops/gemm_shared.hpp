@@ -86,6 +86,15 @@ inline std::int64_t quant_local_row_bytes(std::int64_t k) {
   return k + k / 32 * 8;
 }
 
+/// qp=3's local memory for a group of `warps` teams of `nb` weight rows: the row's copy and the
+/// teams' partial sums.
+inline std::uint64_t quant_local_walk_bytes(std::int64_t nb, std::int64_t warps, std::int64_t k) {
+  return static_cast<std::uint64_t>(nb * 32 * warps * 4 + quant_local_row_bytes(k));
+}
+
+/// rms_norm_linear's qp=3 group (enqueue_quant_norm_linear): nb weight rows a team, warps teams.
+inline constexpr std::int64_t quant_norm_local_nb = 4, quant_norm_local_warps = 8;
+
 /// quantize_rows_q8's work-group with a norm: one row a group, a power of two >= k / 32 items.
 inline std::int64_t quantize_norm_group(std::int64_t k) {
   return std::max<std::int64_t>(1, next_pow2(k / 32));

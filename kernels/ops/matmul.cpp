@@ -891,7 +891,7 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
     if (pl.walk == 3) {  // one activation row a group, its int8 copy in local memory
       const std::int64_t k = quant_k_and_row(*w).first;
       threads = static_cast<std::uint64_t>(32 * pl.c);
-      local = static_cast<std::uint64_t>(pl.b * 32 * pl.c * 4 + quant_local_row_bytes(k));
+      local = quant_local_walk_bytes(pl.b, pl.c, k);
       if (threads > dev.max_work_group_size())
         return fmt::format("work-group of {} items > device maximum {}", threads, dev.max_work_group_size());
       if (local > dev.local_mem_size())
@@ -1686,14 +1686,15 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
     return gemm_schema().complete(kernel_config::parse(fmt::format("{},qa={},qp={}", shape, qa, qp)));
   };
   static const char* const shapes[2] = {"variant=4,mb=8,nb=1,warps=8,qmma=0", "variant=0,rm=1,qrn=1,qwg=32"};
-  static const char* const local_shape = "variant=4,mb=1,nb=4,warps=8,qmma=0";
+  static const std::string local_shape =
+      fmt::format("variant=4,mb=1,nb={},warps={},qmma=0", quant_norm_local_nb, quant_norm_local_warps);
   static const kernel_config configs[2][2] = {{with_qa(shapes[0], 0), with_qa(shapes[0], 1)},
                                               {with_qa(shapes[1], 0), with_qa(shapes[1], 1)}};
   // The GPU int8 form with a lane per block (qp=2, gemm_q_blocks_i8), and the same walk quantizing
   // its row itself (qp=3: one row a group, 4 weight rows a warp as in quant_layout_probe's best
   // [12288, 4096] config; no quantize launch).
   static const kernel_config blocks_walk = with_qa(shapes[0], 1, 2);
-  static const kernel_config local_walk = with_qa(local_shape, 1, 3);
+  static const kernel_config local_walk = with_qa(local_shape.c_str(), 1, 3);
   const kernel_config& cfg = !cpu && int8 && walk == 2   ? blocks_walk
                              : !cpu && int8 && walk == 3 ? local_walk
                                                          : configs[cpu ? 1 : 0][int8 ? 1 : 0];
