@@ -815,6 +815,7 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
     ld[b] = dq;
     ls[b] = sq;
   }
+#if QL_NORM
   // The row's sum of squares: a tree over the group in red[0] (its barriers order lq too).
   red[0][t] = ssq;
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -822,8 +823,13 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
     if (t < h) red[0][t] += red[0][t + h];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  const float rs = QL_NORM ? rsqrt(red[0][0] / (float)K + eps) : 1.0f;
-  barrier(CLK_LOCAL_MEM_FENCE);  // red is the walk's again
+  const float rs = rsqrt(red[0][0] / (float)K + eps);
+#else
+  const float rs = 1.0f;
+  (void)ssq;
+  (void)eps;
+#endif
+  barrier(CLK_LOCAL_MEM_FENCE);  // lq complete; red is the walk's again
 #else
 Q_I8_KERNEL(gemm_q_blocks_i8) {
   Q_I8_PROLOGUE

@@ -888,18 +888,6 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
     if (pl.walk != 0 && !pl.int8_activations)
       return fmt::format("qp={} ({}) needs qa=1 (int8 activations)", pl.walk,
                          pl.walk == 1 ? "block pairs" : "a lane per block");
-    if (pl.walk == 3) {  // one activation row a group, its int8 copy in local memory
-      const std::int64_t k = quant_k_and_row(*w).first;
-      threads = static_cast<std::uint64_t>(32 * pl.c);
-      local = quant_local_walk_bytes(pl.b, pl.c, k);
-      if (threads > dev.max_work_group_size())
-        return fmt::format("work-group of {} items > device maximum {}", threads, dev.max_work_group_size());
-      if (local > dev.local_mem_size())
-        return fmt::format(
-            "qp=3 holds the quantized activation row (K = {}) in local memory: {} B > device {} B", k, local,
-            dev.local_mem_size());
-      return std::nullopt;
-    }
     if (pl.walk == 1) {
       const auto [k, row] = quant_k_and_row(*w);
       if (k % 64 != 0 || row % 64 != 0 || w->offset() % 64 != 0)
@@ -909,7 +897,11 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
             k, row, w->offset());
     }
     threads = static_cast<std::uint64_t>(32 * pl.c);
-    local = static_cast<std::uint64_t>(std::min<std::int64_t>(pl.a, next_pow2(m)) * pl.b * 32 * pl.c * 4);
+    // qp=3: one activation row a group, its int8 copy in local memory beside the partial sums.
+    local =
+        pl.walk == 3
+            ? quant_local_walk_bytes(pl.b, pl.c, quant_k_and_row(*w).first)
+            : static_cast<std::uint64_t>(std::min<std::int64_t>(pl.a, next_pow2(m)) * pl.b * 32 * pl.c * 4);
   } else {
     threads = static_cast<std::uint64_t>((pl.a / pl.c) * (pl.b / pl.d));
     local = static_cast<std::uint64_t>((pl.a + pl.b + 2) * 32 * 4);

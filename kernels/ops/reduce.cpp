@@ -269,7 +269,7 @@ op_descriptor make_reduce(const std::string& name) {
       {"sg",
        1,
        {1, 4, 16, 64, 256},
-       "argmax over at most 16 long rows (variant 0): up to sg work-groups a row, each "
+       "argmax over at most 16 long rows: up to sg work-groups a row, each "
        "taking a slice, the last to finish picking among their winners; other reductions "
        "ignore it"});
   op_implementation impl;
@@ -290,7 +290,7 @@ op_descriptor make_reduce(const std::string& name) {
                        " -DVEC=" + std::to_string(vec);
     const bool rows = v.inner == 1;
     const bool per_item = rows && !argmax && cfg.at("variant") == 1;
-    if (argmax && rows && cfg.at("variant") == 0) {
+    if (argmax && rows) {  // argmax runs the group kernels whatever the variant
       const std::int64_t groups = split_groups(v.outer, v.r, wg, vec, cfg.at("sg"));
       if (groups > 1) {
         kernel k = build_kernel(q.get_context(), "reduce.cl", src, opts, "reduce_rows_split");
