@@ -19,40 +19,20 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-double us(const cl::Event& a, const cl::Event& b) {  // a's start to b's end
-  return (b.getProfilingInfo<CL_PROFILING_COMMAND_END>() - a.getProfilingInfo<CL_PROFILING_COMMAND_START>()) /
-         1e3;
-}
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : fallback;
-}
-
-}  // namespace
+using cl_harness::env_int;
+using cl_harness::median;
+using cl_harness::span_us;
 
 int main(int argc, char** argv) try {
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s KERNEL_FILE MB [MB ...]\n", argv[0]);
     return 2;
   }
-  const auto dev = cl_harness::find_device(cl_harness::wanted_platform());
-  if (!dev) {
-    std::printf("no %s device; skipped\n", cl_harness::wanted_platform().c_str());
-    return 0;
-  }
+  const auto dev = cl_harness::wanted_device_or_skip();
+  if (!dev) return 0;
   const std::string src = cl_harness::read_text(argv[1]);
   const int reps = env_int("PROBE_REPS", 30), iters = env_int("PROBE_ITERS", 32);
   const std::size_t pool_bytes = static_cast<std::size_t>(env_int("PROBE_POOL_MB", 640)) << 20;
@@ -102,10 +82,7 @@ int main(int argc, char** argv) try {
   // busy's table: a random cycle over 2^18 entries (1 MiB, L2-resident), so each load depends on
   // the one before.
   const std::uint32_t entries = 1u << 18;
-  std::vector<std::uint32_t> perm(entries), table(entries);
-  std::iota(perm.begin(), perm.end(), 0u);
-  std::shuffle(perm.begin() + 1, perm.end(), std::mt19937(7));
-  for (std::uint32_t i = 0; i < entries; ++i) table[perm[i]] = perm[(i + 1) % entries];
+  std::vector<std::uint32_t> table = cl_harness::dependent_cycle(entries);
   cl::Buffer tbuf(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, table.size() * 4, table.data());
   cl::Buffer out(ctx, CL_MEM_READ_WRITE, 64);
   const cl::NDRange busy_global(static_cast<std::size_t>(cus) * 128), busy_local(128);
@@ -151,10 +128,10 @@ int main(int argc, char** argv) try {
         q.finish();  // each rep starts from an idle device, as a decode kernel after a sync does not;
                      // the span below is the device's, so the host's gap does not count
         if (r < 0) continue;
-        tr.push_back(us(er, er));
+        tr.push_back(span_us(er, er));
         if (kind == 1) {
-          tb.push_back(us(eb, eb));
-          ts.push_back(us(eb, er));
+          tb.push_back(span_us(eb, eb));
+          ts.push_back(span_us(eb, er));
         }
       }
       const double rmed = median(tr);

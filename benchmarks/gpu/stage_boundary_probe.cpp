@@ -16,38 +16,20 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-double span_us(const cl::Event& a, const cl::Event& b) {
-  return (b.getProfilingInfo<CL_PROFILING_COMMAND_END>() - a.getProfilingInfo<CL_PROFILING_COMMAND_START>()) /
-         1e3;
-}
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : fallback;
-}
-
-}  // namespace
+using cl_harness::env_int;
+using cl_harness::median;
+using cl_harness::span_us;
 
 int main(int argc, char** argv) try {
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s KERNEL_FILE TASKS [TASKS ...]\n", argv[0]);
     return 2;
   }
-  const auto dev = cl_harness::find_device(cl_harness::wanted_platform());
-  if (!dev) {
-    std::printf("no %s device; skipped\n", cl_harness::wanted_platform().c_str());
-    return 0;
-  }
+  const auto dev = cl_harness::wanted_device_or_skip();
+  if (!dev) return 0;
   const std::string src = cl_harness::read_text(argv[1]);
   const int reps = env_int("PROBE_REPS", 9), nst = env_int("PROBE_STAGES", 32), wg = env_int("PROBE_WG", 128);
   cl::Context ctx(*dev);
@@ -84,10 +66,7 @@ int main(int argc, char** argv) try {
   for (auto& f : chains) progs.push_back(build(f.opts));
 
   const std::uint32_t entries = 1u << 18;
-  std::vector<std::uint32_t> perm(entries), table(entries);
-  std::iota(perm.begin(), perm.end(), 0u);
-  std::shuffle(perm.begin() + 1, perm.end(), std::mt19937(7));
-  for (std::uint32_t i = 0; i < entries; ++i) table[perm[i]] = perm[(i + 1) % entries];
+  std::vector<std::uint32_t> table = cl_harness::dependent_cycle(entries);
   cl::Buffer tbuf(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, table.size() * 4, table.data());
   cl::Buffer sink(ctx, CL_MEM_READ_WRITE, 64);
   cl::Kernel busy(base, "busy");
