@@ -273,9 +273,7 @@ int main(int argc, char** argv) {
         else
           ev2 = ev;
         ev2.wait();
-        return (ev2.getProfilingInfo<CL_PROFILING_COMMAND_END>() -
-                ev.getProfilingInfo<CL_PROFILING_COMMAND_START>()) *
-               1e-3;
+        return cl_harness::span_us(ev, ev2);
       };
       run_once();
       q.enqueueReadBuffer(dc, CL_TRUE, 0, cbytes, cb.data());
@@ -325,8 +323,7 @@ int main(int argc, char** argv) {
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (times.size() >= 5 && el > budget_ms) break;
       }
-      std::sort(times.begin(), times.end());
-      us = times[times.size() / 2];
+      us = cl_harness::median(times);
     } catch (cl::Error& e) {
       std::snprintf(status, sizeof status, "FAIL %s (%d)", e.what(), e.err());
       ++failures;

@@ -146,7 +146,7 @@ int main(int argc, char** argv) try {
   }
   const std::string want = cl_harness::wanted_platform();
   const bool sweep = !(std::getenv("PROBE_SWEEP") && std::string(std::getenv("PROBE_SWEEP")) == "0");
-  const int reps = std::getenv("PROBE_REPS") ? std::atoi(std::getenv("PROBE_REPS")) : 30;
+  const int reps = cl_harness::env_int("PROBE_REPS", 30);
   const std::optional<cl::Device> found = cl_harness::find_device(want);
   if (!found) {
     std::fprintf(stderr, "no OpenCL platform matching '%s'\n", want.c_str());
@@ -233,12 +233,8 @@ int main(int argc, char** argv) try {
         q.enqueueNDRangeKernel(kern, cl::NullRange, global, local, nullptr, &ev[i]);
       q.finish();
       std::vector<double> us;
-      for (auto& e : ev)
-        us.push_back((e.getProfilingInfo<CL_PROFILING_COMMAND_END>() -
-                      e.getProfilingInfo<CL_PROFILING_COMMAND_START>()) /
-                     1e3);
-      std::sort(us.begin(), us.end());
-      return us[us.size() / 2];
+      for (auto& e : ev) us.push_back(cl_harness::span_us(e, e));
+      return cl_harness::median(us);
     };
 
     // A launch sequence back to back, `reps` times, events on its first and last commands only
@@ -255,9 +251,7 @@ int main(int argc, char** argv) try {
           q.enqueueNDRangeKernel(*kern, cl::NullRange, g, lo, nullptr, f ? &first : (l ? &last : nullptr));
         }
       q.finish();
-      return (last.getProfilingInfo<CL_PROFILING_COMMAND_END>() -
-              first.getProfilingInfo<CL_PROFILING_COMMAND_START>()) /
-             1e3 / reps;
+      return cl_harness::span_us(first, last) / reps;
     };
 
     // The read the GEMVs are held against: the q4_0 bytes, then the bf16 bytes, in 16-byte loads.
