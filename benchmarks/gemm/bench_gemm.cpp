@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // GEMM benchmark: prism's mm/linear kernels vs CLBlast's default SGEMM vs OpenBLAS, same run,
-// same shapes; prints GFLOP/s per library and a ratio table at the end.
+// same shapes; prints GFLOP/s per library and a ratio table at the end. prism runs the config an
+// untuned call gets: the vendor profile's route for the shape (its `when` entries, PRISM_ROUTES
+// and PRISM_OP_<op> too) where that is prism's OpenCL backend, else the profile's default.
 // Env: PRISM_DEVICE picks the device; PRISM_GEMM_CONFIG ("variant=1,tm=128,...") overrides the
 // config of every prism run, PRISM_GEMM_SMALL_M_CONFIG that of M <= 16 runs; PRISM_GEMM_VENDOR
 // (pocl|nvidia|generic) picks the tune_configs.yaml defaults (default: from the device);
@@ -20,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "benchmarks/bench_common.hpp"
+#include "dispatch/dispatcher.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "prism/interop/opencl.hpp"
 #include "prism/runtime.hpp"
@@ -39,10 +42,17 @@ struct shape {
   bool nt;  // B stored as [n, k] (a linear layer's weight): the "linear" op, CLBlast/OpenBLAS transB
 };
 
-kernel_config config_for(const op_descriptor& d, std::int64_t m) {
+kernel_config config_for(const op_descriptor& d, op_call& call, std::int64_t m) {
   if (m <= 16)
     if (const char* c = env("PRISM_GEMM_SMALL_M_CONFIG")) return d.config.complete(kernel_config::parse(c));
   if (const char* c = env("PRISM_GEMM_CONFIG")) return d.config.complete(kernel_config::parse(c));
+  if (!env("PRISM_GEMM_VENDOR")) {
+    dispatch::dispatch_options untuned;
+    untuned.skip_tuning_db = true;
+    const dispatch::dispatch_result plan = dispatch::plan_call(bench_queue(), call, untuned);
+    if (plan.backend == "opencl" && !plan.config.empty())
+      return d.config.complete(kernel_config::parse(plan.config));
+  }
   return tune_space_of(d, "PRISM_GEMM_VENDOR").defaults;
 }
 
@@ -93,7 +103,7 @@ void bm_prism(benchmark::State& st, shape s) {
   const op_descriptor& d = op_registry::instance().get(s.nt ? "linear" : "mm");
   op_call call{s.nt ? "linear" : "mm", {o.a, o.b}, {o.c}, {}};
   if (s.nt) call.inputs.push_back(tensor());
-  const kernel_config cfg = config_for(d, s.m);
+  const kernel_config cfg = config_for(d, call, s.m);
   st.SetLabel(cfg.str());
   enqueue_opencl(q, d, call, cfg).wait();  // build + warm up
   for (auto _ : st) enqueue_opencl(q, d, call, cfg).wait();
