@@ -716,22 +716,33 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
                                call.op);
     return enqueue_gpu(q, p, nv_fallback_config(), {});
   }
-  // The largest tile that still gives ~a work-group per compute unit; when none does (M ~ 128),
-  // 128x256 tiles with K split up to 8 ways, each split at least 512 deep.
-  const nv_tile tiles[] = {{256, 128, 8, 16, 8, 1}, {128, 128, 8, 8, 8, 1}, {64, 128, 16, 8, 8, 1}};
+  // A grid of g groups on `cus` compute units takes ceil(g / cus) waves (one 256x128 group per
+  // unit); busy() is the share of those waves' slots that hold a group.
+  auto busy = [&](std::int64_t g) {
+    return static_cast<double>(g) / static_cast<double>(ceil_div(g, cus) * cus);
+  };
+  // The larger tile that fills the device: at least two waves, or one to two that are >= 80%
+  // busy. When neither does (M ~ 128), 128x256 tiles with K split into the count up to 8 (each
+  // split at least 512 deep) that keeps the waves busiest, the fewest splits on a tie. Measured on
+  // an H200 (RESULTS.md, "Issue 13, session 31"): at 128x11008x4096 64x128 tiles (172 groups, 1.3
+  // waves) ran 461-468 us and three splits of 128x256 (129 groups) 288-290 (cuBLAS 260-276); at
+  // 512x11008x4096 64x128 ran 1273 us, 256x128 (172 groups) 1546 and 128x128 (344) 1664, so the
+  // 128x128 tile is no longer a candidate (at 512x4096x4096 it tied 64x128: 463 vs 468 us).
+  const nv_tile tiles[] = {{256, 128, 8, 16, 8, 1}, {64, 128, 16, 8, 8, 1}};
   nv_tile t{128, 256, 8, 8, 16, 1};
   bool full = false;
-  for (const auto& cand : tiles)
-    if (groups(cand.bm, cand.bn) * 10 >= cus * 9) {
+  for (const auto& cand : tiles) {
+    const std::int64_t g = groups(cand.bm, cand.bn);
+    if (g * 10 >= cus * 9 && (g >= 2 * cus || busy(g) >= 0.8)) {
       t = cand, full = true;
       break;
     }
-  if (!full)
-    for (std::int64_t s : {8, 4, 2})
-      if (p.k / s >= 512) {
-        t.sk = s;
-        break;
-      }
+  }
+  if (!full) {
+    const std::int64_t g = groups(t.bm, t.bn);
+    for (std::int64_t s = 2; s <= 8 && p.k / s >= 512; ++s)
+      if (busy(g * s) > busy(g * t.sk) + 0.01) t.sk = s;
+  }
   return enqueue_nv_tiled(q, p, t, src);
 }
 
