@@ -99,8 +99,9 @@ tolerance float_tolerance(dtype out, double f32_ulps, double mag_eps = 0, double
 /// A split kernel's workspace on queue q: float partials (at least `floats`) and int counters (at
 /// least `counters`, zero between launches: each launch's last group zeroes the ones it used),
 /// kept per queue and grown on demand, so that a call allocates and uploads nothing (eager decode
-/// calls it every layer of every token). decode_attention's chunk partials and post_attention's
-/// chained stages take it; successive calls are ordered by their accessors (read_write). The last
+/// calls it every layer of every token). decode_attention's chunk partials, post_attention's
+/// chained stages and the GPU GEMMs' split-K slabs take it; successive calls are ordered by their
+/// accessors (read_write), so no op may hold it across a call of another that takes it. The last
 /// 8 queues keep theirs; an evicted workspace lives on in the commands that use it. A call
 /// recorded into a graph gets a workspace of its own, which the graph owns (a cached one could be
 /// evicted and destroyed while the graph still replays it).

@@ -22,6 +22,7 @@
 
 #include "kernels/cl_source.hpp"
 #include "kernels/op_descriptor.hpp"
+#include "kernels/op_support.hpp"
 #include "kernels/ops/gemm_shared.hpp"
 #include "kernels/ptx_forms.hpp"
 #include "prism/error.hpp"
@@ -516,12 +517,15 @@ std::uint64_t nv_local_bytes(const nv_tile& t) {
 
 // Split-K: `k` (built with SPLITK = sk) writes each split's partial sums to its own f32 slab of
 // a workspace; `reduce` adds the slabs in a fixed order (deterministic) and applies alpha, beta,
-// the bias and the output dtype.
+// the bias and the output dtype. The slabs live in the queue's split workspace (kept and grown per
+// queue): a fresh 16 MB buffer a call added ~120-150 us to a 126-290 us GEMM on an H200
+// (RESULTS.md, "Issue 13, session 31").
 event launch_split_k(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r,
                      const kernel& reduce, std::int64_t sk) {
   const std::int64_t slab = p.batch * p.m * p.n;
   gemm_problem part = p;
-  part.c = tensor::empty(q, dims{sk * slab}, dtype::f32);
+  auto ws = kernels::split_workspace(q, static_cast<std::size_t>(sk * slab), 1);
+  part.c = tensor(ws.first.reinterpret<std::byte>(), dims{sk * slab}, dims{1}, 0, dtype::f32);
   part.scm = p.n;
   part.scb = p.m * p.n;
   launch(q, part, k, r);
