@@ -721,32 +721,36 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
     return enqueue_gpu(q, p, nv_fallback_config(), {});
   }
   // A grid of g groups on `cus` compute units takes ceil(g / cus) waves (one 256x128 group per
-  // unit); busy() is the share of those waves' slots that hold a group.
+  // unit); busy() is the share of those waves' slots that hold a group. A grid fills the device
+  // with two waves or more, or one to two that are >= 80% busy.
   auto busy = [&](std::int64_t g) {
     return static_cast<double>(g) / static_cast<double>(ceil_div(g, cus) * cus);
   };
-  // The larger tile that fills the device: at least two waves, or one to two that are >= 80%
-  // busy. When neither does (M ~ 128), 128x256 tiles with K split into the count up to 8 (each
-  // split at least 512 deep) that keeps the waves busiest, the fewest splits on a tie. Measured on
-  // an H200 (RESULTS.md, "Issue 13, session 31"): at 128x11008x4096 64x128 tiles (172 groups, 1.3
-  // waves) ran 461-468 us and three splits of 128x256 (129 groups) 288-290 (cuBLAS 260-276); at
-  // 512x11008x4096 64x128 ran 1273 us, 256x128 (172 groups) 1546 and 128x128 (344) 1664, so the
-  // 128x128 tile is no longer a candidate (at 512x4096x4096 it tied 64x128: 463 vs 468 us).
-  const nv_tile tiles[] = {{256, 128, 8, 16, 8, 1}, {64, 128, 16, 8, 8, 1}};
-  nv_tile t{128, 256, 8, 8, 16, 1};
-  bool full = false;
-  for (const auto& cand : tiles) {
-    const std::int64_t g = groups(cand.bm, cand.bn);
-    if (g * 10 >= cus * 9 && (g >= 2 * cus || busy(g) >= 0.8)) {
-      t = cand, full = true;
-      break;
-    }
-  }
-  if (!full) {
-    const std::int64_t g = groups(t.bm, t.bn);
+  auto fills = [&](std::int64_t g) { return g * 10 >= cus * 9 && (g >= 2 * cus || busy(g) >= 0.8); };
+  // The K split (up to 8, each split at least 512 deep) whose waves are busiest, the fewest on a tie.
+  auto best_split = [&](std::int64_t g) {
+    std::int64_t sk = 1;
     for (std::int64_t s = 2; s <= 8 && p.k / s >= 512; ++s)
-      if (busy(g * s) > busy(g * t.sk) + 0.01) t.sk = s;
+      if (busy(g * s) > busy(g * sk) + 0.01) sk = s;
+    return sk;
+  };
+  // In order: 256x128 tiles (at least 3/4 of their rows in C), unsplit if that fills the device,
+  // else split K as best_split says; 64x128 tiles unsplit; 128x256 tiles with K split (M ~ 128).
+  // Measured on an H200 (RESULTS.md, "Issue 13, session 31"), against cuBLAS FP32 in the same
+  // call: 128x11008x4096 64x128 (172 groups, 1.3 waves) 461-468 us, 128x256 split 3 (129 groups)
+  // 288-290 (cuBLAS 260-276); 256x11008x4096 64x128 647, 256x128 split 3 558 (533); 512x4096x4096
+  // 64x128 469, 256x128 split 2 421 (377); 2048x1024x3072 64x128 344, 256x128 split 2 321 (282).
+  // 128x128 tiles lost or tied at every shape measured and are no longer a candidate.
+  nv_tile t{256, 128, 8, 16, 8, 1};
+  const std::int64_t g256 = groups(256, 128);
+  if (p.m * 4 >= ceil_div(p.m, 256) * 256 * 3) {
+    if (!fills(g256)) t.sk = best_split(g256);
+    if (fills(g256 * t.sk)) return enqueue_nv_tiled(q, p, t, src);
   }
+  t = nv_tile{64, 128, 16, 8, 8, 1};
+  if (fills(groups(64, 128))) return enqueue_nv_tiled(q, p, t, src);
+  t = nv_tile{128, 256, 8, 8, 16, 1};
+  t.sk = best_split(groups(128, 256));
   return enqueue_nv_tiled(q, p, t, src);
 }
 
