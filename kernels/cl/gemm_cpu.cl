@@ -15,7 +15,8 @@
 // Edge rows/columns are clamped for loads and skipped for stores, so every work-item runs the
 // vector path; only FORM_OUTER's last column block falls back to per-lane loads.
 // Build defines: PRISM_DTYPE (0 f32, 1 f16, 2 bf16), VW (1,2,4,8,16), RM, RN, FORM_OUTER|FORM_DOT,
-// HAS_BIAS, KU (k unroll) and B_NCONTIG (FORM_OUTER).
+// HAS_BIAS, KU (k unroll) and B_NCONTIG (FORM_OUTER); PACK_B (FORM_OUTER with B_NCONTIG, VW > 1,
+// one column block a group): the panel's rows (>= the launch's K), copied to local memory first.
 
 #include "gemm_common.cl"  // dtype load/store macros, epilogue (resolved by build_kernel)
 
@@ -45,7 +46,25 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
   const int n0 = (int)get_global_id(0) * (RN * VW);
   const int m0 = (int)get_global_id(1) * RM;
   const long bt = get_global_id(2);
+#if defined(PACK_B)
+  // The group's items share one column block (lx = 1, so n0 is the group's): its K x RN*VW panel
+  // of B is copied once into local memory, contiguous, so the k loop below reads it without
+  // walking B's rows N apart (a TLB miss a row at large N). The copy precedes the rows' early
+  // exit: every item reaches the barrier.
+  __local float panel[PACK_B][RN * VW];
+  const bool packed = n0 + RN * VW <= N;  // the whole group's
+  if (packed) {
+    const __global GT* src = B + b_off + bt * sbb + (long)n0;
+    const int step = (int)get_local_size(1);
+    for (int k = (int)get_local_id(1); k < K; k += step)
+#pragma unroll
+      for (int j = 0; j < RN; ++j) GEMM_CAT(vstore, VW)(PRISM_LOADV(src + (long)k * sbk + j * VW), 0, &panel[k][j * VW]);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
   if (m0 >= M || n0 >= N) return;
+#else
+  if (m0 >= M || n0 >= N) return;
+#endif
   A += a_off + bt * sab;
   B += b_off + bt * sbb;
   C += c_off + bt * scb;
@@ -61,6 +80,21 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
     for (int j = 0; j < RN; ++j) acc[i][j] = (VT)(0.0f);
 
   const __global GT* bp = B + (long)n0 * sbn;
+#if defined(PACK_B)
+  if (packed) {
+    for (int k = 0; k < K; ++k) {
+      VT bv[RN];
+#pragma unroll
+      for (int j = 0; j < RN; ++j) bv[j] = GEMM_CAT(vload, VW)(0, &panel[k][j * VW]);
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        const float a = PRISM_LOAD(arow[i] + (long)k * sak);
+#pragma unroll
+        for (int j = 0; j < RN; ++j) acc[i][j] = fma((VT)(a), bv[j], acc[i][j]);
+      }
+    }
+  } else
+#endif
   if (B_NCONTIG && n0 + RN * VW <= N) {
     int k = 0;
     for (; k + KU <= K; k += KU) {

@@ -236,6 +236,12 @@ config_schema gemm_schema() {
        0,
        {0, 128, 256, 512, 1024, 2048},
        "cpu: k-slice per launch for cache blocking (0 = whole K; f32 output only)"},
+      {"pk",
+       0,
+       {0, 1},
+       "cpu, outer form (B's rows contiguous, vw > 1): 1 = each work-group holds one column block (lx "
+       "1) and first copies its panel of B (the launch's k-slice x rn*vw columns, up to 256 KiB) into "
+       "local memory"},
       {"lx", 4, {1, 2, 4, 8, 16, 32, 64, 128, 256}, "cpu: work-group size along N"},
       {"ly", 16, {1, 2, 4, 8, 16, 32, 64, 128, 256}, "cpu: work-group size along M"},
       {"tm", 64, {16, 32, 64, 128, 256}, "gpu, nv, mma: tile rows per work-group"},
@@ -379,22 +385,30 @@ event enqueue_cpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
   // Form by layout: B rows contiguous -> outer products; A and B both k-contiguous -> dot
   // products; anything else -> outer products with per-lane strided B loads.
   const bool outer = p.sbn == 1 || !k_contiguous(p);
-  std::string opts = fmt::format("{} -DHAS_BIAS={} -DVW={} -DRM={} -DRN={} -DKU={} -DB_NCONTIG={} {}",
-                                 dtype_define(p.c.type()), p.bias.defined() ? 1 : 0, vw, rm, rn, ku,
-                                 p.sbn == 1 ? 1 : 0, outer ? "-DFORM_OUTER" : "-DFORM_DOT");
-  kernel k = build_kernel(q.get_context(), "gemm_cpu.cl", src, opts + act_define(p), "gemm_cpu");
   const std::int64_t gx = ceil_div(p.n, outer ? rn * vw : rn), gy = ceil_div(p.m, rm);
-  // Keep the configured work-group size but do not pad a short dim far past its extent.
-  const std::int64_t wg = c.at("lx") * c.at("ly");
-  const std::int64_t ly = std::min(c.at("ly"), next_pow2(gy));
-  const std::int64_t lx = std::min(next_pow2(gx), std::max<std::int64_t>(wg / ly, 1));
-  nd_range r(range<3>(ceil_div(gx, lx) * lx, ceil_div(gy, ly) * ly, p.batch), range<3>(lx, ly, 1));
   // K-blocking: each slice's A columns / B rows stay cache-resident across the work-items that
   // share them; slices after the first add into C (f32 only: f16/bf16 C would round per slice).
   // One row block (M <= rm: decode) reuses no B panel across work-items, and its A rows stay in
   // cache whole, so slicing would only add launches and passes over C.
   const std::int64_t kc = c.at("kc");
-  if (kc == 0 || p.k <= kc || gy == 1 || p.c.type() != dtype::f32) return launch(q, p, k, r, 0);
+  const bool sliced = !(kc == 0 || p.k <= kc || gy == 1 || p.c.type() != dtype::f32);
+  // pk=1: the group's B panel (a launch's K rows of rn*vw floats) in local memory, where it fits.
+  const std::int64_t panel_rows = sliced ? kc : p.k;
+  const auto panel_bytes = static_cast<std::uint64_t>(panel_rows * rn * vw * 4);
+  const bool pack = c.at("pk") == 1 && outer && p.sbn == 1 && vw > 1 && panel_bytes <= (256 << 10) &&
+                    panel_bytes <= q.get_device().local_mem_size();
+  std::string opts = fmt::format("{} -DHAS_BIAS={} -DVW={} -DRM={} -DRN={} -DKU={} -DB_NCONTIG={} {}",
+                                 dtype_define(p.c.type()), p.bias.defined() ? 1 : 0, vw, rm, rn, ku,
+                                 p.sbn == 1 ? 1 : 0, outer ? "-DFORM_OUTER" : "-DFORM_DOT");
+  if (pack) opts += fmt::format(" -DPACK_B={}", panel_rows);
+  kernel k = build_kernel(q.get_context(), "gemm_cpu.cl", src, opts + act_define(p), "gemm_cpu");
+  // Keep the configured work-group size but do not pad a short dim far past its extent; a packed
+  // panel belongs to one column block a group.
+  const std::int64_t wg = c.at("lx") * c.at("ly");
+  const std::int64_t ly = std::min(c.at("ly"), next_pow2(gy));
+  const std::int64_t lx = pack ? 1 : std::min(next_pow2(gx), std::max<std::int64_t>(wg / ly, 1));
+  nd_range r(range<3>(ceil_div(gx, lx) * lx, ceil_div(gy, ly) * ly, p.batch), range<3>(lx, ly, 1));
+  if (!sliced) return launch(q, p, k, r, 0);
   // accumulate (gemm_cpu.cl): 0/1 first/later slices; with an activation 3 first, 1 middle,
   // 2 last, so it is applied once, to the whole sum.
   const bool act = p.activation != gemm_activation::none;

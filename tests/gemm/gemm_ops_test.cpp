@@ -136,6 +136,29 @@ TEST(GemmVariants, KSlicesAccumulateOnce) {
   EXPECT_TRUE(r.ok) << r.message;
 }
 
+TEST(GemmVariants, PackedPanelsMatchReference) {
+  // pk=1: each group copies its B panel (k-slice x rn*vw columns) into local memory first. N = 37
+  // leaves a partial column block (the unpacked path, in its own group), M = 33 leaves items past
+  // M (they still reach the group's barrier), K = 300 over kc=128 packs three slices, the last
+  // 44 rows; B transposed (tb) is the dot form, which ignores pk.
+  const char* cfg = "variant=0,vw=4,rm=3,rn=2,kc=128,lx=1,ly=4,pk=1";
+  for (bool tb : {false, true})
+    for (std::int64_t k : {45, 300}) {
+      tensor b = tb ? rand_tensor({37, k}, dtype::f32, 31, true).transpose(0, 1)
+                    : rand_tensor({k, 37}, dtype::f32, 31, true);
+      op_call call = make_call(
+          "addmm", {rand_tensor({37}, dtype::f32, 30, true), rand_tensor({33, k}, dtype::f32, 32, true), b});
+      call.set("alpha", 2.0).set("beta", 3.0);
+      const comparison r = run_and_compare(call, cfg, true);
+      EXPECT_TRUE(r.ok) << "tb=" << tb << " k=" << k << ": " << r.message;
+    }
+  // 16-bit storage is one launch over all of K (its panel holds every row), and a batch of three.
+  op_call h = make_call(
+      "bmm", {rand_tensor({3, 9, 300}, dtype::bf16, 33), rand_tensor({3, 300, 16}, dtype::bf16, 34)});
+  const comparison r = run_and_compare(h, cfg);
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
 TEST(Addmm, BiasBroadcastShapes) {
   const std::int64_t m = 9, n = 14, k = 11;
   const std::vector<dims> bias_shapes = {{n}, {1, n}, {m, 1}, {m, n}, {1}};
