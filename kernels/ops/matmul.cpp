@@ -395,8 +395,8 @@ event enqueue_cpu(queue& q, const gemm_problem& p, const kernel_config& c, sourc
   // pk=1: the group's B panel (a launch's K rows of rn*vw floats) in local memory, where it fits.
   const std::int64_t panel_rows = sliced ? kc : p.k;
   const auto panel_bytes = static_cast<std::uint64_t>(panel_rows * rn * vw * 4);
-  const bool pack = c.at("pk") == 1 && outer && p.sbn == 1 && vw > 1 && panel_bytes <= (256 << 10) &&
-                    panel_bytes <= q.get_device().local_mem_size();
+  const bool pack = c.at("pk") == 1 && p.sbn == 1 && vw > 1 && panel_bytes <= (256 << 10) &&
+                    panel_bytes <= q.get_device().local_mem_size();  // sbn == 1: the outer form
   std::string opts = fmt::format("{} -DHAS_BIAS={} -DVW={} -DRM={} -DRN={} -DKU={} -DB_NCONTIG={} {}",
                                  dtype_define(p.c.type()), p.bias.defined() ? 1 : 0, vw, rm, rn, ku,
                                  p.sbn == 1 ? 1 : 0, outer ? "-DFORM_OUTER" : "-DFORM_DOT");
