@@ -67,4 +67,16 @@ shape_key gemm_key(const gemm_problem& p, bool with_batch, bool with_layout);
 /// 2 * batch * m * n * k.
 double gemm_flops(const gemm_problem& p);
 
+/// A GPU FP32 register tile: rows and columns of C a work-group, and how many ways K is split.
+struct gemm_gpu_tile {
+  std::int64_t bm = 0, bn = 0, splits = 1;
+  bool operator==(const gemm_gpu_tile&) const = default;
+};
+
+/// The tile NVIDIA's FP32 auto choice (variant 3, auto=1) takes for a batch of m x n x k GEMMs on
+/// `compute_units` units, by how busy the grid's waves keep them: 256x128 (split along K where
+/// its own grid would leave waves idle), else 64x128, else 128x256 with K split (M ~ 128).
+gemm_gpu_tile fp32_gpu_tile(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
+                            std::int64_t compute_units);
+
 }  // namespace prism

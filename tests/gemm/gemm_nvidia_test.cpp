@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gemm_lowering.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "prism/runtime.hpp"
 #include "prism/tensor.hpp"
@@ -66,6 +67,32 @@ op_call mm_call(std::int64_t m, std::int64_t n, std::int64_t k, dtype t, bool ta
   tensor a = ta ? rand_tensor({k, m}, t, seed).transpose(0, 1) : rand_tensor({m, k}, t, seed);
   tensor b = tb ? rand_tensor({n, k}, t, seed + 1).transpose(0, 1) : rand_tensor({k, n}, t, seed + 1);
   return op_call{"mm", {a, b}, {}, {}};
+}
+
+// The FP32 auto choice by its grid's waves, at the shapes measured on an H200 (132 units;
+// RESULTS.md, "Issue 13, session 31"): each pick below was the fastest measured there. Pure
+// arithmetic, so it runs on every device.
+TEST(NvTiles, WavesPickTheMeasuredTiles) {
+  struct pick {
+    std::int64_t m, n, k;
+    gemm_gpu_tile tile;
+  };
+  const pick picks[] = {
+      {128, 4096, 4096, {128, 256, 8}},   {128, 11008, 4096, {128, 256, 3}},  // M = 128: split K
+      {128, 4096, 11008, {128, 256, 8}},  {256, 11008, 4096, {256, 128, 3}},  // thin waves: split
+      {512, 11008, 4096, {256, 128, 3}},  {256, 4096, 4096, {256, 128, 4}},
+      {512, 4096, 4096, {256, 128, 2}},   {2048, 1024, 3072, {256, 128, 2}},
+      {1024, 11008, 4096, {256, 128, 1}}, {2048, 2048, 2048, {256, 128, 1}},  // >= 2 or busy waves
+      {4096, 4096, 4096, {256, 128, 1}},  {1024, 1024, 1024, {64, 128, 1}},   // K too short to split
+  };
+  for (const auto& p : picks) {
+    const gemm_gpu_tile t = fp32_gpu_tile(p.m, p.n, p.k, 1, 132);
+    EXPECT_EQ(t, p.tile) << p.m << "x" << p.n << "x" << p.k << ": got " << t.bm << "x" << t.bn << " split "
+                         << t.splits;
+  }
+  // A batch counts its groups; one unit still gets a valid tile.
+  EXPECT_EQ(fp32_gpu_tile(128, 4096, 4096, 16, 132), (gemm_gpu_tile{64, 128, 1}));
+  EXPECT_EQ(fp32_gpu_tile(1, 1, 1, 1, 1).splits, 1);
 }
 
 TEST(NvGemm, RefusedWithReasonOffNvidia) {
