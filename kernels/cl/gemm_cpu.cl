@@ -52,8 +52,7 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
   // walking B's rows N apart (a TLB miss a row at large N). The copy precedes the rows' early
   // exit: every item reaches the barrier.
   __local float panel[PACK_B][RN * VW];
-  const bool packed = n0 + RN * VW <= N;  // the whole group's
-  if (packed) {
+  if (n0 + RN * VW <= N) {  // a full column block (the whole group's); the last one reads B itself
     const __global GT* src = B + b_off + bt * sbb + (long)n0;
     const int step = (int)get_local_size(1);
     for (int k = (int)get_local_id(1); k < K; k += step)
@@ -80,20 +79,15 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
     for (int j = 0; j < RN; ++j) acc[i][j] = (VT)(0.0f);
 
   const __global GT* bp = B + (long)n0 * sbn;
+  // The full column blocks' k loop reads B's row k through B_VEC and steps with B_NEXT: from the
+  // packed panel in local memory (PACK_B, built with B_NCONTIG only), else from B itself.
 #if defined(PACK_B)
-  if (packed) {
-    for (int k = 0; k < K; ++k) {
-      VT bv[RN];
-#pragma unroll
-      for (int j = 0; j < RN; ++j) bv[j] = GEMM_CAT(vload, VW)(0, &panel[k][j * VW]);
-#pragma unroll
-      for (int i = 0; i < RM; ++i) {
-        const float a = PRISM_LOAD(arow[i] + (long)k * sak);
-#pragma unroll
-        for (int j = 0; j < RN; ++j) acc[i][j] = fma((VT)(a), bv[j], acc[i][j]);
-      }
-    }
-  } else
+  __local const float* lp = &panel[0][0];
+#define B_VEC(j) GEMM_CAT(vload, VW)(0, lp + (j) * VW)
+#define B_NEXT() (lp += RN * VW)
+#else
+#define B_VEC(j) PRISM_LOADV(bp + (j) * VW)
+#define B_NEXT() (bp += sbk)
 #endif
   if (B_NCONTIG && n0 + RN * VW <= N) {
     int k = 0;
@@ -102,27 +96,27 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
       for (int u = 0; u < KU; ++u) {
         VT bv[RN];
 #pragma unroll
-        for (int j = 0; j < RN; ++j) bv[j] = PRISM_LOADV(bp + j * VW);
+        for (int j = 0; j < RN; ++j) bv[j] = B_VEC(j);
 #pragma unroll
         for (int i = 0; i < RM; ++i) {
           const float a = PRISM_LOAD(arow[i] + (long)(k + u) * sak);
 #pragma unroll
           for (int j = 0; j < RN; ++j) acc[i][j] = fma((VT)(a), bv[j], acc[i][j]);
         }
-        bp += sbk;
+        B_NEXT();
       }
     }
     for (; k < K; ++k) {
       VT bv[RN];
 #pragma unroll
-      for (int j = 0; j < RN; ++j) bv[j] = PRISM_LOADV(bp + j * VW);
+      for (int j = 0; j < RN; ++j) bv[j] = B_VEC(j);
 #pragma unroll
       for (int i = 0; i < RM; ++i) {
         const float a = PRISM_LOAD(arow[i] + (long)k * sak);
 #pragma unroll
         for (int j = 0; j < RN; ++j) acc[i][j] = fma((VT)(a), bv[j], acc[i][j]);
       }
-      bp += sbk;
+      B_NEXT();
     }
   } else {
     // Strided B, or the last column block: per-lane loads; lanes past N load column N-1 and
@@ -165,6 +159,8 @@ __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
     }
   }
 }
+#undef B_VEC
+#undef B_NEXT
 #elif defined(FORM_DOT)
 __kernel void gemm_cpu(int M, int N, int K, float alpha, float beta,
                        __global const GT* A, long a_off, int sam, int sak, long sab,
