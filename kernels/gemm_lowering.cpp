@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// BLAS views and shape keys of a lowered GEMM (see gemm_lowering.hpp).
+// BLAS views, shape keys and the GPU FP32 tile choice of a lowered GEMM (see gemm_lowering.hpp).
 #include "kernels/gemm_lowering.hpp"
 
 #include <algorithm>
@@ -113,6 +113,40 @@ shape_key gemm_key(const gemm_problem& p, bool with_batch, bool with_layout) {
 
 double gemm_flops(const gemm_problem& p) {
   return 2.0 * static_cast<double>(p.batch * p.m) * static_cast<double>(p.n) * static_cast<double>(p.k);
+}
+
+gemm_gpu_tile fp32_gpu_tile(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
+                            std::int64_t compute_units) {
+  const std::int64_t cus = std::max<std::int64_t>(compute_units, 1);
+  auto ceil_div = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
+  auto groups = [&](std::int64_t bm, std::int64_t bn) { return ceil_div(m, bm) * ceil_div(n, bn) * batch; };
+  // A grid of g groups takes ceil(g / cus) waves (one 256x128 group per unit); busy() is the share
+  // of those waves' slots that hold a group. A grid fills the device with two waves or more, or
+  // one to two that are >= 80% busy.
+  auto busy = [&](std::int64_t g) {
+    return static_cast<double>(g) / static_cast<double>(ceil_div(g, cus) * cus);
+  };
+  auto fills = [&](std::int64_t g) { return g * 10 >= cus * 9 && (g >= 2 * cus || busy(g) >= 0.8); };
+  // The K split (up to 8, each split at least 512 deep) whose waves are busiest, the fewest on a tie.
+  auto best_split = [&](std::int64_t g) {
+    std::int64_t sk = 1;
+    for (std::int64_t s = 2; s <= 8 && k / s >= 512; ++s)
+      if (busy(g * s) > busy(g * sk) + 0.01) sk = s;
+    return sk;
+  };
+  // In order: 256x128 tiles (at least 3/4 of their rows in C), unsplit if that fills the device,
+  // else split K as best_split says; 64x128 tiles unsplit; 128x256 tiles with K split (M ~ 128).
+  // Measured on an H200 (RESULTS.md, "Issue 13, session 31"), against cuBLAS FP32 in the same
+  // call: 128x11008x4096 64x128 (172 groups, 1.3 waves) 461-468 us, 128x256 split 3 (129 groups)
+  // 288-290 (cuBLAS 260-276); 256x11008x4096 64x128 647, 256x128 split 3 558 (533); 512x4096x4096
+  // 64x128 469, 256x128 split 2 421 (377); 2048x1024x3072 64x128 344, 256x128 split 2 321 (282).
+  // 128x128 tiles lost or tied at every shape measured and are no longer a candidate.
+  if (m * 4 >= ceil_div(m, 256) * 256 * 3) {
+    const std::int64_t g = groups(256, 128), sk = fills(g) ? 1 : best_split(g);
+    if (fills(g * sk)) return {256, 128, sk};
+  }
+  if (fills(groups(64, 128))) return {64, 128, 1};
+  return {128, 256, best_split(groups(128, 256))};
 }
 
 }  // namespace prism
