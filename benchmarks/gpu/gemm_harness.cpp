@@ -5,7 +5,8 @@
 // No prism dispatch involved. Usage:
 //   gemm_harness KERNEL_DIR PLAN            (PLAN: one case per line, '#' comments)
 // A case: KIND DTYPE LAYOUT BATCH M N K [NAME=VALUE ...]
-//   KIND: nv | skinny | mma (SPLITK=S runs gemm_nv_reduce / gemm_mma_reduce after it) | gpu (prism's
+//   KIND: nv | skinny | mma (SPLITK=S runs gemm_nv_reduce / gemm_mma_reduce after it; nv with
+//   STREAMK=1 SKG=P: stream-K over P groups, the rest whole tiles) | gpu (prism's
 //   gemm_gpu.cl, for comparison); DTYPE: f32 | f16 | bf16; LAYOUT: nt (B is [N, K], as linear) or nn (B is
 //   [K, N]); NAME=VALUE become -D defines.
 // VERBOSE=1 on a case (with HARNESS_VERBOSE set) prints NVIDIA's -cl-nv-verbose build log;
@@ -172,7 +173,7 @@ int main(int argc, char** argv) {
       continue;
     }
     for (auto& [key, val] : c.defs)
-      if (key != "PRISM_DTYPE" && key != "VERBOSE" && key != "MAXRREG")
+      if (key != "PRISM_DTYPE" && key != "VERBOSE" && key != "MAXRREG" && key != "SKG")
         opts += " -D" + key + "=" + std::to_string(val);
     if (c.def("MAXRREG", 0)) opts += " -cl-nv-maxrregcount=" + std::to_string(c.def("MAXRREG", 0));
     if (c.def("VERBOSE", 0) && std::getenv("HARNESS_VERBOSE")) opts += " -cl-nv-verbose";
@@ -251,6 +252,22 @@ int main(int argc, char** argv) {
       kern.setArg(a++, dw), kern.setArg(a++, cl_long(0)), kern.setArg(a++, int(N)),
           kern.setArg(a++, cl_long(M * N));
       kern.setArg(a++, dx), kern.setArg(a++, cl_long(0)), kern.setArg(a++, 0), kern.setArg(a++, 1);
+      // Stream-K: P groups share the last tiles' k-iterations (gemm_nv.cl); the whole tiles first.
+      const bool streamk = c.kind == "nv" && c.def("STREAMK", 0) != 0;
+      long dp = 0, skg = 0;
+      cl::Buffer skw, skc;
+      if (streamk) {
+        const long bm = c.def("BM", 128), bn = c.def("BN", 128);
+        const long tiles = B * ceil_div(M, bm) * ceil_div(N, bn), P = c.def("SKG", 132);
+        dp = tiles % P == 0 ? tiles : std::max(0L, tiles - tiles % P - P);
+        skg = dp == tiles ? 0 : P;  // fewer sk tiles than groups: a tile's iterations span groups
+        skw = cl::Buffer(ctx, CL_MEM_READ_WRITE, std::size_t(std::max(1L, 2 * skg * bm * bn)) * 4);
+        std::vector<int> zeros(std::size_t(std::max(1L, tiles - dp)), 0);
+        skc = cl::Buffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, zeros.size() * 4, zeros.data());
+        kern.setArg(a++, cl_long(B)), kern.setArg(a++, skw), kern.setArg(a++, skc);
+        kern.setArg(a++, cl_long(dp)), kern.setArg(a++, cl_long(skg));
+        gx = (dp + skg) * long(local), gy = 1;
+      }
       cl::Kernel red;
       if (splits > 1) {
         red = cl::Kernel(it->second, c.kind == "nv" ? "gemm_nv_reduce" : "gemm_mma_reduce");
@@ -262,7 +279,7 @@ int main(int argc, char** argv) {
             red.setArg(r++, cl_long(M * N));
         red.setArg(r++, dx), red.setArg(r++, cl_long(0)), red.setArg(r++, 0), red.setArg(r++, 1);
       }
-      const cl::NDRange global(gx, gy, B * splits), lsz(local, local_y, 1);
+      const cl::NDRange global(gx, gy, streamk ? 1 : B * splits), lsz(local, local_y, 1);
       // Returns the device time in microseconds (both launches for split-K).
       auto run_once = [&]() {
         cl::Event ev, ev2;
