@@ -120,9 +120,9 @@ gemm_gpu_tile fp32_gpu_tile(std::int64_t m, std::int64_t n, std::int64_t k, std:
   const std::int64_t cus = std::max<std::int64_t>(compute_units, 1);
   auto ceil_div = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
   auto groups = [&](std::int64_t bm, std::int64_t bn) { return ceil_div(m, bm) * ceil_div(n, bn) * batch; };
-  // A grid of g groups takes ceil(g / cus) waves (one 256x128 group per unit); busy() is the share
-  // of those waves' slots that hold a group. A grid fills the device with two waves or more, or
-  // one to two that are >= 80% busy.
+  // A grid of g groups takes ceil(g / cus) waves (one 256-item group per unit); busy() is the
+  // share of those waves' slots that hold a group. A grid fills the device with two waves or more,
+  // or one to two that are >= 80% busy.
   auto busy = [&](std::int64_t g) {
     return static_cast<double>(g) / static_cast<double>(ceil_div(g, cus) * cus);
   };
@@ -134,19 +134,35 @@ gemm_gpu_tile fp32_gpu_tile(std::int64_t m, std::int64_t n, std::int64_t k, std:
       if (busy(g * s) > busy(g * sk) + 0.01) sk = s;
     return sk;
   };
-  // In order: 256x128 tiles (at least 3/4 of their rows in C), unsplit if that fills the device,
-  // else split K as best_split says; 64x128 tiles unsplit; 128x256 tiles with K split (M ~ 128).
-  // Measured on an H200 (RESULTS.md, "Issue 13, session 31"), against cuBLAS FP32 in the same
-  // call: 128x11008x4096 64x128 (172 groups, 1.3 waves) 461-468 us, 128x256 split 3 (129 groups)
-  // 288-290 (cuBLAS 260-276); 256x11008x4096 64x128 647, 256x128 split 3 558 (533); 512x4096x4096
-  // 64x128 469, 256x128 split 2 421 (377); 2048x1024x3072 64x128 344, 256x128 split 2 321 (282).
-  // 128x128 tiles lost or tied at every shape measured and are no longer a candidate.
+  // Measured on an H200 (RESULTS.md, "Issue 13, session 32"), device time against cuBLAS FP32 in
+  // the same call, us:
+  // 1. 128x256 tiles on 16-deep swizzled slices where their waves are >= 95% busy: 4096^3 3020
+  //    (256x128, 8-deep: 3097-3106; cuBLAS 2767-2858), 8192^3 23514 (24468; 21614-21727),
+  //    2048^3 391 (398; 377).
+  // 2. 256x128 stream-K (one group a unit) where at least 3/4 of the tiles' rows hold rows of C and
+  //    the tiles number at least a third of the units (each shared by about 3 groups at most):
+  //    1024x11008x4096 2085 (unsplit 2317-2323; cuBLAS 2079-2090), 512x11008x4096 1054 (split 3
+  //    1103; 967-997), 256x11008x4096 538 (split 3 557; 568), 512x4096x4096 406 (split 2 420;
+  //    430), 2048x1024x3072 305 (split 2 319; 291).
+  //    Fewer 256x128 tiles: split K where the split grid fills the device (256x4096x4096: split 4
+  //    222.5, 64x128 276.6; 212.3; session 31).
+  // 3. 64x128 tiles unsplit where they fill the device (1024^3: 75.6 against 86.0).
+  // 4. M <= 64: 64x128 stream-K on two groups a unit: 64x4096x4096 75 (unsplit 270; 81.6).
+  // 5. M ~ 128: 128x256 stream-K where each tile is shared by <= 4 groups, 128x11008x4096 278
+  //    (split 3 286-289; 264-273); else split K on 16-deep swizzled slices, 128x4096x11008 split
+  //    8 278-280 (8-deep 285; stream-K 285-287; 262).
+  const std::int64_t g_wide = groups(128, 256);
+  if (g_wide * 10 >= cus * 9 && busy(g_wide) >= 0.95) return {128, 256, 16, 1, 0, true};
+  const std::int64_t g_tall = groups(256, 128);
   if (m * 4 >= ceil_div(m, 256) * 256 * 3) {
-    const std::int64_t g = groups(256, 128), sk = fills(g) ? 1 : best_split(g);
-    if (fills(g * sk)) return {256, 128, sk};
+    if (g_tall * 3 >= cus) return {256, 128, 8, 1, 1, false};
+    const std::int64_t sk = best_split(g_tall);
+    if (fills(g_tall * sk)) return {256, 128, 8, sk, 0, false};
   }
-  if (fills(groups(64, 128))) return {64, 128, 1};
-  return {128, 256, best_split(groups(128, 256))};
+  if (fills(groups(64, 128))) return {64, 128, 16, 1, 0, false};
+  if (m <= 64) return {64, 128, 16, 1, 2, false};
+  if (g_wide * 4 >= cus) return {128, 256, 8, 1, 1, false};
+  return {128, 256, 16, best_split(g_wide), 0, true};
 }
 
 }  // namespace prism

@@ -67,15 +67,20 @@ shape_key gemm_key(const gemm_problem& p, bool with_batch, bool with_layout);
 /// 2 * batch * m * n * k.
 double gemm_flops(const gemm_problem& p);
 
-/// A GPU FP32 register tile: rows and columns of C a work-group, and how many ways K is split.
+/// A GPU FP32 register tile: rows and columns of C a work-group and the k-slice depth, how many
+/// ways K is split (a workspace, then a reduction), stream-K (`streamk` groups per compute unit
+/// share the grid's last tiles' k-iterations; 0: off) and whether the local slices are unpadded and
+/// swizzled (what lets a 16-deep slice of a 128x256 tile fit 48 KB).
 struct gemm_gpu_tile {
-  std::int64_t bm = 0, bn = 0, splits = 1;
+  std::int64_t bm = 0, bn = 0, bk = 0, splits = 1, streamk = 0;
+  bool swizzled = false;
   bool operator==(const gemm_gpu_tile&) const = default;
 };
 
 /// The tile NVIDIA's FP32 auto choice (variant 3, auto=1) takes for a batch of m x n x k GEMMs on
-/// `compute_units` units, by how busy the grid's waves keep them: 256x128 (split along K where
-/// its own grid would leave waves idle), else 64x128, else 128x256 with K split (M ~ 128).
+/// `compute_units` units, by how busy the grid's waves keep them: 128x256 with 16-deep swizzled
+/// slices where its waves are full, else 256x128 stream-K, 64x128, stream-K or split-K for M ~ 64
+/// and ~128.
 gemm_gpu_tile fp32_gpu_tile(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
                             std::int64_t compute_units);
 

@@ -261,6 +261,17 @@ config_schema gemm_schema() {
        1,
        {1, 2, 3, 4, 6, 8, 16},
        "nv, mma: split-K factor (partial sums in a workspace, then one reduction)"},
+      {"skg",
+       0,
+       {0, 1, 2, 4},
+       "nv: stream-K: 0 = off; g = the grid's last waves' tiles shared by g groups a compute unit, each "
+       "taking an even run of their k-iterations (the last group to finish a tile adds the others' "
+       "partial sums); excludes sk > 1"},
+      {"lsw",
+       0,
+       {0, 1},
+       "nv: 1 = unpadded local slices with swizzled columns (tm and tn multiples of 32, tk 4-32): a "
+       "128x256 or 256x128 tile's 16-deep slices then fit 48 KB"},
       {"warps", 4, {1, 2, 4, 8}, "nv_skinny, quantized rows and qmma=1: warps per work-group"},
       {"wpm", 2, {1, 2, 4}, "mma: warps along M"},
       {"wpn", 2, {1, 2, 4}, "mma: warps along N"},
@@ -521,12 +532,14 @@ bool mma_layout(const gemm_problem& p, bool cp_async, bool& b_ncontig) {
   return true;
 }
 
+// gemm_nv.cl's tile: bm x bn of C a group, bk-deep slices, tm x tn a work-item; split-K sk;
+// stream-K on streamk groups a compute unit (0: off); lsw: unpadded swizzled slices.
 struct nv_tile {
-  std::int64_t bm, bn, bk, tm, tn, sk;
+  std::int64_t bm, bn, bk, tm, tn, sk, streamk = 0, lsw = 0;
 };
 
 std::uint64_t nv_local_bytes(const nv_tile& t) {
-  return static_cast<std::uint64_t>(2 * t.bk * (t.bm + t.bn + 8) * 4);
+  return static_cast<std::uint64_t>(2 * t.bk * (t.bm + t.bn + (t.lsw ? 0 : 8)) * 4);
 }
 
 // Split-K: `k` (built with SPLITK = sk) writes each split's partial sums to its own f32 slab of
@@ -561,17 +574,68 @@ event launch_split_k(queue& q, const gemm_problem& p, const kernel& k, const nd_
   });
 }
 
+// Stream-K (gemm_nv.cl, STREAMK=1): of `tiles` tiles, the whole ones first (dp) and the last
+// waves' tiles shared by `groups` groups (P = streamk groups a unit; with fewer tiles than that,
+// at most 8 groups a tile, and never more groups than k-iterations).
+struct streamk_grid {
+  std::int64_t dp = 0, groups = 0;
+};
+streamk_grid streamk_split(std::int64_t tiles, std::int64_t iters_per_tile, std::int64_t p) {
+  if (tiles >= p) {
+    if (tiles % p == 0) return {tiles, 0};
+    return {tiles < 2 * p ? 0 : tiles - tiles % p - p, p};
+  }
+  return {0, std::min({p, tiles * 8, tiles * iters_per_tile})};
+}
+
 event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source_override src) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
   bool a_kcontig = true, b_ncontig = true;
   if (!nv_layout(p, a_kcontig, b_ncontig))
     throw error(errc::internal, "gemm", "opencl.nv called on a layout it does not support");
+  const bool streamk = t.streamk > 0 && t.sk <= 1;
   const std::string opts = fmt::format(
       "-DBM={} -DBN={} -DBK={} -DTM={} -DTN={} -DA_KCONTIG={} -DB_NCONTIG={} -DHAS_BIAS={} -DSPLITK={} "
-      "-DREDUCE",
-      t.bm, t.bn, t.bk, t.tm, t.tn, a_kcontig ? 1 : 0, b_ncontig ? 1 : 0, p.bias.defined() ? 1 : 0, t.sk);
+      "-DLSWZ={} -DSTREAMK={} -DREDUCE",
+      t.bm, t.bn, t.bk, t.tm, t.tn, a_kcontig ? 1 : 0, b_ncontig ? 1 : 0, p.bias.defined() ? 1 : 0,
+      streamk ? 1 : t.sk, t.lsw ? 1 : 0, streamk ? 1 : 0);
   kernel k = build_kernel(q.get_context(), "gemm_nv.cl", src, opts + act_define(p), "gemm_nv");
   const std::int64_t local = (t.bn / t.tn) * (t.bm / t.tm);
+  if (streamk) {
+    const std::int64_t tiles = ceil_div(p.m, t.bm) * ceil_div(p.n, t.bn) * p.batch;
+    const streamk_grid g = streamk_split(
+        tiles, ceil_div(p.k, t.bk), t.streamk * std::max<std::int64_t>(q.get_device().compute_units(), 1));
+    // Two partial-sum slots a group, a counter a shared tile (zero between launches).
+    auto ws = kernels::split_workspace(
+        q, static_cast<std::size_t>(std::max<std::int64_t>(2 * g.groups * t.bm * t.bn, 1)),
+        static_cast<std::size_t>(std::max<std::int64_t>(tiles - g.dp, 1)));
+    const char* op = "gemm";
+    const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), K = to_int(p.k, op, "K");
+    const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
+    const int sam = to_int(p.sam, op, "A row stride"), sak = to_int(p.sak, op, "A column stride");
+    const int sbk = to_int(p.sbk, op, "B row stride"), sbn = to_int(p.sbn, op, "B column stride");
+    const int scm = to_int(p.scm, op, "C row stride");
+    const int sxm = to_int(p.sxm, op, "bias row stride"), sxn = to_int(p.sxn, op, "bias column stride");
+    const std::int64_t x_off = p.bias.defined() ? p.bias.offset() : 0;
+    auto sa = p.a.storage();
+    auto sb = p.b.storage();
+    auto sc = p.c.storage();
+    auto sx = p.bias.defined() ? p.bias.storage() : p.a.storage();
+    auto sw = ws.first;
+    auto scnt = ws.second;
+    nd_range r(range<3>((g.dp + g.groups) * local, 1, 1), range<3>(local, 1, 1));
+    return q.submit([&](handler& h) {
+      accessor<std::byte> aa(sa, h, read_only);
+      accessor<std::byte> ab(sb, h, read_only);
+      accessor<std::byte> ac(sc, h, write_only, p.c.byte_extent());
+      accessor<std::byte> ax(sx, h, read_only);
+      accessor<float> aw(sw, h, read_write);
+      accessor<int> acnt(scnt, h, read_write);
+      h.parallel_for(r, k, M, N, K, alpha, beta, aa, p.a.offset(), sam, sak, p.sab, ab, p.b.offset(), sbk,
+                     sbn, p.sbb, ac, p.c.offset(), scm, p.scb, ax, x_off, sxm, sxn, p.batch, aw, acnt, g.dp,
+                     g.groups);
+    });
+  }
   nd_range r(range<3>(ceil_div(p.n, t.bn) * local, ceil_div(p.m, t.bm), p.batch * t.sk),
              range<3>(local, 1, 1));
   if (t.sk <= 1) return launch(q, p, k, r);
@@ -736,11 +800,9 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
   }
   // The tile by its grid's waves (fp32_gpu_tile); each tile's k-slice and register block.
   const gemm_gpu_tile tile = fp32_gpu_tile(p.m, p.n, p.k, p.batch, cus);
-  nv_tile t = tile.bm == 256  ? nv_tile{256, 128, 8, 16, 8, 1}
-              : tile.bm == 64 ? nv_tile{64, 128, 16, 8, 8, 1}
-                              : nv_tile{128, 256, 8, 8, 16, 1};
-  t.sk = tile.splits;
-  return enqueue_nv_tiled(q, p, t, src);
+  const std::int64_t tm = tile.bm == 256 ? 16 : 8, tn = tile.bn == 256 ? 16 : 8;
+  return enqueue_nv_tiled(
+      q, p, {tile.bm, tile.bn, tile.bk, tm, tn, tile.splits, tile.streamk, tile.swizzled ? 1 : 0}, src);
 }
 
 std::optional<std::string> not_on_cpu(const device& dev) {
@@ -1134,9 +1196,18 @@ std::vector<op_implementation> gemm_implementations(lowering lower) {
        [](const device& dev, const op_call& call, const kernel_config& c) -> std::optional<std::string> {
          if (auto r = variant_mismatch(c, variant::nv)) return r;
          if (auto r = dtype_unsupported(call)) return r;
+         const nv_tile t{c.at("tm"), c.at("tn"), c.at("tk"),  c.at("wm"),
+                         c.at("wn"), c.at("sk"), c.at("skg"), c.at("lsw")};
+         if (c.at("auto") == 0) {
+           if (t.lsw && (t.bm % 32 || t.bn % 32 || (t.bk != 4 && t.bk != 8 && t.bk != 16 && t.bk != 32)))
+             return fmt::format(
+                 "lsw=1 needs tm and tn multiples of 32 and tk 4, 8, 16 or 32 (tm={}, tn={}, tk={})", t.bm,
+                 t.bn, t.bk);
+           if (t.streamk && t.sk > 1)
+             return fmt::format("skg={} (stream-K) and sk={} (split-K) exclude each other", t.streamk, t.sk);
+         }
          if (auto r = not_on_cpu(dev)) return r;
          if (c.at("auto") == 1) return std::nullopt;
-         const nv_tile t{c.at("tm"), c.at("tn"), c.at("tk"), c.at("wm"), c.at("wn"), c.at("sk")};
          const auto threads = static_cast<std::size_t>((t.bm / t.tm) * (t.bn / t.tn));
          if (threads > dev.max_work_group_size())
            return fmt::format("work-group (tm/wm)*(tn/wn) = {} > device maximum {}", threads,
@@ -1151,8 +1222,10 @@ std::vector<op_implementation> gemm_implementations(lowering lower) {
          bool a_kcontig = true, b_ncontig = true;
          if (c.at("auto") == 1 || p.c.type() != dtype::f32 || !nv_layout(p, a_kcontig, b_ncontig))
            return enqueue_nv_auto(q, call, p, c, src);
-         return enqueue_nv_tiled(
-             q, p, {c.at("tm"), c.at("tn"), c.at("tk"), c.at("wm"), c.at("wn"), c.at("sk")}, src);
+         return enqueue_nv_tiled(q, p,
+                                 {c.at("tm"), c.at("tn"), c.at("tk"), c.at("wm"), c.at("wn"), c.at("sk"),
+                                  c.at("skg"), c.at("lsw")},
+                                 src);
        }});
   impls.push_back(
       {"opencl.nv_skinny", "gemm_nv.cl",

@@ -70,29 +70,48 @@ op_call mm_call(std::int64_t m, std::int64_t n, std::int64_t k, dtype t, bool ta
 }
 
 // The FP32 auto choice by its grid's waves, at the shapes measured on an H200 (132 units;
-// RESULTS.md, "Issue 13, session 31"): each pick below was the fastest measured there. Pure
+// RESULTS.md, "Issue 13, session 32"): each pick below was the fastest measured there. Pure
 // arithmetic, so it runs on every device.
 TEST(NvTiles, WavesPickTheMeasuredTiles) {
   struct pick {
     std::int64_t m, n, k;
     gemm_gpu_tile tile;
   };
+  const gemm_gpu_tile wide{128, 256, 16, 1, 0, true}, tall_sk{256, 128, 8, 1, 1, false};
   const pick picks[] = {
-      {128, 4096, 4096, {128, 256, 8}},   {128, 11008, 4096, {128, 256, 3}},  // M = 128: split K
-      {128, 4096, 11008, {128, 256, 8}},  {256, 11008, 4096, {256, 128, 3}},  // thin waves: split
-      {512, 11008, 4096, {256, 128, 3}},  {256, 4096, 4096, {256, 128, 4}},
-      {512, 4096, 4096, {256, 128, 2}},   {2048, 1024, 3072, {256, 128, 2}},
-      {1024, 11008, 4096, {256, 128, 1}}, {2048, 2048, 2048, {256, 128, 1}},  // >= 2 or busy waves
-      {4096, 4096, 4096, {256, 128, 1}},  {1024, 1024, 1024, {64, 128, 1}},   // K too short to split
+      {4096, 4096, 4096, wide},
+      {8192, 8192, 8192, wide},
+      {2048, 2048, 2048, wide},  // full waves
+      {1024, 11008, 4096, tall_sk},
+      {512, 11008, 4096, tall_sk},
+      {256, 11008, 4096, tall_sk},
+      {512, 4096, 4096, tall_sk},
+      {2048, 1024, 3072, tall_sk},                     // partial waves
+      {256, 4096, 4096, {256, 128, 8, 4, 0, false}},   // 32 tiles: split K
+      {1024, 1024, 1024, {64, 128, 16, 1, 0, false}},  // K too short to split
+      {64, 4096, 4096, {64, 128, 16, 1, 2, false}},    // M = 64: stream-K, two groups a unit
+      {128, 11008, 4096, {128, 256, 8, 1, 1, false}},  // M = 128: 43 tiles, stream-K
+      {128, 4096, 11008, {128, 256, 16, 8, 0, true}},  // 16 tiles: split K
+      {128, 4096, 4096, {128, 256, 16, 8, 0, true}},
   };
   for (const auto& p : picks) {
     const gemm_gpu_tile t = fp32_gpu_tile(p.m, p.n, p.k, 1, 132);
-    EXPECT_EQ(t, p.tile) << p.m << "x" << p.n << "x" << p.k << ": got " << t.bm << "x" << t.bn << " split "
-                         << t.splits;
+    EXPECT_EQ(t, p.tile) << p.m << "x" << p.n << "x" << p.k << ": got " << t.bm << "x" << t.bn << "x" << t.bk
+                         << " split " << t.splits << " stream-K " << t.streamk << " swizzled " << t.swizzled;
   }
   // A batch counts its groups; one unit still gets a valid tile.
-  EXPECT_EQ(fp32_gpu_tile(128, 4096, 4096, 16, 132), (gemm_gpu_tile{64, 128, 1}));
+  EXPECT_EQ(fp32_gpu_tile(128, 4096, 4096, 16, 132), wide);
   EXPECT_EQ(fp32_gpu_tile(1, 1, 1, 1, 1).splits, 1);
+}
+
+// Config checks that hold on every device: lsw's tile constraints, stream-K against split-K.
+TEST(NvGemm, ExplicitTileConfigsRefusedWithReason) {
+  op_call call = mm_call(64, 64, 64, dtype::f32, false, false, 1);
+  allocate_outputs(test_queue(), op_registry::instance().get("mm"), call);
+  EXPECT_TRUE(any_contains(refusals(call, "variant=3,auto=0,tm=16,tn=64,tk=16,wm=4,wn=4,lsw=1"),
+                           "lsw=1 needs tm and tn multiples of 32"));
+  EXPECT_TRUE(any_contains(refusals(call, "variant=3,auto=0,tm=64,tn=64,tk=16,wm=8,wn=8,skg=1,sk=2"),
+                           "exclude each other"));
 }
 
 TEST(NvGemm, RefusedWithReasonOffNvidia) {
@@ -120,6 +139,8 @@ TEST(NvGemm, Fp32KernelsMatchReference) {
       "variant=3,auto=1",
       "variant=3,auto=0,tm=64,tn=64,tk=16,wm=4,wn=4",
       "variant=3,auto=0,tm=128,tn=64,tk=8,wm=8,wn=4,sk=3",
+      "variant=3,auto=0,tm=64,tn=64,tk=16,wm=4,wn=4,skg=2",
+      "variant=3,auto=0,tm=64,tn=128,tk=16,wm=8,wn=8,lsw=1,skg=1",
       "variant=4,mb=4,nb=2,warps=2",
   };
   // Aligned shapes take the new kernels; odd ones (k = 45) take the fallback inside.
