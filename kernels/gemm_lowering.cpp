@@ -165,4 +165,14 @@ gemm_gpu_tile fp32_gpu_tile(std::int64_t m, std::int64_t n, std::int64_t k, std:
   return {128, 256, 16, best_split(g_wide), 0, true};
 }
 
+gemm_streamk_grid streamk_grid(std::int64_t tiles, std::int64_t iters_per_tile, std::int64_t groups) {
+  const std::int64_t p = std::max<std::int64_t>(groups, 1);
+  if (tiles <= 0) return {0, 0};
+  if (tiles >= p) {
+    if (tiles % p == 0) return {tiles, 0};
+    return {tiles < 2 * p ? 0 : tiles - tiles % p - p, p};
+  }
+  return {0, std::min({p, tiles * 8, tiles * std::max<std::int64_t>(iters_per_tile, 1)})};
+}
+
 }  // namespace prism

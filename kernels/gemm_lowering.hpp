@@ -84,4 +84,16 @@ struct gemm_gpu_tile {
 gemm_gpu_tile fp32_gpu_tile(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
                             std::int64_t compute_units);
 
+/// A stream-K grid (gemm_nv.cl, STREAMK=1) over `tiles` tiles of `iters_per_tile` k-iterations:
+/// the first `whole` groups compute a tile each; the last `shared` groups split the remaining
+/// tiles' iterations evenly. `groups` is the groups the device holds at once (groups a unit x
+/// units): a grid of whole waves needs no sharing; otherwise the last partial wave and one full
+/// one are shared by `groups`; with fewer tiles than that, by at most 8 groups a tile and never
+/// more groups than iterations (each shared group takes at least one).
+struct gemm_streamk_grid {
+  std::int64_t whole = 0, shared = 0;
+  bool operator==(const gemm_streamk_grid&) const = default;
+};
+gemm_streamk_grid streamk_grid(std::int64_t tiles, std::int64_t iters_per_tile, std::int64_t groups);
+
 }  // namespace prism

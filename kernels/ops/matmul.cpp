@@ -574,20 +574,6 @@ event launch_split_k(queue& q, const gemm_problem& p, const kernel& k, const nd_
   });
 }
 
-// Stream-K (gemm_nv.cl, STREAMK=1): of `tiles` tiles, the whole ones first (dp) and the last
-// waves' tiles shared by `groups` groups (P = streamk groups a unit; with fewer tiles than that,
-// at most 8 groups a tile, and never more groups than k-iterations).
-struct streamk_grid {
-  std::int64_t dp = 0, groups = 0;
-};
-streamk_grid streamk_split(std::int64_t tiles, std::int64_t iters_per_tile, std::int64_t p) {
-  if (tiles >= p) {
-    if (tiles % p == 0) return {tiles, 0};
-    return {tiles < 2 * p ? 0 : tiles - tiles % p - p, p};
-  }
-  return {0, std::min({p, tiles * 8, tiles * iters_per_tile})};
-}
-
 event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source_override src) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
   bool a_kcontig = true, b_ncontig = true;
@@ -603,12 +589,12 @@ event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source
   const std::int64_t local = (t.bn / t.tn) * (t.bm / t.tm);
   if (streamk) {
     const std::int64_t tiles = ceil_div(p.m, t.bm) * ceil_div(p.n, t.bn) * p.batch;
-    const streamk_grid g = streamk_split(
+    const gemm_streamk_grid g = streamk_grid(
         tiles, ceil_div(p.k, t.bk), t.streamk * std::max<std::int64_t>(q.get_device().compute_units(), 1));
     // Two partial-sum slots a group, a counter a shared tile (zero between launches).
     auto ws = kernels::split_workspace(
-        q, static_cast<std::size_t>(std::max<std::int64_t>(2 * g.groups * t.bm * t.bn, 1)),
-        static_cast<std::size_t>(std::max<std::int64_t>(tiles - g.dp, 1)));
+        q, static_cast<std::size_t>(std::max<std::int64_t>(2 * g.shared * t.bm * t.bn, 1)),
+        static_cast<std::size_t>(std::max<std::int64_t>(tiles - g.whole, 1)));
     const char* op = "gemm";
     const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), K = to_int(p.k, op, "K");
     const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
@@ -623,7 +609,7 @@ event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source
     auto sx = p.bias.defined() ? p.bias.storage() : p.a.storage();
     auto sw = ws.first;
     auto scnt = ws.second;
-    nd_range r(range<3>((g.dp + g.groups) * local, 1, 1), range<3>(local, 1, 1));
+    nd_range r(range<3>((g.whole + g.shared) * local, 1, 1), range<3>(local, 1, 1));
     return q.submit([&](handler& h) {
       accessor<std::byte> aa(sa, h, read_only);
       accessor<std::byte> ab(sb, h, read_only);
@@ -632,8 +618,8 @@ event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source
       accessor<float> aw(sw, h, read_write);
       accessor<int> acnt(scnt, h, read_write);
       h.parallel_for(r, k, M, N, K, alpha, beta, aa, p.a.offset(), sam, sak, p.sab, ab, p.b.offset(), sbk,
-                     sbn, p.sbb, ac, p.c.offset(), scm, p.scb, ax, x_off, sxm, sxn, p.batch, aw, acnt, g.dp,
-                     g.groups);
+                     sbn, p.sbb, ac, p.c.offset(), scm, p.scb, ax, x_off, sxm, sxn, p.batch, aw, acnt,
+                     g.whole, g.shared);
     });
   }
   nd_range r(range<3>(ceil_div(p.n, t.bn) * local, ceil_div(p.m, t.bm), p.batch * t.sk),

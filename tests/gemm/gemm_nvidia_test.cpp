@@ -104,6 +104,19 @@ TEST(NvTiles, WavesPickTheMeasuredTiles) {
   EXPECT_EQ(fp32_gpu_tile(1, 1, 1, 1, 1).splits, 1);
 }
 
+// The stream-K grid: whole waves stay unshared; otherwise the last partial wave and one full wave
+// are shared by the resident groups; fewer tiles than groups: at most 8 groups a tile, and never
+// more groups than k-iterations (a group without one would never arrive at its tile's counter).
+TEST(NvTiles, StreamKGridSharesTheLastWaves) {
+  EXPECT_EQ(streamk_grid(512, 512, 132), (gemm_streamk_grid{264, 132}));  // 4096^3, 128x256: 3.88 waves
+  EXPECT_EQ(streamk_grid(528, 512, 132), (gemm_streamk_grid{528, 0}));    // whole waves
+  EXPECT_EQ(streamk_grid(172, 512, 132), (gemm_streamk_grid{0, 132}));    // under two waves: all shared
+  EXPECT_EQ(streamk_grid(32, 256, 264), (gemm_streamk_grid{0, 256}));     // M = 64: 8 groups a tile
+  EXPECT_EQ(streamk_grid(1, 5, 132), (gemm_streamk_grid{0, 5}));          // one iteration a group
+  EXPECT_EQ(streamk_grid(0, 5, 132), (gemm_streamk_grid{0, 0}));
+  EXPECT_EQ(streamk_grid(7, 3, 0), (gemm_streamk_grid{7, 0}));  // no units reported: one group
+}
+
 // Config checks that hold on every device: lsw's tile constraints, stream-K against split-K.
 TEST(NvGemm, ExplicitTileConfigsRefusedWithReason) {
   op_call call = mm_call(64, 64, 64, dtype::f32, false, false, 1);
