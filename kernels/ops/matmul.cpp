@@ -787,8 +787,16 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
   // The tile by its grid's waves (fp32_gpu_tile); each tile's k-slice and register block.
   const gemm_gpu_tile tile = fp32_gpu_tile(p.m, p.n, p.k, p.batch, cus);
   const std::int64_t tm = tile.bm == 256 ? 16 : 8, tn = tile.bn == 256 ? 16 : 8;
-  return enqueue_nv_tiled(
-      q, p, {tile.bm, tile.bn, tile.bk, tm, tn, tile.splits, tile.streamk, tile.swizzled ? 1 : 0}, src);
+  nv_tile t{tile.bm, tile.bn, tile.bk, tm, tn, tile.splits, tile.streamk, tile.swizzled ? 1 : 0};
+  // The 16-deep swizzled slices take 48 KB: a device with less local memory gets 8-deep padded
+  // ones (25 KB for 256-wide tiles), and one with less than that the local-memory tiles.
+  if (nv_local_bytes(t) > dev.local_mem_size()) t.bk = 8, t.lsw = 0;
+  if (nv_local_bytes(t) > dev.local_mem_size()) {
+    log::get("kernels")->debug("GEMM {}: {} B of local memory for {}x{} tiles > device {} B; gemm_gpu.cl",
+                               call.op, nv_local_bytes(t), t.bm, t.bn, dev.local_mem_size());
+    return enqueue_gpu(q, p, nv_fallback_config(), {});
+  }
+  return enqueue_nv_tiled(q, p, t, src);
 }
 
 std::optional<std::string> not_on_cpu(const device& dev) {
