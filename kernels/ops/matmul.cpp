@@ -356,10 +356,18 @@ std::string act_define(const gemm_problem& p) {
                                                : fmt::format(" -DACT={}", static_cast<int>(p.activation));
 }
 
+// gemm_nv's stream-K arguments (STREAMK=1): its partial-sum slots and tile counters (the queue's
+// split workspace), and the grid's whole and shared groups (streamk_grid).
+struct streamk_launch {
+  buffer<float> partials;
+  buffer<int> counters;
+  gemm_streamk_grid grid;
+};
+
 // `accumulate` < 0: the kernel has no accumulate argument (gpu, gemv); 0/1 otherwise (cpu).
-// [k0, k0 + kn) is the k-slice to run (kn < 0: all of K).
+// [k0, k0 + kn) is the k-slice to run (kn < 0: all of K). `sk`: gemm_nv built with STREAMK=1.
 event launch(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r, int accumulate = -1,
-             std::int64_t k0 = 0, std::int64_t kn = -1) {
+             std::int64_t k0 = 0, std::int64_t kn = -1, streamk_launch* sk = nullptr) {
   const char* op = "gemm";
   const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), K = to_int(kn < 0 ? p.k : kn, op, "K");
   const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
@@ -379,7 +387,13 @@ event launch(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r
     accessor<std::byte> ab(sb, h, read_only);
     accessor<std::byte> ac(sc, h, write_only, p.c.byte_extent());
     accessor<std::byte> ax(sx, h, read_only);
-    if (accumulate < 0)
+    if (sk) {
+      accessor<float> aw(sk->partials, h, read_write);
+      accessor<int> acnt(sk->counters, h, read_write);
+      h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_off, sam, sak, p.sab, ab, b_off, sbk, sbn, p.sbb, ac,
+                     c_off, scm, p.scb, ax, x_off, sxm, sxn, p.batch, aw, acnt, sk->grid.whole,
+                     sk->grid.shared);
+    } else if (accumulate < 0)
       h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_off, sam, sak, p.sab, ab, b_off, sbk, sbn, p.sbb, ac,
                      c_off, scm, p.scb, ax, x_off, sxm, sxn);
     else
@@ -595,32 +609,9 @@ event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source
     auto ws = kernels::split_workspace(
         q, static_cast<std::size_t>(std::max<std::int64_t>(2 * g.shared * t.bm * t.bn, 1)),
         static_cast<std::size_t>(std::max<std::int64_t>(tiles - g.whole, 1)));
-    const char* op = "gemm";
-    const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), K = to_int(p.k, op, "K");
-    const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
-    const int sam = to_int(p.sam, op, "A row stride"), sak = to_int(p.sak, op, "A column stride");
-    const int sbk = to_int(p.sbk, op, "B row stride"), sbn = to_int(p.sbn, op, "B column stride");
-    const int scm = to_int(p.scm, op, "C row stride");
-    const int sxm = to_int(p.sxm, op, "bias row stride"), sxn = to_int(p.sxn, op, "bias column stride");
-    const std::int64_t x_off = p.bias.defined() ? p.bias.offset() : 0;
-    auto sa = p.a.storage();
-    auto sb = p.b.storage();
-    auto sc = p.c.storage();
-    auto sx = p.bias.defined() ? p.bias.storage() : p.a.storage();
-    auto sw = ws.first;
-    auto scnt = ws.second;
-    nd_range r(range<3>((g.whole + g.shared) * local, 1, 1), range<3>(local, 1, 1));
-    return q.submit([&](handler& h) {
-      accessor<std::byte> aa(sa, h, read_only);
-      accessor<std::byte> ab(sb, h, read_only);
-      accessor<std::byte> ac(sc, h, write_only, p.c.byte_extent());
-      accessor<std::byte> ax(sx, h, read_only);
-      accessor<float> aw(sw, h, read_write);
-      accessor<int> acnt(scnt, h, read_write);
-      h.parallel_for(r, k, M, N, K, alpha, beta, aa, p.a.offset(), sam, sak, p.sab, ab, p.b.offset(), sbk,
-                     sbn, p.sbb, ac, p.c.offset(), scm, p.scb, ax, x_off, sxm, sxn, p.batch, aw, acnt,
-                     g.whole, g.shared);
-    });
+    streamk_launch sk{ws.first, ws.second, g};
+    return launch(q, p, k, nd_range(range<3>((g.whole + g.shared) * local, 1, 1), range<3>(local, 1, 1)), -1,
+                  0, -1, &sk);
   }
   nd_range r(range<3>(ceil_div(p.n, t.bn) * local, ceil_div(p.m, t.bm), p.batch * t.sk),
              range<3>(local, 1, 1));
