@@ -15,8 +15,9 @@
 // Build defines: TM, TN multiples of 4; BM, BN, BK; A_KCONTIG, B_NCONTIG (0/1); HAS_BIAS; SPLITK
 // (default 1; > 1: partial sums to a workspace, then gemm_nv_reduce, built with -DREDUCE);
 // LSWZ (0/1: unpadded local slices with swizzled columns, see below); STREAMK (0/1: the grid's
-// last waves share their tiles' k-iterations, see gemm_nv's stream-K part); skinny: MB, NB, WARPS. Operand alignment: contiguous dims' partner strides and offsets are
-// multiples of 4 floats (the implementation's supports() checks this).
+// last waves share their tiles' k-iterations, see gemm_nv's stream-K part); skinny: MB, NB,
+// WARPS. Operand alignment: contiguous dims' partner strides and offsets are multiples of 4
+// floats (the implementation's supports() checks this).
 
 #ifndef PRISM_DTYPE
 #define PRISM_DTYPE 0
@@ -138,19 +139,23 @@ _Pragma("unroll") for (int r = 0; r < B_PER; ++r) {                             
   }                                                                                    \
 }
 
-// Stream-K (STREAMK=1; 1-D grid of dp_tiles + sk_groups groups, `batch` matrices' tiles numbered batch-major,
-// then along M, then N): group g < dp_tiles computes tile g whole, as the plain grid does. The
-// other sk_groups (as many as the device holds at once) share the remaining tiles' k-iterations
-// evenly: sk group s takes iterations [s I / P, (s + 1) I / P) of their I = sk_tiles * IPT, in
-// tile order, so that the grid's last waves end together instead of leaving units idle (a
-// 4096^3 grid of 512 256x128 tiles is 3.9 waves of 132). A tile whose iterations span groups is
-// finished by the last of them to arrive (a counter per tile, as split-K's last_split): the
-// others leave their partial sums in the workspace, two slots a group (its first tile, where it
-// starts inside one, and its last). Every group of a tile arrives once; no group waits.
+// Stream-K (STREAMK=1; a 1-D grid of dp_tiles + sk_groups groups; `batch` matrices' tiles
+// numbered batch-major, then along M, then N): group g < dp_tiles computes tile g whole, as the
+// plain grid does. The other sk_groups (as many as the device holds at once) share the remaining
+// tiles' k-iterations evenly: sk group s takes iterations [s I / P, (s + 1) I / P) of their
+// I = sk_tiles * ipt, in tile order, so that the grid's last waves end together instead of
+// leaving units idle (1024x11008x4096 in 256x128 tiles is 344 tiles, 2.6 waves of 132). A tile
+// whose iterations span groups is finished by the last of them to arrive (last_split, a counter
+// a tile): the others leave their partial sums in the workspace, two slots a group (slot 0: the
+// tile it starts inside, slot 1: the tile it ends inside). Every group of a tile arrives once; no
+// group waits. The host (streamk_grid) gives every sk group at least one iteration.
 #if STREAMK
+#include "split_arrival.cl"  // last_split
 // The sk group holding iteration x (relative to the sk tiles), for I iterations over P groups.
 inline long sk_owner(long x, long I, long P) { return ((x + 1) * P - 1) / I; }
 inline long sk_start(long s, long I, long P) { return s * I / P; }
+// Group s's partial-sum slot for the tile whose iterations start at t0.
+inline long sk_slot(long s, long t0, long I, long P) { return 2 * s + (sk_start(s, I, P) >= t0 ? 0 : 1); }
 #endif
 
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
@@ -245,24 +250,17 @@ void gemm_nv(int M, int N, int K, float alpha, float beta,
       // A share of tile u (of the sk tiles): publish it, and finish the tile if last to arrive.
       const long u = tile - dp_tiles, t0 = u * ipt, t1 = t0 + ipt;
       const long s_lo = sk_owner(t0, I, sk_groups), s_hi = sk_owner(t1 - 1, I, sk_groups);
-      const long mine = 2 * sk + (sk_start(sk, I, sk_groups) >= t0 ? 0 : 1);
-      __global float* slot = skw + mine * (BM * BN);
+      __global float* slot = skw + sk_slot(sk, t0, I, sk_groups) * (BM * BN);
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) slot[(i * TN + j) * NT + tid] = acc[i][j];
-      mem_fence(CLK_GLOBAL_MEM_FENCE);
-      barrier(CLK_GLOBAL_MEM_FENCE);
-      if (tid == 0) *last_l = atomic_inc(skc + u) == (int)(s_hi - s_lo);
-      barrier(CLK_LOCAL_MEM_FENCE);
-      write = *last_l;
-      barrier(CLK_LOCAL_MEM_FENCE);  // read by all before the next tile's slices overwrite it
+      write = last_split(skc + u, s_hi - s_lo + 1, last_l);
+      barrier(CLK_LOCAL_MEM_FENCE);  // the verdict read by all before the next tile's slices overwrite it
       if (write) {
-        mem_fence(CLK_GLOBAL_MEM_FENCE);
         for (long o = s_lo; o <= s_hi; ++o) {
           if (o == sk) continue;
-          volatile __global const float* other =
-              skw + (2 * o + (sk_start(o, I, sk_groups) >= t0 ? 0 : 1)) * (BM * BN);
+          volatile __global const float* other = skw + sk_slot(o, t0, I, sk_groups) * (BM * BN);
 #pragma unroll
           for (int i = 0; i < TM; ++i)
 #pragma unroll

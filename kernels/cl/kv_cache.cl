@@ -433,17 +433,7 @@ void store_partial(__global float* mine, const float* acc, float m, float l) {
     mine[D + 1] = l;
   }
 }
-// Publishes this group's partials device-wide and counts the group in at *counter; true in the
-// last of the `splits` groups to arrive, which then reads every partial (all items call it).
-bool last_split(__global int* counter, long splits, __local int* last_l) {
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
-  barrier(CLK_GLOBAL_MEM_FENCE);
-  if (get_local_id(0) == 0) *last_l = atomic_inc(counter) == splits - 1;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (!*last_l) return false;
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
-  return true;
-}
+#include "split_arrival.cl"  // last_split
 // The last group of a head combines its `used` partials (split t at all + t (D + 2); only the
 // splits below the visible length hold keys; volatile loads are L2 round trips) into row o.
 void combine_splits(volatile __global const float* all, long used, __global STYPE(A_K)* o) {

@@ -122,7 +122,7 @@ __kernel void reduce_rows_split(long R, int G, __global const STYPE(A_K)* x, lon
   if (get_local_id(0) == 0) {
     pv[row * G + g] = sv[0];
     pi[row * G + g] = (int)si[0];
-    mem_fence(CLK_GLOBAL_MEM_FENCE);  // the winner before the count (as kv_cache.cl's last_split)
+    mem_fence(CLK_GLOBAL_MEM_FENCE);  // the winner before the count (as split_arrival.cl's last_split)
     last = atomic_inc(ctr + row) == G - 1;
   }
   barrier(CLK_LOCAL_MEM_FENCE);

@@ -552,6 +552,11 @@ struct nv_tile {
   std::int64_t bm, bn, bk, tm, tn, sk, streamk = 0, lsw = 0;
 };
 
+// An explicit variant 3 config's tile (tm, tn, tk, wm, wn, sk, skg, lsw).
+nv_tile nv_tile_of(const kernel_config& c) {
+  return {c.at("tm"), c.at("tn"), c.at("tk"), c.at("wm"), c.at("wn"), c.at("sk"), c.at("skg"), c.at("lsw")};
+}
+
 std::uint64_t nv_local_bytes(const nv_tile& t) {
   return static_cast<std::uint64_t>(2 * t.bk * (t.bm + t.bn + (t.lsw ? 0 : 8)) * 4);
 }
@@ -1181,8 +1186,7 @@ std::vector<op_implementation> gemm_implementations(lowering lower) {
        [](const device& dev, const op_call& call, const kernel_config& c) -> std::optional<std::string> {
          if (auto r = variant_mismatch(c, variant::nv)) return r;
          if (auto r = dtype_unsupported(call)) return r;
-         const nv_tile t{c.at("tm"), c.at("tn"), c.at("tk"),  c.at("wm"),
-                         c.at("wn"), c.at("sk"), c.at("skg"), c.at("lsw")};
+         const nv_tile t = nv_tile_of(c);
          if (c.at("auto") == 0) {
            if (t.lsw && (t.bm % 32 || t.bn % 32 || (t.bk != 4 && t.bk != 8 && t.bk != 16 && t.bk != 32)))
              return fmt::format(
@@ -1207,10 +1211,7 @@ std::vector<op_implementation> gemm_implementations(lowering lower) {
          bool a_kcontig = true, b_ncontig = true;
          if (c.at("auto") == 1 || p.c.type() != dtype::f32 || !nv_layout(p, a_kcontig, b_ncontig))
            return enqueue_nv_auto(q, call, p, c, src);
-         return enqueue_nv_tiled(q, p,
-                                 {c.at("tm"), c.at("tn"), c.at("tk"), c.at("wm"), c.at("wn"), c.at("sk"),
-                                  c.at("skg"), c.at("lsw")},
-                                 src);
+         return enqueue_nv_tiled(q, p, nv_tile_of(c), src);
        }});
   impls.push_back(
       {"opencl.nv_skinny", "gemm_nv.cl",
