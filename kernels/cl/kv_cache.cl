@@ -576,6 +576,38 @@ inline void lane_part(volatile __global const float* r, int lane, float* x) {
 #define KP KU
 #endif
 #define CR 8                                  // splits whose partial rows the combine holds at once
+#if LANE_SHFL
+// The score pass's KP G values a lane, padded to a power of two (NVP), and the scores each lane
+// holds after they are reduce-scattered over a row's LS lanes (SCAT).
+#define NVP (KP * G <= 1 ? 1 : KP * G <= 2 ? 2 : KP * G <= 4 ? 4 : KP * G <= 8 ? 8 : KP * G <= 16 ? 16 : KP * G <= 32 ? 32 : 64)
+#define SCAT (NVP > LS ? NVP / LS : 1)
+// s[0 .. NVP) of each lane -> s[0 .. SCAT) = the sums over the row's LS lanes of values
+// slot NVP / LS + r (every LS / NVP lanes hold the same sum where NVP < LS). Each round pairs the
+// lane with the lane across bit m: it keeps one half of its values, sends the other, and adds.
+// Round m (a lane bit, LS / 2 down to 1) halves the values still held while more than one is left
+// (NVP m / LS of them are kept), and after that sums the one value across bit m. Trip counts are
+// constants, so s stays in registers.
+#define SCAT_ROUND(m)                                                                                  \
+  if ((m) < LS) {                                                                                      \
+    const bool hi = (lane & (m)) != 0;                                                                 \
+    if (NVP * 2 * (m) / LS >= 2) {                                                                     \
+      for (int i = 0; i < NVP * (m) / LS; ++i) {                                                       \
+        const float keep = hi ? s[i + NVP * (m) / LS] : s[i], send = hi ? s[i] : s[i + NVP * (m) / LS]; \
+        s[i] = keep + lane_xor(send, (m));                                                             \
+      }                                                                                                \
+    } else {                                                                                           \
+      s[0] += lane_xor(s[0], (m));                                                                     \
+    }                                                                                                  \
+  }
+inline void lanes_sum_scatter(float* s, int lane) {
+  SCAT_ROUND(16)
+  SCAT_ROUND(8)
+  SCAT_ROUND(4)
+  SCAT_ROUND(2)
+  SCAT_ROUND(1)
+}
+#undef SCAT_ROUND
+#endif
 #define RE (((G + 1) * D + WG - 1) / WG)  // RoPE entries an item computes
 __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, float scale, float eps,
                                      __global const STYPE(A_K)* qkv, long qkv_off, __global const STYPE(P_K)* pos,
@@ -706,6 +738,22 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
 #endif
         }
       }
+#if LANE_SHFL
+      // The KP G partial dots (value e: key u = e / G, head g = e % G), reduce-scattered over the
+      // row's LS lanes: NVP - 1 shuffles in log2(LS) independent rounds instead of a 5-deep chain
+      // of shuffles for each value; the lane then stores the scores it holds.
+      float s[NVP];
+      for (int e = 0; e < NVP; ++e) {
+        s[e] = 0;
+        if (e < KP * G)
+          for (int i = 0; i < DV; ++i) s[e] = fma(q[e % G][i], x[e / G][i], s[e]);
+      }
+      lanes_sum_scatter(s, lane);
+      for (int r = 0; r < SCAT; ++r) {
+        const int e = slot * NVP / LS + r, u = e / G, jl = j0 + (u * NW + w) * RL + hrow;
+        if (e < KP * G && jl < n && slot % (LS / (NVP < LS ? NVP : LS)) == 0) scr[(e % G) * CHUNK + jl] = s[r];
+      }
+#else
       for (int u = 0; u < KP; ++u) {
         const int jl = j0 + (u * NW + w) * RL + hrow;
         for (int g = 0; g < G; ++g) {
@@ -715,6 +763,7 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
           if (slot == 0 && jl < n) scr[g * CHUNK + jl] = s;
         }
       }
+#endif
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     // 2. The chunk's softmax per head, exponentials in place.
@@ -866,6 +915,8 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
 #undef PF
 #undef KP
 #undef CR
+#undef NVP
+#undef SCAT
 #undef RE
 #undef RL
 #undef DV
