@@ -3,6 +3,7 @@
 // source hash, options): concurrent requests for one key compile once; failures are cached too.
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <unordered_map>
 
@@ -79,6 +80,33 @@ std::string retarget_ptx(cl_program prog, const std::string& target, const std::
   return out;
 }
 
+// PRISM_DUMP_PROGRAMS=DIR: each built program's binary (on NVIDIA's OpenCL the PTX text that
+// ptxas compiled) to DIR/<source hash>.bin, its options and source beside it (.options, .cl), so
+// that a developer can read what the driver's front end made of a kernel. A folder that cannot be
+// written is an error naming it: a dump asked for is never skipped silently.
+void dump_program(cl_program prog, std::string_view source, const std::string& options,
+                  const std::string& source_hash) {
+  const auto dir = env::get("PRISM_DUMP_PROGRAMS");
+  if (!dir || dir->empty()) return;
+  std::size_t size = 0;
+  detail::check_cl(clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr),
+                   "clGetProgramInfo(CL_PROGRAM_BINARY_SIZES)");
+  std::string bin(size, '\0');
+  unsigned char* bytes = reinterpret_cast<unsigned char*>(bin.data());
+  detail::check_cl(clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bytes, &bytes, nullptr),
+                   "clGetProgramInfo(CL_PROGRAM_BINARIES)");
+  const std::string base = *dir + "/" + source_hash;
+  for (const auto& [ext, text] :
+       {std::pair<const char*, std::string_view>{".bin", bin}, {".options", options}, {".cl", source}}) {
+    std::ofstream out(base + ext, std::ios::binary);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    if (!out)
+      throw error(
+          errc::io_error, "PRISM_DUMP_PROGRAMS",
+          "cannot write '" + base + ext + "'; PRISM_DUMP_PROGRAMS must name an existing, writable folder");
+  }
+}
+
 std::shared_ptr<program::impl> compile(const context& ctx, std::string_view source,
                                        const std::string& options, const std::string& source_hash) {
   auto& c = ctx.get_impl();
@@ -122,6 +150,7 @@ std::shared_ptr<program::impl> compile(const context& ctx, std::string_view sour
     if (st != CL_SUCCESS) fail("clBuildProgram (PTX retargeted)");
   }
   const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  dump_program(p->prog, source, options, source_hash);
   logger->debug("built program {} for {} in {:.1f} ms (options '{}')", source_hash, c.dev.name(), ms,
                 options);
   if (logger->should_log(spdlog::level::debug)) {

@@ -4,7 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
+
+#include <unistd.h>
 
 #include "prism/runtime.hpp"
 #include "runtime/env.hpp"
@@ -195,4 +200,28 @@ TEST(Programs, ClOptionsFromTheEnvironmentJoinEveryBuild) {
     });
     EXPECT_EQ(out.read()[0], p == &with ? 29 : -1);
   }
+}
+
+TEST(Programs, DumpWritesEachBuildsBinaryOptionsAndSource) {
+  auto& q = default_queue();
+  const auto dir = std::filesystem::temp_directory_path() / ("prism_dump_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string source = "kernel void dumped(global int* a) { a[0] = 41; }\n";
+  env::override_for_testing("PRISM_DUMP_PROGRAMS", dir.string());
+  program p = program::build(q.get_context(), source, "-DPRISM_DUMP_TEST=1");
+  env::override_for_testing("PRISM_DUMP_PROGRAMS", (dir / "missing").string());
+  EXPECT_THROW(program::build(q.get_context(), source, "-DPRISM_DUMP_TEST=2"), error)
+      << "a folder that cannot be written is an error, not a silent skip";
+  env::override_for_testing("PRISM_DUMP_PROGRAMS", std::nullopt);
+  auto read = [](const std::filesystem::path& f) {
+    std::ifstream in(f, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  const auto base = dir / p.source_hash();
+  EXPECT_GT(std::filesystem::file_size(base.string() + ".bin"), 0u);
+  EXPECT_EQ(read(base.string() + ".options"), "-DPRISM_DUMP_TEST=1");
+  EXPECT_EQ(read(base.string() + ".cl"), source);
+  std::filesystem::remove_all(dir);
 }
