@@ -19,8 +19,8 @@
 // GROUPED (variant 2 for GPUs: decode_attention_grouped, one work-group per kv head serving its
 // GROUPED query heads; 0 otherwise), LANES (variant 3 for GPUs: decode_attention_lanes, flash
 // decoding for blocks of GROUPED query heads, with KU rows in flight a warp, SCRATCH floats of
-// local scratch, LANE_SHFL 1 where inline-PTX warp shuffles build and HALF_ROWS 1 for two 16-bit
-// rows a warp).
+// local scratch, LANE_SHFL 1 where inline-PTX warp shuffles build, HALF_ROWS 1 for two 16-bit
+// rows a warp and RA 1 for the first pass's rows loaded ahead in chunks of several passes).
 
 #if defined(QKV_ROPE_CACHE) || defined(DECODE_ATTENTION)
 // RoPE of dim i < ROT of a head row: it mixes the row's dims rope_first(i) and rope_second(i)
@@ -560,10 +560,14 @@ inline void lane_part(volatile __global const float* r, int lane, float* x) {
   for (int i = 0; i < DL; ++i) x[i] = IN_ROW(lane, i) ? r[lane * DL + i] : 0.0f;
 #endif
 }
-// PF: the chunk is one pass of the score and value loops (CHUNK <= NW KU RL). Each warp then holds
-// its chunk rows in registers, loaded as soon as the position is known, ahead of the norms, RoPE
-// and the new row's write: the cache's DRAM latency overlaps them instead of following them.
-#if CHUNK <= (WG / 32) * KU * RL
+// PF: each warp holds its rows of the loops' first pass in registers, loaded as soon as the
+// position is known, ahead of the norms, RoPE and the new row's write, so that the cache's DRAM
+// latency overlaps them instead of following them. Always where the chunk is one pass (CHUNK <= NW
+// KU RL); for longer chunks where the host asks (RA=1): the later passes load in their loops.
+#ifndef RA
+#define RA 0
+#endif
+#if CHUNK <= (WG / 32) * KU * RL || RA
 #define PF 1
 #else
 #define PF 0
@@ -726,12 +730,14 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
           for (int i = 0; i < DV; ++i) x[u][i] = 0;
         } else if (j == p) {  // the new key, from local memory (another group may be writing it)
           for (int i = 0; i < DV; ++i) x[u][i] = slot * DV + i < D ? kr[slot * DV + i] : 0.0f;
-        } else {
+        } else if (PF && j0 == 0) {  // the first pass's row, loaded ahead
 #if PF && HALF_ROWS
           LANE_RAW_FLOATS(kx[u], x[u]);
 #elif PF
           for (int i = 0; i < DL; ++i) x[u][i] = kx[u][i];
-#elif HALF_ROWS
+#endif
+        } else {
+#if HALF_ROWS
           LANE_RAW_FLOATS(lane_raw(K + j * D, slot), x[u]);
 #else
           lane_row(K + j * D, lane, x[u]);
@@ -801,12 +807,14 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
           for (int i = 0; i < DV; ++i) x[u][i] = 0;
         } else if (j == p) {
           for (int i = 0; i < DV; ++i) x[u][i] = slot * DV + i < D ? vr[slot * DV + i] : 0.0f;
-        } else {
+        } else if (PF && j0 == 0) {
 #if PF && HALF_ROWS
           LANE_RAW_FLOATS(vx[u], x[u]);
 #elif PF
           for (int i = 0; i < DL; ++i) x[u][i] = vx[u][i];
-#elif HALF_ROWS
+#endif
+        } else {
+#if HALF_ROWS
           LANE_RAW_FLOATS(lane_raw(V + j * D, slot), x[u]);
 #else
           lane_row(V + j * D, lane, x[u]);
@@ -913,6 +921,7 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
   }
 }
 #undef PF
+#undef RA
 #undef KP
 #undef CR
 #undef NVP

@@ -663,7 +663,14 @@ op_descriptor make_decode_attention() {
        {0, 1},
        "variant 3 on f16/bf16 caches of 128 dims with 16-byte-aligned rows (one row a warp elsewhere): "
        "1 = each warp reads two key or value rows at a time, 16 bytes a lane, each score summed over "
-       "16 lanes; 0 = one row at a time, 8 bytes a lane"}};
+       "16 lanes; 0 = one row at a time, 8 bytes a lane"},
+      {"ra",
+       0,
+       {0, 1},
+       "variant 3 where a chunk takes more than one pass of its warps (chunk > wg / 32 x 8 rows, x 2 "
+       "with hr=1): 1 = the first pass's key and value rows are loaded as soon as the position is "
+       "known, ahead of the norms and RoPE, and the later passes' in their loops; 0 = each pass loads "
+       "its rows in its loop. A chunk of one pass always loads ahead"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chunk") != 0)
       return "chunk=" + std::to_string(k.at("chunk")) +
@@ -673,6 +680,9 @@ op_descriptor make_decode_attention() {
     if (k.at("hr") == 1 && k.at("variant") != 3)
       return "hr=1 (two cache rows a warp) is variant 3's; variant=" + std::to_string(k.at("variant")) +
              " reads rows otherwise";
+    if (k.at("ra") == 1 && k.at("variant") != 3)
+      return "ra=1 (the first pass's rows loaded ahead) is variant 3's; variant=" +
+             std::to_string(k.at("variant")) + " has no passes of rows";
     return std::nullopt;
   };
   d.config = s;
@@ -731,10 +741,10 @@ op_descriptor make_decode_attention() {
             h.d, cs.size(1), wg, c.get_bool("is_neox") ? 1 : 0, has_qn ? 1 : 0, has_kn ? 1 : 0,
             (h.d + wg - 1) / wg, split ? 1 : 0, std::max<std::int64_t>(chunk, 1), rows ? 1 : 0, group) +
         krow16_define(cache, h.d) +
-        (lanes ? fmt::format(" -DLANES=1 -DKU=8 -DSCRATCH={} -DLANE_SHFL={} -DHALF_ROWS={}",
+        (lanes ? fmt::format(" -DLANES=1 -DKU=8 -DSCRATCH={} -DLANE_SHFL={} -DHALF_ROWS={} -DRA={}",
                              lanes_scratch(h.d, group, wg, chunk),
                              probe_ptx(q.get_device()).has("shfl") ? 1 : 0,
-                             cfg.at("hr") == 1 && half_rows(cache, h.d) ? 1 : 0)
+                             cfg.at("hr") == 1 && half_rows(cache, h.d) ? 1 : 0, cfg.at("ra"))
                : std::string());
     kernel k = build_kernel(q.get_context(), "kv_cache.cl", src, opts,
                             rows      ? "decode_attention_rows"
