@@ -46,16 +46,22 @@ std::string take_ptx_target(std::string& options) {
   return target;
 }
 
-// The PTX of an NVIDIA build with the marked lines made live and its .target set to `target`;
-// throws naming what is missing.
-std::string retarget_ptx(cl_program prog, const std::string& target, const std::string& source_hash) {
+// The program's binary for its one device, as the driver returns it (NVIDIA: PTX text).
+std::string program_binary(cl_program prog) {
   std::size_t size = 0;
   detail::check_cl(clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr),
                    "clGetProgramInfo(CL_PROGRAM_BINARY_SIZES)");
-  std::string ptx(size, '\0');
-  unsigned char* bytes = reinterpret_cast<unsigned char*>(ptx.data());
+  std::string bin(size, '\0');
+  unsigned char* bytes = reinterpret_cast<unsigned char*>(bin.data());
   detail::check_cl(clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bytes, &bytes, nullptr),
                    "clGetProgramInfo(CL_PROGRAM_BINARIES)");
+  return bin;
+}
+
+// The PTX of an NVIDIA build with the marked lines made live and its .target set to `target`;
+// throws naming what is missing.
+std::string retarget_ptx(cl_program prog, const std::string& target, const std::string& source_hash) {
+  std::string ptx = program_binary(prog);
   ptx.resize(std::strlen(ptx.c_str()));
   const std::size_t t = ptx.find("\n.target ");
   if (t == std::string::npos)
@@ -88,13 +94,7 @@ void dump_program(cl_program prog, std::string_view source, const std::string& o
                   const std::string& source_hash) {
   const auto dir = env::get("PRISM_DUMP_PROGRAMS");
   if (!dir || dir->empty()) return;
-  std::size_t size = 0;
-  detail::check_cl(clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr),
-                   "clGetProgramInfo(CL_PROGRAM_BINARY_SIZES)");
-  std::string bin(size, '\0');
-  unsigned char* bytes = reinterpret_cast<unsigned char*>(bin.data());
-  detail::check_cl(clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bytes, &bytes, nullptr),
-                   "clGetProgramInfo(CL_PROGRAM_BINARIES)");
+  const std::string bin = program_binary(prog);
   const std::string base = *dir + "/" + source_hash;
   for (const auto& [ext, text] :
        {std::pair<const char*, std::string_view>{".bin", bin}, {".options", options}, {".cl", source}}) {
