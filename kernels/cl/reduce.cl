@@ -107,6 +107,7 @@ __kernel void reduce_rows(long R, __global const STYPE(A_K)* x, long x_off, __gl
 // else). The last group of a row to count itself in at ctr[row] (an atomic counter, zero between
 // launches: that group resets it) picks among the G winners, ties by index, so the first best
 // still wins. Indices fit an int (the host checks R < 2^31).
+#include "split_arrival.cl"  // last_split
 __kernel void reduce_rows_split(long R, int G, __global const STYPE(A_K)* x, long x_off, __global STYPE(O_K)* o,
                                 long o_off, __global float* part, __global int* ctr) {
   __local float sv[WG];
@@ -122,12 +123,8 @@ __kernel void reduce_rows_split(long R, int G, __global const STYPE(A_K)* x, lon
   if (get_local_id(0) == 0) {
     pv[row * G + g] = sv[0];
     pi[row * G + g] = (int)si[0];
-    mem_fence(CLK_GLOBAL_MEM_FENCE);  // the winner before the count (as split_arrival.cl's last_split)
-    last = atomic_inc(ctr + row) == G - 1;
   }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (!last) return;  // uniform over the group
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  if (!last_split(ctr + row, G, &last)) return;  // uniform over the group
   // The G winners, one an item (volatile: L2 round trips, the other groups' stores), then the
   // group's tree; better() orders ties by index, so the first best wins in any order.
   const int lid = get_local_id(0);

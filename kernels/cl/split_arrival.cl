@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // split_arrival.cl: the last of several work-groups that each computed a part of one result
 // finishes it, with no group waiting for another (decode attention's key splits in kv_cache.cl,
-// the GPU GEMM's stream-K tiles in gemm_nv.cl).
+// the GPU GEMM's stream-K tiles in gemm_nv.cl, argmax's row slices in reduce.cl).
 
 // Publishes this group's partials device-wide and counts the group in at *counter; true in the
 // last of the `splits` groups to arrive, which then reads every partial (volatile loads: other
