@@ -586,11 +586,10 @@ inline void lane_part(volatile __global const float* r, int lane, float* x) {
 #define NVP (KP * G <= 1 ? 1 : KP * G <= 2 ? 2 : KP * G <= 4 ? 4 : KP * G <= 8 ? 8 : KP * G <= 16 ? 16 : KP * G <= 32 ? 32 : 64)
 #define SCAT (NVP > LS ? NVP / LS : 1)
 // s[0 .. NVP) of each lane -> s[0 .. SCAT) = the sums over the row's LS lanes of values
-// slot NVP / LS + r (every LS / NVP lanes hold the same sum where NVP < LS). Each round pairs the
-// lane with the lane across bit m: it keeps one half of its values, sends the other, and adds.
-// Round m (a lane bit, LS / 2 down to 1) halves the values still held while more than one is left
-// (NVP m / LS of them are kept), and after that sums the one value across bit m. Trip counts are
-// constants, so s stays in registers.
+// slot NVP / LS + r (every LS / NVP lanes hold the same sum where NVP < LS). Round m (a lane bit,
+// LS / 2 down to 1) pairs the lane with the lane across bit m: while more than one value is left it
+// keeps one half (NVP m / LS values), sends the other and adds; after that it sums its one value
+// across bit m. Trip counts are constants, so s stays in registers.
 #define SCAT_ROUND(m)                                                                                  \
   if ((m) < LS) {                                                                                      \
     const bool hi = (lane & (m)) != 0;                                                                 \

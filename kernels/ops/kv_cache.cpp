@@ -533,6 +533,8 @@ op_descriptor make_kv_cache_attention() {
 
 /// Variant 2 keeps G query heads' scores, softmax state and outputs per work-item: at most this many.
 constexpr std::int64_t kMaxGroupedHeads = 8;
+/// Variant 3: cache rows a warp holds in flight in each pass of its loops (kv_cache.cl's KU).
+constexpr std::int64_t kLaneRows = 8;
 
 /// Variant 3's scratch in floats: the normalized rows before RoPE, then the chunk's scores, then
 /// the warps' value sums.
@@ -731,6 +733,10 @@ op_descriptor make_decode_attention() {
     const std::int64_t splits = chunk > 0 ? std::max<std::int64_t>((h.S + chunk - 1) / chunk, 1) : 1;
     // The split kernel's partials and counters: variant 3 always takes them (one chunk: one split).
     const bool split = lanes || splits > 1;
+    // Variant 3: two rows a warp (hr), and the first pass's rows ahead only where a chunk takes
+    // more than one pass of wg / 32 warps x kLaneRows rows (x 2 with hr); else ra=1 builds as ra=0.
+    const bool hr = lanes && cfg.at("hr") == 1 && half_rows(cache, h.d);
+    const bool ra = lanes && cfg.at("ra") == 1 && chunk > wg / 32 * kLaneRows * (hr ? 2 : 1);
     const std::string opts =
         "-DDECODE_ATTENTION " + dtype_defines("A", qkv.type()) + dtype_defines("K", cache.type()) +
         dtype_defines("W", wt) + dtype_defines("C", cs.type()) + dtype_defines("P", pos.type()) +
@@ -741,10 +747,9 @@ op_descriptor make_decode_attention() {
             h.d, cs.size(1), wg, c.get_bool("is_neox") ? 1 : 0, has_qn ? 1 : 0, has_kn ? 1 : 0,
             (h.d + wg - 1) / wg, split ? 1 : 0, std::max<std::int64_t>(chunk, 1), rows ? 1 : 0, group) +
         krow16_define(cache, h.d) +
-        (lanes ? fmt::format(" -DLANES=1 -DKU=8 -DSCRATCH={} -DLANE_SHFL={} -DHALF_ROWS={} -DRA={}",
-                             lanes_scratch(h.d, group, wg, chunk),
-                             probe_ptx(q.get_device()).has("shfl") ? 1 : 0,
-                             cfg.at("hr") == 1 && half_rows(cache, h.d) ? 1 : 0, cfg.at("ra"))
+        (lanes ? fmt::format(" -DLANES=1 -DKU={} -DSCRATCH={} -DLANE_SHFL={} -DHALF_ROWS={} -DRA={}",
+                             kLaneRows, lanes_scratch(h.d, group, wg, chunk),
+                             probe_ptx(q.get_device()).has("shfl") ? 1 : 0, hr ? 1 : 0, ra ? 1 : 0)
                : std::string());
     kernel k = build_kernel(q.get_context(), "kv_cache.cl", src, opts,
                             rows      ? "decode_attention_rows"
