@@ -585,6 +585,7 @@ inline void lane_part(volatile __global const float* r, int lane, float* x) {
 // holds after they are reduce-scattered over a row's LS lanes (SCAT).
 #define NVP (KP * G <= 1 ? 1 : KP * G <= 2 ? 2 : KP * G <= 4 ? 4 : KP * G <= 8 ? 8 : KP * G <= 16 ? 16 : KP * G <= 32 ? 32 : 64)
 #define SCAT (NVP > LS ? NVP / LS : 1)
+#define SCAT_DUP (NVP < LS ? LS / NVP : 1)  // lanes holding each sum where NVP < LS
 // s[0 .. NVP) of each lane -> s[0 .. SCAT) = the sums over the row's LS lanes of values
 // slot NVP / LS + r (every LS / NVP lanes hold the same sum where NVP < LS). Round m (a lane bit,
 // LS / 2 down to 1) pairs the lane with the lane across bit m: while more than one value is left it
@@ -611,6 +612,33 @@ inline void lanes_sum_scatter(float* s, int lane) {
 }
 #undef SCAT_ROUND
 #endif
+// Key or value row u of a loop's pass into x (DV floats a lane; chunk key jl, cache row j): zeros
+// past the chunk; the new position's row from local memory (nr: kr or vr; another group may be
+// writing the cache); the first pass's row from the registers loaded ahead (ah: kx or vx, PF);
+// else from the cache rows M (K or V).
+#if PF && HALF_ROWS
+#define PASS_ROW_AHEAD(ah, u, x) LANE_RAW_FLOATS(ah[u], x)
+#elif PF
+#define PASS_ROW_AHEAD(ah, u, x) \
+  for (int i = 0; i < DL; ++i) x[i] = ah[u][i]
+#else
+#define PASS_ROW_AHEAD(ah, u, x)
+#endif
+#if HALF_ROWS
+#define PASS_ROW_LOAD(M, j, x) LANE_RAW_FLOATS(lane_raw(M + (j) * D, slot), x)
+#else
+#define PASS_ROW_LOAD(M, j, x) lane_row(M + (j) * D, lane, x)
+#endif
+#define PASS_ROW(x, nr, ah, M, u, j0, jl, j)                                            \
+  if ((jl) >= n) {                                                                     \
+    for (int i = 0; i < DV; ++i) x[i] = 0;                                             \
+  } else if ((j) == p) {                                                               \
+    for (int i = 0; i < DV; ++i) x[i] = slot * DV + i < D ? nr[slot * DV + i] : 0.0f; \
+  } else if (PF && (j0) == 0) {                                                        \
+    PASS_ROW_AHEAD(ah, u, x);                                                          \
+  } else {                                                                             \
+    PASS_ROW_LOAD(M, j, x);                                                            \
+  }
 #define RE (((G + 1) * D + WG - 1) / WG)  // RoPE entries an item computes
 __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, float scale, float eps,
                                      __global const STYPE(A_K)* qkv, long qkv_off, __global const STYPE(P_K)* pos,
@@ -725,23 +753,7 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
       for (int u = 0; u < KP; ++u) {
         const int jl = j0 + (u * NW + w) * RL + hrow;
         const long j = kb + jl;
-        if (jl >= n) {
-          for (int i = 0; i < DV; ++i) x[u][i] = 0;
-        } else if (j == p) {  // the new key, from local memory (another group may be writing it)
-          for (int i = 0; i < DV; ++i) x[u][i] = slot * DV + i < D ? kr[slot * DV + i] : 0.0f;
-        } else if (PF && j0 == 0) {  // the first pass's row, loaded ahead
-#if PF && HALF_ROWS
-          LANE_RAW_FLOATS(kx[u], x[u]);
-#elif PF
-          for (int i = 0; i < DL; ++i) x[u][i] = kx[u][i];
-#endif
-        } else {
-#if HALF_ROWS
-          LANE_RAW_FLOATS(lane_raw(K + j * D, slot), x[u]);
-#else
-          lane_row(K + j * D, lane, x[u]);
-#endif
-        }
+        PASS_ROW(x[u], kr, kx, K, u, j0, jl, j)
       }
 #if LANE_SHFL
       // The KP G partial dots (value e: key u = e / G, head g = e % G), reduce-scattered over the
@@ -756,7 +768,7 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
       lanes_sum_scatter(s, lane);
       for (int r = 0; r < SCAT; ++r) {
         const int e = slot * NVP / LS + r, u = e / G, jl = j0 + (u * NW + w) * RL + hrow;
-        if (e < KP * G && jl < n && slot % (LS / (NVP < LS ? NVP : LS)) == 0) scr[(e % G) * CHUNK + jl] = s[r];
+        if (e < KP * G && jl < n && slot % SCAT_DUP == 0) scr[(e % G) * CHUNK + jl] = s[r];
       }
 #else
       for (int u = 0; u < KP; ++u) {
@@ -802,23 +814,7 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
         const int jl = j0 + (u * NW + w) * RL + hrow;
         const long j = kb + jl;
         for (int g = 0; g < G; ++g) pr[u][g] = jl < n ? scr[g * CHUNK + jl] : 0.0f;
-        if (jl >= n) {
-          for (int i = 0; i < DV; ++i) x[u][i] = 0;
-        } else if (j == p) {
-          for (int i = 0; i < DV; ++i) x[u][i] = slot * DV + i < D ? vr[slot * DV + i] : 0.0f;
-        } else if (PF && j0 == 0) {
-#if PF && HALF_ROWS
-          LANE_RAW_FLOATS(vx[u], x[u]);
-#elif PF
-          for (int i = 0; i < DL; ++i) x[u][i] = vx[u][i];
-#endif
-        } else {
-#if HALF_ROWS
-          LANE_RAW_FLOATS(lane_raw(V + j * D, slot), x[u]);
-#else
-          lane_row(V + j * D, lane, x[u]);
-#endif
-        }
+        PASS_ROW(x[u], vr, vx, V, u, j0, jl, j)
       }
       for (int u = 0; u < KP; ++u)
         for (int g = 0; g < G; ++g)
@@ -925,6 +921,10 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
 #undef CR
 #undef NVP
 #undef SCAT
+#undef SCAT_DUP
+#undef PASS_ROW
+#undef PASS_ROW_AHEAD
+#undef PASS_ROW_LOAD
 #undef RE
 #undef RL
 #undef DV
