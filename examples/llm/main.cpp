@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
                  "q8_0 or q4_0: quantize the linear weights at load (output head q8_0; embeddings and norms "
                  "stay float, as llama.cpp's quantizer does)");
   app.add_option("--max-context", opt.max_context,
-                 "KV cache positions of a --model: min(this, the model's max_position_embeddings)")
+                 "KV cache positions: min(this, a --model's max_position_embeddings or a preset's "
+                 "context); a smaller cache launches fewer attention work-groups a step")
       ->capture_default_str();
   app.add_option("--weights", opt.weights,
                  "safetensors checkpoint with Hugging Face Llama names (default: seeded random weights)");

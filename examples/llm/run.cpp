@@ -166,6 +166,7 @@ run_result run_model(const run_options& opt) {
   } else {
     config = preset(opt.preset);
     config.weight_dtype = parse_dtype(opt.dtype);
+    config.max_seq_len = std::min(config.max_seq_len, opt.max_context);
     config.validate();
   }
   r.dtype = dtype_name(config.weight_dtype);
@@ -234,7 +235,9 @@ run_result run_model(const run_options& opt) {
     throw error(errc::invalid_argument, "prism-llm",
                 fmt::format("prompt {} + new tokens {} = {} exceeds max_seq_len {} of model '{}'{}",
                             r.prompt.size(), opt.new_tokens, total, config.max_seq_len, config.name,
-                            opt.model.empty() ? "" : " (raise --max-context)"));
+                            !opt.model.empty() || opt.max_context < preset(opt.preset).max_seq_len
+                                ? " (raise --max-context)"
+                                : ""));
   // Streaming: the text of the tokens so far, printed up to the last whole UTF-8 sequence (invalid
   // bytes become U+FFFD, as in Hugging Face's decode); finish() prints what is left.
   struct text_stream {
