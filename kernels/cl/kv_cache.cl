@@ -20,7 +20,13 @@
 // GROUPED query heads; 0 otherwise), LANES (variant 3 for GPUs: decode_attention_lanes, flash
 // decoding for blocks of GROUPED query heads, with KU rows in flight a warp, SCRATCH floats of
 // local scratch, LANE_SHFL 1 where inline-PTX warp shuffles build, HALF_ROWS 1 for two 16-bit
-// rows a warp and RA 1 for the first pass's rows loaded ahead in chunks of several passes).
+// rows a warp and RA 1 for the first pass's rows loaded ahead in chunks of several passes; VN 0, a
+// developer's switch through PRISM_CL_OPTIONS, loads a split's next chunk's values only after the
+// current chunk's value pass).
+// decode_attention_lanes' grid has get_num_groups(1) splits along the keys: one per CHUNK keys
+// of the cache's capacity, or fewer (the host's sp), each then taking a run of consecutive chunks
+// that it merges online, so that a large cache early in a sequence does not launch groups that
+// find no keys.
 
 #if defined(QKV_ROPE_CACHE) || defined(DECODE_ATTENTION)
 // RoPE of dim i < ROT of a head row: it mixes the row's dims rope_first(i) and rope_second(i)
@@ -562,10 +568,15 @@ inline void lane_part(volatile __global const float* r, int lane, float* x) {
 }
 // PF: each warp holds its rows of the loops' first pass in registers, loaded as soon as the
 // position is known, ahead of the norms, RoPE and the new row's write, so that the cache's DRAM
-// latency overlaps them instead of following them. Always where the chunk is one pass (CHUNK <= NW
+// latency overlaps them instead of following them; a split of several chunks loads the next
+// chunk's first-pass keys and values (VN 1; its values once its sums are taken with VN 0) once
+// its scores are taken, so that they arrive during the softmax and the value pass. Always where the chunk is one pass (CHUNK <= NW
 // KU RL); for longer chunks where the host asks (RA=1): the later passes load in their loops.
 #ifndef RA
 #define RA 0
+#endif
+#ifndef VN
+#define VN 1
 #endif
 #if CHUNK <= (WG / 32) * KU * RL || RA
 #define PF 1
@@ -639,6 +650,24 @@ inline void lanes_sum_scatter(float* s, int lane) {
   } else {                                                                             \
     PASS_ROW_LOAD(M, j, x);                                                            \
   }
+// The first-pass rows u of the chunk [kb, kb + n) of cache rows M into xa (kx or vx): zeros past
+// the chunk and for the new position (its row comes from local memory).
+#if HALF_ROWS
+#define AHEAD_ROW(xa, M, u, j, on) xa[u] = (on) ? lane_raw(M + (j) * D, slot) : (uint4)(0)
+#else
+#define AHEAD_ROW(xa, M, u, j, on)                \
+  if (on) {                                        \
+    lane_row(M + (j) * D, lane, xa[u]);            \
+  } else {                                         \
+    for (int i = 0; i < DL; ++i) xa[u][i] = 0;     \
+  }
+#endif
+#define LOAD_AHEAD(xa, M, kb, n)                                     \
+  for (int u = 0; u < KP; ++u) {                                     \
+    const int jl = (u * NW + w) * RL + hrow;                         \
+    const long j = (kb) + jl;                                        \
+    AHEAD_ROW(xa, M, u, j, jl < (n) && j != p);                      \
+  }
 #define RE (((G + 1) * D + WG - 1) / WG)  // RoPE entries an item computes
 __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, float scale, float eps,
                                      __global const STYPE(A_K)* qkv, long qkv_off, __global const STYPE(P_K)* pos,
@@ -647,7 +676,7 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
                                      long qn_off, __global const STYPE(W_K)* kn, long kn_off,
                                      __global STYPE(A_K)* out, long o_off, __global float* part,
                                      __global int* counters) {
-  __local float qs[G * D], kr[D], vr[D], scr[SCRATCH], ml[2 * G], red[WG];
+  __local float qs[G * D], kr[D], vr[D], scr[SCRATCH], ml[3 * G], red[WG];
   __local int last_l;
   const int lid = get_local_id(0), lane = lid & 31, w = lid >> 5;
   // The lane's row of the warp's RL and its slot within it (HALF_ROWS; row 0 and the lane else).
@@ -657,41 +686,27 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
   const long blocks = (hq / hk) / G, kvh = b / blocks, qh0 = kvh * (hq / hk) + (b - kvh * blocks) * G;
   const long p = LOADL(P_K, pos, p_off);
   const long L = p < 0 ? 0 : min(p + 1, S);
-  // Splits that hold keys (one when none is visible); the counter counts them alone, and the
-  // splits past the visible length (most of the grid early in a sequence) do nothing.
-  const long used = max((L + CHUNK - 1) / CHUNK, 1L);
+  // Visible chunks (one when no key is visible), chunks a split takes (one where the grid has a
+  // split per chunk of the capacity) and splits that hold keys: the counter counts them alone,
+  // and the splits past the visible length (most of the grid early in a sequence) do nothing.
+  const long nch = max((L + CHUNK - 1) / CHUNK, 1L), cps = (nch + splits - 1) / splits;
+  const long used = (nch + cps - 1) / cps;
   if (sidx < used) {
-    const long kb = min(sidx * CHUNK, L), ke = min(kb + CHUNK, L);
-    const int n = (int)(ke - kb);
+    const long c0 = sidx * cps, nc = min(cps, nch - c0);  // this split's chunks: c0 .. c0 + nc - 1
+    long kb = min(c0 * CHUNK, L);
+    int n = (int)(min(kb + CHUNK, L) - kb);
     __global STYPE(K_K)* K = cache + cache_off + kvh * S * D;
     __global STYPE(K_K)* V = cache + cache_off + (hk + kvh) * S * D;
 #if PF
     // Key u of warp w is chunk key (u NW + w) RL + hrow in both loops; the new position's row comes
     // from local memory later (another group may be writing it).
 #if HALF_ROWS
-    lane_raw_t kx[KP], vx[KP];  // 4 registers a row, as loaded
+    lane_raw_t kx[KP], vx[KP], vn[KP];  // 4 registers a row, as loaded
 #else
-    float kx[KP][DL], vx[KP][DL];
+    float kx[KP][DL], vx[KP][DL], vn[KP][DL];
 #endif
-    for (int u = 0; u < KP; ++u) {
-      const int jl = (u * NW + w) * RL + hrow;
-      const long j = kb + jl;
-      const bool on = jl < n && j != p;
-#if HALF_ROWS
-      kx[u] = vx[u] = (uint4)(0);
-      if (on) {
-        kx[u] = lane_raw(K + j * D, slot);
-        vx[u] = lane_raw(V + j * D, slot);
-      }
-#else
-      if (on) {
-        lane_row(K + j * D, lane, kx[u]);
-        lane_row(V + j * D, lane, vx[u]);
-      } else {
-        for (int i = 0; i < DL; ++i) kx[u][i] = vx[u][i] = 0;
-      }
-#endif
-    }
+    LOAD_AHEAD(kx, K, kb, n)
+    LOAD_AHEAD(vx, V, kb, n)
 #endif
     const bool rotate = p >= 0 && p < max_pos;
     __global const STYPE(C_K)* c = cs + c_off + (rotate ? p : 0) * ROT;
@@ -742,83 +757,128 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
       const int i = lid + k * WG;
       if (i < D) NEW_KV_ROW(i, nv[k], G)
     }
+    // The split's running max and sum per head (ml[g], ml[G + g]) over its chunks so far, and the
+    // factor (ml[2 G + g]) by which a chunk's new max scales the sums before it.
+    if (lid < G) {
+      ml[lid] = -INFINITY;
+      ml[G + lid] = 0;
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
     // The lane's dims of every query row: [slot DV, (slot + 1) DV).
     float q[G][DV];
     for (int g = 0; g < G; ++g)
       for (int i = 0; i < DV; ++i) q[g][i] = slot * DV + i < D ? qs[g * D + slot * DV + i] : 0.0f;
-    // 1. Scores. The loop's trip count is the group's (the local-memory lane sums have barriers).
-    for (int j0 = 0; j0 < n; j0 += NW * KP * RL) {
-      float x[KP][DV];
-      for (int u = 0; u < KP; ++u) {
-        const int jl = j0 + (u * NW + w) * RL + hrow;
-        const long j = kb + jl;
-        PASS_ROW(x[u], kr, kx, K, u, j0, jl, j)
-      }
-#if LANE_SHFL
-      // The KP G partial dots (value e: key u = e / G, head g = e % G), reduce-scattered over the
-      // row's LS lanes: NVP - 1 shuffles in log2(LS) independent rounds instead of a 5-deep chain
-      // of shuffles for each value; the lane then stores the scores it holds.
-      float s[NVP];
-      for (int e = 0; e < NVP; ++e) {
-        s[e] = 0;
-        if (e < KP * G)
-          for (int i = 0; i < DV; ++i) s[e] = fma(q[e % G][i], x[e / G][i], s[e]);
-      }
-      lanes_sum_scatter(s, lane);
-      for (int r = 0; r < SCAT; ++r) {
-        const int e = slot * NVP / LS + r, u = e / G, jl = j0 + (u * NW + w) * RL + hrow;
-        if (e < KP * G && jl < n && slot % SCAT_DUP == 0) scr[(e % G) * CHUNK + jl] = s[r];
-      }
-#else
-      for (int u = 0; u < KP; ++u) {
-        const int jl = j0 + (u * NW + w) * RL + hrow;
-        for (int g = 0; g < G; ++g) {
-          float s = 0;
-          for (int i = 0; i < DV; ++i) s = fma(q[g][i], x[u][i], s);
-          s = lanes_reduce(s, red, false, LS);
-          if (slot == 0 && jl < n) scr[g * CHUNK + jl] = s;
-        }
-      }
-#endif
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    // 2. The chunk's softmax per head, exponentials in place.
-    for (int g0 = 0; g0 < G; g0 += NW) {
-      const int g = g0 + w;
-      float mx = -INFINITY;
-      if (g < G)
-        for (int i = lane; i < n; i += 32) mx = fmax(mx, scr[g * CHUNK + i]);
-      mx = lanes_max(mx, red);
-      float sum = 0;
-      if (g < G)
-        for (int i = lane; i < n; i += 32) {
-          const float e = exp(scr[g * CHUNK + i] - mx);
-          scr[g * CHUNK + i] = e;
-          sum += e;
-        }
-      sum = lanes_sum(sum, red);
-      if (g < G && lane == 0) {
-        ml[g] = mx;
-        ml[G + g] = sum;
-      }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    // 3. Values (the same keys a lane as in 1).
     float acc[G][DV];
     for (int g = 0; g < G; ++g)
       for (int i = 0; i < DV; ++i) acc[g][i] = 0;
-    for (int j0 = 0; j0 < n; j0 += NW * KP * RL) {
-      float x[KP][DV], pr[KP][G];
-      for (int u = 0; u < KP; ++u) {
-        const int jl = j0 + (u * NW + w) * RL + hrow;
-        const long j = kb + jl;
-        for (int g = 0; g < G; ++g) pr[u][g] = jl < n ? scr[g * CHUNK + jl] : 0.0f;
-        PASS_ROW(x[u], vr, vx, V, u, j0, jl, j)
+    // The split's chunks, each as 1 to 3 below (trip counts are the group's: barriers).
+    for (long c = 0; c < nc; ++c) {
+      // 1. Scores. The loop's trip count is the group's (the local-memory lane sums have barriers).
+      for (int j0 = 0; j0 < n; j0 += NW * KP * RL) {
+        float x[KP][DV];
+        for (int u = 0; u < KP; ++u) {
+          const int jl = j0 + (u * NW + w) * RL + hrow;
+          const long j = kb + jl;
+          PASS_ROW(x[u], kr, kx, K, u, j0, jl, j)
+        }
+#if LANE_SHFL
+        // The KP G partial dots (value e: key u = e / G, head g = e % G), reduce-scattered over the
+        // row's LS lanes: NVP - 1 shuffles in log2(LS) independent rounds instead of a 5-deep chain
+        // of shuffles for each value; the lane then stores the scores it holds.
+        float s[NVP];
+        for (int e = 0; e < NVP; ++e) {
+          s[e] = 0;
+          if (e < KP * G)
+            for (int i = 0; i < DV; ++i) s[e] = fma(q[e % G][i], x[e / G][i], s[e]);
+        }
+        lanes_sum_scatter(s, lane);
+        for (int r = 0; r < SCAT; ++r) {
+          const int e = slot * NVP / LS + r, u = e / G, jl = j0 + (u * NW + w) * RL + hrow;
+          if (e < KP * G && jl < n && slot % SCAT_DUP == 0) scr[(e % G) * CHUNK + jl] = s[r];
+        }
+#else
+        for (int u = 0; u < KP; ++u) {
+          const int jl = j0 + (u * NW + w) * RL + hrow;
+          for (int g = 0; g < G; ++g) {
+            float s = 0;
+            for (int i = 0; i < DV; ++i) s = fma(q[g][i], x[u][i], s);
+            s = lanes_reduce(s, red, false, LS);
+            if (slot == 0 && jl < n) scr[g * CHUNK + jl] = s;
+          }
+        }
+#endif
       }
-      for (int u = 0; u < KP; ++u)
-        for (int g = 0; g < G; ++g)
-          for (int i = 0; i < DV; ++i) acc[g][i] = fma(pr[u][g], x[u][i], acc[g][i]);
+      // The next chunk's first-pass keys, now that this chunk's are used, and values (VN: into vn,
+      // this chunk's still to be used).
+      const long kb1 = min(kb + CHUNK, L);
+      const int n1 = (int)(min(kb1 + CHUNK, L) - kb1);
+#if PF
+      if (c + 1 < nc) {
+        LOAD_AHEAD(kx, K, kb1, n1)
+#if VN
+        LOAD_AHEAD(vn, V, kb1, n1)
+#endif
+      }
+#endif
+      barrier(CLK_LOCAL_MEM_FENCE);
+      // 2. The chunk's softmax per head, exponentials in place, against the split's running max.
+      for (int g0 = 0; g0 < G; g0 += NW) {
+        const int g = g0 + w;
+        const float m0 = g < G ? ml[g] : 0.0f;
+        float mx = -INFINITY;
+        if (g < G)
+          for (int i = lane; i < n; i += 32) mx = fmax(mx, scr[g * CHUNK + i]);
+        mx = fmax(lanes_max(mx, red), m0);
+        float sum = 0;
+        if (g < G)
+          for (int i = lane; i < n; i += 32) {
+            const float e = exp(scr[g * CHUNK + i] - mx);
+            scr[g * CHUNK + i] = e;
+            sum += e;
+          }
+        sum = lanes_sum(sum, red);
+        if (g < G && lane == 0) {
+          const float a = m0 == -INFINITY ? 0.0f : exp(m0 - mx);
+          ml[g] = mx;
+          ml[G + g] = fma(ml[G + g], a, sum);
+          ml[2 * G + g] = a;
+        }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      // 3. Values (the same keys a lane as in 1), onto the earlier chunks' sums rescaled.
+      for (int g = 0; g < G; ++g) {
+        const float a = ml[2 * G + g];
+        for (int i = 0; i < DV; ++i) acc[g][i] *= a;
+      }
+      for (int j0 = 0; j0 < n; j0 += NW * KP * RL) {
+        float x[KP][DV], pr[KP][G];
+        for (int u = 0; u < KP; ++u) {
+          const int jl = j0 + (u * NW + w) * RL + hrow;
+          const long j = kb + jl;
+          for (int g = 0; g < G; ++g) pr[u][g] = jl < n ? scr[g * CHUNK + jl] : 0.0f;
+          PASS_ROW(x[u], vr, vx, V, u, j0, jl, j)
+        }
+        for (int u = 0; u < KP; ++u)
+          for (int g = 0; g < G; ++g)
+            for (int i = 0; i < DV; ++i) acc[g][i] = fma(pr[u][g], x[u][i], acc[g][i]);
+      }
+      if (c + 1 < nc) {
+#if PF
+#if VN
+        for (int u = 0; u < KP; ++u)
+#if HALF_ROWS
+          vx[u] = vn[u];
+#else
+          for (int i = 0; i < DL; ++i) vx[u][i] = vn[u][i];
+#endif
+#else
+        LOAD_AHEAD(vx, V, kb1, n1)
+#endif
+#endif
+        kb = kb1;
+        n = n1;
+        barrier(CLK_LOCAL_MEM_FENCE);  // the probabilities read, before the next chunk's scores
+      }
     }
     // Each warp's sums to its rows of scr; with HALF_ROWS the second half of the warp (the other
     // key of each pair, the same dims) adds its sums after the first half's.
@@ -839,8 +899,8 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
       part[((qh0 + g) * splits + sidx) * PST + d] = x;
     }
     if (lid < G) {
-      part[((qh0 + lid) * splits + sidx) * PST + D] = n > 0 ? ml[lid] : -INFINITY;
-      part[((qh0 + lid) * splits + sidx) * PST + D + 1] = n > 0 ? ml[G + lid] : 0.0f;
+      part[((qh0 + lid) * splits + sidx) * PST + D] = ml[lid];  // -inf, 0 where no key is visible
+      part[((qh0 + lid) * splits + sidx) * PST + D + 1] = ml[G + lid];
     }
     if (last_split(counters + b, used, &last_l)) {
       // The combine. Warp w takes heads w, w + NW, ... The loads are volatile (other groups'
@@ -917,6 +977,9 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
 }
 #undef PF
 #undef RA
+#undef VN
+#undef AHEAD_ROW
+#undef LOAD_AHEAD
 #undef KP
 #undef CR
 #undef NVP

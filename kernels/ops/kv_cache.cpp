@@ -542,10 +542,10 @@ std::int64_t lanes_scratch(std::int64_t d, std::int64_t group, std::int64_t wg, 
   return std::max({group * chunk, (wg / 32) * group * d, (group + 1) * d});
 }
 
-/// Variant 3's local memory in bytes: part, qs, kr, vr, the scratch, the chunk's max and sum per
+/// Variant 3's local memory in bytes: part, qs, kr, vr, the scratch, the running max, sum and scale per
 /// head, the lane-sum scratch and the last-group flag.
 std::int64_t lanes_local_bytes(std::int64_t d, std::int64_t group, std::int64_t wg, std::int64_t chunk) {
-  return 4 * (3 * d + 2 * wg + group * d + lanes_scratch(d, group, wg, chunk) + 2 * group) + 4;
+  return 4 * (3 * d + 2 * wg + group * d + lanes_scratch(d, group, wg, chunk) + 3 * group) + 4;
 }
 
 /// Variant 3's query heads per work-group: the largest divisor of the kv head's group that is at
@@ -672,7 +672,15 @@ op_descriptor make_decode_attention() {
        "variant 3 where a chunk takes more than one pass of its warps (chunk > wg / 32 x 8 rows, x 2 "
        "with hr=1): 1 = the first pass's key and value rows are loaded as soon as the position is "
        "known, ahead of the norms and RoPE, and the later passes' in their loops; 0 = each pass loads "
-       "its rows in its loop. A chunk of one pass always loads ahead"}};
+       "its rows in its loop. A chunk of one pass always loads ahead"},
+      {"sp",
+       0,
+       {0, 8, 16, 32, 64, 128},
+       "variant 3: at most this many work-groups along the keys of each block of query heads, each "
+       "taking a run of consecutive chunks that it merges online (the next chunk's first rows "
+       "loaded during the current one's softmax and values), so that a large cache early in a "
+       "sequence launches no groups that find no keys; 0 = one group per chunk of the cache's "
+       "capacity"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chunk") != 0)
       return "chunk=" + std::to_string(k.at("chunk")) +
@@ -685,6 +693,10 @@ op_descriptor make_decode_attention() {
     if (k.at("ra") == 1 && k.at("variant") != 3)
       return "ra=1 (the first pass's rows loaded ahead) is variant 3's; variant=" +
              std::to_string(k.at("variant")) + " has no passes of rows";
+    if (k.at("sp") != 0 && k.at("variant") != 3)
+      return "sp=" + std::to_string(k.at("sp")) +
+             " (groups merging runs of chunks) is variant 3's; variant=" + std::to_string(k.at("variant")) +
+             " takes one chunk a group";
     return std::nullopt;
   };
   d.config = s;
@@ -730,7 +742,10 @@ op_descriptor make_decode_attention() {
     const std::int64_t wg = rows ? 1 : cfg.at("wg"), chunk = rows ? 0 : cfg.at("chunk");
     // Grouped: query heads a work-group serves (variant 3: a divisor of the kv head's group).
     const std::int64_t group = lanes ? lanes_block(h.hq / h.hk) : grouped ? h.hq / h.hk : 0;
-    const std::int64_t splits = chunk > 0 ? std::max<std::int64_t>((h.S + chunk - 1) / chunk, 1) : 1;
+    // Groups along the keys: one per chunk of the capacity, at most sp with variant 3's sp (each
+    // then takes a run of chunks; the kernel divides the visible ones among them).
+    std::int64_t splits = chunk > 0 ? std::max<std::int64_t>((h.S + chunk - 1) / chunk, 1) : 1;
+    if (lanes && cfg.at("sp") > 0) splits = std::min(splits, cfg.at("sp"));
     // The split kernel's partials and counters: variant 3 always takes them (one chunk: one split).
     const bool split = lanes || splits > 1;
     // Variant 3: two rows a warp (hr), and the first pass's rows ahead only where a chunk takes

@@ -26,12 +26,13 @@ TEST(kv_cache_variants, flash_decoding_matches_the_reference_in_every_dtype) {
       // Two warps over chunks of 32 keys (two passes of the loops; also with the first pass's
       // rows loaded ahead, ra=1) and of 16 (one pass: the rows loaded up front) in every dtype;
       // one warp over 16-key chunks in f32. 16-bit caches also with two rows a warp (hr=1, where
-      // d = 128): 32-key chunks are then one pass, 64 two (with and without ra).
+      // d = 128): 16-key chunks on at most 8 groups (sp: two chunks a group at d = 128) are then
+      // one pass, 64-key chunks two (with and without ra).
       std::vector<std::string> configs = {"variant=3,wg=64,chunk=32", "variant=3,wg=64,chunk=16",
                                           "variant=3,wg=64,chunk=32,ra=1"};
       if (t == dtype::f32) configs.push_back("variant=3,wg=32,chunk=16");
       if (t != dtype::f32)
-        for (const char* hr : {"variant=3,wg=64,chunk=32,hr=1", "variant=3,wg=64,chunk=64,hr=1",
+        for (const char* hr : {"variant=3,wg=64,chunk=16,hr=1,sp=8", "variant=3,wg=64,chunk=64,hr=1",
                                "variant=3,wg=64,chunk=64,hr=1,ra=1"})
           configs.push_back(hr);
       for (const auto& text : configs) {
@@ -64,7 +65,7 @@ TEST(kv_cache_variants, flash_decoding_matches_the_reference_in_every_dtype) {
 // the last partial), more query heads per kv head than warps, and fewer (3 heads on 2 warps: one
 // warp idles in the combine and in the row normalization), and more than a work-group serves (10:
 // two blocks of 5, only the first writing the new key and value); chunks of one pass (rows loaded
-// up front) among them.
+// up front) among them; and groups that each merge a run of chunks (sp).
 TEST(kv_cache_variants, flash_decoding_combines_many_chunks) {
   queue& q = shared_queue();
   const op_descriptor& d = op_registry::instance().get("decode_attention");
@@ -76,7 +77,15 @@ TEST(kv_cache_variants, flash_decoding_combines_many_chunks) {
        "variant=3,wg=64,chunk=16"},  // 75 chunks of one pass, G = 4 on 2 warps
       {"heads=2,kv_heads=2,d=32,max_seq=1800", "variant=3,wg=32,chunk=16"},  // 76 chunks: two weight tiles
       {"heads=20,kv_heads=2,d=32,max_seq=300",
-       "variant=3,wg=32,chunk=32"}};  // 10 heads a kv head: 2 blocks of 5
+       "variant=3,wg=32,chunk=32"},  // 10 heads a kv head: 2 blocks of 5
+      // Fewer groups than chunks (sp): 51 chunks on 8 groups of 7 (the last 2), two passes a chunk;
+      // 46 chunks of one pass on 16 groups of 3 (the next chunk's rows loaded during the current
+      // one's softmax), G = 3; two-pass chunks with the first pass ahead (ra) on 8 groups; more
+      // groups than visible chunks (13 chunks, 16 groups: one chunk each).
+      {"heads=4,kv_heads=1,d=32,max_seq=1200", "variant=3,wg=32,chunk=16,sp=8"},
+      {"heads=6,kv_heads=2,d=64,max_seq=1100", "variant=3,wg=64,chunk=16,sp=16"},
+      {"heads=4,kv_heads=1,d=64,max_seq=1200", "variant=3,wg=64,chunk=32,ra=1,sp=8"},
+      {"heads=4,kv_heads=2,d=32,max_seq=300", "variant=3,wg=32,chunk=16,sp=16"}};
   for (const auto& [shape, text] : cases) {
     SCOPED_TRACE(std::string(shape) + " " + text);
     sample_options o;
@@ -84,6 +93,24 @@ TEST(kv_cache_variants, flash_decoding_combines_many_chunks) {
     o.seed = 5;
     op_call c = d.sample(q, shape_key::parse(shape), o);
     const kernel_config cfg = kernel_config::parse(text);
+    ASSERT_FALSE(d.implementations.front().supports(q.get_device(), c, cfg).has_value());
+    run_and_compare(d, c, cfg, false);
+  }
+}
+
+// The nvidia route's 16-bit form (two rows a warp, groups merging runs of chunks) with one query
+// head a kv head, as Llama-2-7B's: 26 chunks of 16 keys on 7 of 8 groups, 4 chunks a group (the
+// last 2, the new position in its second), in bf16 and f16.
+TEST(kv_cache_variants, flash_decoding_merges_chunks_of_16_bit_rows) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("decode_attention");
+  const kernel_config cfg = kernel_config::parse("variant=3,wg=64,chunk=16,hr=1,sp=8");
+  for (dtype t : {dtype::bf16, dtype::f16}) {
+    SCOPED_TRACE(dtype_name(t));
+    sample_options o;
+    o.type = t;
+    o.seed = 3;
+    op_call c = d.sample(q, shape_key::parse("heads=2,kv_heads=2,d=128,max_seq=600"), o);
     ASSERT_FALSE(d.implementations.front().supports(q.get_device(), c, cfg).has_value());
     run_and_compare(d, c, cfg, false);
   }

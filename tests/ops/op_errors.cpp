@@ -65,6 +65,15 @@ TEST(framework, shape_key_and_config_text) {
   why = da.config.validate(kernel_config::parse("variant=1,chunk=32"));
   ASSERT_TRUE(why);
   EXPECT_NE(why->find("chunk=32 needs variant=0"), std::string::npos) << *why;
+  // Groups merging runs of chunks (sp) are flash decoding's alone; sp takes listed values.
+  EXPECT_FALSE(da.config.validate(kernel_config::parse("variant=3,chunk=32,sp=32")));
+  why = da.config.validate(kernel_config::parse("variant=2,chunk=32,sp=32"));
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("sp=32 (groups merging runs of chunks) is variant 3's; variant=2"), std::string::npos)
+      << *why;
+  why = da.config.validate(kernel_config::parse("variant=3,chunk=32,sp=24"));
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("not one of"), std::string::npos) << *why;
 }
 
 TEST(framework, registry_lookup) {
