@@ -399,8 +399,8 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
 }
 
 // The nvidia profile's decode_attention: 128-key chunks on 256-item groups for f32 caches of 4096
-// rows or more; 32-key chunks for bf16 and for shorter caches (d = 256: PoCL runs variant 3 at
-// wg <= d only).
+// rows or more; 32-key chunks on at most 32 groups along the keys (sp) for bf16, two rows a warp,
+// and for shorter f32 caches (d = 256: PoCL runs variant 3 at wg <= d only).
 TEST(Dispatch, NvidiaRoutesLongF32DecodeAttentionToLongChunks) {
   auto& q = test_queue();
   env_scope env(env_vars{{"PRISM_VENDOR", "nvidia"}});
@@ -417,10 +417,13 @@ TEST(Dispatch, NvidiaRoutesLongF32DecodeAttentionToLongChunks) {
   EXPECT_EQ(long_f32.tier, pd::source_tier::vendor) << long_f32.reason;
   EXPECT_NE(long_f32.config.find("wg=256"), std::string::npos) << long_f32.config;
   EXPECT_NE(long_f32.config.find("chunk=128"), std::string::npos) << long_f32.config;
+  EXPECT_EQ(long_f32.config.find("sp=32"), std::string::npos) << long_f32.config;
   for (const auto& other : {route(dtype::bf16, 4096), route(dtype::f32, 4095)}) {
     EXPECT_EQ(other.tier, pd::source_tier::vendor) << other.reason;
     EXPECT_NE(other.config.find("chunk=32"), std::string::npos) << other.config;
+    EXPECT_NE(other.config.find("sp=32"), std::string::npos) << other.config;
   }
+  EXPECT_NE(route(dtype::bf16, 4096).config.find("hr=1"), std::string::npos);
 }
 
 TEST(Dispatch, FallbackOnInjectedLaunchFailureAndStrictMode) {
