@@ -25,8 +25,8 @@
 // current chunk's value pass).
 // decode_attention_lanes' grid has get_num_groups(1) splits along the keys: one per CHUNK keys
 // of the cache's capacity, or fewer (the host's sp), each then taking a run of consecutive chunks
-// that it merges online, so that a large cache early in a sequence does not launch groups that
-// find no keys.
+// that it merges online, so that a long visible length is read by a few groups that each keep
+// their next chunk's rows in flight instead of by one short-lived group a chunk.
 
 #if defined(QKV_ROPE_CACHE) || defined(DECODE_ATTENTION)
 // RoPE of dim i < ROT of a head row: it mixes the row's dims rope_first(i) and rope_second(i)
@@ -570,8 +570,9 @@ inline void lane_part(volatile __global const float* r, int lane, float* x) {
 // position is known, ahead of the norms, RoPE and the new row's write, so that the cache's DRAM
 // latency overlaps them instead of following them; a split of several chunks loads the next
 // chunk's first-pass keys and values (VN 1; its values once its sums are taken with VN 0) once
-// its scores are taken, so that they arrive during the softmax and the value pass. Always where the chunk is one pass (CHUNK <= NW
-// KU RL); for longer chunks where the host asks (RA=1): the later passes load in their loops.
+// its scores are taken, so that they arrive during the softmax and the value pass. Always where
+// the chunk is one pass (CHUNK <= NW KU RL); for longer chunks where the host asks (RA=1): the
+// later passes load in their loops.
 #ifndef RA
 #define RA 0
 #endif

@@ -677,10 +677,10 @@ op_descriptor make_decode_attention() {
        0,
        {0, 8, 16, 32, 64, 128},
        "variant 3: at most this many work-groups along the keys of each block of query heads, each "
-       "taking a run of consecutive chunks that it merges online (the next chunk's first rows "
-       "loaded during the current one's softmax and values), so that a large cache early in a "
-       "sequence launches no groups that find no keys; 0 = one group per chunk of the cache's "
-       "capacity"}};
+       "taking a run of consecutive chunks of the visible keys that it merges online, the next "
+       "chunk's first rows loaded during the current one's softmax and values (a long sequence is "
+       "read by a few groups with rows in flight, a short one still one chunk a group); 0 = one "
+       "group per chunk of the cache's capacity"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chunk") != 0)
       return "chunk=" + std::to_string(k.at("chunk")) +
