@@ -142,5 +142,32 @@ TEST(kv_cache_variants, flash_decoding_replays_from_a_graph) {
     EXPECT_EQ(eager.outputs[i].to_host(q), recorded.outputs[i].to_host(q)) << "output " << i;
 }
 
+// One recorded graph serves every decode step: with groups merging runs of chunks (sp) the split
+// of the visible keys is the kernel's, from the position it reads. Replays at positions whose
+// chunks fill one group, take one chunk a group, three and five chunks a group match an eager
+// call at the same position (each writing its own cache's row there) bit for bit.
+TEST(kv_cache_variants, flash_decoding_replays_merged_chunks_at_every_length) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("decode_attention");
+  const shape_key key = shape_key::parse("heads=4,kv_heads=2,d=32,max_seq=600");
+  const kernel_config cfg = kernel_config::parse("variant=3,wg=32,chunk=16,sp=8");
+  sample_options o;
+  o.type = dtype::f32;
+  o.seed = 8;
+  op_call eager = d.sample(q, key, o), recorded = d.sample(q, key, o);
+  graph g = graph::record(q, [&] { enqueue_opencl(q, d, recorded, cfg); });
+  for (std::int64_t p : {5, 100, 300, 599}) {  // 1, 7, 19 and 38 chunks on 8 groups
+    SCOPED_TRACE("position " + std::to_string(p));
+    tensor at = tensor::from_host(q, &p, {1}, dtype::i64);
+    q.copy(at.storage(), eager.inputs[1].storage());
+    q.copy(at.storage(), recorded.inputs[1].storage());
+    enqueue_opencl(q, d, eager, cfg);
+    g.replay(q);
+    q.wait_and_throw();
+    for (std::size_t i = 0; i < eager.outputs.size(); ++i)
+      ASSERT_EQ(eager.outputs[i].to_host(q), recorded.outputs[i].to_host(q)) << "output " << i;
+  }
+}
+
 }  // namespace
 }  // namespace prism::test
