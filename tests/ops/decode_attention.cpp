@@ -17,6 +17,14 @@
 namespace prism::test {
 namespace {
 
+/// A decode_attention call of shape `key` in f32, its data from `seed` (one seed, the same data).
+op_call f32_call(queue& q, const shape_key& key, std::uint64_t seed) {
+  sample_options o;
+  o.type = dtype::f32;
+  o.seed = seed;
+  return op_registry::instance().get("decode_attention").sample(q, key, o);
+}
+
 TEST(kv_cache_variants, flash_decoding_matches_the_reference_in_every_dtype) {
   queue& q = shared_queue();
   const op_descriptor& d = op_registry::instance().get("decode_attention");
@@ -88,10 +96,7 @@ TEST(kv_cache_variants, flash_decoding_combines_many_chunks) {
       {"heads=4,kv_heads=2,d=32,max_seq=300", "variant=3,wg=32,chunk=16,sp=16"}};
   for (const auto& [shape, text] : cases) {
     SCOPED_TRACE(std::string(shape) + " " + text);
-    sample_options o;
-    o.type = dtype::f32;
-    o.seed = 5;
-    op_call c = d.sample(q, shape_key::parse(shape), o);
+    op_call c = f32_call(q, shape_key::parse(shape), 5);
     const kernel_config cfg = kernel_config::parse(text);
     ASSERT_FALSE(d.implementations.front().supports(q.get_device(), c, cfg).has_value());
     run_and_compare(d, c, cfg, false);
@@ -124,15 +129,12 @@ TEST(kv_cache_variants, flash_decoding_replays_from_a_graph) {
   const op_descriptor& d = op_registry::instance().get("decode_attention");
   const shape_key key = shape_key::parse("heads=4,kv_heads=2,d=32,max_seq=300");
   const kernel_config cfg = kernel_config::parse("variant=3,wg=32,chunk=32");
-  sample_options o;
-  o.type = dtype::f32;
-  o.seed = 21;
-  op_call eager = d.sample(q, key, o), recorded = d.sample(q, key, o);
+  op_call eager = f32_call(q, key, 21), recorded = f32_call(q, key, 21);
   enqueue_opencl(q, d, eager, cfg);
   graph g = graph::record(q, [&] { enqueue_opencl(q, d, recorded, cfg); });
   for (int i = 0; i < 9; ++i) {  // more queues than the workspace cache keeps
     queue other(q.get_context());
-    op_call c = d.sample(other, key, o);
+    op_call c = f32_call(other, key, 21);
     enqueue_opencl(other, d, c, cfg);
     other.wait_and_throw();
   }
@@ -151,10 +153,7 @@ TEST(kv_cache_variants, flash_decoding_replays_merged_chunks_at_every_length) {
   const op_descriptor& d = op_registry::instance().get("decode_attention");
   const shape_key key = shape_key::parse("heads=4,kv_heads=2,d=32,max_seq=600");
   const kernel_config cfg = kernel_config::parse("variant=3,wg=32,chunk=16,sp=8");
-  sample_options o;
-  o.type = dtype::f32;
-  o.seed = 8;
-  op_call eager = d.sample(q, key, o), recorded = d.sample(q, key, o);
+  op_call eager = f32_call(q, key, 8), recorded = f32_call(q, key, 8);
   graph g = graph::record(q, [&] { enqueue_opencl(q, d, recorded, cfg); });
   for (std::int64_t p : {5, 100, 300, 599}) {  // 1, 7, 19 and 38 chunks on 8 groups
     SCOPED_TRACE("position " + std::to_string(p));
