@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
                  "stay float, as llama.cpp's quantizer does)");
   app.add_option("--max-context", opt.max_context,
                  "KV cache positions: min(this, a --model's max_position_embeddings or a preset's "
-                 "context); a smaller cache launches fewer attention work-groups a step")
+                 "context)")
       ->capture_default_str();
   app.add_option("--weights", opt.weights,
                  "safetensors checkpoint with Hugging Face Llama names (default: seeded random weights)");
