@@ -7,11 +7,16 @@
 // command. The host wall time of the enqueue-and-wait is the second column (`wall_us`,
 // `wall_GB/s`).
 // PRISM_DEVICE picks the device; PRISM_BENCH_VENDOR overrides the tune_configs profile;
-// PRISM_BENCH_CONFIG overrides params of the defaults (see bm_op).
+// PRISM_BENCH_CONFIG overrides params of the defaults (see bm_op); PRISM_BENCH_CASES adds cases
+// (`op/dtype/shape key`, separated by `;`: e.g. decode attention at a shorter visible length,
+// `decode_attention/bf16/heads=32,kv_heads=8,d=128,max_seq=192`).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "benchmarks/bench_common.hpp"
 #include "kernels/op_descriptor.hpp"
@@ -180,13 +185,67 @@ const bench_case cases[] = {
     {"scaled_dot_product_attention", "b=1,hq=32,hkv=8,lq=2048,lk=2048,d=128,causal=1,mask=0", dtype::bf16},
 };
 
+/// A case to register: op, dtype and shape key, owned.
+struct named_case {
+  std::string op, key;
+  dtype type;
+};
+
+/// PRISM_BENCH_CASES: `op/dtype/key` entries separated by ';', checked here (op registered, dtype
+/// one of the op's, key parsable), so that a typo fails before any case runs.
+std::vector<named_case> env_cases() {
+  std::vector<named_case> out;
+  const char* env = std::getenv("PRISM_BENCH_CASES");
+  if (!env) return out;
+  const std::string text = env;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t end = std::min(text.find(';', at), text.size());
+    const std::string entry = text.substr(at, end - at);
+    at = end + 1;
+    if (entry.empty()) continue;
+    const std::size_t s1 = entry.find('/'), s2 = s1 == std::string::npos ? s1 : entry.find('/', s1 + 1);
+    if (s2 == std::string::npos)
+      throw error(errc::invalid_argument, "PRISM_BENCH_CASES",
+                  "'" + entry + "' is not op/dtype/shape key (e.g. add/f32/n=1048576)");
+    named_case c{entry.substr(0, s1), entry.substr(s2 + 1), dtype::f32};
+    const op_descriptor* d = nullptr;
+    try {  // the op, dtype and key's own errors, named with the entry
+      c.type = parse_dtype(entry.substr(s1 + 1, s2 - s1 - 1));
+      d = &op_registry::instance().get(c.op);
+      (void)shape_key::parse(c.key);
+    } catch (const error& e) {
+      throw error(errc::invalid_argument, "PRISM_BENCH_CASES", "'" + entry + "': " + e.what());
+    }
+    bool listed = false;
+    std::string valid;
+    for (dtype t : d->dtypes) {
+      listed = listed || t == c.type;
+      valid += std::string(valid.empty() ? "" : ", ") + dtype_name(t);
+    }
+    if (!listed)
+      throw error(errc::invalid_argument, "PRISM_BENCH_CASES",
+                  "'" + entry + "': " + c.op + " takes dtypes " + valid + ", not " + dtype_name(c.type));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  std::vector<named_case> all;
+  for (const auto& c : cases) all.push_back({c.op, c.key, c.type});
+  try {
+    for (auto& c : env_cases()) all.push_back(std::move(c));
+  } catch (const prism::error& e) {
+    std::fprintf(stderr, "prism_bench_ops: %s\n", e.what());
+    return 2;
+  }
   benchmark::RegisterBenchmark("copy_reference/64MiB", bm_copy_reference)->UseManualTime()->MinTime(0.5);
-  for (const auto& c : cases) {
-    std::string name = std::string(c.op) + "/" + dtype_name(c.type) + "/" + c.key;
+  for (const auto& c : all) {
+    std::string name = c.op + "/" + dtype_name(c.type) + "/" + c.key;
     benchmark::RegisterBenchmark(name.c_str(), [c](benchmark::State& s) { bm_op(s, c.op, c.key, c.type); })
         ->UseManualTime()
         ->MinTime(0.3);

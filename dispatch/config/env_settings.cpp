@@ -73,9 +73,9 @@ const std::vector<std::string>& known_variables() {
         "PRISM_ROUTES", "PRISM_UNUSED", "PRISM_STRICT_ROUTES", "PRISM_LOG_DISPATCH",
         "PRISM_LOG_DISPATCH_FILE", "PRISM_LOG_DISPATCH_FILTER", "PRISM_VENDOR", "PRISM_VENDOR_PATH",
         // benchmark knobs (benchmarks/*/)
-        "PRISM_BENCH_VENDOR", "PRISM_BENCH_CONFIG", "PRISM_BENCH_GEMV_LOCAL", "PRISM_GEMM_VENDOR",
-        "PRISM_GEMM_CONFIG", "PRISM_GEMM_SMALL_M_CONFIG", "PRISM_GEMM_NO_BLAS", "PRISM_GEMM_NO_CLBLAST",
-        "PRISM_GEMM_BIG", "PRISM_ATTN_CONFIG",
+        "PRISM_BENCH_VENDOR", "PRISM_BENCH_CONFIG", "PRISM_BENCH_CASES", "PRISM_BENCH_GEMV_LOCAL",
+        "PRISM_GEMM_VENDOR", "PRISM_GEMM_CONFIG", "PRISM_GEMM_SMALL_M_CONFIG", "PRISM_GEMM_NO_BLAS",
+        "PRISM_GEMM_NO_CLBLAST", "PRISM_GEMM_BIG", "PRISM_ATTN_CONFIG",
         // test knobs (tests/*/): the op suite asks the dispatcher for its vendor profile
         "PRISM_OPS_ALL_VENDORS", "PRISM_TUNING_RECORD_CHILD", "PRISM_TEST_PG_DIR",
         // the project's scripts (scripts/, tests/, benchmarks/) export these to the programs they run
