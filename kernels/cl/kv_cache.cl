@@ -20,9 +20,7 @@
 // GROUPED query heads; 0 otherwise), LANES (variant 3 for GPUs: decode_attention_lanes, flash
 // decoding for blocks of GROUPED query heads, with KU rows in flight a warp, SCRATCH floats of
 // local scratch, LANE_SHFL 1 where inline-PTX warp shuffles build, HALF_ROWS 1 for two 16-bit
-// rows a warp and RA 1 for the first pass's rows loaded ahead in chunks of several passes; VN 0, a
-// developer's switch through PRISM_CL_OPTIONS, loads a split's next chunk's values only after the
-// current chunk's value pass).
+// rows a warp and RA 1 for the first pass's rows loaded ahead in chunks of several passes).
 // decode_attention_lanes' grid has get_num_groups(1) splits along the keys: one per CHUNK keys
 // of the cache's capacity, or fewer (the host's sp), each then taking a run of consecutive chunks
 // that it merges online, so that a long visible length is read by a few groups that each keep
@@ -569,15 +567,12 @@ inline void lane_part(volatile __global const float* r, int lane, float* x) {
 // PF: each warp holds its rows of the loops' first pass in registers, loaded as soon as the
 // position is known, ahead of the norms, RoPE and the new row's write, so that the cache's DRAM
 // latency overlaps them instead of following them; a split of several chunks loads the next
-// chunk's first-pass keys and values (VN 1; its values once its sums are taken with VN 0) once
+// chunk's first-pass keys and values (the values into vn, the current chunk's still in vx) once
 // its scores are taken, so that they arrive during the softmax and the value pass. Always where
 // the chunk is one pass (CHUNK <= NW KU RL); for longer chunks where the host asks (RA=1): the
 // later passes load in their loops.
 #ifndef RA
 #define RA 0
-#endif
-#ifndef VN
-#define VN 1
 #endif
 #if CHUNK <= (WG / 32) * KU * RL || RA
 #define PF 1
@@ -809,16 +804,14 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
         }
 #endif
       }
-      // The next chunk's first-pass keys, now that this chunk's are used, and values (VN: into vn,
-      // this chunk's still to be used).
+      // The next chunk's first-pass keys, now that this chunk's are used, and values (into vn: this
+      // chunk's are still to be used).
       const long kb1 = min(kb + CHUNK, L);
       const int n1 = (int)(min(kb1 + CHUNK, L) - kb1);
 #if PF
       if (c + 1 < nc) {
         LOAD_AHEAD(kx, K, kb1, n1)
-#if VN
         LOAD_AHEAD(vn, V, kb1, n1)
-#endif
       }
 #endif
       barrier(CLK_LOCAL_MEM_FENCE);
@@ -865,15 +858,11 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
       }
       if (c + 1 < nc) {
 #if PF
-#if VN
         for (int u = 0; u < KP; ++u)
 #if HALF_ROWS
           vx[u] = vn[u];
 #else
           for (int i = 0; i < DL; ++i) vx[u][i] = vn[u][i];
-#endif
-#else
-        LOAD_AHEAD(vx, V, kb1, n1)
 #endif
 #endif
         kb = kb1;
@@ -978,7 +967,6 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
 }
 #undef PF
 #undef RA
-#undef VN
 #undef AHEAD_ROW
 #undef LOAD_AHEAD
 #undef KP
