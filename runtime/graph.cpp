@@ -243,34 +243,18 @@ void graph::impl::record(queue::impl& q, detail::command_group& cg) {
       auto& added = nodes.back();
       for (cl_uint i = 0; i < cg.arg_count; ++i) {
         auto& a = cg.args[i];
-        switch (a.k) {
-          case detail::kernel_arg::kind::value:
-            st = clSetKernelArg(added.k, i, a.size, a.bytes);
-            break;
-          case detail::kernel_arg::kind::local:
-            st = clSetKernelArg(added.k, i, a.size, nullptr);
-            break;
-          case detail::kernel_arg::kind::buffer: {
-            cl_mem m = static_cast<const detail::buffer_impl*>(a.object)->mem;
-            st = clSetKernelArg(added.k, i, sizeof(cl_mem), &m);
-            break;
+        if (a.k == detail::kernel_arg::kind::usm) {
+          auto* u = static_cast<const detail::usm_alloc*>(a.object);
+          if (!u) {
+            clReleaseKernel(added.k);
+            nodes.pop_back();
+            throw error(errc::invalid_argument, "handler::parallel_for",
+                        "argument " + std::to_string(i) + " of kernel '" + k.name + "' is a null device_ptr");
           }
-          case detail::kernel_arg::kind::usm: {
-            auto* u = static_cast<const detail::usm_alloc*>(a.object);
-            if (!u) {
-              clReleaseKernel(added.k);
-              nodes.pop_back();
-              throw error(
-                  errc::invalid_argument, "handler::parallel_for",
-                  "argument " + std::to_string(i) + " of kernel '" + k.name + "' is a null device_ptr");
-            }
-            usms.push_back({std::const_pointer_cast<detail::usm_alloc>(u->shared_from_this()),
-                            "kernel '" + k.name + "'"});
-            st = u->kind == usm_kind::svm ? clSetKernelArgSVMPointer(added.k, i, u->svm)
-                                          : clSetKernelArg(added.k, i, sizeof(cl_mem), &u->mem);
-            break;
-          }
+          usms.push_back(
+              {std::const_pointer_cast<detail::usm_alloc>(u->shared_from_this()), "kernel '" + k.name + "'"});
         }
+        st = detail::set_kernel_arg(added.k, i, a);
         if (st != CL_SUCCESS) {
           clReleaseKernel(added.k);
           nodes.pop_back();
@@ -284,15 +268,8 @@ void graph::impl::record(queue::impl& q, detail::command_group& cg) {
     case command_kind::fill: {
       const bool copy = cg.kind == command_kind::copy;
       const char* what = copy ? "handler::copy" : "handler::fill";
-      auto check = [&](const detail::buffer_impl* b, std::size_t off) {
-        if (!b) throw error(errc::invalid_argument, what, "null buffer");
-        if (off > b->bytes || cg.bytes > b->bytes - off)
-          throw error(errc::invalid_argument, what,
-                      "range [" + std::to_string(off) + ", " + std::to_string(off + cg.bytes) +
-                          ") is outside a buffer of " + std::to_string(b->bytes) + " bytes");
-      };
-      if (copy) check(cg.src, cg.src_offset);
-      check(cg.dst, cg.dst_offset);
+      if (copy) detail::check_buffer_range(cg.src, cg.src_offset, cg.bytes, what);
+      detail::check_buffer_range(cg.dst, cg.dst_offset, cg.bytes, what);
       if (!copy && cg.pattern_size != 1 && cg.pattern_size != 2 && cg.pattern_size != 4 &&
           cg.pattern_size != 8 && cg.pattern_size != 16 && cg.pattern_size != 32 && cg.pattern_size != 64 &&
           cg.pattern_size != 128)

@@ -218,6 +218,11 @@ void track_submitted(queue::impl& q, std::shared_ptr<event::impl> ev);
 void record_group(queue::impl& q, command_group& cg);
 /// Throws when this thread is recording a graph: `what` (a blocking read, ...) cannot be recorded.
 void check_not_recording(const char* operation, const char* what);
+/// Sets argument `i` of `k` from a recorded argument (a usm one must name an allocation: the
+/// callers report a null device_ptr in their own words); returns clSetKernelArg's status.
+cl_int set_kernel_arg(cl_kernel k, cl_uint i, const kernel_arg& a);
+/// Throws naming `what` unless [off, off + bytes) lies inside buffer `b` (not null).
+void check_buffer_range(const buffer_impl* b, std::size_t off, std::size_t bytes, const char* what);
 }  // namespace detail
 
 std::uint64_t next_object_id();

@@ -222,32 +222,11 @@ void enqueue_kernel(detail::command_group& cg, cl_command_queue cq, const detail
   std::lock_guard lock(k.mutex);
   for (cl_uint i = 0; i < cg.arg_count; ++i) {
     auto& a = cg.args[i];
-    cl_int st = CL_SUCCESS;
-    switch (a.k) {
-      case detail::kernel_arg::kind::value:
-        st = clSetKernelArg(k.k, i, a.size, a.bytes);
-        break;
-      case detail::kernel_arg::kind::local:
-        st = clSetKernelArg(k.k, i, a.size, nullptr);
-        break;
-      case detail::kernel_arg::kind::buffer: {
-        cl_mem m = static_cast<const detail::buffer_impl*>(a.object)->mem;
-        st = clSetKernelArg(k.k, i, sizeof(cl_mem), &m);
-        break;
-      }
-      case detail::kernel_arg::kind::usm: {
-        auto* u = static_cast<const detail::usm_alloc*>(a.object);
-        if (!u)
-          throw error(errc::invalid_argument, "handler::parallel_for",
-                      std::string("argument ") + std::to_string(i) + " of kernel '" + k.name +
-                          "' is a null device_ptr");
-        if (u->kind == usm_kind::svm)
-          st = clSetKernelArgSVMPointer(k.k, i, u->svm);
-        else
-          st = clSetKernelArg(k.k, i, sizeof(cl_mem), &u->mem);
-        break;
-      }
-    }
+    if (a.k == detail::kernel_arg::kind::usm && !a.object)
+      throw error(
+          errc::invalid_argument, "handler::parallel_for",
+          std::string("argument ") + std::to_string(i) + " of kernel '" + k.name + "' is a null device_ptr");
+    const cl_int st = detail::set_kernel_arg(k.k, i, a);
     if (st != CL_SUCCESS)
       detail::throw_cl(st, "clSetKernelArg",
                        std::string("argument ") + std::to_string(i) + " of kernel '" + k.name + "'");
@@ -264,14 +243,6 @@ void enqueue_kernel(detail::command_group& cg, cl_command_queue cq, const detail
     }
     detail::throw_cl(st, "clEnqueueNDRangeKernel", "kernel '" + k.name + "', " + shape);
   }
-}
-
-void check_buffer_range(const detail::buffer_impl* b, std::size_t off, std::size_t bytes, const char* what) {
-  if (!b) throw error(errc::invalid_argument, what, "null buffer");
-  if (off > b->bytes || bytes > b->bytes - off)
-    throw error(errc::invalid_argument, what,
-                "range [" + std::to_string(off) + ", " + std::to_string(off + bytes) +
-                    ") is outside a buffer of " + std::to_string(b->bytes) + " bytes");
 }
 
 bool valid_pattern_size(std::size_t s) {
@@ -377,8 +348,8 @@ event queue::submit_group(detail::command_group& cg) {
       }
       break;
     case detail::command_kind::copy: {
-      check_buffer_range(cg.src, cg.src_offset, cg.bytes, "handler::copy (source)");
-      check_buffer_range(cg.dst, cg.dst_offset, cg.bytes, "handler::copy (destination)");
+      detail::check_buffer_range(cg.src, cg.src_offset, cg.bytes, "handler::copy (source)");
+      detail::check_buffer_range(cg.dst, cg.dst_offset, cg.bytes, "handler::copy (destination)");
       if (cg.bytes == 0) {
         detail::check_cl(clEnqueueMarkerWithWaitList(cq, wl.size(), wl.data(), &out),
                          "clEnqueueMarkerWithWaitList");
@@ -390,7 +361,7 @@ event queue::submit_group(detail::command_group& cg) {
       break;
     }
     case detail::command_kind::fill: {
-      check_buffer_range(cg.dst, cg.dst_offset, cg.bytes, "handler::fill");
+      detail::check_buffer_range(cg.dst, cg.dst_offset, cg.bytes, "handler::fill");
       if (!valid_pattern_size(cg.pattern_size))
         throw error(errc::invalid_argument, "handler::fill",
                     "element size " + std::to_string(cg.pattern_size) +
@@ -411,7 +382,7 @@ event queue::submit_group(detail::command_group& cg) {
       const char* what = read ? "handler::copy_to_host" : "handler::copy_from_host";
       detail::buffer_impl* dev = read ? cg.src : cg.dst;
       const std::size_t off = read ? cg.src_offset : cg.dst_offset;
-      check_buffer_range(dev, off, cg.bytes, what);
+      detail::check_buffer_range(dev, off, cg.bytes, what);
       if (cg.bytes && !(read ? cg.host_dst : cg.host_src))
         throw error(errc::invalid_argument, what, read ? "null destination pointer" : "null source pointer");
       if (cg.bytes == 0) {
@@ -491,6 +462,31 @@ lane& pick_lane(queue::impl& q, const event::impl* const* deps, std::size_t n) {
 void track_submitted(queue::impl& q, std::shared_ptr<event::impl> ev) {
   if (q.since_wait.size() >= 4096) prune_finished(q);
   q.since_wait.push_back(std::move(ev));
+}
+cl_int set_kernel_arg(cl_kernel k, cl_uint i, const kernel_arg& a) {
+  switch (a.k) {
+    case kernel_arg::kind::value:
+      return clSetKernelArg(k, i, a.size, a.bytes);
+    case kernel_arg::kind::local:
+      return clSetKernelArg(k, i, a.size, nullptr);
+    case kernel_arg::kind::buffer: {
+      cl_mem m = static_cast<const buffer_impl*>(a.object)->mem;
+      return clSetKernelArg(k, i, sizeof(cl_mem), &m);
+    }
+    case kernel_arg::kind::usm: {
+      auto* u = static_cast<const usm_alloc*>(a.object);
+      return u->kind == usm_kind::svm ? clSetKernelArgSVMPointer(k, i, u->svm)
+                                      : clSetKernelArg(k, i, sizeof(cl_mem), &u->mem);
+    }
+  }
+  return CL_INVALID_ARG_VALUE;
+}
+void check_buffer_range(const buffer_impl* b, std::size_t off, std::size_t bytes, const char* what) {
+  if (!b) throw error(errc::invalid_argument, what, "null buffer");
+  if (off > b->bytes || bytes > b->bytes - off)
+    throw error(errc::invalid_argument, what,
+                "range [" + std::to_string(off) + ", " + std::to_string(off + bytes) +
+                    ") is outside a buffer of " + std::to_string(b->bytes) + " bytes");
 }
 }  // namespace detail
 
