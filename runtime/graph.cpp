@@ -270,12 +270,7 @@ void graph::impl::record(queue::impl& q, detail::command_group& cg) {
       const char* what = copy ? "handler::copy" : "handler::fill";
       if (copy) detail::check_buffer_range(cg.src, cg.src_offset, cg.bytes, what);
       detail::check_buffer_range(cg.dst, cg.dst_offset, cg.bytes, what);
-      if (!copy && cg.pattern_size != 1 && cg.pattern_size != 2 && cg.pattern_size != 4 &&
-          cg.pattern_size != 8 && cg.pattern_size != 16 && cg.pattern_size != 32 && cg.pattern_size != 64 &&
-          cg.pattern_size != 128)
-        throw error(errc::invalid_argument, what,
-                    "element size " + std::to_string(cg.pattern_size) +
-                        " is not 1, 2, 4, 8, 16, 32, 64 or 128 bytes");
+      if (!copy) detail::check_pattern_size(cg.pattern_size, what);
       if (cg.bytes == 0) return;
       n.src = copy ? cg.src->mem : nullptr;
       n.dst = cg.dst->mem;

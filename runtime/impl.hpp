@@ -223,6 +223,8 @@ void check_not_recording(const char* operation, const char* what);
 cl_int set_kernel_arg(cl_kernel k, cl_uint i, const kernel_arg& a);
 /// Throws naming `what` unless [off, off + bytes) lies inside buffer `b` (not null).
 void check_buffer_range(const buffer_impl* b, std::size_t off, std::size_t bytes, const char* what);
+/// Throws naming `what` unless `s` is a fill pattern size OpenCL takes (1 to 128 bytes, powers of 2).
+void check_pattern_size(std::size_t s, const char* what);
 }  // namespace detail
 
 std::uint64_t next_object_id();

@@ -245,10 +245,6 @@ void enqueue_kernel(detail::command_group& cg, cl_command_queue cq, const detail
   }
 }
 
-bool valid_pattern_size(std::size_t s) {
-  return s == 1 || s == 2 || s == 4 || s == 8 || s == 16 || s == 32 || s == 64 || s == 128;
-}
-
 /// Completes a host task's user event once its dependencies are done.
 void launch_host_task(std::function<void()> fn, cl_event user, std::vector<cl_event> deps,
                       std::weak_ptr<queue::impl> q, std::weak_ptr<event::impl> self) {
@@ -362,10 +358,7 @@ event queue::submit_group(detail::command_group& cg) {
     }
     case detail::command_kind::fill: {
       detail::check_buffer_range(cg.dst, cg.dst_offset, cg.bytes, "handler::fill");
-      if (!valid_pattern_size(cg.pattern_size))
-        throw error(errc::invalid_argument, "handler::fill",
-                    "element size " + std::to_string(cg.pattern_size) +
-                        " is not 1, 2, 4, 8, 16, 32, 64 or 128 bytes");
+      detail::check_pattern_size(cg.pattern_size, "handler::fill");
       if (cg.bytes == 0) {
         detail::check_cl(clEnqueueMarkerWithWaitList(cq, wl.size(), wl.data(), &out),
                          "clEnqueueMarkerWithWaitList");
@@ -481,6 +474,11 @@ cl_int set_kernel_arg(cl_kernel k, cl_uint i, const kernel_arg& a) {
   }
   return CL_INVALID_ARG_VALUE;
 }
+void check_pattern_size(std::size_t s, const char* what) {
+  if (s != 1 && s != 2 && s != 4 && s != 8 && s != 16 && s != 32 && s != 64 && s != 128)
+    throw error(errc::invalid_argument, what,
+                "element size " + std::to_string(s) + " is not 1, 2, 4, 8, 16, 32, 64 or 128 bytes");
+}
 void check_buffer_range(const buffer_impl* b, std::size_t off, std::size_t bytes, const char* what) {
   if (!b) throw error(errc::invalid_argument, what, "null buffer");
   if (off > b->bytes || bytes > b->bytes - off)
@@ -586,10 +584,7 @@ event queue::usm_fill(detail::usm_alloc* dst, std::size_t off, const void* patte
                       std::size_t bytes, const std::vector<event>& deps) {
   auto& q = get_impl();
   check_usm_range(dst, off, bytes, "queue::fill");
-  if (!valid_pattern_size(pattern_size))
-    throw error(
-        errc::invalid_argument, "queue::fill",
-        "element size " + std::to_string(pattern_size) + " is not 1, 2, 4, 8, 16, 32, 64 or 128 bytes");
+  detail::check_pattern_size(pattern_size, "queue::fill");
   if (q.recording.load(std::memory_order_acquire))
     throw error(errc::invalid_argument, "queue::fill",
                 "a USM fill cannot be recorded in a graph (queue " + std::to_string(q.id) +

@@ -3,6 +3,7 @@
 // commands, range checks and allocations larger than the device allows.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <numeric>
 
 #include "prism/runtime.hpp"
@@ -115,6 +116,46 @@ TEST(Buffers, CopyAndFillCommands) {
   EXPECT_EQ(got[989], 42);
   EXPECT_EQ(got[990], 7);
   EXPECT_EQ(got[999], 7);
+}
+
+// OpenCL fills take patterns of 1 to 128 bytes in powers of 2: any other element size is refused
+// before anything is enqueued, naming it, for a buffer, a USM allocation and a graph recording.
+TEST(Buffers, FillRefusesPatternSizesOpenCLLacks) {
+  struct rgb {
+    unsigned char c[3];
+  };
+  auto& q = default_queue();
+  auto message = [](const std::function<void()>& fn) -> std::string {
+    try {
+      fn();
+    } catch (const prism::error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  const std::string sizes = "element size 3 is not 1, 2, 4, 8, 16, 32, 64 or 128 bytes";
+  buffer<rgb> a(q, 8);
+  auto fill_a = [&] {
+    q.submit([&](handler& h) {
+      accessor<rgb> d(a, h, write_only);
+      h.fill(d, rgb{{1, 2, 3}}, 8);
+    });
+  };
+  std::string why = message(fill_a);
+  EXPECT_NE(why.find("handler::fill"), std::string::npos) << why;
+  EXPECT_NE(why.find(sizes), std::string::npos) << why;
+  auto p = malloc_device<rgb>(8, q);
+  why = message([&] { q.fill(p, rgb{{1, 2, 3}}, 8); });
+  EXPECT_NE(why.find("queue::fill"), std::string::npos) << why;
+  EXPECT_NE(why.find(sizes), std::string::npos) << why;
+  free(p);
+  graph g;
+  g.begin_recording(q);
+  why = message(fill_a);
+  g.end_recording();
+  EXPECT_NE(why.find(sizes), std::string::npos) << why;
+  EXPECT_EQ(g.command_count(), 0u);
+  q.wait();
 }
 
 // copy_to_host is a reader like any other: it sees the kernel before it, a later writer waits
