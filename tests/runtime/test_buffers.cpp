@@ -118,6 +118,54 @@ TEST(Buffers, CopyAndFillCommands) {
   EXPECT_EQ(got[999], 7);
 }
 
+// What a call threw (prism::error's text), or "(no error)".
+static std::string message(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const prism::error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A copy reaching past its buffer and a kernel argument naming no allocation are refused by name
+// before anything is enqueued, eagerly and while a graph records (one check serves both).
+TEST(Buffers, CommandsPastTheirBuffersAndNullPointersAreRefused) {
+  auto& q = default_queue();
+  const std::size_t n = 16;
+  buffer<int> a(q, n), b(q, n);
+  auto copy_past = [&] {
+    q.submit([&](handler& h) {
+      accessor<int> s(a, h, read_only);
+      accessor<int> d(b, h, write_only);
+      h.copy(s, d, 8 * sizeof(int), 12 * sizeof(int));
+    });
+  };
+  auto k = test_program(q.get_context()).get_kernel("add_const");
+  auto null_arg = [&] {
+    q.submit([&](handler& h) {
+      accessor<int> o(b, h, discard_write);
+      h.parallel_for(range<1>(n), k, device_ptr<int>(), o, 3);
+    });
+  };
+  const std::string past = "range [48, 80) is outside a buffer of 64 bytes";
+  const std::string null_ptr = "argument 0 of kernel 'add_const' is a null device_ptr";
+  std::string why = message(copy_past);
+  EXPECT_NE(why.find("handler::copy (source)"), std::string::npos) << why;
+  EXPECT_NE(why.find(past), std::string::npos) << why;
+  why = message(null_arg);
+  EXPECT_NE(why.find(null_ptr), std::string::npos) << why;
+  graph g;
+  g.begin_recording(q);
+  const std::string recorded_copy = message(copy_past), recorded_arg = message(null_arg);
+  g.end_recording();
+  EXPECT_NE(recorded_copy.find("handler::copy"), std::string::npos) << recorded_copy;
+  EXPECT_NE(recorded_copy.find(past), std::string::npos) << recorded_copy;
+  EXPECT_NE(recorded_arg.find(null_ptr), std::string::npos) << recorded_arg;
+  EXPECT_EQ(g.command_count(), 0u);
+  q.wait();
+}
+
 // OpenCL fills take patterns of 1 to 128 bytes in powers of 2: any other element size is refused
 // before anything is enqueued, naming it, for a buffer, a USM allocation and a graph recording.
 TEST(Buffers, FillRefusesPatternSizesOpenCLLacks) {
@@ -125,14 +173,6 @@ TEST(Buffers, FillRefusesPatternSizesOpenCLLacks) {
     unsigned char c[3];
   };
   auto& q = default_queue();
-  auto message = [](const std::function<void()>& fn) -> std::string {
-    try {
-      fn();
-    } catch (const prism::error& e) {
-      return e.what();
-    }
-    return "(no error)";
-  };
   const std::string sizes = "element size 3 is not 1, 2, 4, 8, 16, 32, 64 or 128 bytes";
   buffer<rgb> a(q, 8);
   auto fill_a = [&] {
