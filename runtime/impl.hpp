@@ -221,6 +221,8 @@ void check_not_recording(const char* operation, const char* what);
 /// Sets argument `i` of `k` from a recorded argument (a usm one must name an allocation: the
 /// callers report a null device_ptr in their own words); returns clSetKernelArg's status.
 cl_int set_kernel_arg(cl_kernel k, cl_uint i, const kernel_arg& a);
+/// Throws naming `what` unless [off, off + bytes) lies inside `size` bytes (`of`: "a buffer", ...).
+void check_range(std::size_t size, std::size_t off, std::size_t bytes, const char* what, const char* of);
 /// Throws naming `what` unless [off, off + bytes) lies inside buffer `b` (not null).
 void check_buffer_range(const buffer_impl* b, std::size_t off, std::size_t bytes, const char* what);
 /// Throws naming `what` unless `s` is a fill pattern size OpenCL takes (1 to 128 bytes, powers of 2).

@@ -479,12 +479,15 @@ void check_pattern_size(std::size_t s, const char* what) {
     throw error(errc::invalid_argument, what,
                 "element size " + std::to_string(s) + " is not 1, 2, 4, 8, 16, 32, 64 or 128 bytes");
 }
+void check_range(std::size_t size, std::size_t off, std::size_t bytes, const char* what, const char* of) {
+  if (off > size || bytes > size - off)
+    throw error(errc::invalid_argument, what,
+                "range [" + std::to_string(off) + ", " + std::to_string(off + bytes) + ") is outside " + of +
+                    " of " + std::to_string(size) + " bytes");
+}
 void check_buffer_range(const buffer_impl* b, std::size_t off, std::size_t bytes, const char* what) {
   if (!b) throw error(errc::invalid_argument, what, "null buffer");
-  if (off > b->bytes || bytes > b->bytes - off)
-    throw error(errc::invalid_argument, what,
-                "range [" + std::to_string(off) + ", " + std::to_string(off + bytes) +
-                    ") is outside a buffer of " + std::to_string(b->bytes) + " bytes");
+  check_range(b->bytes, off, bytes, what, "a buffer");
 }
 }  // namespace detail
 
@@ -532,10 +535,7 @@ static event usm_finish(queue::impl& q, usm_target& t, cl_event out) {
 static void check_usm_range(const detail::usm_alloc* a, std::size_t off, std::size_t bytes,
                             const char* what) {
   if (!a) throw error(errc::invalid_argument, what, "null device_ptr");
-  if (off > a->bytes || bytes > a->bytes - off)
-    throw error(errc::invalid_argument, what,
-                "range [" + std::to_string(off) + ", " + std::to_string(off + bytes) +
-                    ") is outside an allocation of " + std::to_string(a->bytes) + " bytes");
+  detail::check_range(a->bytes, off, bytes, what, "an allocation");
 }
 
 event queue::usm_copy(detail::usm_alloc* dst, std::size_t dst_off, detail::usm_alloc* src,

@@ -3,7 +3,6 @@
 // commands, range checks and allocations larger than the device allows.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <numeric>
 
 #include "prism/runtime.hpp"
@@ -12,6 +11,7 @@
 
 using namespace prism;
 using prism::test::default_queue;
+using prism::test::message_of;
 using prism::test::test_program;
 
 class BufferRoundTrip : public ::testing::TestWithParam<std::size_t> {};
@@ -118,16 +118,6 @@ TEST(Buffers, CopyAndFillCommands) {
   EXPECT_EQ(got[999], 7);
 }
 
-// What a call threw (prism::error's text), or "(no error)".
-static std::string message(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const prism::error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 // A copy reaching past its buffer and a kernel argument naming no allocation are refused by name
 // before anything is enqueued, eagerly and while a graph records (one check serves both).
 TEST(Buffers, CommandsPastTheirBuffersAndNullPointersAreRefused) {
@@ -150,14 +140,14 @@ TEST(Buffers, CommandsPastTheirBuffersAndNullPointersAreRefused) {
   };
   const std::string past = "range [48, 80) is outside a buffer of 64 bytes";
   const std::string null_ptr = "argument 0 of kernel 'add_const' is a null device_ptr";
-  std::string why = message(copy_past);
+  std::string why = message_of(copy_past);
   EXPECT_NE(why.find("handler::copy (source)"), std::string::npos) << why;
   EXPECT_NE(why.find(past), std::string::npos) << why;
-  why = message(null_arg);
+  why = message_of(null_arg);
   EXPECT_NE(why.find(null_ptr), std::string::npos) << why;
   graph g;
   g.begin_recording(q);
-  const std::string recorded_copy = message(copy_past), recorded_arg = message(null_arg);
+  const std::string recorded_copy = message_of(copy_past), recorded_arg = message_of(null_arg);
   g.end_recording();
   EXPECT_NE(recorded_copy.find("handler::copy"), std::string::npos) << recorded_copy;
   EXPECT_NE(recorded_copy.find(past), std::string::npos) << recorded_copy;
@@ -181,17 +171,17 @@ TEST(Buffers, FillRefusesPatternSizesOpenCLLacks) {
       h.fill(d, rgb{{1, 2, 3}}, 8);
     });
   };
-  std::string why = message(fill_a);
+  std::string why = message_of(fill_a);
   EXPECT_NE(why.find("handler::fill"), std::string::npos) << why;
   EXPECT_NE(why.find(sizes), std::string::npos) << why;
   auto p = malloc_device<rgb>(8, q);
-  why = message([&] { q.fill(p, rgb{{1, 2, 3}}, 8); });
+  why = message_of([&] { q.fill(p, rgb{{1, 2, 3}}, 8); });
   EXPECT_NE(why.find("queue::fill"), std::string::npos) << why;
   EXPECT_NE(why.find(sizes), std::string::npos) << why;
   free(p);
   graph g;
   g.begin_recording(q);
-  why = message(fill_a);
+  why = message_of(fill_a);
   g.end_recording();
   EXPECT_NE(why.find(sizes), std::string::npos) << why;
   EXPECT_EQ(g.command_count(), 0u);

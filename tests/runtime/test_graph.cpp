@@ -13,6 +13,7 @@
 
 using namespace prism;
 using prism::test::default_queue;
+using prism::test::message_of;
 using prism::test::test_program;
 
 namespace {
@@ -52,17 +53,6 @@ struct chain {
     });
   }
 };
-
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const error& e) {
-    EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error was thrown";
-  return {};
-}
 
 /// Each test runs in both modes; command_buffer is skipped where the device lacks the extension.
 class graph_modes : public ::testing::TestWithParam<graph_mode> {

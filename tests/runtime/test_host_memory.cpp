@@ -143,7 +143,8 @@ constexpr std::uintptr_t two_mib = std::uintptr_t{2} << 20;
 TEST(HugePages, LargeCpuBuffersLieOnAlignedPagesOfTheirOwn) {
   auto& q = default_queue();
   if (q.get_device().type() != device_type::cpu) GTEST_SKIP() << "huge pages are for CPU devices";
-  const std::size_t n = (std::size_t{33} << 20) / sizeof(int) + 3;  // over the 32 MiB default, not a page multiple
+  const std::size_t n =
+      (std::size_t{33} << 20) / sizeof(int) + 3;  // over the 32 MiB default, not a page multiple
   std::vector<int> host(n);
   std::iota(host.begin(), host.end(), -7);
   buffer<int> in(q, host.data(), n);
@@ -181,7 +182,8 @@ TEST(HugePages, ABadSettingNamesTheVariableAndTheValidValues) {
     FAIL() << "PRISM_HUGE_PAGES=lots was accepted";
   } catch (const prism::error& e) {
     EXPECT_EQ(e.code(), errc::config_error);
-    EXPECT_NE(std::string(e.what()).find("'lots' is not valid (valid: on, off"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'lots' is not valid (valid: on, off"), std::string::npos)
+        << e.what();
   }
 }
 

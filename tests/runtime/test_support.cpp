@@ -2,6 +2,8 @@
 // The runtime tests' shared queue, test kernels and slow-kernel calibration.
 #include "tests/runtime/test_support.hpp"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -74,6 +76,17 @@ int slow_iterations(queue& q) {
     }
   }();
   return iters;
+}
+
+std::string message_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error was thrown";
+  return {};
 }
 
 }  // namespace prism::test

@@ -3,6 +3,7 @@
 // test kernel, so the suite compiles it once (PoCL builds cost ~1 s each).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "prism/runtime.hpp"
@@ -15,5 +16,8 @@ queue& default_queue();
 program test_program(const context& ctx);
 /// Work per item of `slow_*` kernels, tuned so they take ~100 ms on the test device.
 int slow_iterations(queue& q);
+/// What `fn` threw: the text of a prism::error with errc::invalid_argument (another code, or no
+/// error at all, fails the calling test).
+std::string message_of(const std::function<void()>& fn);
 
 }  // namespace prism::test
