@@ -9,6 +9,7 @@
 
 using namespace prism;
 using prism::test::default_queue;
+using prism::test::message_of;
 using prism::test::test_program;
 
 TEST(Usm, DeviceRoundTripFillCopyAndKernel) {
@@ -36,6 +37,18 @@ TEST(Usm, DeviceRoundTripFillCopyAndKernel) {
   EXPECT_THROW(q.copy(host.data(), a + 1, n), error) << "copy past the end of the allocation";
   free(a);
   EXPECT_FALSE(a);
+}
+
+// A transfer past the end of an allocation is refused naming the call, its side and the range.
+TEST(Usm, ATransferPastTheAllocationNamesTheRange) {
+  auto& q = default_queue();
+  const std::size_t n = 1001;
+  auto a = malloc_device<int>(n, q);
+  std::vector<int> host(n);
+  const std::string why = message_of([&] { q.copy(host.data(), a + 1, n); });
+  EXPECT_NE(why.find("queue::memcpy (destination)"), std::string::npos) << why;
+  EXPECT_NE(why.find("range [4, 4008) is outside an allocation of 4004 bytes"), std::string::npos) << why;
+  free(a);
 }
 
 TEST(Usm, SvmRoundTripOrUnsupported) {
