@@ -53,7 +53,7 @@ inline int peek(volatile __global int* c) {
 }
 inline void fence_gpu(void) {
 #if NV_PTX
-  fence_gpu();
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
 #else
   mem_fence(CLK_GLOBAL_MEM_FENCE);
 #endif
