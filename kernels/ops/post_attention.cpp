@@ -194,6 +194,14 @@ std::int64_t local_bytes(const kernel_config& k) {
   return (k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4;
 }
 
+// qb=1's stages 1 and 2: warps of 8 units in 128-item groups, 32 units (one block) a task.
+kernel_config whole_block_shape(kernel_config k) {
+  k.set("variant", 2);
+  k.set("nb", 8);
+  k.set("wg", 128);
+  return k;
+}
+
 config_schema post_attention_schema() {
   config_schema s;
   s.params = {
@@ -238,7 +246,14 @@ config_schema post_attention_schema() {
        {0, 1},
        "qa=1: 1 = the quantize steps run inside stages 1 and 2, block by block (the task that completes a "
        "32-block of h or of the activations quantizes it): three launches with chain=0, no quantize tasks "
-       "chained; 0 = two quantize steps of their own"}};
+       "chained; 0 = two quantize steps of their own"},
+      {"qb",
+       0,
+       {0, 1},
+       "qf=1 with chain=0: 1 = stages 1 and 2 run as tasks of whole 32-blocks (variant 2: 128-item groups, "
+       "8 units a warp, 32 a task), each quantizing its own blocks after a group barrier, with no block "
+       "counters or fences; stage 3 and the step Q0 keep variant, nb and wg. 0 = stages 1 and 2 take "
+       "variant, nb and wg too, and the task that completes a block (by its counter) quantizes it"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chain") == 1)
       return "variant 1 (one work-item per unit) runs the three stages as three launches: chain must be 0";
@@ -252,8 +267,13 @@ config_schema post_attention_schema() {
       return "qo=2 (stage 1 quantized in local memory) walks block pairs: qp must be 1";
     if (k.at("qf") == 1 && k.at("qa") == 0)
       return "qf=1 (quantize inside the stages) needs qa=1 (int8 activations)";
+    if (k.at("qb") == 1 && (k.at("qf") == 0 || k.at("chain") == 1))
+      return "qb=1 (stages 1 and 2 in whole-block tasks) needs qf=1 and chain=0 (three launches)";
     if (local_bytes(k) > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
+    if (k.at("qb") == 1 && local_bytes(whole_block_shape(k)) > 32768)
+      return "qb=1 runs stages 1 and 2 at nb=8, wg=128: (mb * 16 + mb) * 512 bytes of local memory must stay "
+             "<= 32 KiB (mb <= 2)";
     return std::nullopt;
   };
   return s;
@@ -288,7 +308,8 @@ op_implementation chain_implementation() {
             H, A, I);
       qo_local = std::min<std::int64_t>(cfg.at("mb"), M) * A * 5 / 4;
     }
-    const auto local = static_cast<std::uint64_t>(local_bytes(cfg) + qo_local);
+    const auto local = static_cast<std::uint64_t>(
+        std::max(local_bytes(cfg), cfg.at("qb") == 1 ? local_bytes(whole_block_shape(cfg)) : 0) + qo_local);
     if (local > dev.local_mem_size())
       return fmt::format("needs {} bytes of local memory; the device has {}", local, dev.local_mem_size());
     return std::nullopt;
@@ -336,17 +357,21 @@ op_implementation chain_implementation() {
       pf_steps = std::min((std::max({A, H, I}) + step - 1) / step,
                           std::max<std::int64_t>(1, 256 / (piece * 2 * nb)));
     }
-    const std::string base = fmt::format(
-        "{} -DHAS_BIAS=0 -DMB={} -DNB={} -DWG={} -DVW={} -DVEC16={} -DCHAIN={} -DCHAIN_PTX={} -DVARIANT={} "
-        "-DLANE_SHFL={} -DCHAIN_UNIFORM={} -DCTR_STRIDE={} -DPF_STEPS={}{}{}",
-        gemm_detail::dtype_define(res.type()), mb, nb, wg, rows ? cfg.at("vw") : 1, vec16 ? 1 : 0,
-        chain ? 1 : 0, ptx ? 1 : 0, cfg.at("variant"), !rows && forms.has("shfl") ? 1 : 0,
-        q.get_device().is_cpu() ? 1 : 0, kCounterStride, pf_steps,
-        quant ? fmt::format(" -DQTYPE={}", gemm_detail::qtype_define(wo.type())) : std::string(),
-        qa8 ? fmt::format(" -DQA8 -DQ_DP4A={} -DQ_PAIRS={} -DQF={} -DQO={}{}", forms.has("dp4a") ? 1 : 0,
-                          pairs ? 1 : 0, qf ? 1 : 0, qo,
-                          qo == 2 ? fmt::format(" -DQO_K={}", A) : std::string())
-            : std::string());
+    // A stage's build defines at its shape (variant, nb, wg): qb=1 gives stages 1 and 2 their own.
+    auto defines = [&](std::int64_t variant, std::int64_t snb, std::int64_t swg) {
+      return fmt::format(
+          "{} -DHAS_BIAS=0 -DMB={} -DNB={} -DWG={} -DVW={} -DVEC16={} -DCHAIN={} -DCHAIN_PTX={} -DVARIANT={} "
+          "-DLANE_SHFL={} -DCHAIN_UNIFORM={} -DCTR_STRIDE={} -DPF_STEPS={}{}{}",
+          gemm_detail::dtype_define(res.type()), mb, snb, swg, rows ? cfg.at("vw") : 1, vec16 ? 1 : 0,
+          chain ? 1 : 0, ptx ? 1 : 0, variant, !rows && forms.has("shfl") ? 1 : 0,
+          q.get_device().is_cpu() ? 1 : 0, kCounterStride, pf_steps,
+          quant ? fmt::format(" -DQTYPE={}", gemm_detail::qtype_define(wo.type())) : std::string(),
+          qa8 ? fmt::format(" -DQA8 -DQ_DP4A={} -DQ_PAIRS={} -DQF={} -DQO={}{}", forms.has("dp4a") ? 1 : 0,
+                            pairs ? 1 : 0, qf ? 1 : 0, qo,
+                            qo == 2 ? fmt::format(" -DQO_K={}", A) : std::string())
+              : std::string());
+    };
+    const std::string base = defines(cfg.at("variant"), nb, wg);
     // The activations' scratch rows (storage dtype, row stride I), with qa=1 their int8 forms
     // (gemv_chain.cl's QA8 layout: the bytes of n, a and with qo the attention output, a scale and a
     // scaled sum a block, h's blocks' sums of squares), and the chain's counters (with qf then a
@@ -360,6 +385,12 @@ op_implementation chain_implementation() {
     // Units a task covers: nb (variant 0), nb per warp (variant 2).
     const std::int64_t upt = warps ? wg / 32 * nb : nb;
     const std::int64_t t1 = (H + upt - 1) / upt * row_blocks, t2 = (I + upt - 1) / upt * row_blocks;
+    // qb=1: stages 1 and 2 as whole-block tasks (whole_block_shape: 4 warps of 8 units, 32 a task).
+    const bool qb = qf && !chain && cfg.at("qb") == 1;
+    const kernel_config wb = whole_block_shape(cfg);
+    const std::int64_t wb_upt = wb.at("wg") / 32 * wb.at("nb");
+    const std::int64_t wb_t1 = (H + wb_upt - 1) / wb_upt * row_blocks,
+                       wb_t2 = (I + wb_upt - 1) / wb_upt * row_blocks;
     // qa=1's quantize steps, a group per wg blocks of a row (chain=0: a launch each, between the
     // stages'): Q1 and Q2, none with qf, whose stages quantize their blocks; Q0 with qo.
     const bool steps = qa8 && !qf;
@@ -375,15 +406,18 @@ op_implementation chain_implementation() {
                       range<2>(uwg, std::size_t{1}));
     };
     auto launch = [&](int stage, std::int64_t groups) {
+      const bool own = qb && (stage == 1 || stage == 2);  // the stage runs at whole_block_shape
+      const std::size_t swg = own ? static_cast<std::size_t>(wb.at("wg")) : uwg;
+      const std::string defs = own ? defines(wb.at("variant"), wb.at("nb"), wb.at("wg")) : base;
       // gemv_chain.cl names each unchained stage's kernel by its stage (kernel tables time them apart).
       kernel k = build_kernel(q.get_context(), "gemv_chain.cl", src,
-                              chain ? base : base + fmt::format(" -DSTAGE={}", stage),
+                              chain ? defs : defs + fmt::format(" -DSTAGE={}", stage),
                               rows    ? std::string("post_attention_rows")
                               : chain ? std::string("post_attention_block")
                                       : fmt::format("post_attention_stage{}", stage));
       const nd_range r = rows ? rows_range(stage == 2 ? I : H)
-                              : nd_range(range<2>(uwg * static_cast<std::size_t>(groups), std::size_t{1}),
-                                         range<2>(uwg, std::size_t{1}));
+                              : nd_range(range<2>(swg * static_cast<std::size_t>(groups), std::size_t{1}),
+                                         range<2>(swg, std::size_t{1}));
       return q.submit([&](handler& h) {
         accessor<std::byte> R(res.storage(), h, read_only, res.byte_extent());
         accessor<std::byte> X(attn.storage(), h, read_only, attn.byte_extent());
@@ -405,9 +439,9 @@ op_implementation chain_implementation() {
     };
     if (chain) return launch(0, 2 * t1 + t2 + nq0 + nq1 + nq2);
     if (qo == 1) launch(10, nq0);
-    launch(1, t1);
+    launch(1, qb ? wb_t1 : t1);
     if (steps) launch(12, nq1);
-    launch(2, t2);
+    launch(2, qb ? wb_t2 : t2);
     if (steps) launch(23, nq2);
     return launch(3, t1);
   };

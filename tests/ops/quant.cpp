@@ -192,7 +192,8 @@ TEST(quant, post_attention_int8_activations_track_float) {
     op_call c = quant_post_attention_call(q, 3, dtype::f32, wt, ++seed, false, 192, 128);
     // qa=0, the two int8 walks, the pair walk with the quantize steps inside the stages (qf), and
     // with stage 1 on int8 activations too (qo: a step of its own, 1, or in each task's local
-    // memory, 2), and qo=1 with the steps inside the stages (the nvidia route at hidden >= 4096).
+    // memory, 2), and qo=1 with the steps inside the stages (the nvidia route at hidden >= 4096,
+    // which adds qb=1: checked after the loop).
     const char* const forms[] = {",qa=0",           ",qa=1,qp=1,qf=1,qo=1", ",qa=1,qp=0",     ",qa=1,qp=1",
                                  ",qa=1,qp=1,qf=1", ",qa=1,qp=1,qo=1",      ",qa=1,qp=1,qo=2"};
     constexpr int n_forms = 7;
@@ -223,6 +224,23 @@ TEST(quant, post_attention_int8_activations_track_float) {
         ref += out[g][i] * out[g][i];
       }
       EXPECT_LE(cross / ref, 1e-6) << forms[f] << " against " << forms[g];
+    }
+    // qb=1: stages 1 and 2 as whole-block tasks that quantize their own blocks (no counters): the
+    // same block arithmetic as qf=1 on h and activations summed in another order.
+    {
+      const auto qb =
+          d.config.complete(kernel_config::parse("variant=0,chain=0,mb=2,nb=2,wg=32,qa=1,qp=1,qf=1,qb=1"));
+      run_and_compare(d, c, qb, false);
+      const std::vector<double> got = read_host(q, c.outputs[0]).values;
+      double err = 0, cross = 0, ref = 0;
+      for (std::size_t i = 0; i < out[0].size(); ++i) {
+        err += (got[i] - out[0][i]) * (got[i] - out[0][i]);
+        cross += (got[i] - out[4][i]) * (got[i] - out[4][i]);
+        ref += out[0][i] * out[0][i];
+      }
+      EXPECT_LE(err / ref, 5e-4) << "qb=1 against float activations";
+      EXPECT_GT(err, 0.0) << "qb=1 gave the float result: the int8 walk did not run";
+      EXPECT_LE(cross / ref, 1e-6) << "qb=1 against qf=1";
     }
     // qo quantizes the attention output as well: not the pair walk's result, yet as close to float.
     double moved = 0;
