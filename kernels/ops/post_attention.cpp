@@ -194,7 +194,7 @@ std::int64_t local_bytes(const kernel_config& k) {
   return (k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4;
 }
 
-// qb=1's stages 1 and 2: warps of 8 units in 128-item groups, 32 units (one block) a task.
+// qb's whole-block stages: warps of 8 units in 128-item groups, 32 units (one block) a task.
 kernel_config whole_block_shape(kernel_config k) {
   k.set("variant", 2);
   k.set("nb", 8);
@@ -249,11 +249,12 @@ config_schema post_attention_schema() {
        "chained; 0 = two quantize steps of their own"},
       {"qb",
        0,
-       {0, 1},
-       "qf=1 with chain=0: 1 = stages 1 and 2 run as tasks of whole 32-blocks (variant 2: 128-item groups, "
-       "8 units a warp, 32 a task), each quantizing its own blocks after a group barrier, with no block "
-       "counters or fences; stage 3 and the step Q0 keep variant, nb and wg. 0 = stages 1 and 2 take "
-       "variant, nb and wg too, and the task that completes a block (by its counter) quantizes it"}};
+       {0, 1, 2},
+       "qf=1 with chain=0: stages run as tasks of whole 32-blocks (variant 2: 128-item groups, 8 units a "
+       "warp, 32 a task), each quantizing its own blocks after a group barrier, with no block counters or "
+       "fences: 1 = stages 1 and 2, 2 = stage 2 (gate/up) only; the other stages and the step Q0 keep "
+       "variant, nb and wg. 0 = every stage takes variant, nb and wg, and the task that completes a block "
+       "(by its counter) quantizes it"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chain") == 1)
       return "variant 1 (one work-item per unit) runs the three stages as three launches: chain must be 0";
@@ -267,12 +268,13 @@ config_schema post_attention_schema() {
       return "qo=2 (stage 1 quantized in local memory) walks block pairs: qp must be 1";
     if (k.at("qf") == 1 && k.at("qa") == 0)
       return "qf=1 (quantize inside the stages) needs qa=1 (int8 activations)";
-    if (k.at("qb") == 1 && (k.at("qf") == 0 || k.at("chain") == 1))
-      return "qb=1 (stages 1 and 2 in whole-block tasks) needs qf=1 and chain=0 (three launches)";
+    if (k.at("qb") != 0 && (k.at("qf") == 0 || k.at("chain") == 1))
+      return "qb=1 or 2 (stages in whole-block tasks) needs qf=1 and chain=0 (three launches)";
     if (local_bytes(k) > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
-    if (k.at("qb") == 1 && local_bytes(whole_block_shape(k)) > 32768)
-      return "qb=1 runs stages 1 and 2 at nb=8, wg=128: (mb * 16 + mb) * 512 bytes of local memory must stay "
+    if (k.at("qb") != 0 && local_bytes(whole_block_shape(k)) > 32768)
+      return "qb=1 or 2 runs its stages at nb=8, wg=128: (mb * 16 + mb) * 512 bytes of local memory must "
+             "stay "
              "<= 32 KiB (mb <= 2)";
     return std::nullopt;
   };
@@ -309,7 +311,7 @@ op_implementation chain_implementation() {
       qo_local = std::min<std::int64_t>(cfg.at("mb"), M) * A * 5 / 4;
     }
     const auto local = static_cast<std::uint64_t>(
-        std::max(local_bytes(cfg), cfg.at("qb") == 1 ? local_bytes(whole_block_shape(cfg)) : 0) + qo_local);
+        std::max(local_bytes(cfg), cfg.at("qb") != 0 ? local_bytes(whole_block_shape(cfg)) : 0) + qo_local);
     if (local > dev.local_mem_size())
       return fmt::format("needs {} bytes of local memory; the device has {}", local, dev.local_mem_size());
     return std::nullopt;
@@ -357,7 +359,7 @@ op_implementation chain_implementation() {
       pf_steps = std::min((std::max({A, H, I}) + step - 1) / step,
                           std::max<std::int64_t>(1, 256 / (piece * 2 * nb)));
     }
-    // A stage's build defines at its shape (variant, nb, wg): qb=1 gives stages 1 and 2 their own.
+    // A stage's build defines at its shape (variant, nb, wg): qb gives stage 2, or 1 and 2, their own.
     auto defines = [&](std::int64_t variant, std::int64_t snb, std::int64_t swg) {
       return fmt::format(
           "{} -DHAS_BIAS=0 -DMB={} -DNB={} -DWG={} -DVW={} -DVEC16={} -DCHAIN={} -DCHAIN_PTX={} -DVARIANT={} "
@@ -385,8 +387,9 @@ op_implementation chain_implementation() {
     // Units a task covers: nb (variant 0), nb per warp (variant 2).
     const std::int64_t upt = warps ? wg / 32 * nb : nb;
     const std::int64_t t1 = (H + upt - 1) / upt * row_blocks, t2 = (I + upt - 1) / upt * row_blocks;
-    // qb=1: stages 1 and 2 as whole-block tasks (whole_block_shape: 4 warps of 8 units, 32 a task).
-    const bool qb = qf && !chain && cfg.at("qb") == 1;
+    // qb: stage 2 (qb=2), or stages 1 and 2 (qb=1), as whole-block tasks (whole_block_shape: 4 warps
+    // of 8 units, 32 a task).
+    const std::int64_t qb = qf && !chain ? cfg.at("qb") : 0;
     const kernel_config wb = whole_block_shape(cfg);
     const std::int64_t wb_upt = wb.at("wg") / 32 * wb.at("nb");
     const std::int64_t wb_t1 = (H + wb_upt - 1) / wb_upt * row_blocks,
@@ -406,7 +409,7 @@ op_implementation chain_implementation() {
                       range<2>(uwg, std::size_t{1}));
     };
     auto launch = [&](int stage, std::int64_t groups) {
-      const bool own = qb && (stage == 1 || stage == 2);  // the stage runs at whole_block_shape
+      const bool own = (qb == 1 && stage == 1) || (qb != 0 && stage == 2);  // at whole_block_shape
       const std::size_t swg = own ? static_cast<std::size_t>(wb.at("wg")) : uwg;
       const std::string defs = own ? defines(wb.at("variant"), wb.at("nb"), wb.at("wg")) : base;
       // gemv_chain.cl names each unchained stage's kernel by its stage (kernel tables time them apart).
@@ -439,9 +442,9 @@ op_implementation chain_implementation() {
     };
     if (chain) return launch(0, 2 * t1 + t2 + nq0 + nq1 + nq2);
     if (qo == 1) launch(10, nq0);
-    launch(1, qb ? wb_t1 : t1);
+    launch(1, qb == 1 ? wb_t1 : t1);
     if (steps) launch(12, nq1);
-    launch(2, qb ? wb_t2 : t2);
+    launch(2, qb != 0 ? wb_t2 : t2);
     if (steps) launch(23, nq2);
     return launch(3, t1);
   };

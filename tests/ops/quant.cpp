@@ -252,6 +252,25 @@ TEST(quant, post_attention_int8_activations_track_float) {
     for (std::size_t i = 0; i < out[0].size(); ++i)
       ASSERT_EQ(out[6][i], out[5][i]) << "qo=2 against qo=1 at " << i;
   }
+  // qb=2 (stage 2 alone in whole-block tasks, stage 1 counting its blocks) on a call of its own, first
+  // (no earlier form's int8 rows of these inputs in the workspace), against float activations.
+  {
+    op_call c = quant_post_attention_call(q, 3, dtype::bf16, dtype::q4_0, ++seed, false, 192, 128);
+    run_and_compare(
+        d, c,
+        d.config.complete(kernel_config::parse("variant=0,chain=0,mb=2,nb=2,wg=32,qa=1,qp=1,qf=1,qb=2")),
+        false);
+    const std::vector<double> got = read_host(q, c.outputs[0]).values;
+    run_and_compare(d, c, d.config.complete(kernel_config::parse(form + ",qa=0")), false);
+    const std::vector<double> flt = read_host(q, c.outputs[0]).values;
+    double err = 0, ref = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      err += (got[i] - flt[i]) * (got[i] - flt[i]);
+      ref += flt[i] * flt[i];
+    }
+    EXPECT_LE(err / ref, 5e-4) << "qb=2 against float activations";
+    EXPECT_GT(err, 0.0) << "qb=2 gave the float result: the int8 walk did not run";
+  }
   // qp=1 where the MLP width is not whole block pairs (160): the slot walk serves it.
   op_call c = quant_post_attention_call(q, 1, dtype::bf16, dtype::q4_0, ++seed, false, 160);
   run_and_compare(d, c, d.config.complete(kernel_config::parse(form + ",qa=1,qp=1")), false);
