@@ -365,13 +365,14 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   EXPECT_NE(block.config.find("wg=128"), std::string::npos) << block.config;
   EXPECT_NE(block.config.find("qa=0"), std::string::npos) << block.config;
   // Quantized weights at hidden >= 4096: int8 activations (stage 1 too, qo=1), block pairs, the
-  // quantize steps inside the stages (qf=1): four launches.
+  // quantize steps inside the stages (qf=1), the gate/up stage in whole-block tasks (qb=2): four
+  // launches.
   for (dtype wt : {dtype::q4_0, dtype::q8_0}) {
     o.type = wt;
     op_call wide = pa.sample(q, shape_key::parse("m=1,h=4096,a=32,i=64"), o);
     const auto d = pd::dispatch_call(q, wide);
     EXPECT_EQ(d.tier, pd::source_tier::vendor);
-    for (const char* key : {"qa=1", "qp=1", "chain=0", "qf=1", "qo=1"})
+    for (const char* key : {"qa=1", "qp=1", "chain=0", "qf=1", "qo=1", "qb=2"})
       EXPECT_NE(d.config.find(key), std::string::npos) << dtype_name(wt) << " " << d.config;
   }
   // An MLP width that is not whole block pairs takes the same route (its walk reads 4-byte slots).
