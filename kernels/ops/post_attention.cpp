@@ -239,8 +239,9 @@ config_schema post_attention_schema() {
        {0, 1, 2},
        "qa=1: stage 1 (the o projection) on int8 activations too: 1 = the attention output quantized "
        "per 32-block by a step of its own before it (six launches with chain=0), 2 = each stage-1 task "
-       "quantizes its rows into local memory (no step; block pairs, qp=1, only); 0 = stage 1 reads the "
-       "float attention output"},
+       "quantizes its rows into local memory (no step; block pairs, qp=1, only: where the widths or the "
+       "weights' offsets are not multiples of 64, qo=1's step serves it); 0 = stage 1 reads the float "
+       "attention output"},
       {"qf",
        0,
        {0, 1},
@@ -303,12 +304,8 @@ op_implementation chain_implementation() {
     std::int64_t qo_local = 0;  // qo=2: stage 1's int8 rows, their scales and scaled sums
     if (cfg.at("qa") == 1 && cfg.at("qo") == 2) {
       const auto [M, H, A, I] = dims_of(c);
-      if (!whole_block_pairs(H, A, I, c.inputs[kOWeight], c.inputs[kGateUp], c.inputs[kDown], true))
-        return fmt::format(
-            "qo=2 walks weight block pairs: the hidden size ({}), attention width ({}), MLP width ({}) and "
-            "the weights' offsets must be multiples of 64",
-            H, A, I);
-      qo_local = std::min<std::int64_t>(cfg.at("mb"), M) * A * 5 / 4;
+      if (whole_block_pairs(H, A, I, c.inputs[kOWeight], c.inputs[kGateUp], c.inputs[kDown], true))
+        qo_local = std::min<std::int64_t>(cfg.at("mb"), M) * A * 5 / 4;  // else qo=1 serves it (enqueue)
     }
     const auto local = static_cast<std::uint64_t>(
         std::max(local_bytes(cfg), cfg.at("qb") != 0 ? local_bytes(whole_block_shape(cfg)) : 0) + qo_local);
@@ -343,7 +340,12 @@ op_implementation chain_implementation() {
     const ptx_forms& forms = probe_ptx(q.get_device());
     const bool qa8 = quant && cfg.at("qa") == 1;
     const bool qf = qa8 && cfg.at("qf") == 1;
-    const std::int64_t qo = qa8 ? cfg.at("qo") : 0;
+    // qo=2 walks stage 1's rows as block pairs from local memory; where the rows are not whole pairs,
+    // qo=1's quantize step serves it, as the slot walk serves qp=1.
+    const std::int64_t qo = !qa8 ? 0
+                            : cfg.at("qo") == 2 && !whole_block_pairs(H, A, I, wo, gu, wd, true)
+                                ? 1
+                                : cfg.at("qo");
     // qp=1: block pairs where the int8 stages' weight rows are whole pairs, else the 16-bit slot walk.
     const bool pairs = qa8 && cfg.at("qp") == 1 && whole_block_pairs(H, A, I, wo, gu, wd, qo != 0);
     // The chain's fences and loads through inline PTX where they build; qf's block counters take the

@@ -364,15 +364,16 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   EXPECT_NE(block.config.find("nb=2"), std::string::npos) << block.config;
   EXPECT_NE(block.config.find("wg=128"), std::string::npos) << block.config;
   EXPECT_NE(block.config.find("qa=0"), std::string::npos) << block.config;
-  // Quantized weights at hidden >= 4096: int8 activations (stage 1 too, qo=1), block pairs, the
-  // quantize steps inside the stages (qf=1), the gate/up stage in whole-block tasks (qb=2): four
-  // launches.
+  // Quantized weights at hidden >= 4096: int8 activations (stage 1 too, quantized in each task's
+  // local memory, qo=2), block pairs, the quantize steps inside the stages (qf=1), stages 1 and 2 in
+  // whole-block tasks (qb=1): three launches (an attention width that is not whole pairs, 32 here,
+  // takes qo=1's step inside the op).
   for (dtype wt : {dtype::q4_0, dtype::q8_0}) {
     o.type = wt;
     op_call wide = pa.sample(q, shape_key::parse("m=1,h=4096,a=32,i=64"), o);
     const auto d = pd::dispatch_call(q, wide);
     EXPECT_EQ(d.tier, pd::source_tier::vendor);
-    for (const char* key : {"qa=1", "qp=1", "chain=0", "qf=1", "qo=1", "qb=2"})
+    for (const char* key : {"qa=1", "qp=1", "chain=0", "qf=1", "qo=2", "qb=1"})
       EXPECT_NE(d.config.find(key), std::string::npos) << dtype_name(wt) << " " << d.config;
   }
   // An MLP width that is not whole block pairs takes the same route (its walk reads 4-byte slots).

@@ -271,6 +271,20 @@ TEST(quant, post_attention_int8_activations_track_float) {
     EXPECT_LE(err / ref, 5e-4) << "qb=2 against float activations";
     EXPECT_GT(err, 0.0) << "qb=2 gave the float result: the int8 walk did not run";
   }
+  // qo=2 where the attention width is not whole block pairs (96): qo=1's quantize step serves it, the
+  // same result bit for bit (the nvidia route asks qo=2 of any shape at hidden >= 4096).
+  {
+    op_call c = quant_post_attention_call(q, 1, dtype::bf16, dtype::q4_0, ++seed, false, 192, 96);
+    std::vector<double> got[2];
+    for (int f = 0; f < 2; ++f) {
+      run_and_compare(
+          d, c, d.config.complete(kernel_config::parse(form + (f ? ",qa=1,qp=1,qo=2" : ",qa=1,qp=1,qo=1"))),
+          false);
+      got[f] = read_host(q, c.outputs[0]).values;
+    }
+    for (std::size_t i = 0; i < got[0].size(); ++i)
+      ASSERT_EQ(got[1][i], got[0][i]) << "qo=2 against qo=1 at " << i;
+  }
   // qp=1 where the MLP width is not whole block pairs (160): the slot walk serves it.
   op_call c = quant_post_attention_call(q, 1, dtype::bf16, dtype::q4_0, ++seed, false, 160);
   run_and_compare(d, c, d.config.complete(kernel_config::parse(form + ",qa=1,qp=1")), false);
