@@ -364,17 +364,20 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   EXPECT_NE(block.config.find("nb=2"), std::string::npos) << block.config;
   EXPECT_NE(block.config.find("wg=128"), std::string::npos) << block.config;
   EXPECT_NE(block.config.find("qa=0"), std::string::npos) << block.config;
-  // Quantized weights at hidden >= 4096: int8 activations (stage 1 too, quantized in each task's
-  // local memory, qo=2), block pairs, the quantize steps inside the stages (qf=1), stages 1 and 2 in
-  // whole-block tasks (qb=1): three launches (an attention width that is not whole pairs, 32 here,
-  // takes qo=1's step inside the op).
+  // Quantized weights at hidden >= 4096: int8 activations (stage 1 too), block pairs, the quantize
+  // steps inside the stages (qf=1). q4: stage 1 quantizes in each task's local memory (qo=2), stages 1
+  // and 2 in whole-block tasks (qb=1): three launches (an attention width that is not whole pairs,
+  // 32 here, takes qo=1's step inside the op). q8_0: a step Q0 (qo=1), blocks counted: four.
   for (dtype wt : {dtype::q4_0, dtype::q8_0}) {
     o.type = wt;
     op_call wide = pa.sample(q, shape_key::parse("m=1,h=4096,a=32,i=64"), o);
     const auto d = pd::dispatch_call(q, wide);
     EXPECT_EQ(d.tier, pd::source_tier::vendor);
-    for (const char* key : {"qa=1", "qp=1", "chain=0", "qf=1", "qo=2", "qb=1"})
+    for (const char* key : {"qa=1", "qp=1", "chain=0", "qf=1"})
       EXPECT_NE(d.config.find(key), std::string::npos) << dtype_name(wt) << " " << d.config;
+    const bool q4 = wt == dtype::q4_0;
+    EXPECT_NE(d.config.find(q4 ? "qo=2" : "qo=1"), std::string::npos) << dtype_name(wt) << " " << d.config;
+    EXPECT_NE(d.config.find(q4 ? "qb=1" : "qb=0"), std::string::npos) << dtype_name(wt) << " " << d.config;
   }
   // An MLP width that is not whole block pairs takes the same route (its walk reads 4-byte slots).
   o.type = dtype::q4_0;
