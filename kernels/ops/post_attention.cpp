@@ -274,9 +274,8 @@ config_schema post_attention_schema() {
     if (local_bytes(k) > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
     if (k.at("qb") != 0 && local_bytes(whole_block_shape(k)) > 32768)
-      return "qb=1 or 2 runs its stages at nb=8, wg=128: (mb * 16 + mb) * 512 bytes of local memory must "
-             "stay "
-             "<= 32 KiB (mb <= 2)";
+      return "qb=1 or 2 runs its stages at nb=8, wg=128: (mb * 16 + mb) * 512 bytes of local memory "
+             "must stay <= 32 KiB (mb <= 2)";
     return std::nullopt;
   };
   return s;
@@ -386,16 +385,15 @@ op_implementation chain_implementation() {
     auto ws =
         split_workspace(q, static_cast<std::size_t>(M * I + qa_floats), static_cast<std::size_t>(counters));
     const std::int64_t row_blocks = (M + mb - 1) / mb;
-    // Units a task covers: nb (variant 0), nb per warp (variant 2).
+    // A stage's tasks over F output units at upt units a task: nb (variant 0), nb per warp (variant 2).
+    auto tasks = [&](std::int64_t F, std::int64_t upt) { return (F + upt - 1) / upt * row_blocks; };
     const std::int64_t upt = warps ? wg / 32 * nb : nb;
-    const std::int64_t t1 = (H + upt - 1) / upt * row_blocks, t2 = (I + upt - 1) / upt * row_blocks;
+    const std::int64_t t1 = tasks(H, upt), t2 = tasks(I, upt);
     // qb: stage 2 (qb=2), or stages 1 and 2 (qb=1), as whole-block tasks (whole_block_shape: 4 warps
     // of 8 units, 32 a task).
     const std::int64_t qb = qf && !chain ? cfg.at("qb") : 0;
     const kernel_config wb = whole_block_shape(cfg);
     const std::int64_t wb_upt = wb.at("wg") / 32 * wb.at("nb");
-    const std::int64_t wb_t1 = (H + wb_upt - 1) / wb_upt * row_blocks,
-                       wb_t2 = (I + wb_upt - 1) / wb_upt * row_blocks;
     // qa=1's quantize steps, a group per wg blocks of a row (chain=0: a launch each, between the
     // stages'): Q1 and Q2, none with qf, whose stages quantize their blocks; Q0 with qo.
     const bool steps = qa8 && !qf;
@@ -444,9 +442,9 @@ op_implementation chain_implementation() {
     };
     if (chain) return launch(0, 2 * t1 + t2 + nq0 + nq1 + nq2);
     if (qo == 1) launch(10, nq0);
-    launch(1, qb == 1 ? wb_t1 : t1);
+    launch(1, qb == 1 ? tasks(H, wb_upt) : t1);
     if (steps) launch(12, nq1);
-    launch(2, qb != 0 ? wb_t2 : t2);
+    launch(2, qb != 0 ? tasks(I, wb_upt) : t2);
     if (steps) launch(23, nq2);
     return launch(3, t1);
   };
