@@ -55,6 +55,32 @@ TEST(Kernels, LocalMemoryArgument) {
   EXPECT_EQ(got[8], 15);
 }
 
+// buffer_if passes a buffer the launch does not read as NULL (the kernel sees a null pointer), and
+// the buffer it reads as itself, eagerly and from a recorded graph's replay.
+TEST(Kernels, BufferIfPassesUnreadBuffersAsNull) {
+  auto& q = default_queue();
+  auto k = test_program(q.get_context()).get_kernel("null_args");
+  buffer<int> a(q, 1), b(q, 1), out(q, 3);
+  a.write(std::vector<int>{11});
+  b.write(std::vector<int>{22});
+  auto launch = [&](bool use_a, bool use_b) {
+    q.submit([&](handler& h) {
+      accessor<int> A(a, h, read_only), B(b, h, read_only), O(out, h, discard_write);
+      h.parallel_for(range<1>(1), k, buffer_if<int>{A, use_a}, buffer_if<int>{B, use_b}, O);
+    });
+  };
+  launch(true, false);
+  EXPECT_EQ(out.read(), (std::vector<int>{2, 11, -1}));
+  launch(false, true);
+  EXPECT_EQ(out.read(), (std::vector<int>{1, -1, 22}));
+  launch(true, true);
+  EXPECT_EQ(out.read(), (std::vector<int>{0, 11, 22}));
+  graph g = graph::record(q, [&] { launch(false, true); });
+  out.write(std::vector<int>{7, 7, 7});
+  g.replay(q);
+  EXPECT_EQ(out.read(), (std::vector<int>{1, -1, 22}));
+}
+
 TEST(Kernels, ArgumentAndShapeErrorsAreReported) {
   auto& q = default_queue();
   auto prog = test_program(q.get_context());

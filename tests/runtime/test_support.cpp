@@ -26,6 +26,12 @@ kernel void local_reverse(global const int* in, global int* out, local int* scra
   barrier(CLK_LOCAL_MEM_FENCE);
   out[g * n + l] = scratch[n - 1 - l];
 }
+// Which of a and b came as NULL (bit 0: a, bit 1: b), plus what each non-NULL one holds.
+kernel void null_args(global const int* a, global const int* b, global int* out) {
+  out[0] = (a == 0 ? 1 : 0) | (b == 0 ? 2 : 0);
+  out[1] = a ? a[0] : -1;
+  out[2] = b ? b[0] : -1;
+}
 // Spins `iters` steps, then writes v: a slow writer.
 kernel void slow_write(global int* a, int v, int iters) {
   size_t i = get_global_id(0);
