@@ -1008,10 +1008,14 @@ __kernel void post_attention_rows(int M, int H, int A, int I, __global const GT*
                                   __global int* Ctr) {
   const int gated = STAGE == 2, norm = STAGE == 2, resid = STAGE != 2, rpu = STAGE == 2 ? 2 : 1;
   const int j0 = get_global_id(0) * NB, m = get_global_id(1);
-  __global GT* act = (__global GT*)Scratch + (long)m * I;
+  // The host passes a stage only the buffers it reads, the others as NULL (post_attention.cpp), so
+  // only those are offset (the conditions are constants: no arithmetic on NULL is emitted).
+  __global GT* act = STAGE != 1 ? (__global GT*)Scratch + (long)m * I : 0;
   __global GT* out = Out + out_off + (long)m * som;
-  const chain_stage s = chain_stage_of(STAGE, H, A, I, Res + res_off + (long)m * srm, srm, X + x_off + (long)m * sxm,
-                                       sxm, Wo + wo_off, swo, Wgu + wgu_off, swgu, Wd + wd_off, swd, out, som, act);
+  const chain_stage s = chain_stage_of(
+      STAGE, H, A, I, STAGE == 1 ? Res + res_off + (long)m * srm : 0, srm, STAGE == 1 ? X + x_off + (long)m * sxm : 0,
+      sxm, STAGE == 1 ? Wo + wo_off : 0, swo, STAGE == 2 ? Wgu + wgu_off : 0, swgu, STAGE == 3 ? Wd + wd_off : 0, swd,
+      out, som, act);
   const int F = s.F, K = s.K;
   if (j0 >= F || m >= M) return;
   const __global GT* a = s.a;
@@ -1022,7 +1026,7 @@ __kernel void post_attention_rows(int M, int H, int A, int I, __global const GT*
   float qacc[1][2 * NB], ss = 0.0f;
 #pragma unroll
   for (int c = 0; c < 2 * NB; ++c) qacc[0][c] = 0.0f;
-  chain_qdots(qacc, &ss, 1, K, 0, 1, a, 0, wrow, G + g_off, rpu, norm);
+  chain_qdots(qacc, &ss, 1, K, 0, 1, a, 0, wrow, STAGE == 2 ? G + g_off : 0, rpu, norm);
   const float* acc = qacc[0];
 #else
   chain_floatv accv[2 * NB];
