@@ -124,9 +124,8 @@ int main(int argc, char** argv) try {
   // 3. Launch cost by arguments.
   const int chain = std::max(2, cl_harness::env_int("PROBE_CHAIN", 64));
   const std::uint32_t entries = 1u << 18;
-  const std::vector<std::uint32_t> table = cl_harness::dependent_cycle(entries);
-  cl::Buffer tbuf(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, table.size() * 4,
-                  const_cast<std::uint32_t*>(table.data()));
+  std::vector<std::uint32_t> table = cl_harness::dependent_cycle(entries);
+  cl::Buffer tbuf(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, table.size() * 4, table.data());
   cl::Kernel busy(prog, "busy");
   busy.setArg(0, tbuf);
   busy.setArg(1, entries - 1);

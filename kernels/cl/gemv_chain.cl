@@ -531,8 +531,7 @@ inline void chain_quantize_done(int F, int m0, int rows, int j0, int j1, __globa
   }
   (void)done;
   (void)list;
-  return;
-#endif
+#else
   if (t == 0) {
     chain_fence();  // the task's stores before its counts
     int n = 0;
@@ -554,6 +553,7 @@ inline void chain_quantize_done(int F, int m0, int rows, int j0, int j1, __globa
     if (sq) sq[c] = ss;
     atomic_xchg(done + c, 0);
   }
+#endif  // UPT % 32
 }
 #endif
 #endif  // QA8

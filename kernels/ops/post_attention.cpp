@@ -194,11 +194,17 @@ std::int64_t local_bytes(const kernel_config& k) {
   return (k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4;
 }
 
+// Output units a task covers: nb (variants 0 and 1), nb per warp of 32 (variant 2).
+std::int64_t units_per_task(std::int64_t variant, std::int64_t nb, std::int64_t wg) {
+  return variant == 2 ? wg / 32 * nb : nb;
+}
+
 // qb's whole-block stages: warps of 8 units in 128-item groups, 32 units (one block) a task.
+constexpr std::int64_t kWholeBlockVariant = 2, kWholeBlockNb = 8, kWholeBlockWg = 128;
 kernel_config whole_block_shape(kernel_config k) {
-  k.set("variant", 2);
-  k.set("nb", 8);
-  k.set("wg", 128);
+  k.set("variant", kWholeBlockVariant);
+  k.set("nb", kWholeBlockNb);
+  k.set("wg", kWholeBlockWg);
   return k;
 }
 
@@ -385,15 +391,13 @@ op_implementation chain_implementation() {
     auto ws =
         split_workspace(q, static_cast<std::size_t>(M * I + qa_floats), static_cast<std::size_t>(counters));
     const std::int64_t row_blocks = (M + mb - 1) / mb;
-    // A stage's tasks over F output units at upt units a task: nb (variant 0), nb per warp (variant 2).
+    // A stage's tasks over F output units at upt units a task.
     auto tasks = [&](std::int64_t F, std::int64_t upt) { return (F + upt - 1) / upt * row_blocks; };
-    const std::int64_t upt = warps ? wg / 32 * nb : nb;
+    const std::int64_t upt = units_per_task(cfg.at("variant"), nb, wg);
     const std::int64_t t1 = tasks(H, upt), t2 = tasks(I, upt);
-    // qb: stage 2 (qb=2), or stages 1 and 2 (qb=1), as whole-block tasks (whole_block_shape: 4 warps
-    // of 8 units, 32 a task).
+    // qb: stage 2 (qb=2), or stages 1 and 2 (qb=1), as whole-block tasks (whole_block_shape).
     const std::int64_t qb = qf && !chain ? cfg.at("qb") : 0;
-    const kernel_config wb = whole_block_shape(cfg);
-    const std::int64_t wb_upt = wb.at("wg") / 32 * wb.at("nb");
+    const std::int64_t wb_upt = units_per_task(kWholeBlockVariant, kWholeBlockNb, kWholeBlockWg);
     // qa=1's quantize steps, a group per wg blocks of a row (chain=0: a launch each, between the
     // stages'): Q1 and Q2, none with qf, whose stages quantize their blocks; Q0 with qo.
     const bool steps = qa8 && !qf;
@@ -410,8 +414,8 @@ op_implementation chain_implementation() {
     };
     auto launch = [&](int stage, std::int64_t groups) {
       const bool own = (qb == 1 && stage == 1) || (qb != 0 && stage == 2);  // at whole_block_shape
-      const std::size_t swg = own ? static_cast<std::size_t>(wb.at("wg")) : uwg;
-      const std::string defs = own ? defines(wb.at("variant"), wb.at("nb"), wb.at("wg")) : base;
+      const std::size_t swg = own ? static_cast<std::size_t>(kWholeBlockWg) : uwg;
+      const std::string defs = own ? defines(kWholeBlockVariant, kWholeBlockNb, kWholeBlockWg) : base;
       // gemv_chain.cl names each unchained stage's kernel by its stage (kernel tables time them apart).
       kernel k = build_kernel(q.get_context(), "gemv_chain.cl", src,
                               chain ? defs : defs + fmt::format(" -DSTAGE={}", stage),

@@ -180,6 +180,20 @@ TEST(quant, post_attention_on_quantized_weights) {
 // holds the int8 form to llama.cpp's test-backend-ops measure for quantized types instead, the
 // normalized mean squared error sum (int8 - float)^2 / sum float^2 <= 5e-4. A wrong block scale,
 // slot or nibble moves it to ~1.
+// Sum of (got - ref)^2 and of ref^2 over two outputs of one call: their ratio is llama.cpp's
+// normalized mean squared error.
+struct squared_error {
+  double err = 0, ref = 0;
+};
+squared_error squared_error_of(const std::vector<double>& got, const std::vector<double>& ref) {
+  squared_error e;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    e.err += (got[i] - ref[i]) * (got[i] - ref[i]);
+    e.ref += ref[i] * ref[i];
+  }
+  return e;
+}
+
 TEST(quant, post_attention_int8_activations_track_float) {
   queue& q = shared_queue();
   const op_descriptor& d = op_registry::instance().get("post_attention");
@@ -208,11 +222,7 @@ TEST(quant, post_attention_int8_activations_track_float) {
       out[f] = read_host(q, c.outputs[0]).values;
     }
     for (int f = 1; f < n_forms; ++f) {
-      double err = 0, ref = 0;
-      for (std::size_t i = 0; i < out[0].size(); ++i) {
-        err += (out[f][i] - out[0][i]) * (out[f][i] - out[0][i]);
-        ref += out[0][i] * out[0][i];
-      }
+      const auto [err, ref] = squared_error_of(out[f], out[0]);
       ASSERT_GT(ref, 0.0);
       EXPECT_LE(err / ref, 5e-4) << forms[f]
                                  << ": int8 activations' normalized mean squared error against float ones";
@@ -223,26 +233,18 @@ TEST(quant, post_attention_int8_activations_track_float) {
     // below their distance to float: qp=1 against qp=0, qf=1 against qp=1, and qf=1,qo=1
     // against qo=1.
     for (const auto [f, g] : {std::pair{3, 2}, std::pair{4, 3}, std::pair{1, 5}}) {
-      double cross = 0, ref = 0;
-      for (std::size_t i = 0; i < out[0].size(); ++i) {
-        cross += (out[f][i] - out[g][i]) * (out[f][i] - out[g][i]);
-        ref += out[g][i] * out[g][i];
-      }
+      const auto [cross, ref] = squared_error_of(out[f], out[g]);
       EXPECT_LE(cross / ref, 1e-6) << forms[f] << " against " << forms[g];
     }
     // qb=1 (run first above, so that no earlier form on this call left its int8 rows in the
     // workspace): stages 1 and 2 as whole-block tasks that quantize their own blocks (no counters),
     // the same block arithmetic as qf=1 on h and activations summed in another order.
     {
-      double err = 0, cross = 0, ref = 0;
-      for (std::size_t i = 0; i < out[0].size(); ++i) {
-        err += (qb_out[i] - out[0][i]) * (qb_out[i] - out[0][i]);
-        cross += (qb_out[i] - out[4][i]) * (qb_out[i] - out[4][i]);
-        ref += out[0][i] * out[0][i];
-      }
+      const auto [err, ref] = squared_error_of(qb_out, out[0]);
       EXPECT_LE(err / ref, 5e-4) << "qb=1 against float activations";
       EXPECT_GT(err, 0.0) << "qb=1 gave the float result: the int8 walk did not run";
-      EXPECT_LE(cross / ref, 1e-6) << "qb=1 against qf=1";
+      const auto [cross, qf_ref] = squared_error_of(qb_out, out[4]);
+      EXPECT_LE(cross / qf_ref, 1e-6) << "qb=1 against qf=1";
     }
     // qo quantizes the attention output as well: not the pair walk's result, yet as close to float.
     double moved = 0;
@@ -263,11 +265,7 @@ TEST(quant, post_attention_int8_activations_track_float) {
     const std::vector<double> got = read_host(q, c.outputs[0]).values;
     run_and_compare(d, c, d.config.complete(kernel_config::parse(form + ",qa=0")), false);
     const std::vector<double> flt = read_host(q, c.outputs[0]).values;
-    double err = 0, ref = 0;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      err += (got[i] - flt[i]) * (got[i] - flt[i]);
-      ref += flt[i] * flt[i];
-    }
+    const auto [err, ref] = squared_error_of(got, flt);
     EXPECT_LE(err / ref, 5e-4) << "qb=2 against float activations";
     EXPECT_GT(err, 0.0) << "qb=2 gave the float result: the int8 walk did not run";
   }
