@@ -177,7 +177,12 @@ config_schema gemv_schema() {
        "rms_norm_linear, block-quantized weight, GPU rows kernel (variant 0) with qa=1: how a team walks "
        "its row: 0 = 4-byte slots (4 lanes a q4 block), 2 = a lane per block (gemm_q_blocks_i8), 3 = as 2 "
        "with no quantize launch: each work-group normalizes and quantizes the input row into local memory "
-       "itself"}};
+       "itself; its group is wg / 32 teams of nb weight rows (the other walks' shape is fixed)"},
+      {"qu",
+       2,
+       {1, 2, 4},
+       "rms_norm_linear, block-quantized weight, qp=2 or 3: blocks a lane loads a step, all their loads "
+       "issued before the step's dot products"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 0 && (k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4 > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
@@ -262,9 +267,13 @@ op_implementation quant_norm_implementation() {
     if (!is_quantized(o.w->type()))
       return std::string("weight is not block-quantized (q8_0, q4_0, q4_1): opencl.gemv_rms_norm serves it");
     if (cfg.at("variant") == 0 && cfg.at("qa") == 1 && cfg.at("qp") == 3) {
-      // gemm_q_blocks_i8 with QL_K (enqueue_quant_norm_linear's group): the row's int8 copy in local memory.
-      const std::uint64_t local = gemm_detail::quant_local_walk_bytes(
-          gemm_detail::quant_norm_local_nb, gemm_detail::quant_norm_local_warps, o.x->size(1));
+      // gemm_q_blocks_i8 with QL_K (enqueue_quant_norm_linear's group): wg / 32 teams of nb weight
+      // rows, the row's int8 copy in local memory.
+      if (cfg.at("wg") < 32)
+        return fmt::format("qp=3 runs 32-lane teams, wg / 32 a group: wg={} is below 32 (valid: 32, 64, 128, 256)",
+                           cfg.at("wg"));
+      if (auto r = check_wg(dev, cfg.at("wg"))) return r;
+      const std::uint64_t local = gemm_detail::quant_local_walk_bytes(cfg.at("nb"), cfg.at("wg") / 32, o.x->size(1));
       if (local > dev.local_mem_size())
         return fmt::format("qp=3 holds the quantized input row (K = {}) in local memory: {} B > device {} B",
                            o.x->size(1), local, dev.local_mem_size());
@@ -281,9 +290,10 @@ op_implementation quant_norm_implementation() {
     const gemv_operands o = operands(c);
     if (o.x->size(0) == 0 || o.w->size(0) == 0) return event{};
     const gemm_detail::quant_norm norm{*o.g, c.get_f64("eps")};
+    const gemm_detail::quant_walk walk{static_cast<int>(cfg.at("qp")), cfg.at("nb"), cfg.at("wg") / 32,
+                                       cfg.at("qu")};
     return gemm_detail::enqueue_quant_norm_linear(q, *o.x, norm, *o.w, o.b ? *o.b : tensor{}, c.outputs[0],
-                                                  cfg.at("variant") == 1, cfg.at("qa") == 1, src,
-                                                  static_cast<int>(cfg.at("qp")));
+                                                  cfg.at("variant") == 1, cfg.at("qa") == 1, src, walk);
   };
   return impl;
 }

@@ -92,8 +92,14 @@ inline std::uint64_t quant_local_walk_bytes(std::int64_t nb, std::int64_t warps,
   return static_cast<std::uint64_t>(nb * 32 * warps * 4 + quant_local_row_bytes(k));
 }
 
-/// rms_norm_linear's qp=3 group (enqueue_quant_norm_linear): nb weight rows a team, warps teams.
-inline constexpr std::int64_t quant_norm_local_nb = 4, quant_norm_local_warps = 8;
+/// How rms_norm_linear's GPU rows kernel walks int8 activations (enqueue_quant_norm_linear): its
+/// config's qp (0 4-byte slots, 2 a lane per block, 3 the same with the row quantized in each
+/// work-group), qu (blocks a lane loads a step, qp 2 and 3) and, for qp=3, the group: nb weight
+/// rows a team, `warps` teams (the config's wg / 32).
+struct quant_walk {
+  int qp = 0;
+  std::int64_t nb = 4, warps = 8, unroll = 2;
+};
 
 /// quantize_rows_q8's work-group with a norm: one row a group, a power of two >= k / 32 items.
 inline std::int64_t quantize_norm_group(std::int64_t k) {
@@ -107,9 +113,9 @@ inline std::int64_t quantize_norm_group(std::int64_t k) {
 /// quantized to int8 per 32-block with the norm applied on the way (quantize_rows_q8; two
 /// commands). Float activations: the rows kernel reads the norm with them (one command: each
 /// team sums the row's squares from its own loads); the CPU kernel reads rows the norm wrote.
-/// `walk`: the GPU rows kernel's walk on int8 activations (linear's qp: 0 slots, 2 a lane per block).
+/// `walk`: the GPU rows kernel's walk on int8 activations (quant_walk).
 event enqueue_quant_norm_linear(queue& q, const tensor& x, const quant_norm& norm, const tensor& weight,
                                 const tensor& bias, const tensor& out, bool cpu, bool int8,
-                                source_override src, int walk = 0);
+                                source_override src, const quant_walk& walk = {});
 
 }  // namespace prism::gemm_detail

@@ -302,6 +302,11 @@ config_schema gemm_schema() {
        "64); 2 = each lane reads whole blocks, two a step (gemm_q_blocks_i8); 3 = as 2 with no quantize "
        "launch: each work-group quantizes its activation row into local memory itself (one row a group, "
        "K * 5 / 4 bytes)"},
+      {"qu",
+       2,
+       {1, 2, 4},
+       "quantized weights, rows kernel with qp=2 or 3 (gemm_q_blocks_i8): blocks a lane loads a step, "
+       "all their loads issued before the step's dot products"},
       {"qmma",
        0,
        {0, 1},
@@ -841,6 +846,7 @@ struct qplan {
   bool int8_activations = false;  // quantize_rows_q8, then gemm_q_cpu_i8 (cpu) or gemm_q_rows built with QA8
   std::int64_t walk = 0;          // rows with int8 activations: qp (1 gemm_q_pairs_i8, 2 gemm_q_blocks_i8,
                                   // 3 gemm_q_blocks_i8 quantizing its row itself)
+  std::int64_t unroll = 2;        // walks 2 and 3: blocks a lane loads a step (qu)
 };
 
 // K and the row stride (elements) of a quantized weight: linear's [n, k], or matmul's other, the
@@ -904,7 +910,7 @@ qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, bool au
       return {qkernel::gemv, c.at("mb"), c.at("nb"), c.at("wg"), 0};
     case 4:
       if (c.at("qmma") == 1) return {qkernel::mma, c.at("warps"), 0, 0, 0, c.at("qa") == 1};
-      return {qkernel::rows, c.at("mb"), c.at("nb"), c.at("warps"), 0, c.at("qa") == 1, c.at("qp")};
+      return {qkernel::rows, c.at("mb"), c.at("nb"), c.at("warps"), 0, c.at("qa") == 1, c.at("qp"), c.at("qu")};
     case 3:
       if (c.at("auto") == 1) {
         if (auto_mma) {
@@ -912,7 +918,7 @@ qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, bool au
           while (warps < 8 && warps * 2 <= k / 256) warps *= 2;
           return {qkernel::mma, warps, 0, 0, 0};
         }
-        return m <= 8 ? qplan{qkernel::rows, 8, 2, 8, 0, c.at("qa") == 1, c.at("qp")}
+        return m <= 8 ? qplan{qkernel::rows, 8, 2, 8, 0, c.at("qa") == 1, c.at("qp"), c.at("qu")}
                       : qplan{qkernel::tiled, 64, 64, 4, 4};
       }
       [[fallthrough]];
@@ -1057,13 +1063,9 @@ event submit_quant(queue& q, const gemm_problem& p, const kernel& k, const nd_ra
   });
 }
 
-event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, source_override src,
-                    const quant_norm* norm = nullptr) {
-  if (p0.m == 0 || p0.n == 0 || p0.batch == 0) return {};
-  const gemm_problem p = with_k_rows(q, p0);
-  const bool auto_mma =
-      wants_qmma(c, p.m, p.c.type()) && !qmma_refusal(q.get_device(), p.b, p.c.type(), c.at("qa") == 1);
-  const qplan pl = plan_quant(c, p.m, p.k, auto_mma);
+// The quantized GEMM of plan `pl` (plan_quant's, or enqueue_quant_norm_linear's qp=3 group).
+event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_override src,
+                      const quant_norm* norm) {
   // A norm rides the int8 quantization (qa=1), or the rows kernel's float loads (QNORM_F).
   if (norm && !pl.int8_activations && pl.kind != qkernel::rows)
     throw error(errc::internal, "ops::rms_norm_linear",
@@ -1101,14 +1103,15 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
     name = "gemm_q_rows";
     r = nd_range(range<3>(ceil_div(p.n, pl.b * pl.c) * wg, ceil_div(p.m, mb), 1), range<3>(wg, 1, 1));
     if (local_q) {  // gemm_q_blocks_i8 built with QL_K: float rows in, no quantize launch
-      opts += fmt::format(" -DQA8 -DQ_DP4A={} -DQPAIR=2 -DQL_K={} -DQL_NORM={}",
-                          probe_ptx(q.get_device()).has("dp4a") ? 1 : 0, p.k, norm ? 1 : 0);
+      opts += fmt::format(" -DQA8 -DQ_DP4A={} -DQPAIR=2 -DQB_UNROLL={} -DQL_K={} -DQL_NORM={}",
+                          probe_ptx(q.get_device()).has("dp4a") ? 1 : 0, pl.unroll, p.k, norm ? 1 : 0);
       return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_blocks_i8"),
                           r, norm, p.a, p.a.offset(), to_int(p.sam, "gemm", "A row stride"));
     }
     if (pl.int8_activations) {
       opts += fmt::format(" -DQA8 -DQ_DP4A={} -DQPAIR={}", probe_ptx(q.get_device()).has("dp4a") ? 1 : 0,
                           pl.walk);
+      if (pl.walk == 2) opts += fmt::format(" -DQB_UNROLL={}", pl.unroll);
       static const char* const walks[3] = {"gemm_q_rows", "gemm_q_pairs_i8", "gemm_q_blocks_i8"};
       const tensor ws = quantize_activations(q, p, opts, src, norm);
       return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, walks[pl.walk]), r,
@@ -1128,6 +1131,15 @@ event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, so
   kernel k = build_kernel(q.get_context(), "gemm_quant.cl", src, opts, name);
   const std::int64_t a_off = p.a.offset();
   return submit_quant(q, p, k, r, norm, p.a, a_off, to_int(p.sam, "gemm", "A row stride"));
+}
+
+event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, source_override src,
+                    const quant_norm* norm = nullptr) {
+  if (p0.m == 0 || p0.n == 0 || p0.batch == 0) return {};
+  const gemm_problem p = with_k_rows(q, p0);
+  const bool auto_mma =
+      wants_qmma(c, p.m, p.c.type()) && !qmma_refusal(q.get_device(), p.b, p.c.type(), c.at("qa") == 1);
+  return enqueue_planned(q, p, plan_quant(c, p.m, p.k, auto_mma), src, norm);
 }
 
 std::vector<op_implementation> gemm_implementations(lowering lower) {
@@ -1733,7 +1745,8 @@ void check_matrix_pair(const op_call& call, const tensor& a, const char* an, con
 
 event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const quant_norm& norm,
                                              const tensor& weight, const tensor& bias, const tensor& out,
-                                             bool cpu, bool int8, source_override src, int walk) {
+                                             bool cpu, bool int8, source_override src,
+                                             const quant_walk& walk) {
   // GPU float activations: one weight row per 32-item team. H200, q4_0 weights, bf16 decode
   // (the qkv projections): against nb 2 the rows kernel's time fell 1102-1111 -> 1037 us a token at
   // llama-2-7b and 326-332 -> 292 at qwen3-0.6b (tokens/s +1.3% and +3.5%); nb 4 lost 6-30%
@@ -1745,18 +1758,13 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
     return gemm_schema().complete(kernel_config::parse(fmt::format("{},qa={},qp={}", shape, qa, qp)));
   };
   static const char* const shapes[2] = {"variant=4,mb=8,nb=1,warps=8,qmma=0", "variant=0,rm=1,qrn=1,qwg=32"};
-  static const std::string local_shape =
-      fmt::format("variant=4,mb=1,nb={},warps={},qmma=0", quant_norm_local_nb, quant_norm_local_warps);
   static const kernel_config configs[2][2] = {{with_qa(shapes[0], 0), with_qa(shapes[0], 1)},
                                               {with_qa(shapes[1], 0), with_qa(shapes[1], 1)}};
   // The GPU int8 form with a lane per block (qp=2, gemm_q_blocks_i8), and the same walk quantizing
-  // its row itself (qp=3: one row a group, 4 weight rows a warp as in quant_layout_probe's best
-  // [12288, 4096] config; no quantize launch).
+  // its row itself (qp=3: one row a group, the group's shape from walk: the config's nb and wg).
   static const kernel_config blocks_walk = with_qa(shapes[0], 1, 2);
-  static const kernel_config local_walk = with_qa(local_shape.c_str(), 1, 3);
-  const kernel_config& cfg = !cpu && int8 && walk == 2   ? blocks_walk
-                             : !cpu && int8 && walk == 3 ? local_walk
-                                                         : configs[cpu ? 1 : 0][int8 ? 1 : 0];
+  const bool gpu_walk = !cpu && int8 && (walk.qp == 2 || walk.qp == 3);
+  const kernel_config& cfg = gpu_walk ? blocks_walk : configs[cpu ? 1 : 0][int8 ? 1 : 0];
   // The int8 quantization and the GPU rows kernel's float loads take the norm in-line; the CPU
   // float kernel reads rows the norm wrote first.
   const bool inline_norm = int8 || !cpu;
@@ -1784,7 +1792,14 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
   }
   op_call lin{"linear", {a, weight, bias}, {out}, {}};
   lin.attrs["activation"] = std::string("none");
-  return enqueue_quant(q, with_k_rows(q, lower_linear(lin)), cfg, src, inline_norm ? &norm : nullptr);
+  const gemm_problem p = with_k_rows(q, lower_linear(lin));
+  qplan pl = plan_quant(cfg, p.m, p.k, false);
+  if (gpu_walk) {
+    pl.walk = walk.qp;
+    pl.unroll = walk.unroll;
+    if (walk.qp == 3) pl = qplan{qkernel::rows, 1, walk.nb, walk.warps, 0, true, 3, walk.unroll};
+  }
+  return enqueue_planned(q, p, pl, src, inline_norm ? &norm : nullptr);
 }
 
 void register_matmul_ops(op_registry& r) {

@@ -346,6 +346,8 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   EXPECT_EQ(q4_long.implementation, "opencl.quant_norm");
   EXPECT_NE(q4_long.config.find("qa=1"), std::string::npos) << q4_long.config;
   EXPECT_NE(q4_long.config.find("qp=3"), std::string::npos) << q4_long.config;
+  // qp=3's group is the config's nb and wg: 8 teams of 4 rows (session 29's measured shape).
+  EXPECT_NE(q4_long.config.find("nb=4,wg=256"), std::string::npos) << q4_long.config;
   EXPECT_NE(q4_long.reason.find("nvidia/vendor.yaml:"), std::string::npos) << q4_long.reason;
   const auto q8_long = norm_linear(dtype::q8_0, 4096);
   EXPECT_EQ(q8_long.tier, pd::source_tier::vendor);

@@ -90,7 +90,8 @@ TEST(quant, every_vendor_config) {
 
 // rms_norm_linear on a block-quantized weight: both kernels (variant 1: the CPU decode GEMV;
 // 0: the GPU rows kernel, on int8 activations with 4-byte slots or a lane per block (qp=2; qp=3
-// quantizing the normalized row in the kernel itself, no quantize launch)) with
+// quantizing the normalized row in the kernel itself, no quantize launch: 2 teams of 4 rows, 4 blocks
+// a lane a step)) with
 // the norm in the int8 quantization (qa=1) and as float rows (qa=0),
 // against the double-precision norm and dequantized weight; f32 and bf16 activations, a bias,
 // several rows, and K of 576 (18 blocks: a norm group of 32 items, 14 idle).
@@ -110,7 +111,7 @@ TEST(quant, rms_norm_linear_on_quantized_weights) {
         c.attrs["eps"] = 1e-5;
         allocate_outputs(q, d, c);
         for (const char* cfg : {"variant=1,qa=1", "variant=1,qa=0", "variant=0,qa=1", "variant=0,qa=1,qp=2",
-                                "variant=0,qa=1,qp=3", "variant=0,qa=0"}) {
+                                "variant=0,qa=1,qp=3,nb=4,wg=64,qu=4", "variant=0,qa=0"}) {
           SCOPED_TRACE(std::string(dtype_name(wt)) + " " + dtype_name(act) + " m=" + std::to_string(m) + " " +
                        cfg);
           run_and_compare(d, c, d.config.complete(kernel_config::parse(cfg)), false);
@@ -364,8 +365,9 @@ TEST(quant, int8_activations_follow_the_per_block_rounding) {
   // The CPU kernel (at M = 1 on AVX-512 four blocks a register), the GPU rows kernel, its
   // block-pair form and its lane-per-block form (dp4a on NVIDIA, four multiplies elsewhere) all
   // follow the same host model. K = 192: six blocks, one group of four and two more; the
-  // lane-per-block form also at K = 2272 (71 blocks: two full steps of 2 x 32 lanes and a partial one),
-  // and that form again quantizing its row in local memory (qp=3: the kernel's own rounding).
+  // lane-per-block form also at K = 2272 (71 blocks: two full steps of 2 x 32 lanes and a partial one;
+  // with qu=4 one partial step of 4 x 32), and that form again quantizing its row in local memory
+  // (qp=3: the kernel's own rounding; qu=1: three steps, the last partial).
   struct form {
     const char* cfg;
     std::int64_t k;
@@ -376,7 +378,9 @@ TEST(quant, int8_activations_follow_the_per_block_rounding) {
         form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=2", 192},
         form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=2", 2272},
         form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=3", 192},
-        form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=3", 2272}})
+        form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=3", 2272},
+        form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=2,qu=4", 2272},
+        form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=3,qu=1", 2272}})
     for (dtype wt : quantized_dtypes)
       for (std::int64_t m : {1, 5, 33}) {
         const char* cfg = f.cfg;
@@ -496,6 +500,27 @@ TEST(quant, block_pairs_need_k_multiple_of_64) {
   EXPECT_EQ(
       select_implementation(linear_op(), q.get_device(), c, config("variant=4,nb=2,warps=2,qp=1"), &refusals),
       nullptr);
+}
+
+// rms_norm_linear's qp=3 group is wg / 32 teams of nb rows: a wg below one team is refused naming
+// wg and the valid sizes, where the same config at wg=32 is served.
+TEST(quant, local_quantizing_walk_takes_whole_teams) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("rms_norm_linear");
+  std::mt19937_64 rng(77);
+  op_call c{"rms_norm_linear", {}, {}, {}};
+  c.inputs = {kernels::random_tensor(q, {1, 64}, dtype::f32, rng, -1, 1),
+              kernels::random_tensor(q, {64}, dtype::f32, rng, 0.5, 1.5),
+              kernels::random_tensor(q, {8, 64}, dtype::q4_0, rng, -1, 1), tensor()};
+  c.attrs["eps"] = 1e-5;
+  allocate_outputs(q, d, c);
+  std::vector<std::string> refusals;
+  const auto cfg = [&](const char* text) { return d.config.complete(kernel_config::parse(text)); };
+  EXPECT_EQ(select_implementation(d, q.get_device(), c, cfg("variant=0,qa=1,qp=3,wg=16"), &refusals), nullptr);
+  bool named = false;
+  for (const auto& r : refusals) named = named || r.find("wg=16 is below 32") != std::string::npos;
+  EXPECT_TRUE(named) << ::testing::PrintToString(refusals);
+  EXPECT_NE(select_implementation(d, q.get_device(), c, cfg("variant=0,qa=1,qp=3,wg=32"), nullptr), nullptr);
 }
 
 TEST(quant, dispatcher_serves_quantized_weights_with_opencl_quant) {
