@@ -346,8 +346,10 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   EXPECT_EQ(q4_long.implementation, "opencl.quant_norm");
   EXPECT_NE(q4_long.config.find("qa=1"), std::string::npos) << q4_long.config;
   EXPECT_NE(q4_long.config.find("qp=3"), std::string::npos) << q4_long.config;
-  // qp=3's group is the config's nb and wg: 8 teams of 4 rows (session 29's measured shape).
+  // qp=3's group is the config's nb and wg: 8 teams of 4 rows (session 29's measured shape), 4
+  // blocks a lane a step for q4 (session 37).
   EXPECT_NE(q4_long.config.find("nb=4,wg=256"), std::string::npos) << q4_long.config;
+  EXPECT_NE(q4_long.config.find("qu=4"), std::string::npos) << q4_long.config;
   EXPECT_NE(q4_long.reason.find("nvidia/vendor.yaml:"), std::string::npos) << q4_long.reason;
   const auto q8_long = norm_linear(dtype::q8_0, 4096);
   EXPECT_EQ(q8_long.tier, pd::source_tier::vendor);
@@ -367,9 +369,9 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
   EXPECT_NE(block.config.find("wg=128"), std::string::npos) << block.config;
   EXPECT_NE(block.config.find("qa=0"), std::string::npos) << block.config;
   // Quantized weights at hidden >= 4096: int8 activations (stage 1 too), block pairs, the quantize
-  // steps inside the stages (qf=1). q4: stage 1 quantizes in each task's local memory (qo=2), stages 1
+  // steps inside the stages (qf=1); stage 1 quantizes in each task's local memory (qo=2), stages 1
   // and 2 in whole-block tasks (qb=1): three launches (an attention width that is not whole pairs,
-  // 32 here, takes qo=1's step inside the op). q8_0: a step Q0 (qo=1), blocks counted: four.
+  // 32 here, takes qo=1's step inside the op), for q4 and q8_0 alike.
   for (dtype wt : {dtype::q4_0, dtype::q8_0}) {
     o.type = wt;
     op_call wide = pa.sample(q, shape_key::parse("m=1,h=4096,a=32,i=64"), o);
@@ -377,9 +379,11 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
     EXPECT_EQ(d.tier, pd::source_tier::vendor);
     for (const char* key : {"qa=1", "qp=1", "chain=0", "qf=1"})
       EXPECT_NE(d.config.find(key), std::string::npos) << dtype_name(wt) << " " << d.config;
-    const bool q4 = wt == dtype::q4_0;
-    EXPECT_NE(d.config.find(q4 ? "qo=2" : "qo=1"), std::string::npos) << dtype_name(wt) << " " << d.config;
-    EXPECT_NE(d.config.find(q4 ? "qb=1" : "qb=0"), std::string::npos) << dtype_name(wt) << " " << d.config;
+    EXPECT_NE(d.config.find("qo=2"), std::string::npos) << dtype_name(wt) << " " << d.config;
+    EXPECT_NE(d.config.find("qb=1"), std::string::npos) << dtype_name(wt) << " " << d.config;
+    // Stage 3 keeps nb: 2 units a task for q4 (measured there), 4 for q8_0.
+    EXPECT_NE(d.config.find(wt == dtype::q4_0 ? "nb=2,wg=64" : "nb=4,wg=64"), std::string::npos)
+        << dtype_name(wt) << " " << d.config;
   }
   // An MLP width that is not whole block pairs takes the same route (its walk reads 4-byte slots).
   o.type = dtype::q4_0;
