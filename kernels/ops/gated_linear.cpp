@@ -270,10 +270,12 @@ op_implementation quant_norm_implementation() {
       // gemm_q_blocks_i8 with QL_K (enqueue_quant_norm_linear's group): wg / 32 teams of nb weight
       // rows, the row's int8 copy in local memory.
       if (cfg.at("wg") < 32)
-        return fmt::format("qp=3 runs 32-lane teams, wg / 32 a group: wg={} is below 32 (valid: 32, 64, 128, 256)",
-                           cfg.at("wg"));
+        return fmt::format(
+            "qp=3 runs 32-lane teams, wg / 32 a group: wg={} is below 32 (valid: 32, 64, 128, 256)",
+            cfg.at("wg"));
       if (auto r = check_wg(dev, cfg.at("wg"))) return r;
-      const std::uint64_t local = gemm_detail::quant_local_walk_bytes(cfg.at("nb"), cfg.at("wg") / 32, o.x->size(1));
+      const std::uint64_t local =
+          gemm_detail::quant_local_walk_bytes(cfg.at("nb"), cfg.at("wg") / 32, o.x->size(1));
       if (local > dev.local_mem_size())
         return fmt::format("qp=3 holds the quantized input row (K = {}) in local memory: {} B > device {} B",
                            o.x->size(1), local, dev.local_mem_size());

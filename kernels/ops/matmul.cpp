@@ -910,7 +910,8 @@ qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, bool au
       return {qkernel::gemv, c.at("mb"), c.at("nb"), c.at("wg"), 0};
     case 4:
       if (c.at("qmma") == 1) return {qkernel::mma, c.at("warps"), 0, 0, 0, c.at("qa") == 1};
-      return {qkernel::rows, c.at("mb"), c.at("nb"), c.at("warps"), 0, c.at("qa") == 1, c.at("qp"), c.at("qu")};
+      return {qkernel::rows,   c.at("mb"), c.at("nb"), c.at("warps"), 0,
+              c.at("qa") == 1, c.at("qp"), c.at("qu")};
     case 3:
       if (c.at("auto") == 1) {
         if (auto_mma) {

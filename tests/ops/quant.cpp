@@ -406,11 +406,13 @@ TEST(quant, int8_activations_follow_the_per_block_rounding) {
                 mag += std::fabs(w.values[j * k + kk] * static_cast<double>(d) * qa);
                 // OpenCL's float division may be 2.5 ulp off (NVIDIA's is), so a product within a
                 // few ulp of a rounding tie may round either way on the device: one step of slack.
-                if (std::fabs(std::fabs(x - std::floor(x)) - 0.5f) < 8.0f * std::ldexp(1.0f, -23) * std::fabs(x))
+                if (std::fabs(std::fabs(x - std::floor(x)) - 0.5f) <
+                    8.0f * std::ldexp(1.0f, -23) * std::fabs(x))
                   tie += std::fabs(w.values[j * k + kk] * static_cast<double>(d));
               }
             }
-            EXPECT_NEAR(got.values[i * n + j], want, 1e-5 * mag + tie + 1e-30) << "row " << i << " column " << j;
+            EXPECT_NEAR(got.values[i * n + j], want, 1e-5 * mag + tie + 1e-30)
+                << "row " << i << " column " << j;
           }
       }
 }
@@ -521,7 +523,8 @@ TEST(quant, local_quantizing_walk_takes_whole_teams) {
   allocate_outputs(q, d, c);
   std::vector<std::string> refusals;
   const auto cfg = [&](const char* text) { return d.config.complete(kernel_config::parse(text)); };
-  EXPECT_EQ(select_implementation(d, q.get_device(), c, cfg("variant=0,qa=1,qp=3,wg=16"), &refusals), nullptr);
+  EXPECT_EQ(select_implementation(d, q.get_device(), c, cfg("variant=0,qa=1,qp=3,wg=16"), &refusals),
+            nullptr);
   bool named = false;
   for (const auto& r : refusals) named = named || r.find("wg=16 is below 32") != std::string::npos;
   EXPECT_TRUE(named) << ::testing::PrintToString(refusals);
