@@ -1794,12 +1794,10 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
   op_call lin{"linear", {a, weight, bias}, {out}, {}};
   lin.attrs["activation"] = std::string("none");
   const gemm_problem p = with_k_rows(q, lower_linear(lin));
-  qplan pl = plan_quant(cfg, p.m, p.k, false);
-  if (gpu_walk) {
-    pl.walk = walk.qp;
-    pl.unroll = walk.unroll;
-    if (walk.qp == 3) pl = qplan{qkernel::rows, 1, walk.nb, walk.warps, 0, true, 3, walk.unroll};
-  }
+  // qp=3: one activation row a group of walk.warps teams of walk.nb rows; qp=2: blocks_walk's plan.
+  qplan pl = gpu_walk && walk.qp == 3 ? qplan{qkernel::rows, 1, walk.nb, walk.warps, 0, true, 3}
+                                      : plan_quant(cfg, p.m, p.k, false);
+  if (gpu_walk) pl.unroll = walk.unroll;
   return enqueue_planned(q, p, pl, src, inline_norm ? &norm : nullptr);
 }
 
