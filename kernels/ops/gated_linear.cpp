@@ -178,11 +178,7 @@ config_schema gemv_schema() {
        "its row: 0 = 4-byte slots (4 lanes a q4 block), 2 = a lane per block (gemm_q_blocks_i8), 3 = as 2 "
        "with no quantize launch: each work-group normalizes and quantizes the input row into local memory "
        "itself; its group is wg / 32 teams of nb weight rows (the other walks' shape is fixed)"},
-      {"qu",
-       2,
-       {1, 2, 4},
-       "rms_norm_linear, block-quantized weight, qp=2 or 3: blocks a lane loads a step, all their loads "
-       "issued before the step's dot products"}};
+      gemm_detail::quant_unroll_param("rms_norm_linear, block-quantized weight, qp=2 or 3")};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 0 && (k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4 > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";

@@ -92,6 +92,16 @@ inline std::uint64_t quant_local_walk_bytes(std::int64_t nb, std::int64_t warps,
   return static_cast<std::uint64_t>(nb * 32 * warps * 4 + quant_local_row_bytes(k));
 }
 
+/// The `qu` config param of linear and rms_norm_linear (gemm_q_blocks_i8's QB_UNROLL, which the
+/// kernel takes as 1, 2 or 4); `scope` says which of the op's configs it applies to.
+inline config_param quant_unroll_param(const char* scope) {
+  return {"qu",
+          2,
+          {1, 2, 4},
+          fmt::format("{}: blocks a lane loads a step, all their loads issued before the step's dot products",
+                      scope)};
+}
+
 /// How rms_norm_linear's GPU rows kernel walks int8 activations (enqueue_quant_norm_linear): its
 /// config's qp (0 4-byte slots, 2 a lane per block, 3 the same with the row quantized in each
 /// work-group), qu (blocks a lane loads a step, qp 2 and 3) and, for qp=3, the group: nb weight

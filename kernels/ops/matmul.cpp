@@ -302,11 +302,7 @@ config_schema gemm_schema() {
        "64); 2 = each lane reads whole blocks, two a step (gemm_q_blocks_i8); 3 = as 2 with no quantize "
        "launch: each work-group quantizes its activation row into local memory itself (one row a group, "
        "K * 5 / 4 bytes)"},
-      {"qu",
-       2,
-       {1, 2, 4},
-       "quantized weights, rows kernel with qp=2 or 3 (gemm_q_blocks_i8): blocks a lane loads a step, "
-       "all their loads issued before the step's dot products"},
+      quant_unroll_param("quantized weights, rows kernel with qp=2 or 3 (gemm_q_blocks_i8)"),
       {"qmma",
        0,
        {0, 1},
