@@ -199,13 +199,20 @@ std::int64_t units_per_task(std::int64_t variant, std::int64_t nb, std::int64_t 
   return variant == 2 ? wg / 32 * nb : nb;
 }
 
-// qb's whole-block stages: warps of 8 units in 128-item groups, 32 units (one block) a task.
-constexpr std::int64_t kWholeBlockVariant = 2, kWholeBlockNb = 8, kWholeBlockWg = 128;
-kernel_config whole_block_shape(kernel_config k) {
+// qb's whole-block stages: variant 2, 32 units (one block) a task, in qw1 (stage 1) or qw2
+// (stage 2) warps of 32 / warps units each.
+constexpr std::int64_t kWholeBlockVariant = 2, kWholeBlockUnits = 32;
+kernel_config whole_block_shape(kernel_config k, std::int64_t warps) {
   k.set("variant", kWholeBlockVariant);
-  k.set("nb", kWholeBlockNb);
-  k.set("wg", kWholeBlockWg);
+  k.set("nb", kWholeBlockUnits / warps);
+  k.set("wg", 32 * warps);
   return k;
+}
+// The larger of the whole-block stages' local memory (qb=1: both; qb=2: stage 2's).
+std::int64_t whole_block_local_bytes(const kernel_config& k) {
+  if (k.at("qb") == 0) return 0;
+  const std::int64_t two = local_bytes(whole_block_shape(k, k.at("qw2")));
+  return k.at("qb") == 1 ? std::max(two, local_bytes(whole_block_shape(k, k.at("qw1")))) : two;
 }
 
 config_schema post_attention_schema() {
@@ -261,7 +268,13 @@ config_schema post_attention_schema() {
        "warp, 32 a task), each quantizing its own blocks after a group barrier, with no block counters or "
        "fences: 1 = stages 1 and 2, 2 = stage 2 (gate/up) only; the other stages and the step Q0 keep "
        "variant, nb and wg. 0 = every stage takes variant, nb and wg, and the task that completes a block "
-       "(by its counter) quantizes it"}};
+       "(by its counter) quantizes it"},
+      {"qw1",
+       4,
+       {4, 8, 16},
+       "qb=1: warps of a stage-1 (o projection) whole-block task: 4 = 8 units a warp in 128-item groups, "
+       "8 = 4 units in 256, 16 = 2 units in 512 (more warps resident for the stage's H / 32 tasks)"},
+      {"qw2", 4, {4, 8, 16}, "qb=1 or 2: the same for stage 2's (gate/up) whole-block tasks"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chain") == 1)
       return "variant 1 (one work-item per unit) runs the three stages as three launches: chain must be 0";
@@ -279,9 +292,13 @@ config_schema post_attention_schema() {
       return "qb=1 or 2 (stages in whole-block tasks) needs qf=1 and chain=0 (three launches)";
     if (local_bytes(k) > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
-    if (k.at("qb") != 0 && local_bytes(whole_block_shape(k)) > 32768)
-      return "qb=1 or 2 runs its stages at nb=8, wg=128: (mb * 16 + mb) * 512 bytes of local memory "
-             "must stay <= 32 KiB (mb <= 2)";
+    if (k.at("qw1") != 4 && k.at("qb") != 1)
+      return "qw1 shapes stage 1's whole-block tasks: it needs qb=1 (keep qw1=4 otherwise)";
+    if (k.at("qw2") != 4 && k.at("qb") == 0)
+      return "qw2 shapes stage 2's whole-block tasks: it needs qb=1 or 2 (keep qw2=4 otherwise)";
+    if (whole_block_local_bytes(k) > 32768)
+      return "qb=1 or 2 runs its stages at nb=32/qw, wg=32*qw: (mb * nb * 2 + mb) * wg * 4 bytes of local "
+             "memory must stay <= 32 KiB (mb <= 2)";
     return std::nullopt;
   };
   return s;
@@ -294,6 +311,9 @@ op_implementation chain_implementation() {
   impl.supports = [](const device& dev, const op_call& c,
                      const kernel_config& cfg) -> std::optional<std::string> {
     if (auto r = check_wg(dev, cfg.at("wg"))) return r;
+    for (const char* key : {"qw1", "qw2"})
+      if (cfg.at("qb") != 0 && cfg.at(key) != 4)
+        if (auto r = check_wg(dev, 32 * cfg.at(key))) return fmt::format("{}={}: {}", key, cfg.at(key), *r);
     if (cfg.at("qa") == 1) {
       const dtype wt = c.inputs[kOWeight].type();
       if (!is_quantized(wt))
@@ -312,8 +332,8 @@ op_implementation chain_implementation() {
       if (whole_block_pairs(H, A, I, c.inputs[kOWeight], c.inputs[kGateUp], c.inputs[kDown], true))
         qo_local = std::min<std::int64_t>(cfg.at("mb"), M) * A * 5 / 4;  // else qo=1 serves it (enqueue)
     }
-    const auto local = static_cast<std::uint64_t>(
-        std::max(local_bytes(cfg), cfg.at("qb") != 0 ? local_bytes(whole_block_shape(cfg)) : 0) + qo_local);
+    const auto local =
+        static_cast<std::uint64_t>(std::max(local_bytes(cfg), whole_block_local_bytes(cfg)) + qo_local);
     if (local > dev.local_mem_size())
       return fmt::format("needs {} bytes of local memory; the device has {}", local, dev.local_mem_size());
     return std::nullopt;
@@ -397,7 +417,6 @@ op_implementation chain_implementation() {
     const std::int64_t t1 = tasks(H, upt), t2 = tasks(I, upt);
     // qb: stage 2 (qb=2), or stages 1 and 2 (qb=1), as whole-block tasks (whole_block_shape).
     const std::int64_t qb = qf && !chain ? cfg.at("qb") : 0;
-    const std::int64_t wb_upt = units_per_task(kWholeBlockVariant, kWholeBlockNb, kWholeBlockWg);
     // qa=1's quantize steps, a group per wg blocks of a row (chain=0: a launch each, between the
     // stages'): Q1 and Q2, none with qf, whose stages quantize their blocks; Q0 with qo.
     const bool steps = qa8 && !qf;
@@ -414,8 +433,9 @@ op_implementation chain_implementation() {
     };
     auto launch = [&](int stage, std::int64_t groups) {
       const bool own = (qb == 1 && stage == 1) || (qb != 0 && stage == 2);  // at whole_block_shape
-      const std::size_t swg = own ? static_cast<std::size_t>(kWholeBlockWg) : uwg;
-      const std::string defs = own ? defines(kWholeBlockVariant, kWholeBlockNb, kWholeBlockWg) : base;
+      const std::int64_t warps = stage == 1 ? cfg.at("qw1") : cfg.at("qw2");
+      const std::size_t swg = own ? static_cast<std::size_t>(32 * warps) : uwg;
+      const std::string defs = own ? defines(kWholeBlockVariant, kWholeBlockUnits / warps, 32 * warps) : base;
       // gemv_chain.cl names each unchained stage's kernel by its stage (kernel tables time them apart).
       kernel k = build_kernel(q.get_context(), "gemv_chain.cl", src,
                               chain ? defs : defs + fmt::format(" -DSTAGE={}", stage),
@@ -455,9 +475,9 @@ op_implementation chain_implementation() {
     };
     if (chain) return launch(0, 2 * t1 + t2 + nq0 + nq1 + nq2);
     if (qo == 1) launch(10, nq0);
-    launch(1, qb == 1 ? tasks(H, wb_upt) : t1);
+    launch(1, qb == 1 ? tasks(H, kWholeBlockUnits) : t1);
     if (steps) launch(12, nq1);
-    launch(2, qb != 0 ? tasks(I, wb_upt) : t2);
+    launch(2, qb != 0 ? tasks(I, kWholeBlockUnits) : t2);
     if (steps) launch(23, nq2);
     return launch(3, t1);
   };

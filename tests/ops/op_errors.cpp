@@ -84,9 +84,18 @@ TEST(framework, shape_key_and_config_text) {
     EXPECT_NE(why->find("qb=1 or 2 (stages in whole-block tasks) needs qf=1 and chain=0"), std::string::npos)
         << *why;
   }
-  why = pa.config.validate(kernel_config::parse("chain=0,qa=1,qf=1,qb=1,mb=4,nb=1,wg=64"));
+  why = pa.config.validate(kernel_config::parse("chain=0,qa=1,qf=1,qb=1,mb=4,nb=1,wg=64,qw1=16"));
   ASSERT_TRUE(why);
-  EXPECT_NE(why->find("qb=1 or 2 runs its stages at nb=8, wg=128"), std::string::npos) << *why;
+  EXPECT_NE(why->find("qb=1 or 2 runs its stages at nb=32/qw, wg=32*qw"), std::string::npos) << *why;
+  // The whole-block tasks' warps (qw1: stage 1, qw2: stage 2) shape only those stages.
+  EXPECT_FALSE(pa.config.validate(kernel_config::parse("chain=0,qa=1,qf=1,qb=1,mb=2,qw1=16,qw2=8")));
+  EXPECT_FALSE(pa.config.validate(kernel_config::parse("chain=0,qa=1,qf=1,qb=2,qw2=16")));
+  for (const auto& [bad, what] : {std::pair{"chain=0,qa=1,qf=1,qb=2,qw1=8", "qw1 shapes stage 1's"},
+                                  std::pair{"chain=0,qa=1,qf=1,qw2=16", "qw2 shapes stage 2's"}}) {
+    why = pa.config.validate(kernel_config::parse(bad));
+    ASSERT_TRUE(why) << bad;
+    EXPECT_NE(why->find(what), std::string::npos) << *why;
+  }
 }
 
 TEST(framework, registry_lookup) {

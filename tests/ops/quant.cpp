@@ -218,6 +218,18 @@ TEST(quant, post_attention_int8_activations_track_float) {
         d.config.complete(kernel_config::parse("variant=0,chain=0,mb=2,nb=2,wg=32,qa=1,qp=1,qf=1,qb=1")),
         false);
     const std::vector<double> qb_out = read_host(q, c.outputs[0]).values;
+    if (wt == dtype::q4_0) {
+      // qb=1's tasks in more warps (stage 1: 16 warps of 2 units, stage 2: 8 of 4): each unit's lanes
+      // split K as at 4 warps, so the result is the same bit for bit. Another call with other values
+      // runs first, so that the int8 rows it reads are its own, not those the run above left.
+      op_call other = quant_post_attention_call(q, 3, dtype::f32, wt, seed + 500, false, 192, 128);
+      const std::string qb = "variant=0,chain=0,mb=2,nb=2,wg=32,qa=1,qp=1,qf=1,qb=1";
+      run_and_compare(d, other, d.config.complete(kernel_config::parse(qb)), false);
+      run_and_compare(d, c, d.config.complete(kernel_config::parse(qb + ",qw1=16,qw2=8")), false);
+      const std::vector<double> warps = read_host(q, c.outputs[0]).values;
+      for (std::size_t i = 0; i < qb_out.size(); ++i)
+        ASSERT_EQ(warps[i], qb_out[i]) << "qb=1 at qw1=16, qw2=8 against qw 4 at " << i;
+    }
     for (int f = 0; f < n_forms; ++f) {
       run_and_compare(d, c, d.config.complete(kernel_config::parse(form + forms[f])), false);
       out[f] = read_host(q, c.outputs[0]).values;
