@@ -402,68 +402,26 @@ inline void chain_qdots_i8(float (*acc)[2 * NB], int rows, int K, int me, int te
   }
 }
 
-#if QO == 2
-// QO=2's stage 1: the group quantizes its rows 0 .. rows of x (row stride sx, K = QO_K long)
-// into its local copy lq: bytes [MB, QO_K], then the scales d [MB, QO_K / 32] and d * sum(q)
-// s [MB, QO_K / 32] (what chain_qpairs_i8 reads with lq), and waits for every item. Every task
-// repeats the quantization of the same rows (L2 reads: the attention output is QO_K values a
-// row), so no step of its own and no launch between the attention and stage 1.
-#define QO_LOCAL_UINT4 (MB * QO_K / 16 + MB * QO_K / 64)
-inline void chain_quantize_local(int rows, __global const GT* x, int sx, __local uchar* lq) {
-  const int blocks = QO_K / 32;
-  __local float* f = (__local float*)(lq + MB * QO_K);
-  for (int e = get_local_id(0); e < rows * blocks; e += WG) {
-    const int i = e / blocks, b = e % blocks;
-    uint qw[8];
-    float dq, sq;
-    q8_quantize_block(b, x + (long)i * sx, 0, qw, &dq, &sq);
-    __local uint4* o = (__local uint4*)(lq + i * QO_K + b * 32);
-    o[0] = (uint4)(qw[0], qw[1], qw[2], qw[3]);
-    o[1] = (uint4)(qw[4], qw[5], qw[6], qw[7]);
-    f[i * blocks + b] = dq;
-    f[MB * blocks + i * blocks + b] = sq;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-}
-#endif
-
 #if Q_PAIRS
-// Pair p of each weight row the team walks (rpu * NB of them) as PW words (and a zero word).
-inline void chain_qpair_load(uint (*w)[PW + 1], const __global WT** wrow, int p, int rpu) {
-#pragma unroll
-  for (int c = 0; c < 2 * NB; ++c) {
-    if (c < rpu * NB) {
-      const __global uint* src = (const __global uint*)(wrow[c] + (long)p * 2 * QBYTES);
-#pragma unroll
-      for (int u = 0; u < PW; ++u) w[c][u] = src[u];
-      w[c][PW] = 0;
-    }
-  }
-}
 // chain_qdots_i8 with 32-bit weight loads (config qp=1; K % 64 == 0 and pair-aligned rows, which
 // the host checks): member `me` of `team` takes block pairs me, me + team, ... of each weight
 // row, a pair as PW words, and each block's activations as two uint4 with their d and d * sum(q)
 // (quant_common.cl's q_pair_block). With lq (QO=2's stage 1) the activations come from the
-// group's local copy instead (chain_quantize_local's layout, which the group fills from x, row
-// stride sx, once its first loads are issued), ia's from global memory otherwise.
+// group's local copy instead (chain_quantize_local's layout), ia's from global memory otherwise.
 inline void chain_qpairs_i8(float (*acc)[2 * NB], int rows, int K, int me, int team, chain_i8 ia,
-                            __local const uchar* lq, const __global WT** wrow, int rpu, __global const GT* x,
-                            int sx) {
+                            __local const uchar* lq, const __global WT** wrow, int rpu) {
   const int pairs = K / 64, blocks = K / 32;
-  // Each step's weight loads, then its dot products: a pair of every row the member walks.
-  uint w[2 * NB][PW + 1];
-  if (me < pairs) chain_qpair_load(w, wrow, me, rpu);
-#if QO == 2
-  // Stage 1 quantizes its activation rows into lq after its first weight loads are issued, so that
-  // their DRAM latency runs under the quantization's L2 reads and barrier (every item of the group
-  // reaches it: lq is the group's).
-  if (lq) chain_quantize_local(rows, x, sx, (__local uchar*)lq);
-#else
-  (void)x;
-  (void)sx;
-#endif
   for (int p = me; p < pairs; p += team) {
-    if (p != me) chain_qpair_load(w, wrow, p, rpu);
+    uint w[2 * NB][PW + 1];
+#pragma unroll
+    for (int c = 0; c < 2 * NB; ++c) {
+      if (c < rpu * NB) {
+        const __global uint* src = (const __global uint*)(wrow[c] + (long)p * 2 * QBYTES);
+#pragma unroll
+        for (int u = 0; u < PW; ++u) w[c][u] = src[u];
+        w[c][PW] = 0;
+      }
+    }
 #pragma unroll
     for (int hb = 0; hb < 2; ++hb) {  // the pair's two blocks
       const int kb = 2 * p + hb;
@@ -509,6 +467,31 @@ inline float chain_quantize_block(int b, __global const GT* x, __global const GT
   s[b] = sq;
   return ss;
 }
+
+#if QO == 2
+// QO=2's stage 1: the group quantizes its rows 0 .. rows of x (row stride sx, K = QO_K long)
+// into its local copy lq: bytes [MB, QO_K], then the scales d [MB, QO_K / 32] and d * sum(q)
+// s [MB, QO_K / 32] (what chain_qpairs_i8 reads with lq), and waits for every item. Every task
+// repeats the quantization of the same rows (L2 reads: the attention output is QO_K values a
+// row), so no step of its own and no launch between the attention and stage 1.
+#define QO_LOCAL_UINT4 (MB * QO_K / 16 + MB * QO_K / 64)
+inline void chain_quantize_local(int rows, __global const GT* x, int sx, __local uchar* lq) {
+  const int blocks = QO_K / 32;
+  __local float* f = (__local float*)(lq + MB * QO_K);
+  for (int e = get_local_id(0); e < rows * blocks; e += WG) {
+    const int i = e / blocks, b = e % blocks;
+    uint qw[8];
+    float dq, sq;
+    q8_quantize_block(b, x + (long)i * sx, 0, qw, &dq, &sq);
+    __local uint4* o = (__local uint4*)(lq + i * QO_K + b * 32);
+    o[0] = (uint4)(qw[0], qw[1], qw[2], qw[3]);
+    o[1] = (uint4)(qw[4], qw[5], qw[6], qw[7]);
+    f[i * blocks + b] = dq;
+    f[MB * blocks + i * blocks + b] = sq;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+#endif
 
 // Q0 / Q1 / Q2: blocks b0 + t, b0 + t + WG, ... below b1 of x (one row) through
 // chain_quantize_block, each block's sum of squares into sq[b] where sq is given (Q1: stage 2's
@@ -612,7 +595,7 @@ inline void chain_dots(float (*acc)[2 * NB], float* ss, int rows, int F, int K, 
 #ifdef QA8
   if (ia.q || lq)  // stages 2 and 3 (the norm's squares were summed by Q1), and 1 with QO
 #if Q_PAIRS
-    chain_qpairs_i8(acc, rows, K, me, team, ia, lq, wrow, rpu, A, sa);
+    chain_qpairs_i8(acc, rows, K, me, team, ia, lq, wrow, rpu);
 #else
     chain_qdots_i8(acc, rows, K, me, team, ia, wrow, rpu);
 #endif
@@ -955,6 +938,9 @@ void CHAIN_KERNEL(int M, int H, int A, int I, __global const GT* Res, long res_o
   // Stages 2 and 3 wait inside the task, after their first weight loads (PF_STEPS): on the stage
   // before, or with QA8 on its quantize step.
   if (stage == 1) {
+#if QO == 2
+    chain_quantize_local(rows, X + x_off + (long)m0 * sxm, sxm, (__local uchar*)lqx);
+#endif
     CHAIN_TASK(red, rows, H, A, j0, X + x_off + (long)m0 * sxm, sxm, Wo + wo_off, swo, G, eps, 0, 0, 1,
                Res + res_off + (long)m0 * srm, srm, out, som, ia, lq1, CTR(6), nq0);
   } else if (stage == 2) {
@@ -972,6 +958,9 @@ void CHAIN_KERNEL(int M, int H, int A, int I, __global const GT* Res, long res_o
   // groups, a stage reading the one before too early in about 1 of 30 runs otherwise). Stage 1
   // passes the wait at once (a count is never below 0).
   chain_acquire(stage == 3 ? CTR(2) : CTR(1), stage == 1 ? 0 : stage == 2 ? t1 : t2);
+#endif
+#if QO == 2
+  if (stage == 1) chain_quantize_local(rows, X + x_off + (long)m0 * sxm, sxm, (__local uchar*)lqx);  // CHAIN=0
 #endif
   const chain_stage s = chain_stage_of(stage, H, A, I, Res + res_off + (long)m0 * srm, srm, X + x_off + (long)m0 * sxm,
                                        sxm, Wo + wo_off, swo, Wgu + wgu_off, swgu, Wd + wd_off, swd, out, som, act);
