@@ -772,46 +772,12 @@ Q_I8_KERNEL(gemm_q_pairs_i8) {
 inline uint4 q_slots4(const __global uchar* p, int s0) {
   return (uint4)(q_slot(p, 0, s0), q_slot(p, 0, s0 + 1), q_slot(p, 0, s0 + 2), q_slot(p, 0, s0 + 3));
 }
-// The weight loads of the step at block b0 (lane's blocks b0, b0 + LANES, ... of each of the NB rows
-// at wr): quant words q0 (q1: q8_0's second 16 bytes), scale dw and q4_1's min mw. A block past the
-// row's end reads the last one, scaled by 0.
-inline void q_blocks_load(int b0, int blocks, const __global uchar* const* wr, uint4 (*q0)[NB], uint4 (*q1)[NB],
-                          float (*dw)[NB], float (*mw)[NB]) {
-#pragma unroll
-  for (int u = 0; u < QB_UNROLL; ++u) {
-    const int b = min(b0 + u * LANES, blocks - 1);
-    const bool in = b0 + u * LANES < blocks;
-#pragma unroll
-    for (int j = 0; j < NB; ++j) {
-      const __global uchar* blk = wr[j] + (long)b * QBYTES;
-      dw[u][j] = in ? q_scale(blk) : 0.0f;
-      mw[u][j] = in && QTYPE == 2 ? q_min(blk) : 0.0f;
-      q0[u][j] = q_slots4(blk, 0);
-      q1[u][j] = QTYPE == 0 ? q_slots4(blk, 4) : q0[u][j];
-    }
-  }
-}
-// The walk's state: the NB rows' weight pointers, the accumulators and the first step's loads (issued
-// here: qp=3 issues them before its prologue, so that their DRAM latency overlaps the row's
-// quantization).
-#define Q_BLOCKS_START                                                                          \
-  const int blocks = K / 32;                                                                    \
-  const __global uchar* wr[NB];                                                                 \
-  for (int j = 0; j < NB; ++j) wr[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES; \
-  float acc[MB][NB];                                                                            \
-  for (int i = 0; i < MB; ++i)                                                                  \
-    for (int j = 0; j < NB; ++j) acc[i][j] = 0.0f;                                              \
-  uint4 q0[QB_UNROLL][NB], q1[QB_UNROLL][NB];                                                   \
-  float dw[QB_UNROLL][NB], mw[QB_UNROLL][NB];                                                   \
-  q_blocks_load(lane, blocks, wr, q0, q1, dw, mw);
 #ifdef QL_K
 // qp=3 (QL_K = K): the same walk with no quantize launch before it. The group first quantizes its
 // activation row (MB = 1) into local memory, an item a block through q8_quantize_block (with
 // QL_NORM, rms_norm_linear: the row times the norm weight G, the row's sum of squares summed over
 // the group), then walks the blocks from there and scales each sum by rsqrt(mean square + eps)
-// before the epilogue. Each lane issues its first step's weight loads before that prologue
-// (Q_BLOCKS_START), so their DRAM latency runs under the quantization instead of after its
-// barriers. Every group repeats the row's quantization (K values from L2), which pays
+// before the epilogue. Every group repeats the row's quantization (K values from L2), which pays
 // where the quantize launch it replaces costs more: quant_layout_probe on the H200 (q4_0, M = 1),
 // back to back, 12.1 us against 13.3 for the launch and the GEMV at [12288, 4096], 7.5 against 11.0
 // at [4096, 4096], but 26.1 against 24.6 at [22016, 4096], whose 688 groups repeat it the most
@@ -832,7 +798,6 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
   const int t = get_local_id(0), lane = t % LANES, team = t / LANES;
   const int n0 = (get_group_id(0) * WARPS + team) * NB;
   const int m0 = get_group_id(1), rows = 1;
-  Q_BLOCKS_START
   const __global GT* a = A + a_off + (long)m0 * sam;
 #if QL_NORM
   const __global GT* g = G + g_off;
@@ -868,10 +833,32 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
 #else
 Q_I8_KERNEL(gemm_q_blocks_i8) {
   Q_I8_PROLOGUE
-  Q_BLOCKS_START
 #endif
-  // Each step's dot products, then the next step's loads.
-  for (int b0 = lane;;) {
+  const int blocks = K / 32;
+  const __global uchar* wr[NB];
+#pragma unroll
+  for (int j = 0; j < NB; ++j) wr[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES;
+  float acc[MB][NB];
+#pragma unroll
+  for (int i = 0; i < MB; ++i)
+#pragma unroll
+    for (int j = 0; j < NB; ++j) acc[i][j] = 0.0f;
+  for (int b0 = lane; b0 < blocks; b0 += LANES * QB_UNROLL) {
+    uint4 q0[QB_UNROLL][NB], q1[QB_UNROLL][NB];  // q1: q8_0's second 16 bytes
+    float dw[QB_UNROLL][NB], mw[QB_UNROLL][NB];    // mw: q4_1's min
+#pragma unroll
+    for (int u = 0; u < QB_UNROLL; ++u) {
+      const int b = min(b0 + u * LANES, blocks - 1);
+      const bool in = b0 + u * LANES < blocks;  // a step past the row's end reads its last block, scaled by 0
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        const __global uchar* blk = wr[j] + (long)b * QBYTES;
+        dw[u][j] = in ? q_scale(blk) : 0.0f;
+        mw[u][j] = in && QTYPE == 2 ? q_min(blk) : 0.0f;
+        q0[u][j] = q_slots4(blk, 0);
+        q1[u][j] = QTYPE == 0 ? q_slots4(blk, 4) : q0[u][j];
+      }
+    }
 #pragma unroll
     for (int u = 0; u < QB_UNROLL; ++u) {
       const int b = min(b0 + u * LANES, blocks - 1);
@@ -891,9 +878,6 @@ Q_I8_KERNEL(gemm_q_blocks_i8) {
           acc[i][j] = q_block_i8(dw[u][j], mw[u][j], q0[u][j], q1[u][j], a0, a1, da, sa, acc[i][j]);
       }
     }
-    b0 += LANES * QB_UNROLL;
-    if (b0 >= blocks) break;
-    q_blocks_load(b0, blocks, wr, q0, q1, dw, mw);
   }
 #ifdef QL_K
 #pragma unroll
