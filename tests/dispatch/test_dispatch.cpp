@@ -381,8 +381,11 @@ TEST(Dispatch, NvidiaRoutesQuantizedDecodeByBitsAndK) {
       EXPECT_NE(d.config.find(key), std::string::npos) << dtype_name(wt) << " " << d.config;
     EXPECT_NE(d.config.find("qo=2"), std::string::npos) << dtype_name(wt) << " " << d.config;
     EXPECT_NE(d.config.find("qb=1"), std::string::npos) << dtype_name(wt) << " " << d.config;
-    // Stage 3 keeps nb: 2 units a task for q4 (measured there), 4 for q8_0.
+    // Stage 3 keeps nb: 2 units a task for q4 (measured there), 4 for q8_0; stage 1's whole-block
+    // tasks run 8 warps for q4 (qw1=8), 4 for q8_0 (the default, which the config leaves out).
     EXPECT_NE(d.config.find(wt == dtype::q4_0 ? "nb=2,wg=64" : "nb=4,wg=64"), std::string::npos)
+        << dtype_name(wt) << " " << d.config;
+    EXPECT_NE(d.config.find(wt == dtype::q4_0 ? "qw1=8" : "qw1=4"), std::string::npos)
         << dtype_name(wt) << " " << d.config;
   }
   // An MLP width that is not whole block pairs takes the same route (its walk reads 4-byte slots).
