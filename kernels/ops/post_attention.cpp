@@ -264,8 +264,8 @@ config_schema post_attention_schema() {
       {"qb",
        0,
        {0, 1, 2},
-       "qf=1 with chain=0: stages run as tasks of whole 32-blocks (variant 2: 128-item groups, 8 units a "
-       "warp, 32 a task), each quantizing its own blocks after a group barrier, with no block counters or "
+       "qf=1 with chain=0: stages run as tasks of whole 32-blocks (variant 2, 32 units a task in qw1 / qw2 "
+       "warps), each quantizing its own blocks after a group barrier, with no block counters or "
        "fences: 1 = stages 1 and 2, 2 = stage 2 (gate/up) only; the other stages and the step Q0 keep "
        "variant, nb and wg. 0 = every stage takes variant, nb and wg, and the task that completes a block "
        "(by its counter) quantizes it"},
@@ -433,9 +433,9 @@ op_implementation chain_implementation() {
     };
     auto launch = [&](int stage, std::int64_t groups) {
       const bool own = (qb == 1 && stage == 1) || (qb != 0 && stage == 2);  // at whole_block_shape
-      const std::int64_t warps = stage == 1 ? cfg.at("qw1") : cfg.at("qw2");
-      const std::size_t swg = own ? static_cast<std::size_t>(32 * warps) : uwg;
-      const std::string defs = own ? defines(kWholeBlockVariant, kWholeBlockUnits / warps, 32 * warps) : base;
+      const kernel_config whole = whole_block_shape(cfg, stage == 1 ? cfg.at("qw1") : cfg.at("qw2"));
+      const std::size_t swg = own ? static_cast<std::size_t>(whole.at("wg")) : uwg;
+      const std::string defs = own ? defines(kWholeBlockVariant, whole.at("nb"), whole.at("wg")) : base;
       // gemv_chain.cl names each unchained stage's kernel by its stage (kernel tables time them apart).
       kernel k = build_kernel(q.get_context(), "gemv_chain.cl", src,
                               chain ? defs : defs + fmt::format(" -DSTAGE={}", stage),
