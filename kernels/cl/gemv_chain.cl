@@ -32,8 +32,7 @@
 // CTR_STRIDE (ints between two counters), PF_STEPS (weight steps an item loads before its wait),
 // QTYPE (block-quantized weights: 0 q8_0, 1 q4_0, 2 q4_1; unset for float weights), QA8 (with QTYPE:
 // int8 activations for stages 2 and 3, below), Q_DP4A (QA8: dp4a through inline PTX), Q_PAIRS
-// (QA8: the int8 stages read weight block pairs in 32-bit loads), PAIR_UNROLL (Q_PAIRS: pairs a
-// member loads a step; the host gives stages 1 and 3 the config's pu, stage 2 1), QO (QA8: stage 1 on int8
+// (QA8: the int8 stages read weight block pairs in 32-bit loads), QO (QA8: stage 1 on int8
 // activations too; 1: after a quantize step Q0, 2: each stage-1 task quantizes its rows into
 // local memory, QO_K = A long: chain_quantize_local), QF (QA8: the quantize steps Q1 and Q2
 // inside stages 1 and 2, block by block: chain_quantize_done).
@@ -84,9 +83,6 @@
 #endif
 #ifndef QO
 #define QO 0
-#endif
-#ifndef PAIR_UNROLL
-#define PAIR_UNROLL 1
 #endif
 #ifndef QF
 #define QF 0
@@ -415,54 +411,42 @@ inline void chain_qdots_i8(float (*acc)[2 * NB], int rows, int K, int me, int te
 inline void chain_qpairs_i8(float (*acc)[2 * NB], int rows, int K, int me, int team, chain_i8 ia,
                             __local const uchar* lq, const __global WT** wrow, int rpu) {
   const int pairs = K / 64, blocks = K / 32;
-  // PAIR_UNROLL pairs a step (p0, p0 + team, ...), all their loads issued before the step's dots; a
-  // pair past the row's end re-reads the last one and is not summed. Each member sums its pairs in
-  // the same order at any PAIR_UNROLL.
-  for (int p0 = me; p0 < pairs; p0 += team * PAIR_UNROLL) {
-    uint w[PAIR_UNROLL][2 * NB][PW + 1];
+  for (int p = me; p < pairs; p += team) {
+    uint w[2 * NB][PW + 1];
 #pragma unroll
-    for (int s = 0; s < PAIR_UNROLL; ++s) {
-      const int p = min(p0 + s * team, pairs - 1);
+    for (int c = 0; c < 2 * NB; ++c) {
+      if (c < rpu * NB) {
+        const __global uint* src = (const __global uint*)(wrow[c] + (long)p * 2 * QBYTES);
 #pragma unroll
-      for (int c = 0; c < 2 * NB; ++c) {
-        if (c < rpu * NB) {
-          const __global uint* src = (const __global uint*)(wrow[c] + (long)p * 2 * QBYTES);
-#pragma unroll
-          for (int u = 0; u < PW; ++u) w[s][c][u] = src[u];
-          w[s][c][PW] = 0;
-        }
+        for (int u = 0; u < PW; ++u) w[c][u] = src[u];
+        w[c][PW] = 0;
       }
     }
 #pragma unroll
-    for (int s = 0; s < PAIR_UNROLL; ++s) {
-      const int p = p0 + s * team;
-      if (p >= pairs) break;
+    for (int hb = 0; hb < 2; ++hb) {  // the pair's two blocks
+      const int kb = 2 * p + hb;
 #pragma unroll
-      for (int hb = 0; hb < 2; ++hb) {  // the pair's two blocks
-        const int kb = 2 * p + hb;
-#pragma unroll
-        for (int i = 0; i < MB; ++i) {
-          if (i < rows) {
-            uint4 a0, a1;
-            float da, sa;
-            if (lq) {
-              const __local uint4* a = (const __local uint4*)(lq + i * K + kb * 32);
-              const __local float* f = (const __local float*)(lq + MB * K);
-              a0 = a[0];
-              a1 = a[1];
-              da = f[i * blocks + kb];
-              sa = f[MB * blocks + i * blocks + kb];
-            } else {
-              const __global uint4* a = (const __global uint4*)(ia.q + (long)i * K + (long)kb * 32);
-              a0 = a[0];
-              a1 = a[1];
-              da = ia.d[(long)i * blocks + kb];
-              sa = ia.s[(long)i * blocks + kb];
-            }
-#pragma unroll
-            for (int c = 0; c < 2 * NB; ++c)
-              if (c < rpu * NB) acc[i][c] = q_pair_block(w[s][c], hb, a0, a1, da, sa, acc[i][c]);
+      for (int i = 0; i < MB; ++i) {
+        if (i < rows) {
+          uint4 a0, a1;
+          float da, sa;
+          if (lq) {
+            const __local uint4* a = (const __local uint4*)(lq + i * K + kb * 32);
+            const __local float* f = (const __local float*)(lq + MB * K);
+            a0 = a[0];
+            a1 = a[1];
+            da = f[i * blocks + kb];
+            sa = f[MB * blocks + i * blocks + kb];
+          } else {
+            const __global uint4* a = (const __global uint4*)(ia.q + (long)i * K + (long)kb * 32);
+            a0 = a[0];
+            a1 = a[1];
+            da = ia.d[(long)i * blocks + kb];
+            sa = ia.s[(long)i * blocks + kb];
           }
+#pragma unroll
+          for (int c = 0; c < 2 * NB; ++c)
+            if (c < rpu * NB) acc[i][c] = q_pair_block(w[c], hb, a0, a1, da, sa, acc[i][c]);
         }
       }
     }

@@ -274,12 +274,7 @@ config_schema post_attention_schema() {
        {4, 8, 16},
        "qb=1: warps of a stage-1 (o projection) whole-block task: 4 = 8 units a warp in 128-item groups, "
        "8 = 4 units in 256, 16 = 2 units in 512 (more warps resident for the stage's H / 32 tasks)"},
-      {"qw2", 4, {4, 8, 16}, "qb=1 or 2: the same for stage 2's (gate/up) whole-block tasks"},
-      {"pu",
-       1,
-       {1, 2},
-       "qp=1 with chain=0: block pairs a member loads a step in stages 1 and 3 (o and down), 2 = both "
-       "pairs' loads issued before their dot products (stage 2 keeps 1)"}};
+      {"qw2", 4, {4, 8, 16}, "qb=1 or 2: the same for stage 2's (gate/up) whole-block tasks"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chain") == 1)
       return "variant 1 (one work-item per unit) runs the three stages as three launches: chain must be 0";
@@ -297,8 +292,6 @@ config_schema post_attention_schema() {
       return "qb=1 or 2 (stages in whole-block tasks) needs qf=1 and chain=0 (three launches)";
     if (local_bytes(k) > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
-    if (k.at("pu") != 1 && (k.at("qp") != 1 || k.at("chain") != 0))
-      return "pu=2 (two block pairs a step in stages 1 and 3) needs qp=1 (block pairs) and chain=0";
     if (k.at("qw1") != 4 && k.at("qb") != 1)
       return "qw1 shapes stage 1's whole-block tasks: it needs qb=1 (keep qw1=4 otherwise)";
     if (k.at("qw2") != 4 && k.at("qb") == 0)
@@ -393,12 +386,11 @@ op_implementation chain_implementation() {
       pf_steps = std::min((std::max({A, H, I}) + step - 1) / step,
                           std::max<std::int64_t>(1, 256 / (piece * 2 * nb)));
     }
-    // A stage's build defines at its shape (variant, nb, wg): qb gives stage 2, or 1 and 2, their own;
-    // pu, the pairs a member loads a step, is the config's for stages 1 and 3 and 1 for the others.
-    auto defines = [&](std::int64_t variant, std::int64_t snb, std::int64_t swg, std::int64_t pu) {
+    // A stage's build defines at its shape (variant, nb, wg): qb gives stage 2, or 1 and 2, their own.
+    auto defines = [&](std::int64_t variant, std::int64_t snb, std::int64_t swg) {
       return fmt::format(
           "{} -DHAS_BIAS=0 -DMB={} -DNB={} -DWG={} -DVW={} -DVEC16={} -DCHAIN={} -DCHAIN_PTX={} -DVARIANT={} "
-          "-DLANE_SHFL={} -DCHAIN_UNIFORM={} -DCTR_STRIDE={} -DPF_STEPS={}{}{}{}",
+          "-DLANE_SHFL={} -DCHAIN_UNIFORM={} -DCTR_STRIDE={} -DPF_STEPS={}{}{}",
           gemm_detail::dtype_define(res.type()), mb, snb, swg, rows ? cfg.at("vw") : 1, vec16 ? 1 : 0,
           chain ? 1 : 0, ptx ? 1 : 0, variant, !rows && forms.has("shfl") ? 1 : 0,
           q.get_device().is_cpu() ? 1 : 0, kCounterStride, pf_steps,
@@ -406,9 +398,9 @@ op_implementation chain_implementation() {
           qa8 ? fmt::format(" -DQA8 -DQ_DP4A={} -DQ_PAIRS={} -DQF={} -DQO={}{}", forms.has("dp4a") ? 1 : 0,
                             pairs ? 1 : 0, qf ? 1 : 0, qo,
                             qo == 2 ? fmt::format(" -DQO_K={}", A) : std::string())
-              : std::string(),
-          pairs && pu > 1 ? fmt::format(" -DPAIR_UNROLL={}", pu) : std::string());
+              : std::string());
     };
+    const std::string base = defines(cfg.at("variant"), nb, wg);
     // The activations' scratch rows (storage dtype, row stride I), with qa=1 their int8 forms
     // (gemv_chain.cl's QA8 layout: the bytes of n, a and with qo the attention output, a scale and a
     // scaled sum a block, h's blocks' sums of squares), and the chain's counters (with qf then a
@@ -443,9 +435,7 @@ op_implementation chain_implementation() {
       const bool own = (qb == 1 && stage == 1) || (qb != 0 && stage == 2);  // at whole_block_shape
       const kernel_config whole = whole_block_shape(cfg, stage == 1 ? cfg.at("qw1") : cfg.at("qw2"));
       const std::size_t swg = own ? static_cast<std::size_t>(whole.at("wg")) : uwg;
-      const std::int64_t pu = stage == 1 || stage == 3 ? cfg.at("pu") : 1;
-      const std::string defs = own ? defines(kWholeBlockVariant, whole.at("nb"), whole.at("wg"), pu)
-                                   : defines(cfg.at("variant"), nb, wg, pu);
+      const std::string defs = own ? defines(kWholeBlockVariant, whole.at("nb"), whole.at("wg")) : base;
       // gemv_chain.cl names each unchained stage's kernel by its stage (kernel tables time them apart).
       kernel k = build_kernel(q.get_context(), "gemv_chain.cl", src,
                               chain ? defs : defs + fmt::format(" -DSTAGE={}", stage),

@@ -332,27 +332,6 @@ TEST(quant, nibble_floats_by_bits_match_the_conversion) {
 
 // The three weights of post_attention take one dtype: a quantized o projection with float MLP
 // weights, or with MLP weights in another block format, is refused naming the tensor.
-// pu=2: stages 1 and 3 load two block pairs a step. Attention and MLP widths of 65 pairs (4160), so
-// that a 32-member team's second pair of a step is in range for some members and past the row for
-// others; each member still sums its pairs in order, so the result is pu=1's bit for bit (the
-// nvidia route's whole-block stage 1 with its local quantization, and stage 3 in 32-item groups).
-TEST(quant, post_attention_pair_steps_sum_in_order) {
-  queue& q = shared_queue();
-  const op_descriptor& d = op_registry::instance().get("post_attention");
-  op_call c = quant_post_attention_call(q, 1, dtype::bf16, dtype::q4_0, 991, false, 4160, 4160);
-  std::vector<double> got[2];
-  for (int f = 0; f < 2; ++f) {
-    run_and_compare(d, c,
-                    d.config.complete(kernel_config::parse(
-                        std::string("variant=0,chain=0,mb=1,nb=2,wg=32,qa=1,qp=1,qf=1,qo=2,qb=1,qw1=8") +
-                        (f ? ",pu=2" : ""))),
-                    false);
-    got[f] = read_host(q, c.outputs[0]).values;
-  }
-  for (std::size_t i = 0; i < got[0].size(); ++i)
-    ASSERT_EQ(got[1][i], got[0][i]) << "pu=2 against pu=1 at " << i;
-}
-
 TEST(quant, post_attention_refuses_mixed_weight_dtypes) {
   queue& q = shared_queue();
   std::mt19937_64 rng(77);
