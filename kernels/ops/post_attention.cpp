@@ -201,7 +201,7 @@ std::int64_t units_per_task(std::int64_t variant, std::int64_t nb, std::int64_t 
 
 // qb's whole-block stages: variant 2, 32 units (one block) a task, in qw1 (stage 1) or qw2
 // (stage 2) warps of 32 / warps units each.
-constexpr std::int64_t kWholeBlockVariant = 2, kWholeBlockUnits = 32;
+constexpr std::int64_t kWholeBlockVariant = 2, kWholeBlockUnits = 32, kWholeBlockWarps = 4;  // qw's default
 kernel_config whole_block_shape(kernel_config k, std::int64_t warps) {
   k.set("variant", kWholeBlockVariant);
   k.set("nb", kWholeBlockUnits / warps);
@@ -270,11 +270,11 @@ config_schema post_attention_schema() {
        "variant, nb and wg. 0 = every stage takes variant, nb and wg, and the task that completes a block "
        "(by its counter) quantizes it"},
       {"qw1",
-       4,
+       kWholeBlockWarps,
        {4, 8, 16},
        "qb=1: warps of a stage-1 (o projection) whole-block task: 4 = 8 units a warp in 128-item groups, "
        "8 = 4 units in 256, 16 = 2 units in 512 (more warps resident for the stage's H / 32 tasks)"},
-      {"qw2", 4, {4, 8, 16}, "qb=1 or 2: the same for stage 2's (gate/up) whole-block tasks"}};
+      {"qw2", kWholeBlockWarps, {4, 8, 16}, "qb=1 or 2: the same for stage 2's (gate/up) whole-block tasks"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 1 && k.at("chain") == 1)
       return "variant 1 (one work-item per unit) runs the three stages as three launches: chain must be 0";
@@ -292,9 +292,9 @@ config_schema post_attention_schema() {
       return "qb=1 or 2 (stages in whole-block tasks) needs qf=1 and chain=0 (three launches)";
     if (local_bytes(k) > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
-    if (k.at("qw1") != 4 && k.at("qb") != 1)
+    if (k.at("qw1") != kWholeBlockWarps && k.at("qb") != 1)
       return "qw1 shapes stage 1's whole-block tasks: it needs qb=1 (keep qw1=4 otherwise)";
-    if (k.at("qw2") != 4 && k.at("qb") == 0)
+    if (k.at("qw2") != kWholeBlockWarps && k.at("qb") == 0)
       return "qw2 shapes stage 2's whole-block tasks: it needs qb=1 or 2 (keep qw2=4 otherwise)";
     if (whole_block_local_bytes(k) > 32768)
       return "qb=1 or 2 runs its stages at nb=32/qw, wg=32*qw: (mb * nb * 2 + mb) * wg * 4 bytes of local "
@@ -312,7 +312,7 @@ op_implementation chain_implementation() {
                      const kernel_config& cfg) -> std::optional<std::string> {
     if (auto r = check_wg(dev, cfg.at("wg"))) return r;
     for (const char* key : {"qw1", "qw2"})
-      if (cfg.at("qb") != 0 && cfg.at(key) != 4)
+      if (cfg.at("qb") != 0 && cfg.at(key) != kWholeBlockWarps)
         if (auto r = check_wg(dev, 32 * cfg.at(key))) return fmt::format("{}={}: {}", key, cfg.at(key), *r);
     if (cfg.at("qa") == 1) {
       const dtype wt = c.inputs[kOWeight].type();
@@ -433,9 +433,14 @@ op_implementation chain_implementation() {
     };
     auto launch = [&](int stage, std::int64_t groups) {
       const bool own = (qb == 1 && stage == 1) || (qb != 0 && stage == 2);  // at whole_block_shape
-      const kernel_config whole = whole_block_shape(cfg, stage == 1 ? cfg.at("qw1") : cfg.at("qw2"));
-      const std::size_t swg = own ? static_cast<std::size_t>(whole.at("wg")) : uwg;
-      const std::string defs = own ? defines(kWholeBlockVariant, whole.at("nb"), whole.at("wg")) : base;
+      std::size_t swg = uwg;
+      std::string defs = base;
+      if (own) {
+        const std::int64_t warps = stage == 1 ? cfg.at("qw1") : cfg.at("qw2");
+        const kernel_config whole = whole_block_shape(cfg, warps);
+        swg = static_cast<std::size_t>(whole.at("wg"));
+        defs = defines(kWholeBlockVariant, whole.at("nb"), whole.at("wg"));
+      }
       // gemv_chain.cl names each unchained stage's kernel by its stage (kernel tables time them apart).
       kernel k = build_kernel(q.get_context(), "gemv_chain.cl", src,
                               chain ? defs : defs + fmt::format(" -DSTAGE={}", stage),
