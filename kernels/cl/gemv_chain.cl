@@ -146,6 +146,16 @@ inline void chain_block_squares(float* ss, int rows, int K, int me, int team, ch
 #else
 #define UPT NB
 #endif
+// Without the chain's waits (CHAIN=0) a storing item loads its residual before the walk, so that
+// the load's round trip overlaps the weights' instead of following the sums (with CHAIN=1 stage
+// 3's residual is h, which stage 1 writes in the same launch).
+#if !CHAIN
+#define RES_EARLY_TASK (MB * NB <= WG)  // chain_task: an item stores at most one unit
+#define RES_EARLY_WARP (MB * NB <= 32)  // chain_task_warp: a lane stores at most one unit
+#else
+#define RES_EARLY_TASK 0
+#define RES_EARLY_WARP 0
+#endif
 
 // Counters, each on its own 128-byte line (CTR_STRIDE ints apart, from the host) so that the
 // groups polling one do not queue behind the increments of another: [0] the ticket, [1] stage-1
@@ -711,6 +721,12 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
   const int rpu = gated ? 2 : 1;
   float acc[MB][2 * NB];
   float ss[MB];
+  // Item t < MB * NB stores unit t % NB of row t / NB (the loop below, when MB * NB <= WG).
+  float rv = 0.0f;
+#if RES_EARLY_TASK
+  if (resid && t < MB * NB && t / NB < rows && j0 + t % NB < F)
+    rv = PRISM_LOAD(R + (long)(t / NB) * sr + j0 + t % NB);
+#endif
   chain_dots(acc, ss, rows, F, K, j0, t, WG, A, sa, W, sw, G, gated, norm && !ia.q, ia, lq, wait, target);
   chain_block_squares(ss, rows, K, t, WG, ia);
 #if WARP_REDUCE
@@ -737,7 +753,11 @@ inline void chain_task(__local float (*red)[WG], int rows, int F, int K, int j0,
         v = g / (1.0f + exp(-g)) * u;
       } else {
         v = chain_total(red, i * 2 * NB + c) * scale;
+#if RES_EARLY_TASK
+        if (resid) v += rv;
+#else
         if (resid) v += PRISM_LOAD(R + (long)i * sr + j);
+#endif
       }
       PRISM_STORE(O + (long)i * so + j, v);
     }
@@ -757,6 +777,12 @@ inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, in
   const int rpu = gated ? 2 : 1;
   float acc[MB][2 * NB];
   float ss[MB];
+  // Lane i * NB + c stores row i's unit c (below; one unit a lane when MB * NB <= 32).
+  float rv = 0.0f;
+#if RES_EARLY_WARP
+  if (resid && lane < MB * NB && lane / NB < rows && ju + lane % NB < F)
+    rv = PRISM_LOAD(R + (long)(lane / NB) * sr + ju + lane % NB);
+#endif
   chain_dots(acc, ss, rows, F, K, ju, lane, 32, A, sa, W, sw, G, gated, norm && !ia.q, ia, lq, wait, target);
   chain_block_squares(ss, rows, K, lane, 32, ia);
   // Sums round the warp: every lane ends with the totals.
@@ -796,7 +822,11 @@ inline void chain_task_warp(__local float (*red)[WG], int rows, int F, int K, in
           v = g / (1.0f + exp(-g)) * u;
         } else {
           v = acc[i][c] * scale;
+#if RES_EARLY_WARP
+          if (resid) v += rv;
+#else
           if (resid) v += PRISM_LOAD(R + (long)i * sr + j);
+#endif
         }
         PRISM_STORE(O + (long)i * so + j, v);
       }
