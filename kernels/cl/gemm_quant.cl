@@ -46,12 +46,34 @@
 // The CPU kernels walk each weight row front to back; on x86 they ask for the line 1 KiB ahead,
 // which took the 49152 x 576 q8_0 GEMV from 0.62-0.69 to 0.77-0.81 of the paired read on two AVX2
 // cores (benchmarks/RESULTS.md, "Issue 17, session 11"); the hardware prefetcher alone kept
-// fewer lines in flight than one core's row stream needs.
+// fewer lines in flight than one core's row stream needs. With Q_PF_FAR (the host's, for the int8
+// walk's long rows: K >= 2048) the distance is an eighth of the work-group's bytes, between 1 KiB
+// and 8 KiB (q_rows_pf): a group's rows are one stretch of memory that one PoCL thread walks row
+// after row, so the line ahead may be a later row's, but never past the group's last row, which
+// another thread walks. 8 KiB ahead took the [16384, 4096] GEMV from 0.57 to 0.66 of the read
+// (q4_0, with the x86 dot-product walk below) and 0.70 to 0.76 (q8_0); rows of 576 lost with it
+// (benchmarks/RESULTS.md, "Issue 17, session 39").
 #if defined(__clang__) && defined(__x86_64__) && defined(__SSE2__)  // a CPU compiler, not a GPU one
-#define Q_PREFETCH(p) __builtin_prefetch((p) + 1024)
+#if defined(Q_PF_FAR) && Q_PF_FAR
+#define Q_PREFETCH(p, pf) \
+  if ((p) + (pf).dist < (pf).end) __builtin_prefetch((p) + (pf).dist)
 #else
-#define Q_PREFETCH(p)
+#define Q_PREFETCH(p, pf) __builtin_prefetch((p) + 1024)
 #endif
+#else
+#define Q_PREFETCH(p, pf)
+#endif
+typedef struct {
+  const __global uchar* end;
+  long dist;
+} q_pf;
+// This work-group's weight rows' end and the prefetch distance (RN rows an item, rows of swn
+// blocks from w_off).
+inline q_pf q_rows_pf(const __global uchar* W, long w_off, long swn, int N, int rn) {
+  const long rows = (long)get_local_size(0) * rn, n0 = (long)get_group_id(0) * rows, n1 = min(n0 + rows, (long)N);
+  q_pf pf = {W + (w_off + n1 * swn) * QBYTES, clamp((n1 - n0) * swn * QBYTES / 8, 1024L, 8192L)};
+  return pf;
+}
 
 #ifdef RM
 __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off,
@@ -67,6 +89,7 @@ __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global 
   for (int i = 0; i < RM; ++i) a[i] = A + a_off + (long)min(m0 + i, M - 1) * sam;
 #pragma unroll
   for (int j = 0; j < RN; ++j) w[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES;
+  const q_pf pf = q_rows_pf(W, w_off, swn, N, RN);
   float16 acc[RM][RN];
 #if QTYPE != 0
   float accm[RM][RN];  // q4_1: m * sum(a); q4_0: -8 d * sum(a)
@@ -95,7 +118,7 @@ __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global 
 #pragma unroll
     for (int j = 0; j < RN; ++j) {
       const __global uchar* p = w[j] + (long)kb * QBYTES;
-      Q_PREFETCH(p);
+      Q_PREFETCH(p, pf);
       float16 lo, hi;
       q_values(p, &lo, &hi);
       const float ds = q_scale(p);
@@ -299,8 +322,8 @@ inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
 // product, scaled by d_a * d_w into acc; accm takes q4_0's d_w * s_a (times -8 at the end) or
 // q4_1's m * s_a.
 inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, const __global float* ad,
-                       const __global float* as, const int* row, const __global uchar* const* w, float8 (*acc)[RN],
-                       float (*accm)[RN]) {
+                       const __global float* as, const int* row, const __global uchar* const* w,
+                       q_pf pf, float8 (*acc)[RN], float (*accm)[RN]) {
   char16 alo[RM], ahi[RM];
   float da[RM], sa[RM];
 #pragma unroll
@@ -314,7 +337,7 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 #pragma unroll
   for (int j = 0; j < RN; ++j) {
     const __global uchar* p = w[j] + (long)kb * QBYTES;
-    Q_PREFETCH(p);
+    Q_PREFETCH(p, pf);
     const float dw = q_scale(p);
 #if QTYPE == 2
     const float m = q_min(p);
@@ -339,11 +362,37 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 // one 128-bit lane, their low nibbles meet the group's k 0..15 bytes and their high nibbles its
 // k 16..31, and the four blocks' scales come in one vcvtph2ps. Per block that is ~7 instructions
 // (in 256-bit units) where the one-block loop takes ~14, most of them its scalar scale chain.
+// With AVX512-VNNI (Q_VNNI: the host's CPU has it, kernels/cl_source.cpp's PRISM_X86_VNNI) the
+// pair vpmaddubsw + vpmaddwd and the add become one vpdpbusd: the same exact sums (a nibble times
+// an int8 of at most 127 in magnitude, four to an int). With AVX512-VBMI as well (Q_VBMI,
+// PRISM_X86_VBMI) the group's four blocks come in two loads, their quant bytes to the four lanes
+// by one vpermi2b and their f16 fields by one vpermw, instead of four 16-byte loads, three
+// inserts and four scalar loads a field. PoCL compiles for its CPU name (skylake-avx512 on a
+// Sapphire Rapids-class VM), which leaves both out, so the row's walk is a function of its own
+// with the features (Q_TARGET): a caller without them cannot inline it, and PoCL's work-group
+// function, into which the kernel is inlined, fails to select their instructions.
+#if defined(PRISM_X86_VNNI) && PRISM_X86_VNNI && defined(PRISM_X86_VBMI) && PRISM_X86_VBMI
+#define Q_VNNI 1
+#define Q_VBMI 1
+#define Q_TARGET __attribute__((target("avx512vnni,avx512vbmi")))
+#elif defined(PRISM_X86_VNNI) && PRISM_X86_VNNI
+#define Q_VNNI 1
+#define Q_VBMI 0
+#define Q_TARGET __attribute__((target("avx512vnni")))
+#else
+#define Q_VNNI 0
+#define Q_VBMI 0
+#define Q_TARGET
+#endif
 typedef char q_v64qi __attribute__((vector_size(64)));
 typedef short q_v32hi __attribute__((vector_size(64)));
-inline int16 q_madd64(int16 acc, q_v64qi u, q_v64qi s) {
+Q_TARGET inline int16 q_madd64(int16 acc, q_v64qi u, q_v64qi s) {
+#if Q_VNNI
+  return __builtin_ia32_vpdpbusd512(acc, as_int16(u), as_int16(s));
+#else
   const q_v32hi p = __builtin_ia32_pmaddubsw512(u, s);
   return acc + as_int16(__builtin_ia32_pmaddwd512(p, (q_v32hi)((int16)0x00010001)));
+#endif
 }
 
 inline float4 q_half4(const __global uchar* p) {
@@ -355,25 +404,64 @@ inline float4 q_half4(const __global uchar* p) {
 
 // Blocks 4g .. 4g + 3 of the weight row at w against activation row qa (scales ad, sums as):
 // the products into acc (4 lanes a block), q4_0's d_w * s_a or q4_1's m * s_a into accm.
-inline void q_i8_group(int g, const __global uchar* w, const __global uchar* qa, const __global float* ad,
-                       const __global float* as, float16* acc, float4* accm) {
+#if Q_VBMI
+typedef char q_v64qi_u __attribute__((vector_size(64), aligned(1)));
+typedef ulong __attribute__((aligned(1))) q_ulong_u;
+typedef short q_v8hi __attribute__((vector_size(16)));
+typedef float q_v8sf __attribute__((vector_size(32)));
+#endif
+Q_TARGET inline void q_i8_group(int g, const __global uchar* w, const __global uchar* qa, const __global float* ad,
+                                const __global float* as, q_pf pf, float16* acc, float4* accm) {
   const __global uchar* p = w + (long)g * 4 * QBYTES;
-  Q_PREFETCH(p);
+  Q_PREFETCH(p, pf);
+#if Q_VBMI
+  // The group's 4 QBYTES bytes: 64 in one load, the rest (8 for q4_0, 16 for q4_1) in another.
+  const q_v64qi lo = *(const __global q_v64qi_u*)p;
+  const ulong t1 = QBYTES * 4 > 72 ? *(const __global q_ulong_u*)(p + 72) : 0;
+  const q_v64qi hi = (q_v64qi)((ulong8)(*(const __global q_ulong_u*)(p + 64), t1, 0, 0, 0, 0, 0, 0));
+  // Lane j (bytes 16 j ..) takes block j's quant bytes (index 64 and up: hi's bytes), and words
+  // 0 .. 3 (4 .. 7) the blocks' scales (q4_1's mins), fields at whole words of lo.
+  q_v64qi bi;
+#pragma unroll
+  for (int k = 0; k < 64; ++k) bi[k] = (char)(k / 16 * QBYTES + QOFF + k % 16);
+  q_v32hi wi = (q_v32hi)((int16)0);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    wi[j] = (short)(j * QBYTES / 2);
+    wi[4 + j] = (short)(j * QBYTES / 2 + 1);
+  }
+  const uint16 nib = as_uint16(__builtin_ia32_vpermi2varqi512(lo, bi, hi));
+  const q_v32hi f16 = __builtin_ia32_permvarhi512((q_v32hi)lo, wi);
+  const float8 fields =
+      as_float8((q_v8sf)__builtin_ia32_vcvtph2ps256(__builtin_shufflevector(f16, f16, 0, 1, 2, 3, 4, 5, 6, 7)));
+#else
   const int off = QTYPE == 1 ? 2 : 4;
   const uint16 nib = (uint16)(as_uint4(vload16(0, p + off)), as_uint4(vload16(0, p + QBYTES + off)),
                               as_uint4(vload16(0, p + 2 * QBYTES + off)), as_uint4(vload16(0, p + 3 * QBYTES + off)));
+#endif
   const __global uint* a = (const __global uint*)(qa + g * 128);
   const q_v64qi alo = (q_v64qi)vload16(0, a), ahi = (q_v64qi)vload16(0, a + 16);
   const uint16 m = (uint16)0x0F0F0F0Fu;
   const int16 i = q_madd64(q_madd64((int16)0, (q_v64qi)(nib & m), alo), (q_v64qi)((nib >> 4) & m), ahi);
-  const float4 dw = q_half4(p);
+#if Q_VBMI
+  const float4 dw = fields.lo, mw = QTYPE == 1 ? dw : fields.hi;
+#else
+  const float4 dw = q_half4(p), mw = QTYPE == 1 ? dw : q_half4(p + 2);
+#endif
   const float4 d = dw * vload4(g, ad);
   *acc = fma(convert_float16(i), __builtin_shufflevector(d, d, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), *acc);
-#if QTYPE == 1
-  *accm = fma(dw, vload4(g, as), *accm);
-#else
-  *accm = fma(q_half4(p + 2), vload4(g, as), *accm);
-#endif
+  *accm = fma(mw, vload4(g, as), *accm);  // q4_0: d_w * s_a (times -8 at the end); q4_1: m * s_a
+}
+
+// Groups 0 .. groups - 1 of one weight row (q_i8_group), the sums into *acc and *accm.
+Q_TARGET inline void q_i8_groups(int groups, const __global uchar* w, const __global uchar* qa,
+                                 const __global float* ad, const __global float* as, q_pf pf, float16* acc,
+                                 float4* accm) {
+  float16 a = (float16)0.0f;
+  float4 am = (float4)0.0f;
+  for (int g = 0; g < groups; ++g) q_i8_group(g, w, qa, ad, as, pf, &a, &am);
+  *acc = a;
+  *accm = am;
 }
 #endif
 
@@ -392,6 +480,7 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
   for (int i = 0; i < RM; ++i) row[i] = min(m0 + i, M - 1);
 #pragma unroll
   for (int j = 0; j < RN; ++j) w[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES;
+  const q_pf pf = q_rows_pf(W, w_off, swn, N, RN);
   float8 acc[RM][RN], acc2[RM][RN];
   float accm[RM][RN], accm2[RM][RN];
 #pragma unroll
@@ -403,21 +492,21 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
     }
   int kb = 0;
 #if Q_G4
-  float16 acc16 = (float16)0.0f;
-  float4 accm4 = (float4)0.0f;
-  for (; kb + 4 <= blocks; kb += 4)
-    q_i8_group(kb / 4, w[0], QA + (long)row[0] * K, ad + (long)row[0] * blocks, as + (long)row[0] * blocks, &acc16,
-               &accm4);
+  float16 acc16;
+  float4 accm4;
+  q_i8_groups(blocks / 4, w[0], QA + (long)row[0] * K, ad + (long)row[0] * blocks, as + (long)row[0] * blocks,
+              pf, &acc16, &accm4);
+  kb = blocks / 4 * 4;
   acc[0][0] = acc16.lo + acc16.hi;
   accm[0][0] = prism_hsum4(accm4);
 #endif
   if (Q_ACC2) {
     for (; kb + 1 < blocks; kb += 2) {
-      q_i8_block(kb, K, blocks, QA, ad, as, row, w, acc, accm);
-      q_i8_block(kb + 1, K, blocks, QA, ad, as, row, w, acc2, accm2);
+      q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm);
+      q_i8_block(kb + 1, K, blocks, QA, ad, as, row, w, pf, acc2, accm2);
     }
   }
-  for (; kb < blocks; ++kb) q_i8_block(kb, K, blocks, QA, ad, as, row, w, acc, accm);
+  for (; kb < blocks; ++kb) q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm);
 #pragma unroll
   for (int i = 0; i < RM; ++i)
 #pragma unroll

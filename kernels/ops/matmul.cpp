@@ -1060,6 +1060,10 @@ event submit_quant(queue& q, const gemm_problem& p, const kernel& k, const nd_ra
   });
 }
 
+// The shortest rows (K) that the CPU int8 walk prefetches further ahead for and takes x86's
+// dot-product extensions on (x86_dot_defines).
+constexpr std::int64_t kLongRowK = 2048;
+
 // The quantized GEMM of plan `pl` (plan_quant's, or enqueue_quant_norm_linear's qp=3 group).
 event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_override src,
                       const quant_norm* norm) {
@@ -1079,6 +1083,12 @@ event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_o
     r = nd_range(range<3>(ceil_div(gx, lx) * lx, gy, 1), range<3>(lx, 1, 1));
     if (pl.int8_activations) {
       opts += " -DQA8";
+      // Long rows: the prefetch further ahead (Q_PF_FAR) and x86's dot-product extensions, whose
+      // walk is a call (it cannot be inlined into PoCL's work-group function) that a long row
+      // pays for: at K = 4096 the q4_0 GEMV went from 0.57 to 0.61 of the read with the extensions
+      // alone, while the 135M head's 576-long rows lost 10% with both (benchmarks/RESULTS.md,
+      // "Issue 17, session 39").
+      if (p.k >= kLongRowK) opts += fmt::format(" -DQ_PF_FAR=1{}", x86_dot_defines(q.get_device()));
       const tensor ws = quantize_activations(q, p, opts, src, norm);
       return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_cpu_i8"), r,
                           nullptr, ws);

@@ -374,7 +374,8 @@ TEST(quant, f16_and_bf16_activations) {
 TEST(quant, int8_activations_follow_the_per_block_rounding) {
   queue& q = shared_queue();
   std::uint64_t seed = 300;
-  // The CPU kernel (at M = 1 on AVX-512 four blocks a register), the GPU rows kernel, its
+  // The CPU kernel (at M = 1 on AVX-512 four blocks a register; at K = 2272 on an x86 host with
+  // AVX512-VNNI / VBMI through vpdpbusd, vpermi2b and vpermw), the GPU rows kernel, its
   // block-pair form and its lane-per-block form (dp4a on NVIDIA, four multiplies elsewhere) all
   // follow the same host model. K = 192: six blocks, one group of four and two more; the
   // lane-per-block form also at K = 2272 (71 blocks: two full steps of 2 x 32 lanes and a partial one;
@@ -386,7 +387,8 @@ TEST(quant, int8_activations_follow_the_per_block_rounding) {
   };
   for (const form f :
        {form{"variant=0,rm=4,qrn=4,qwg=1,qa=1", 192}, form{"variant=0,rm=1,qrn=1,qwg=32,qa=1", 192},
-        form{"variant=4,mb=2,nb=4,warps=2,qa=1", 192}, form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=1", 192},
+        form{"variant=0,rm=1,qrn=1,qwg=32,qa=1", 2272}, form{"variant=4,mb=2,nb=4,warps=2,qa=1", 192},
+        form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=1", 192},
         form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=2", 192},
         form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=2", 2272},
         form{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=3", 192},
