@@ -53,14 +53,18 @@
 // another thread walks. 8 KiB ahead took the [16384, 4096] GEMV from 0.57 to 0.66 of the read
 // (q4_0, with the x86 dot-product walk below) and 0.70 to 0.76 (q8_0); rows of 576 lost with it
 // (benchmarks/RESULTS.md, "Issue 17, session 39").
+// The float walk (gemm_q_cpu) is never built with Q_PF_FAR and keeps the 1 KiB line
+// (Q_PREFETCH_NEAR).
 #if defined(__clang__) && defined(__x86_64__) && defined(__SSE2__)  // a CPU compiler, not a GPU one
+#define Q_PREFETCH_NEAR(p) __builtin_prefetch((p) + 1024)
 #if defined(Q_PF_FAR) && Q_PF_FAR
 #define Q_PREFETCH(p, pf) \
   if ((p) + (pf).dist < (pf).end) __builtin_prefetch((p) + (pf).dist)
 #else
-#define Q_PREFETCH(p, pf) __builtin_prefetch((p) + 1024)
+#define Q_PREFETCH(p, pf) Q_PREFETCH_NEAR(p)
 #endif
 #else
+#define Q_PREFETCH_NEAR(p)
 #define Q_PREFETCH(p, pf)
 #endif
 typedef struct {
@@ -89,7 +93,6 @@ __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global 
   for (int i = 0; i < RM; ++i) a[i] = A + a_off + (long)min(m0 + i, M - 1) * sam;
 #pragma unroll
   for (int j = 0; j < RN; ++j) w[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES;
-  const q_pf pf = q_rows_pf(W, w_off, swn, N, RN);
   float16 acc[RM][RN];
 #if QTYPE != 0
   float accm[RM][RN];  // q4_1: m * sum(a); q4_0: -8 d * sum(a)
@@ -118,7 +121,7 @@ __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global 
 #pragma unroll
     for (int j = 0; j < RN; ++j) {
       const __global uchar* p = w[j] + (long)kb * QBYTES;
-      Q_PREFETCH(p, pf);
+      Q_PREFETCH_NEAR(p);
       float16 lo, hi;
       q_values(p, &lo, &hi);
       const float ds = q_scale(p);
@@ -407,7 +410,6 @@ inline float4 q_half4(const __global uchar* p) {
 #if Q_VBMI
 typedef char q_v64qi_u __attribute__((vector_size(64), aligned(1)));
 typedef ulong __attribute__((aligned(1))) q_ulong_u;
-typedef short q_v8hi __attribute__((vector_size(16)));
 typedef float q_v8sf __attribute__((vector_size(32)));
 #endif
 Q_TARGET inline void q_i8_group(int g, const __global uchar* w, const __global uchar* qa, const __global float* ad,
