@@ -1061,7 +1061,8 @@ event submit_quant(queue& q, const gemm_problem& p, const kernel& k, const nd_ra
 }
 
 // The shortest rows (K) that the CPU int8 walk prefetches further ahead for and takes x86's
-// dot-product extensions on (x86_dot_defines).
+// dot-product extensions on (x86_dot_defines). At K = 1536 that form lost 0.07-0.11 of the read
+// for q4_0 on an AVX-512 EPYC (benchmarks/RESULTS.md, "Issue 17, session 40").
 constexpr std::int64_t kLongRowK = 2048;
 
 // The quantized GEMM of plan `pl` (plan_quant's, or enqueue_quant_norm_linear's qp=3 group).
