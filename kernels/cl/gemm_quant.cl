@@ -373,7 +373,10 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 // inserts and four scalar loads a field. PoCL compiles for its CPU name (skylake-avx512 on a
 // Sapphire Rapids-class VM), which leaves both out, so the row's walk is a function of its own
 // with the features (Q_TARGET): a caller without them cannot inline it, and PoCL's work-group
-// function, into which the kernel is inlined, fails to select their instructions.
+// function, into which the kernel is inlined, fails to select their instructions. It is not a
+// win everywhere (benchmarks/RESULTS.md, "Issue 17, session 40"): at [16384, 4096] it lost
+// 1.6-1.8x on PoCL 5.0 with 16 cores and 4-6% for q4_0 on a 2-core AVX-512 EPYC (q4_1 gained
+// 12-17% there); -DPRISM_X86_VNNI=0 -DPRISM_X86_VBMI=0 in PRISM_CL_OPTIONS switches it off.
 #if defined(PRISM_X86_VNNI) && PRISM_X86_VNNI && defined(PRISM_X86_VBMI) && PRISM_X86_VBMI
 #define Q_VNNI 1
 #define Q_VBMI 1

@@ -1087,8 +1087,10 @@ event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_o
       // Long rows: the prefetch further ahead (Q_PF_FAR) and x86's dot-product extensions, whose
       // walk is a call (it cannot be inlined into PoCL's work-group function) that a long row
       // pays for: at K = 4096 the q4_0 GEMV went from 0.57 to 0.61 of the read with the extensions
-      // alone, while the 135M head's 576-long rows lost 10% with both (benchmarks/RESULTS.md,
-      // "Issue 17, session 39").
+      // alone on a 2-core Xeon, while the 135M head's 576-long rows lost 10% with both
+      // (benchmarks/RESULTS.md, "Issue 17, session 39"). The extensions are a host-wide choice,
+      // not a tuned key, and they lost on PoCL 5.0 with 16 cores (1.6-1.8x) and for q4_0 on a
+      // 2-core EPYC (4-6%; "Issue 17, session 40").
       if (p.k >= kLongRowK) opts += fmt::format(" -DQ_PF_FAR=1{}", x86_dot_defines(q.get_device()));
       const tensor ws = quantize_activations(q, p, opts, src, norm);
       return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_cpu_i8"), r,
