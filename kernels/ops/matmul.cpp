@@ -314,6 +314,12 @@ config_schema gemm_schema() {
        {0, 1},
        "quantized weights, cpu and rows (variant 4, nv auto at M <= 8): activations 0 = float, 1 = int8 "
        "per 32-block (a first kernel quantizes them; integer block dot products, dp4a on NVIDIA)"},
+      {"qx",
+       0,
+       {0, 1},
+       "quantized weights, cpu with qa=1 at one weight and one activation row a work-item (q4_0/q4_1): "
+       "1 = the four-block walk through x86's AVX512-VNNI vpdpbusd (with AVX512-VBMI also vpermi2b and "
+       "vpermw), a function of its own called once a row; only on a CPU device whose host has AVX512-VNNI"},
   };
   s.rule = [](const kernel_config& c) -> std::optional<std::string> {
     const auto tm = c.at("tm"), tn = c.at("tn"), wm = c.at("wm"), wn = c.at("wn");
@@ -843,6 +849,7 @@ struct qplan {
   std::int64_t walk = 0;          // rows with int8 activations: qp (1 gemm_q_pairs_i8, 2 gemm_q_blocks_i8,
                                   // 3 gemm_q_blocks_i8 quantizing its row itself)
   std::int64_t unroll = 2;        // walks 2 and 3: blocks a lane loads a step (qu)
+  bool x86_dot = false;           // cpu with int8 activations: the AVX512-VNNI walk (qx=1)
 };
 
 // K and the row stride (elements) of a quantized weight: linear's [n, k], or matmul's other, the
@@ -895,13 +902,16 @@ bool wants_qmma(const kernel_config& c, std::int64_t m, dtype act) {
 // chunks (at most 8, a power of two).
 qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, bool auto_mma) {
   switch (c.at("variant")) {
-    case 0:  // at most 16 float16 accumulators: rm shrinks as qrn grows
-      return {qkernel::cpu,
-              std::min(c.at("rm"), std::max<std::int64_t>(1, 16 / c.at("qrn"))),
-              c.at("qrn"),
-              c.at("qwg"),
-              1,
-              c.at("qa") == 1};
+    case 0: {  // at most 16 float16 accumulators: rm shrinks as qrn grows
+      qplan pl{qkernel::cpu,
+               std::min(c.at("rm"), std::max<std::int64_t>(1, 16 / c.at("qrn"))),
+               c.at("qrn"),
+               c.at("qwg"),
+               1,
+               c.at("qa") == 1};
+      pl.x86_dot = c.at("qx") == 1;
+      return pl;
+    }
     case 2:
       return {qkernel::gemv, c.at("mb"), c.at("nb"), c.at("wg"), 0};
     case 4:
@@ -924,6 +934,24 @@ qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, bool au
   }
 }
 
+// Why the CPU kernel cannot take the AVX512-VNNI walk (qx=1; nothing when it can): the walk is
+// gemm_quant.cl's four-block one (Q_G4: q4 weights, one weight row and one activation row a
+// work-item, int8 activations), and it needs the instructions on the host that runs the device.
+std::optional<std::string> x86_dot_refusal(const device& dev, const tensor& w, const qplan& pl, std::int64_t m) {
+  if (!pl.int8_activations) return std::string("qx=1 (the AVX512-VNNI walk) needs qa=1 (int8 activations)");
+  if (w.type() != dtype::q4_0 && w.type() != dtype::q4_1)
+    return fmt::format("qx=1 (the AVX512-VNNI walk) takes q4_0 or q4_1 weights, got {}", dtype_name(w.type()));
+  if (std::min(pl.a, m) != 1 || pl.b != 1)
+    return fmt::format(
+        "qx=1 (the AVX512-VNNI walk) runs one weight row and one activation row a work-item: qrn=1 and M = 1 "
+        "or rm=1, got qrn={}, rm={}, M = {}",
+        pl.b, pl.a, m);
+  if (!*x86_dot_defines(dev))
+    return std::string(
+        "qx=1 (the AVX512-VNNI walk) needs a CPU device on an x86 host with AVX512-VNNI and AVX512-BW");
+  return std::nullopt;
+}
+
 std::optional<std::string> quant_unsupported(const device& dev, const op_call& call, const kernel_config& c) {
   const tensor* w = quantized_weight(call);
   if (!w)
@@ -943,6 +971,9 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
     threads = static_cast<std::uint64_t>(32 * pl.a);
     local = qmma_local_bytes(w->type(), pl.a);
   } else if (pl.kind == qkernel::cpu) {
+    if (pl.x86_dot) {
+      if (auto why = x86_dot_refusal(dev, *w, pl, m)) return why;
+    }
     threads = static_cast<std::uint64_t>(pl.c * pl.d);
   } else if (pl.kind == qkernel::gemv) {
     threads = static_cast<std::uint64_t>(pl.c);
@@ -1060,9 +1091,9 @@ event submit_quant(queue& q, const gemm_problem& p, const kernel& k, const nd_ra
   });
 }
 
-// The shortest rows (K) that the CPU int8 walk prefetches further ahead for and takes x86's
-// dot-product extensions on (x86_dot_defines). At K = 1536 that form lost 0.07-0.11 of the read
-// for q4_0 on an AVX-512 EPYC (benchmarks/RESULTS.md, "Issue 17, session 40").
+// The shortest rows (K) that the CPU int8 walk prefetches further ahead for (Q_PF_FAR). At
+// K = 1536 that prefetch with x86's dot-product extensions lost 0.07-0.11 of the read for q4_0 on
+// an AVX-512 EPYC (benchmarks/RESULTS.md, "Issue 17, session 40").
 constexpr std::int64_t kLongRowK = 2048;
 
 // The quantized GEMM of plan `pl` (plan_quant's, or enqueue_quant_norm_linear's qp=3 group).
@@ -1084,14 +1115,13 @@ event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_o
     r = nd_range(range<3>(ceil_div(gx, lx) * lx, gy, 1), range<3>(lx, 1, 1));
     if (pl.int8_activations) {
       opts += " -DQA8";
-      // Long rows: the prefetch further ahead (Q_PF_FAR) and x86's dot-product extensions, whose
-      // walk is a call (it cannot be inlined into PoCL's work-group function) that a long row
-      // pays for: at K = 4096 the q4_0 GEMV went from 0.57 to 0.61 of the read with the extensions
-      // alone on a 2-core Xeon, while the 135M head's 576-long rows lost 10% with both
-      // (benchmarks/RESULTS.md, "Issue 17, session 39"). The extensions are a host-wide choice,
-      // not a tuned key, and they lost on PoCL 5.0 with 16 cores (1.6-1.8x) and for q4_0 on a
-      // 2-core EPYC (4-6%; "Issue 17, session 40").
-      if (p.k >= kLongRowK) opts += fmt::format(" -DQ_PF_FAR=1{}", x86_dot_defines(q.get_device()));
+      // Long rows prefetch further ahead (Q_PF_FAR). x86's dot-product extensions (qx=1) are a
+      // tuned key: their walk is a call (it cannot be inlined into PoCL's work-group function), and
+      // at K = 4096 the q4_0 GEMV went from 0.57 to 0.61 of the read with them on a 2-core Xeon
+      // (benchmarks/RESULTS.md, "Issue 17, session 39"), q4_1 gained 12-17% and q4_0 lost 4-6% on
+      // a 2-core EPYC, and on PoCL 5.0 with 16 cores q4_0 lost 1.6-1.8x ("Issue 17, session 40").
+      if (p.k >= kLongRowK) opts += " -DQ_PF_FAR=1";
+      if (pl.x86_dot) opts += x86_dot_defines(q.get_device());
       const tensor ws = quantize_activations(q, p, opts, src, norm);
       return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_cpu_i8"), r,
                           nullptr, ws);

@@ -8,8 +8,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <string>
 #include <string_view>
+
+#include <unistd.h>
 
 #include "dispatch/dispatcher.hpp"
 #include "kernels/op_descriptor.hpp"
@@ -429,6 +434,81 @@ TEST(quant, int8_activations_follow_the_per_block_rounding) {
                 << "row " << i << " column " << j;
           }
       }
+}
+
+// qx=1, the CPU decode walk through AVX512-VNNI's vpdpbusd (and AVX512-VBMI's vpermi2b and
+// vpermw): on a CPU device whose x86 host has them its programs are built with the walk's defines
+// (those of qx=0 without them: checked in the programs PRISM_DUMP_PROGRAMS writes), and it
+// computes the same integer block sums and the same float steps as the walk without them, so
+// q4_0 and q4_1 agree bit for bit with qx=0 at K = 192 (one group of four blocks and two more)
+// and K = 2272 (the long-row prefetch, 71 blocks), at M = 1 and at M = 3 (rm=1: one activation
+// row a work-item). Where it cannot run (q8_0, several activation rows a work-item, float
+// activations, another device or host) the dispatcher refuses it naming why.
+TEST(quant, x86_dot_product_walk_matches_or_is_refused) {
+  queue& q = shared_queue();
+  bool host_vnni = false;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  host_vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+#endif
+  const bool runs = host_vnni && q.get_device().is_cpu();
+  auto refusal = [&](const op_call& c, const char* cfg) {
+    std::vector<std::string> why;
+    const bool ok = select_implementation(linear_op(), q.get_device(), c, config(cfg), &why) != nullptr;
+    return ok ? std::string() : ::testing::PrintToString(why);
+  };
+  // The programs built within `run`, as the options each was built with.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("prism_x86_walk_" + std::to_string(static_cast<long>(::getpid())));
+  auto built_options = [&](const std::function<void()>& run) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    env::override_for_testing("PRISM_DUMP_PROGRAMS", dir.string());
+    run();
+    env::override_for_testing("PRISM_DUMP_PROGRAMS", std::nullopt);
+    std::string all;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      if (e.path().extension() == ".options") {
+        std::ifstream in(e.path());
+        all += std::string(std::istreambuf_iterator<char>(in), {}) + "\n";
+      }
+    std::filesystem::remove_all(dir);
+    return all;
+  };
+  // A define of this test's own, so that its programs are built here rather than taken from the
+  // suite's memo.
+  scoped_cl_options fresh("-DPRISM_TEST_X86_WALK=1");
+  std::uint64_t seed = 1200;
+  for (dtype wt : {dtype::q4_0, dtype::q4_1})
+    for (std::int64_t k : {192, 2272})
+      for (std::int64_t m : {1, 3}) {
+        SCOPED_TRACE(std::string(dtype_name(wt)) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
+        op_call c = linear_call(q, m, 19, k, dtype::f32, wt, true, ++seed);
+        const std::string why = refusal(c, "variant=0,rm=1,qrn=1,qwg=32,qa=1,qx=1");
+        if (!runs) {
+          EXPECT_NE(why.find("AVX512-VNNI"), std::string::npos) << why;
+          continue;
+        }
+        ASSERT_EQ(why, "");
+        std::vector<double> want;
+        const std::string plain = built_options([&] {
+          run_and_compare(linear_op(), c, config("variant=0,rm=1,qrn=1,qwg=32,qa=1"), false);
+          want = read_host(q, c.outputs[0]).values;
+        });
+        const std::string dot = built_options(
+            [&] { run_and_compare(linear_op(), c, config("variant=0,rm=1,qrn=1,qwg=32,qa=1,qx=1"), false); });
+        EXPECT_EQ(read_host(q, c.outputs[0]).values, want);
+        if (m > 1) continue;  // M = 3 reuses M = 1's programs (RM = 1 either way)
+        EXPECT_EQ(plain.find("PRISM_X86_VNNI"), std::string::npos) << plain;
+        EXPECT_NE(dot.find("-DPRISM_X86_VNNI=1"), std::string::npos) << dot;
+      }
+  op_call q8 = linear_call(q, 1, 19, 192, dtype::f32, dtype::q8_0, false, ++seed);
+  const std::string q8_why = refusal(q8, "variant=0,rm=1,qrn=1,qwg=32,qa=1,qx=1");
+  EXPECT_NE(q8_why.find("takes q4_0 or q4_1 weights, got q8_0"), std::string::npos) << q8_why;
+  op_call rows = linear_call(q, 5, 19, 192, dtype::f32, dtype::q4_0, false, ++seed);
+  const std::string rows_why = refusal(rows, "variant=0,rm=4,qrn=1,qwg=32,qa=1,qx=1");
+  EXPECT_NE(rows_why.find("one activation row a work-item"), std::string::npos) << rows_why;
+  const std::string float_why = refusal(rows, "variant=0,rm=1,qrn=1,qwg=32,qx=1");
+  EXPECT_NE(float_why.find("needs qa=1"), std::string::npos) << float_why;
 }
 
 // gemm_q_mma (qmma=1; nv auto for 16-bit activations at 2 <= M <= 8, checked bit for bit): the
