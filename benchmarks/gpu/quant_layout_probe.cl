@@ -13,7 +13,10 @@
 // GPU kernels do) or int8 per 32-block (dp4a; xd = d_a, xs = d_a * sum(q_a), so q4_0's -8 is one
 // multiply-add a block). bf16_rows reads bf16 weights [N, K] with the same team shape; read_sum
 // streams a buffer in 16-byte loads: the read bandwidth the GEMVs are held against.
-// Build defines: NB, UNROLL, WARPS, Q_DP4A (1: inline PTX dp4a).
+// q4_gguf_i8_chunk and q4_gguf_i8_stage read GGUF's blocks in 16-byte loads (a lane per 8-block
+// chunk, or the team's rows staged through local memory in coalesced pieces): both lost to the
+// 16-bit walk on the H200 (benchmarks/RESULTS.md, "Issue 17, session 41").
+// Build defines: NB, UNROLL, WARPS, Q_DP4A (1: inline PTX dp4a), LPR (q4_gguf_i8_chunk).
 
 #define LANES 32
 
@@ -153,6 +156,117 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void q4_gguf
   Q4_WALK(LOAD_GGUF, DOT_I8)
 }
 #undef DOT_PREP
+
+// GGUF's own blocks in 16-byte loads: a row of K / 32 blocks is K / 256 chunks of 8 blocks, 144
+// bytes each, and a row's bytes (K / 32 * 18) are a multiple of 16, so every chunk is 16-byte
+// aligned (the buffer is). Lane l of a team reads chunk c of its row in 9 uint4 loads: pair p's
+// 36 bytes are words 9p .. 9p + 8, the even block's scale the low half of word 9p and its
+// nibbles 2 bytes into the pair (each nibble word from two neighbours), the odd block's scale the
+// high half of word 9p + 4 and its nibbles words 9p + 5 .. 9p + 8. LPR lanes share a row (their
+// chunks c = lane % LPR, + LPR, ...), so a team holds 32 / LPR rows at once and NB rows in all
+// (NB * LPR / 32 a lane, loaded before the chunk's arithmetic); the 8 blocks' activations are
+// loaded once for them.
+#ifndef LPR
+#define LPR 32
+#endif
+#define CHUNK_ROWS (NB * LPR / LANES)
+inline float half_bits(uint h) {
+  const ushort b = (ushort)h;
+  return vload_half(0, (const __private half*)&b);
+}
+__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void q4_gguf_i8_chunk(
+    int N, int K, __global const uint4* W, __global const uint4* xq, __global const float* xd,
+    __global const float* xs, __global float* y) {
+  __local float red[LANES * WARPS];
+  const int lane = get_local_id(0) % LANES, team = get_local_id(0) / LANES;
+  const int n0 = (get_group_id(0) * WARPS + team) * NB;
+  const int sub = lane / LPR, cl0 = lane % LPR;
+  const int cpr = K / 256, row16 = K / 32 * 18 / 16;
+  float acc[CHUNK_ROWS];
+  for (int t = 0; t < CHUNK_ROWS; ++t) acc[t] = 0.0f;
+  for (int c = cl0; c < cpr; c += LPR) {
+    uint4 w[CHUNK_ROWS][9];
+#pragma unroll
+    for (int t = 0; t < CHUNK_ROWS; ++t)
+#pragma unroll
+      for (int i = 0; i < 9; ++i) w[t][i] = W[ROW(sub + t * (LANES / LPR)) * row16 + c * 9 + i];
+    const float8 da = vload8(c, xd), sa = vload8(c, xs);
+#pragma unroll
+    for (int h = 0; h < 8; ++h) {
+      const uint4 a0 = xq[16 * c + 2 * h], a1 = xq[16 * c + 2 * h + 1];
+      const float dah = ((const float*)&da)[h], sah = ((const float*)&sa)[h];
+#pragma unroll
+      for (int t = 0; t < CHUNK_ROWS; ++t) {
+        const uint* v = (const uint*)w[t];
+        const int p = 9 * (h / 2);
+        uint4 q;
+        float dw;
+        if (h % 2 == 0) {
+          q = (uint4)((v[p] >> 16) | (v[p + 1] << 16), (v[p + 1] >> 16) | (v[p + 2] << 16),
+                      (v[p + 2] >> 16) | (v[p + 3] << 16), (v[p + 3] >> 16) | (v[p + 4] << 16));
+          dw = half_bits(v[p] & 0xFFFFu);
+        } else {
+          q = (uint4)(v[p + 5], v[p + 6], v[p + 7], v[p + 8]);
+          dw = half_bits(v[p + 4] >> 16);
+        }
+        acc[t] = fma(dw, fma(dah, (float)block_dot_i8(q, a0, a1), -8.0f * sah), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < CHUNK_ROWS; ++t) {
+    red[team * LANES + lane] = acc[t];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int r = n0 + sub + t * (LANES / LPR);
+    if (cl0 == 0 && r < N) {
+      float s = 0.0f;
+      for (int l = 0; l < LPR; ++l) s += red[team * LANES + sub * LPR + l];
+      y[r] = s;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+// The same 16-byte loads, coalesced: a team's NB rows (NB * K / 32 * 18 bytes, whole uint4s) are
+// read lane by lane in consecutive 16-byte pieces (lane l the pieces l, l + 32, ...), all of them
+// before any arithmetic, into the group's local memory `st` (the host sizes it: WARPS * NB rows);
+// after a barrier lane l walks block pairs p = l, l + 32, ... of each row from there (pair p's
+// 9 words at 9p: lanes 9 words apart fall in distinct banks), the pairs split as in
+// q4_gguf_i8_chunk.
+__kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void q4_gguf_i8_stage(
+    int N, int K, __global const uint4* W, __global const uint4* xq, __global const float* xd,
+    __global const float* xs, __global float* y, __local uint4* st) {
+  __local float red[LANES * WARPS];
+  const int lane = get_local_id(0) % LANES, team = get_local_id(0) / LANES;
+  const int n0 = (get_group_id(0) * WARPS + team) * NB;
+  const int row16 = K / 32 * 18 / 16, pairs = K / 64;
+  __local uint4* mine = st + team * NB * row16;
+  // Rows n0 .. n0 + NB - 1 are consecutive in memory (clamped at N - 1 row by row).
+  for (int j = 0; j < NB; ++j) {
+    const __global uint4* src = W + ROW(j) * row16;
+    for (int i = lane; i < row16; i += LANES) mine[j * row16 + i] = src[i];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const __local uint* w = (const __local uint*)mine;
+  float acc[NB];
+  for (int j = 0; j < NB; ++j) acc[j] = 0.0f;
+  for (int p = lane; p < pairs; p += LANES) {
+    const uint4 a0 = xq[4 * p], a1 = xq[4 * p + 1], b0 = xq[4 * p + 2], b1 = xq[4 * p + 3];
+    const float2 da = vload2(p, xd), sa = vload2(p, xs);
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      const __local uint* v = w + j * row16 * 4 + 9 * p;
+      uint u[9];
+#pragma unroll
+      for (int i = 0; i < 9; ++i) u[i] = v[i];
+      const uint4 qe = (uint4)((u[0] >> 16) | (u[1] << 16), (u[1] >> 16) | (u[2] << 16),
+                               (u[2] >> 16) | (u[3] << 16), (u[3] >> 16) | (u[4] << 16));
+      const uint4 qo = (uint4)(u[5], u[6], u[7], u[8]);
+      acc[j] = fma(half_bits(u[0] & 0xFFFFu), fma(da.x, (float)block_dot_i8(qe, a0, a1), -8.0f * sa.x), acc[j]);
+      acc[j] = fma(half_bits(u[4] >> 16), fma(da.y, (float)block_dot_i8(qo, b0, b1), -8.0f * sa.y), acc[j]);
+    }
+  }
+  finish_rows(red, acc, lane, team, n0, N, y);
+}
 
 // Does a quantize launch before the int8 GEMV cost more than quantizing inside it? The decode
 // block's int8 GEMVs each follow a launch that takes the row x to int8 blocks (prism's Q1, Q2 and

@@ -160,9 +160,11 @@ int main(int argc, char** argv) try {
   cl::CommandQueue q(ctx, dev, CL_QUEUE_PROFILING_ENABLE);
   const std::string src = read_text(argv[1]);
   std::map<std::string, cl::Program> programs;
+  // q4_gguf_i8_chunk reads its unroll as the lanes a row shares (LPR = 32 / unroll).
   auto program = [&](int nb, int unroll, int warps) -> cl::Program& {
     const std::string opts = "-DNB=" + std::to_string(nb) + " -DUNROLL=" + std::to_string(unroll) +
-                             " -DWARPS=" + std::to_string(warps) + " -DQ_DP4A=" + (nvidia ? "1" : "0");
+                             " -DWARPS=" + std::to_string(warps) + " -DQ_DP4A=" + (nvidia ? "1" : "0") +
+                             " -DLPR=" + std::to_string(32 / unroll);
     auto it = programs.find(opts);
     if (it != programs.end()) return it->second;
     cl::Program prog(ctx, src);
@@ -179,18 +181,25 @@ int main(int argc, char** argv) try {
   std::vector<config> configs;
   // q4_gguf_i8_norm runs after quantize_x (timed as the pair); q4_gguf_i8_local quantizes x itself.
   const char* kernels[] = {"q4_gguf_f",       "q4_planar_f",      "q4_gguf_i8", "q4_planar_i8",
-                           "q4_gguf_i8_norm", "q4_gguf_i8_local", "bf16_rows"};
+                           "q4_gguf_i8_norm", "q4_gguf_i8_local", "bf16_rows",  "q4_gguf_i8_chunk", "q4_gguf_i8_stage"};
   const char* only = std::getenv("PROBE_KERNELS");  // comma-separated names; all when unset
   for (const char* k : kernels) {
     if (only && ("," + std::string(only) + ",").find("," + std::string(k) + ",") == std::string::npos)
       continue;
+    const bool chunk = std::string(k) == "q4_gguf_i8_chunk";  // needs nb * 32 / unroll >= 32
+    const bool stage = std::string(k) == "q4_gguf_i8_stage";  // has no unroll
     if (!sweep) {
       configs.push_back({k, 2, 2, 2});
       continue;
     }
     for (int nb : {1, 2, 4})
       for (int unroll : {1, 2, 4})
-        for (int warps : {4, 8}) configs.push_back({k, nb, unroll, warps});
+        for (int warps : {4, 8})
+          if ((!chunk || nb >= unroll) && (!stage || unroll == 1)) configs.push_back({k, nb, unroll, warps});
+    if (stage)
+      for (int nb : {1, 2}) configs.push_back({k, nb, 1, 16});
+    if (chunk)
+      for (int warps : {2, 16}) configs.push_back({k, 2, 2, warps});
   }
 
   std::mt19937 rng(42);
@@ -302,6 +311,11 @@ int main(int argc, char** argv) try {
         kern.setArg(arg++, x);
       }
       kern.setArg(arg++, y);
+      if (c.kernel == "q4_gguf_i8_stage") {  // the group's rows staged in local memory
+        const size_t bytes = static_cast<size_t>(c.warps) * c.nb * (k / 32) * 18;
+        if (bytes > dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>() - 1024) continue;
+        kern.setArg(arg++, cl::Local(bytes));
+      }
       const int rows_per_group = c.nb * c.warps;
       const size_t groups = static_cast<size_t>((n + rows_per_group - 1) / rows_per_group);
       const cl::NDRange local(32 * c.warps), global(groups * 32 * c.warps);
