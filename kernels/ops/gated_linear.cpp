@@ -178,7 +178,13 @@ config_schema gemv_schema() {
        "its row: 0 = 4-byte slots (4 lanes a q4 block), 2 = a lane per block (gemm_q_blocks_i8), 3 = as 2 "
        "with no quantize launch: each work-group normalizes and quantizes the input row into local memory "
        "itself; its group is wg / 32 teams of nb weight rows (the other walks' shape is fixed)"},
-      gemm_detail::quant_unroll_param("rms_norm_linear, block-quantized weight, qp=2 or 3")};
+      gemm_detail::quant_unroll_param("rms_norm_linear, block-quantized weight, qp=2 or 3"),
+      {"qx",
+       0,
+       {0, 1},
+       "rms_norm_linear, q4_0/q4_1 weight, CPU kernel (variant 1) with qa=1: 1 = the four-block walk through "
+       "x86's AVX512-VNNI vpdpbusd (with AVX512-VBMI also vpermi2b and vpermw), a function of its own called "
+       "once a row; only on a CPU device whose host has AVX512-VNNI (the gemm family's qx)"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 0 && (k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4 > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";
@@ -262,6 +268,11 @@ op_implementation quant_norm_implementation() {
     const gemv_operands o = operands(c);
     if (!is_quantized(o.w->type()))
       return std::string("weight is not block-quantized (q8_0, q4_0, q4_1): opencl.gemv_rms_norm serves it");
+    if (cfg.at("qx") == 1) {
+      if (cfg.at("variant") != 1)
+        return std::string("qx=1 (the AVX512-VNNI walk) is the CPU kernel's: it needs variant=1");
+      if (auto r = gemm_detail::x86_dot_refusal(dev, o.w->type(), cfg.at("qa") == 1)) return r;
+    }
     if (cfg.at("variant") == 0 && cfg.at("qa") == 1 && cfg.at("qp") == 3) {
       // gemm_q_blocks_i8 with QL_K (enqueue_quant_norm_linear's group): wg / 32 teams of nb weight
       // rows, the row's int8 copy in local memory.
@@ -289,7 +300,7 @@ op_implementation quant_norm_implementation() {
     if (o.x->size(0) == 0 || o.w->size(0) == 0) return event{};
     const gemm_detail::quant_norm norm{*o.g, c.get_f64("eps")};
     const gemm_detail::quant_walk walk{static_cast<int>(cfg.at("qp")), cfg.at("nb"), cfg.at("wg") / 32,
-                                       cfg.at("qu")};
+                                       cfg.at("qu"), cfg.at("qx") == 1};
     return gemm_detail::enqueue_quant_norm_linear(q, *o.x, norm, *o.w, o.b ? *o.b : tensor{}, c.outputs[0],
                                                   cfg.at("variant") == 1, cfg.at("qa") == 1, src, walk);
   };

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -102,14 +103,23 @@ inline config_param quant_unroll_param(const char* scope) {
                       scope)};
 }
 
-/// How rms_norm_linear's GPU rows kernel walks int8 activations (enqueue_quant_norm_linear): its
-/// config's qp (0 4-byte slots, 2 a lane per block, 3 the same with the row quantized in each
-/// work-group), qu (blocks a lane loads a step, qp 2 and 3) and, for qp=3, the group: nb weight
-/// rows a team, `warps` teams (the config's wg / 32).
+/// How rms_norm_linear's quantized GEMV walks int8 activations (enqueue_quant_norm_linear): on the
+/// GPU rows kernel its config's qp (0 4-byte slots, 2 a lane per block, 3 the same with the row
+/// quantized in each work-group), qu (blocks a lane loads a step, qp 2 and 3) and, for qp=3, the
+/// group: nb weight rows a team, `warps` teams (the config's wg / 32); on the CPU kernel its qx
+/// (`x86_dot`: the AVX512-VNNI q4 walk).
 struct quant_walk {
   int qp = 0;
   std::int64_t nb = 4, warps = 8, unroll = 2;
+  bool x86_dot = false;
 };
+
+/// Why the CPU int8 kernel cannot take the AVX512-VNNI q4 walk (the gemm family's and
+/// rms_norm_linear's qx=1) for weights of type `w` (nothing when it can): the walk is
+/// gemm_quant.cl's four-block one, for q4_0/q4_1 on int8 activations, and it needs those
+/// instructions on the device's host. (It also runs one weight row and one activation row a
+/// work-item, which rms_norm_linear's CPU kernel always does and linear's checks itself.)
+std::optional<std::string> x86_dot_refusal(const device& dev, dtype w, bool int8);
 
 /// quantize_rows_q8's work-group with a norm: one row a group, a power of two >= k / 32 items.
 inline std::int64_t quantize_norm_group(std::int64_t k) {

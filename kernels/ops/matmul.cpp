@@ -934,24 +934,6 @@ qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, bool au
   }
 }
 
-// Why the CPU kernel cannot take the AVX512-VNNI walk (qx=1; nothing when it can): the walk is
-// gemm_quant.cl's four-block one (Q_G4: q4 weights, one weight row and one activation row a
-// work-item, int8 activations), and it needs the instructions on the host that runs the device.
-std::optional<std::string> x86_dot_refusal(const device& dev, const tensor& w, const qplan& pl, std::int64_t m) {
-  if (!pl.int8_activations) return std::string("qx=1 (the AVX512-VNNI walk) needs qa=1 (int8 activations)");
-  if (w.type() != dtype::q4_0 && w.type() != dtype::q4_1)
-    return fmt::format("qx=1 (the AVX512-VNNI walk) takes q4_0 or q4_1 weights, got {}", dtype_name(w.type()));
-  if (std::min(pl.a, m) != 1 || pl.b != 1)
-    return fmt::format(
-        "qx=1 (the AVX512-VNNI walk) runs one weight row and one activation row a work-item: qrn=1 and M = 1 "
-        "or rm=1, got qrn={}, rm={}, M = {}",
-        pl.b, pl.a, m);
-  if (!*x86_dot_defines(dev))
-    return std::string(
-        "qx=1 (the AVX512-VNNI walk) needs a CPU device on an x86 host with AVX512-VNNI and AVX512-BW");
-  return std::nullopt;
-}
-
 std::optional<std::string> quant_unsupported(const device& dev, const op_call& call, const kernel_config& c) {
   const tensor* w = quantized_weight(call);
   if (!w)
@@ -972,7 +954,12 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
     local = qmma_local_bytes(w->type(), pl.a);
   } else if (pl.kind == qkernel::cpu) {
     if (pl.x86_dot) {
-      if (auto why = x86_dot_refusal(dev, *w, pl, m)) return why;
+      if (std::min(pl.a, m) != 1 || pl.b != 1)
+        return fmt::format(
+            "qx=1 (the AVX512-VNNI walk) runs one weight row and one activation row a work-item: qrn=1 and "
+            "M = 1 or rm=1, got qrn={}, rm={}, M = {}",
+            pl.b, pl.a, m);
+      if (auto why = gemm_detail::x86_dot_refusal(dev, w->type(), pl.int8_activations)) return why;
     }
     threads = static_cast<std::uint64_t>(pl.c * pl.d);
   } else if (pl.kind == qkernel::gemv) {
@@ -1783,6 +1770,16 @@ void check_matrix_pair(const op_call& call, const tensor& a, const char* an, con
 
 }  // namespace
 
+std::optional<std::string> gemm_detail::x86_dot_refusal(const device& dev, dtype w, bool int8) {
+  if (!int8) return std::string("qx=1 (the AVX512-VNNI walk) needs qa=1 (int8 activations)");
+  if (w != dtype::q4_0 && w != dtype::q4_1)
+    return fmt::format("qx=1 (the AVX512-VNNI walk) takes q4_0 or q4_1 weights, got {}", dtype_name(w));
+  if (x86_dot_defines(dev)[0] == '\0')
+    return std::string(
+        "qx=1 (the AVX512-VNNI walk) needs a CPU device on an x86 host with AVX512-VNNI and AVX512-BW");
+  return std::nullopt;
+}
+
 event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const quant_norm& norm,
                                              const tensor& weight, const tensor& bias, const tensor& out,
                                              bool cpu, bool int8, source_override src,
@@ -1837,6 +1834,7 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
   qplan pl = gpu_walk && walk.qp == 3 ? qplan{qkernel::rows, 1, walk.nb, walk.warps, 0, true, 3}
                                       : plan_quant(cfg, p.m, p.k, false);
   if (gpu_walk) pl.unroll = walk.unroll;
+  pl.x86_dot = cpu && int8 && walk.x86_dot;
   return enqueue_planned(q, p, pl, src, inline_norm ? &norm : nullptr);
 }
 

@@ -437,7 +437,8 @@ TEST(quant, int8_activations_follow_the_per_block_rounding) {
 }
 
 // qx=1, the CPU decode walk through AVX512-VNNI's vpdpbusd (and AVX512-VBMI's vpermi2b and
-// vpermw): on a CPU device whose x86 host has them its programs are built with the walk's defines
+// vpermw), a key of linear's and of rms_norm_linear's CPU kernel: on a CPU device whose x86 host
+// has them its programs are built with the walk's defines
 // (those of qx=0 without them: checked in the programs PRISM_DUMP_PROGRAMS writes), and it
 // computes the same integer block sums and the same float steps as the walk without them, so
 // q4_0 and q4_1 agree bit for bit with qx=0 at K = 192 (one group of four blocks and two more)
@@ -509,6 +510,48 @@ TEST(quant, x86_dot_product_walk_matches_or_is_refused) {
   EXPECT_NE(rows_why.find("one activation row a work-item"), std::string::npos) << rows_why;
   const std::string float_why = refusal(rows, "variant=0,rm=1,qrn=1,qwg=32,qx=1");
   EXPECT_NE(float_why.find("needs qa=1"), std::string::npos) << float_why;
+
+  // rms_norm_linear's CPU kernel (variant 1; the pocl decode route of qkv, gate/up and the head)
+  // takes the same key: a q4_1 weight at K = 2272, M = 1 and 3.
+  const op_descriptor& nl = op_registry::instance().get("rms_norm_linear");
+  auto nl_refusal = [&](const op_call& c, const char* cfg) {
+    std::vector<std::string> why;
+    const kernel_config k = nl.config.complete(kernel_config::parse(cfg));
+    return select_implementation(nl, q.get_device(), c, k, &why) != nullptr ? std::string()
+                                                                             : ::testing::PrintToString(why);
+  };
+  for (std::int64_t m : {1, 3}) {
+    SCOPED_TRACE("rms_norm_linear m=" + std::to_string(m));
+    std::mt19937_64 rng(++seed);
+    op_call c{"rms_norm_linear", {}, {}, {}};
+    c.inputs = {kernels::random_tensor(q, {m, 2272}, dtype::f32, rng, -2, 2),
+                kernels::random_tensor(q, {2272}, dtype::f32, rng, 0.5, 1.5),
+                kernels::random_tensor(q, {21, 2272}, dtype::q4_1, rng, -1, 1), tensor()};
+    c.attrs["eps"] = 1e-5;
+    allocate_outputs(q, nl, c);
+    const std::string why = nl_refusal(c, "variant=1,qa=1,qx=1");
+    if (!runs) {
+      EXPECT_NE(why.find("AVX512-VNNI"), std::string::npos) << why;
+    } else {
+      ASSERT_EQ(why, "");
+      std::vector<double> want;
+      const std::string plain = built_options([&] {
+        run_and_compare(nl, c, nl.config.complete(kernel_config::parse("variant=1,qa=1")), false);
+        want = read_host(q, c.outputs[0]).values;
+      });
+      const std::string dot = built_options(
+          [&] { run_and_compare(nl, c, nl.config.complete(kernel_config::parse("variant=1,qa=1,qx=1")), false); });
+      EXPECT_EQ(read_host(q, c.outputs[0]).values, want);
+      if (m == 1) {
+        EXPECT_EQ(plain.find("PRISM_X86_VNNI"), std::string::npos) << plain;
+        EXPECT_NE(dot.find("-DPRISM_X86_VNNI=1"), std::string::npos) << dot;
+      }
+    }
+    const std::string gpu_why = nl_refusal(c, "variant=0,qa=1,qx=1");
+    EXPECT_NE(gpu_why.find("needs variant=1"), std::string::npos) << gpu_why;
+    const std::string float_nl = nl_refusal(c, "variant=1,qa=0,qx=1");
+    EXPECT_NE(float_nl.find("needs qa=1"), std::string::npos) << float_nl;
+  }
 }
 
 // gemm_q_mma (qmma=1; nv auto for 16-bit activations at 2 <= M <= 8, checked bit for bit): the
