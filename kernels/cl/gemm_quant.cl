@@ -368,16 +368,15 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 // With AVX512-VNNI (Q_VNNI: the config's qx=1 on a host whose CPU has it, kernels/cl_source.cpp's
 // PRISM_X86_VNNI) the pair vpmaddubsw + vpmaddwd and the add become one vpdpbusd: the same exact
 // sums (a nibble times an int8 of at most 127 in magnitude, four to an int). With AVX512-VBMI as
-// well (Q_VBMI,
-// PRISM_X86_VBMI) the group's four blocks come in two loads, their quant bytes to the four lanes
-// by one vpermi2b and their f16 fields by one vpermw, instead of four 16-byte loads, three
-// inserts and four scalar loads a field. PoCL compiles for its CPU name (skylake-avx512 on a
+// well (Q_VBMI, PRISM_X86_VBMI) the group's four blocks come in two loads, their quant bytes to the
+// four lanes by one vpermi2b and their f16 fields by one vpermw, instead of four 16-byte loads,
+// three inserts and four scalar loads a field. PoCL compiles for its CPU name (skylake-avx512 on a
 // Sapphire Rapids-class VM), which leaves both out, so the row's walk is a function of its own
 // with the features (Q_TARGET): a caller without them cannot inline it, and PoCL's work-group
 // function, into which the kernel is inlined, fails to select their instructions. It is not a
-// win everywhere (benchmarks/RESULTS.md, "Issue 17, session 40"): at [16384, 4096] it lost
-// 1.6-1.8x on PoCL 5.0 with 16 cores and 4-6% for q4_0 on a 2-core AVX-512 EPYC (q4_1 gained
-// 12-17% there), so it is a tuned key, off by default.
+// win everywhere (benchmarks/RESULTS.md, "Issue 17, sessions 40 and 41"): at [16384, 4096] it
+// lost 1.6-1.8x for q4_0 and ~1.4x for q4_1 on PoCL 5.0 with 16 cores, and 4-6% for q4_0 on a
+// 2-core AVX-512 EPYC (q4_1 gained 12-17% there), so it is a tuned key (qx), off by default.
 #if defined(PRISM_X86_VNNI) && PRISM_X86_VNNI && defined(PRISM_X86_VBMI) && PRISM_X86_VBMI
 #define Q_VNNI 1
 #define Q_VBMI 1
