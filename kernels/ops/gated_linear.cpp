@@ -385,9 +385,23 @@ op_descriptor make_gemv_op(bool gated) {
   d.config = gemv_schema();
   d.implementations = {gemv_implementation(gated ? "opencl.gemv_silu_and_mul" : "opencl.gemv_rms_norm")};
   if (!gated) d.implementations.push_back(quant_norm_implementation());
-  // Tuning samples carry the norm: that is the decode step's call.
-  d.sample = [name](queue& q, const shape_key& k, const sample_options& o) {
-    return make_gemv_call(q, name, o, k.at("m"), k.at("n"), k.at("k"), true, false);
+  // Tuning samples carry the norm: that is the decode step's call. A block-quantized dtype names
+  // rms_norm_linear's weight, with f32 activations, as linear's samples do (a shape set's q4_0
+  // entry then tunes the call that decode makes, under its own database key); the gated op's
+  // weight is float only.
+  d.sample = [name, gated](queue& q, const shape_key& k, const sample_options& o) {
+    if (!is_quantized(o.type)) return make_gemv_call(q, name, o, k.at("m"), k.at("n"), k.at("k"), true, false);
+    const std::string op = fmt::format("ops::{}", name);
+    if (gated)
+      throw error(errc::invalid_argument, op,
+                  fmt::format("a {} weight is not served: the gate|up weight takes f32, f16 or bf16 (a block-"
+                              "quantized MLP runs as rms_norm_linear and post_attention)",
+                              dtype_name(o.type)));
+    if (k.at("k") % 32 != 0)
+      throw error(errc::invalid_argument, op,
+                  fmt::format("a {} weight needs k to be a multiple of 32 (its blocks run along k), got k={}",
+                              dtype_name(o.type), k.at("k")));
+    return make_gemv_call(q, name, o, k.at("m"), k.at("n"), k.at("k"), true, false, o.type);
   };
   d.config_test_shapes = {"m=1,n=3,k=5", "m=3,n=40,k=300"};
   d.test_cases = [name, gated](dtype) {
