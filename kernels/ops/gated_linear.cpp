@@ -391,16 +391,12 @@ op_descriptor make_gemv_op(bool gated) {
   // weight is float only.
   d.sample = [name, gated](queue& q, const shape_key& k, const sample_options& o) {
     if (!is_quantized(o.type)) return make_gemv_call(q, name, o, k.at("m"), k.at("n"), k.at("k"), true, false);
-    const std::string op = fmt::format("ops::{}", name);
     if (gated)
-      throw error(errc::invalid_argument, op,
+      throw error(errc::invalid_argument, fmt::format("ops::{}", name),
                   fmt::format("a {} weight is not served: the gate|up weight takes f32, f16 or bf16 (a block-"
                               "quantized MLP runs as rms_norm_linear and post_attention)",
                               dtype_name(o.type)));
-    if (k.at("k") % 32 != 0)
-      throw error(errc::invalid_argument, op,
-                  fmt::format("a {} weight needs k to be a multiple of 32 (its blocks run along k), got k={}",
-                              dtype_name(o.type), k.at("k")));
+    gemm_detail::sample_activation_type(name, o.type, k.at("k"));  // refuses a k of partial blocks
     return make_gemv_call(q, name, o, k.at("m"), k.at("n"), k.at("k"), true, false, o.type);
   };
   d.config_test_shapes = {"m=1,n=3,k=5", "m=3,n=40,k=300"};

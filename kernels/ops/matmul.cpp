@@ -1493,20 +1493,9 @@ op_call sample_addmm(queue& q, const shape_key& key, const sample_options& o) {
   return finish(q, self("addmm"), std::move(c));
 }
 
-// The activation dtype of a sample in `t`: t itself, or f32 when t is a block-quantized weight
-// dtype (k must then be a whole number of blocks).
-dtype activation_type(const char* op, dtype t, std::int64_t k) {
-  if (!is_quantized(t)) return t;
-  if (k % 32 != 0)
-    throw error(errc::invalid_argument, fmt::format("ops::{}", op),
-                fmt::format("a {} weight needs k to be a multiple of 32 (its blocks run along k), got k={}",
-                            dtype_name(t), k));
-  return dtype::f32;
-}
-
 op_call sample_linear(queue& q, const shape_key& key, const sample_options& o) {
   op_call c{"linear", {}, {}, {}};
-  const dtype at = activation_type("linear", o.type, key.at("k"));
+  const dtype at = gemm_detail::sample_activation_type("linear", o.type, key.at("k"));
   c.inputs = {random_tensor(q, {key.at("m"), key.at("k")}, at, o, 1),
               random_tensor(q, {key.at("n"), key.at("k")}, o.type, o, 2),
               random_tensor(q, {key.at("n")}, at, o, 3)};
@@ -1663,7 +1652,7 @@ op_call sample_matmul(queue& q, const shape_key& key, const sample_options& o) {
   op_call c{"matmul", {}, {}, {}};
   const std::int64_t b = key.get("b", 1);
   if (is_quantized(o.type)) {  // other: the transpose of a quantized [n, k] weight
-    const dtype at = activation_type("matmul", o.type, key.at("k"));
+    const dtype at = gemm_detail::sample_activation_type("matmul", o.type, key.at("k"));
     c.inputs = {make_operand(q, key.at("m"), key.at("k"), false, at, o, 1),
                 random_tensor(q, {key.at("n"), key.at("k")}, o.type, o, 2).transpose(0, 1)};
     return finish(q, self("matmul"), std::move(c));
@@ -1769,6 +1758,15 @@ void check_matrix_pair(const op_call& call, const tensor& a, const char* an, con
 }
 
 }  // namespace
+
+dtype gemm_detail::sample_activation_type(const char* op, dtype t, std::int64_t k) {
+  if (!is_quantized(t)) return t;
+  if (k % 32 != 0)
+    throw error(errc::invalid_argument, fmt::format("ops::{}", op),
+                fmt::format("a {} weight needs k to be a multiple of 32 (its blocks run along k), got k={}",
+                            dtype_name(t), k));
+  return dtype::f32;
+}
 
 std::optional<std::string> gemm_detail::x86_dot_refusal(const device& dev, dtype w, bool int8) {
   if (!int8) return std::string("qx=1 (the AVX512-VNNI walk) needs qa=1 (int8 activations)");

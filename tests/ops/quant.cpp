@@ -452,10 +452,13 @@ TEST(quant, x86_dot_product_walk_matches_or_is_refused) {
   host_vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
 #endif
   const bool runs = host_vnni && q.get_device().is_cpu();
-  auto refusal = [&](const op_call& c, const char* cfg) {
+  const op_descriptor& nl = op_registry::instance().get("rms_norm_linear");
+  // Why op `d` refuses call c at `cfg` ("" when an implementation serves it).
+  auto refusal = [&](const op_descriptor& d, const op_call& c, const char* cfg) {
     std::vector<std::string> why;
-    const bool ok = select_implementation(linear_op(), q.get_device(), c, config(cfg), &why) != nullptr;
-    return ok ? std::string() : ::testing::PrintToString(why);
+    const kernel_config k = d.config.complete(kernel_config::parse(cfg));
+    return select_implementation(d, q.get_device(), c, k, &why) != nullptr ? std::string()
+                                                                            : ::testing::PrintToString(why);
   };
   // The programs built within `run`, as the options each was built with.
   const std::filesystem::path dir = std::filesystem::temp_directory_path() /
@@ -475,6 +478,29 @@ TEST(quant, x86_dot_product_walk_matches_or_is_refused) {
     std::filesystem::remove_all(dir);
     return all;
   };
+  // Call c of op d at `plain` and at `plain` + qx=1: refused naming AVX512-VNNI where the walk
+  // cannot run; else the same values bit for bit, and (`fresh_programs`: the first call of a build)
+  // the walk's define in qx=1's programs only.
+  auto check_walk = [&](const op_descriptor& d, op_call& c, const std::string& plain, bool fresh_programs) {
+    const std::string dot_cfg = plain + ",qx=1";
+    const std::string why = refusal(d, c, dot_cfg.c_str());
+    if (!runs) {
+      EXPECT_NE(why.find("AVX512-VNNI"), std::string::npos) << why;
+      return;
+    }
+    ASSERT_EQ(why, "");
+    std::vector<double> want;
+    const std::string plain_opts = built_options([&] {
+      run_and_compare(d, c, d.config.complete(kernel_config::parse(plain)), false);
+      want = read_host(q, c.outputs[0]).values;
+    });
+    const std::string dot_opts =
+        built_options([&] { run_and_compare(d, c, d.config.complete(kernel_config::parse(dot_cfg)), false); });
+    EXPECT_EQ(read_host(q, c.outputs[0]).values, want);
+    if (!fresh_programs) return;  // M = 3 reuses M = 1's programs (RM = 1 either way)
+    EXPECT_EQ(plain_opts.find("PRISM_X86_VNNI"), std::string::npos) << plain_opts;
+    EXPECT_NE(dot_opts.find("-DPRISM_X86_VNNI=1"), std::string::npos) << dot_opts;
+  };
   // A define of this test's own, so that its programs are built here rather than taken from the
   // suite's memo.
   scoped_cl_options fresh("-DPRISM_TEST_X86_WALK=1");
@@ -484,42 +510,19 @@ TEST(quant, x86_dot_product_walk_matches_or_is_refused) {
       for (std::int64_t m : {1, 3}) {
         SCOPED_TRACE(std::string(dtype_name(wt)) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
         op_call c = linear_call(q, m, 19, k, dtype::f32, wt, true, ++seed);
-        const std::string why = refusal(c, "variant=0,rm=1,qrn=1,qwg=32,qa=1,qx=1");
-        if (!runs) {
-          EXPECT_NE(why.find("AVX512-VNNI"), std::string::npos) << why;
-          continue;
-        }
-        ASSERT_EQ(why, "");
-        std::vector<double> want;
-        const std::string plain = built_options([&] {
-          run_and_compare(linear_op(), c, config("variant=0,rm=1,qrn=1,qwg=32,qa=1"), false);
-          want = read_host(q, c.outputs[0]).values;
-        });
-        const std::string dot = built_options(
-            [&] { run_and_compare(linear_op(), c, config("variant=0,rm=1,qrn=1,qwg=32,qa=1,qx=1"), false); });
-        EXPECT_EQ(read_host(q, c.outputs[0]).values, want);
-        if (m > 1) continue;  // M = 3 reuses M = 1's programs (RM = 1 either way)
-        EXPECT_EQ(plain.find("PRISM_X86_VNNI"), std::string::npos) << plain;
-        EXPECT_NE(dot.find("-DPRISM_X86_VNNI=1"), std::string::npos) << dot;
+        check_walk(linear_op(), c, "variant=0,rm=1,qrn=1,qwg=32,qa=1", m == 1);
       }
   op_call q8 = linear_call(q, 1, 19, 192, dtype::f32, dtype::q8_0, false, ++seed);
-  const std::string q8_why = refusal(q8, "variant=0,rm=1,qrn=1,qwg=32,qa=1,qx=1");
+  const std::string q8_why = refusal(linear_op(), q8, "variant=0,rm=1,qrn=1,qwg=32,qa=1,qx=1");
   EXPECT_NE(q8_why.find("takes q4_0 or q4_1 weights, got q8_0"), std::string::npos) << q8_why;
   op_call rows = linear_call(q, 5, 19, 192, dtype::f32, dtype::q4_0, false, ++seed);
-  const std::string rows_why = refusal(rows, "variant=0,rm=4,qrn=1,qwg=32,qa=1,qx=1");
+  const std::string rows_why = refusal(linear_op(), rows, "variant=0,rm=4,qrn=1,qwg=32,qa=1,qx=1");
   EXPECT_NE(rows_why.find("one activation row a work-item"), std::string::npos) << rows_why;
-  const std::string float_why = refusal(rows, "variant=0,rm=1,qrn=1,qwg=32,qx=1");
+  const std::string float_why = refusal(linear_op(), rows, "variant=0,rm=1,qrn=1,qwg=32,qx=1");
   EXPECT_NE(float_why.find("needs qa=1"), std::string::npos) << float_why;
 
   // rms_norm_linear's CPU kernel (variant 1; the pocl decode route of qkv, gate/up and the head)
   // takes the same key: a q4_1 weight at K = 2272, M = 1 and 3.
-  const op_descriptor& nl = op_registry::instance().get("rms_norm_linear");
-  auto nl_refusal = [&](const op_call& c, const char* cfg) {
-    std::vector<std::string> why;
-    const kernel_config k = nl.config.complete(kernel_config::parse(cfg));
-    return select_implementation(nl, q.get_device(), c, k, &why) != nullptr ? std::string()
-                                                                             : ::testing::PrintToString(why);
-  };
   for (std::int64_t m : {1, 3}) {
     SCOPED_TRACE("rms_norm_linear m=" + std::to_string(m));
     std::mt19937_64 rng(++seed);
@@ -529,27 +532,10 @@ TEST(quant, x86_dot_product_walk_matches_or_is_refused) {
                 kernels::random_tensor(q, {21, 2272}, dtype::q4_1, rng, -1, 1), tensor()};
     c.attrs["eps"] = 1e-5;
     allocate_outputs(q, nl, c);
-    const std::string why = nl_refusal(c, "variant=1,qa=1,qx=1");
-    if (!runs) {
-      EXPECT_NE(why.find("AVX512-VNNI"), std::string::npos) << why;
-    } else {
-      ASSERT_EQ(why, "");
-      std::vector<double> want;
-      const std::string plain = built_options([&] {
-        run_and_compare(nl, c, nl.config.complete(kernel_config::parse("variant=1,qa=1")), false);
-        want = read_host(q, c.outputs[0]).values;
-      });
-      const std::string dot = built_options(
-          [&] { run_and_compare(nl, c, nl.config.complete(kernel_config::parse("variant=1,qa=1,qx=1")), false); });
-      EXPECT_EQ(read_host(q, c.outputs[0]).values, want);
-      if (m == 1) {
-        EXPECT_EQ(plain.find("PRISM_X86_VNNI"), std::string::npos) << plain;
-        EXPECT_NE(dot.find("-DPRISM_X86_VNNI=1"), std::string::npos) << dot;
-      }
-    }
-    const std::string gpu_why = nl_refusal(c, "variant=0,qa=1,qx=1");
+    check_walk(nl, c, "variant=1,qa=1", m == 1);
+    const std::string gpu_why = refusal(nl, c, "variant=0,qa=1,qx=1");
     EXPECT_NE(gpu_why.find("needs variant=1"), std::string::npos) << gpu_why;
-    const std::string float_nl = nl_refusal(c, "variant=1,qa=0,qx=1");
+    const std::string float_nl = refusal(nl, c, "variant=1,qa=0,qx=1");
     EXPECT_NE(float_nl.find("needs qa=1"), std::string::npos) << float_nl;
   }
 }
