@@ -461,6 +461,13 @@ inline void chain_qpairs_i8(float (*acc)[2 * NB], int rows, int K, int me, int t
       }
     }
   }
+#if QO == 2 && CHAIN_UNIFORM
+  // CPU devices (three launches, so every item of the group is here): a barrier between the walk's
+  // reads of the local rows and the reduction's stores. PoCL 5.0 otherwise built stage 1 wrong at
+  // nb >= 2 (every output off, normalized squared error ~0.16, with the local rows and the
+  // reduction's array apart); PoCL 3.1 built it right either way.
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 }
 #endif
 
