@@ -306,7 +306,7 @@ config_schema gemm_schema() {
       {"qmma",
        0,
        {0, 1},
-       "quantized weights, rows kernel (variant 4; nv auto picks it for f16/bf16 activations at 2 <= M <= 8 "
+       "quantized weights, rows kernel (variant 4; nv auto picks it for f16/bf16 activations at M >= 2 "
        "where it runs): 1 = gemm_q_mma, the GEMV on tensor cores (mma.sync; 16 weight rows and 8 activation "
        "rows per group, its warps split K; K, the row stride and the offset in whole 8-block chunks)"},
       {"qa",
@@ -836,8 +836,8 @@ std::optional<std::string> dtype_unsupported(const op_call& call) {
 // its tile parameters: 0 (cpu) gemm_q_cpu with rm x qrn per work-item and qwg per group; 2 (gemv)
 // gemm_q_gemv with mb, nb and wg; 4 (nv_skinny) gemm_q_rows, a 32-item team per nb weight rows,
 // warps teams per group, mb activation rows; 1, 5 and 3 (auto=0) gemm_q_tiled with tm, tn, wm,
-// wn; 3 with auto=1 lets the shape choose (M <= 8: rows with mb 8, nb 2, warps 8, the H100
-// sweep's best).
+// wn; 3 with auto=1 lets the shape choose (gemm_q_mma for 16-bit activations at M >= 2 where it
+// runs; else M <= 8: rows with mb 8, nb 2, warps 8, the H100 sweep's best; the tiled GEMM above).
 
 enum class qkernel { cpu, gemv, rows, tiled, mma };
 
@@ -885,16 +885,20 @@ std::optional<std::string> qmma_refusal(const device& dev, const tensor& w, dtyp
 }
 
 // Whether a config may run gemm_q_mma at m activation rows: qmma=1 on variant 4, or nv auto
-// (variant 3, auto=1) for 16-bit float activations at 2 <= M <= 8. Only then is qmma_refusal
-// asked (it probes the driver), so the other kernels' calls pay nothing for it. Auto's choice: on
-// the H100 gemm_q_mma runs 8 activation rows in about the time of 1 (q8_0 [16384, 4096], bf16,
-// M = 8: 56-62 us against the rows kernel's 90-94), while at M = 1 the rows kernel is faster (39
-// against 48), and f32 activations, three mma terms each, ran 1.6x slower than it at M = 1 and
-// are not measured above (benchmarks/RESULTS.md, "Issue 17, session 16").
+// (variant 3, auto=1) for 16-bit float activations at M >= 2. Only then is qmma_refusal asked (it
+// probes the driver), so the other kernels' calls pay nothing for it. Auto's choice: on the H100
+// gemm_q_mma runs 8 activation rows in about the time of 1 (q8_0 [16384, 4096], bf16, M = 8: 56-62
+// us against the rows kernel's 90-94), while at M = 1 the rows kernel is faster (39 against 48),
+// and f32 activations, three mma terms each, ran 1.6x slower than it at M = 1 and are not measured
+// above (benchmarks/RESULTS.md, "Issue 17, session 16"). Above M = 8 its groups of 8 activation
+// rows each read the weights again (from L2 at prefill sizes), and still beat the tiled GEMM, whose
+// 64-row tiles run on the CUDA cores: H200, q4_0 [22016, 4096], bf16, M = 16 111 us against 865
+// (7.8x), M = 128 620 against 1580 (2.5x); both grow by whole groups of rows (8 against 64), so
+// the tiled kernel does not catch up at longer prompts. The 7B q4_0 prefill of 128 tokens went
+// 911 -> 2221 tokens/s ("Issue 17, session 42").
 bool wants_qmma(const kernel_config& c, std::int64_t m, dtype act) {
   if (c.at("variant") == 4) return c.at("qmma") == 1;
-  return c.at("variant") == 3 && c.at("auto") == 1 && c.at("qa") == 0 && m >= 2 && m <= 8 &&
-         act != dtype::f32;
+  return c.at("variant") == 3 && c.at("auto") == 1 && c.at("qa") == 0 && m >= 2 && act != dtype::f32;
 }
 
 // The quantized kernel a config runs for m activation rows; `auto_mma`: nv auto may take
