@@ -214,12 +214,12 @@ __kernel __attribute__((reqd_work_group_size(QNORM, 1, 1))) void quant_norm_rows
 #endif
 
 #ifdef QA8
-// Decode on AVX-512 (Q_G4: the CPU kernel at RM = 1 and RN = 1 for q4_0/q4_1) takes four blocks
-// a 512-bit register: each activation row's int8 bytes are then laid out in groups of four blocks
+// On AVX-512 the CPU kernel's q4_0/q4_1 tiles of at most 8 (activation row, weight row) pairs
+// (Q_G4: decode's 1 x 1 and prefill's smaller tiles) take four blocks a 512-bit register: each activation row's int8 bytes are then laid out in groups of four blocks
 // (128 bytes: the four blocks' k 0..15, then their k 16..31) up to the last whole group, and block
 // by block after it. Both kernels of a build see the same Q_G4, so they agree on the layout.
 #if defined(RM) && defined(__AVX512BW__) && defined(__F16C__) && defined(__clang__) && QTYPE != 0
-#define Q_G4 (RM == 1 && RN == 1)
+#define Q_G4 (RM * RN <= 8)
 #else
 #define Q_G4 0
 #endif
@@ -408,15 +408,14 @@ inline float4 q_half4(const __global uchar* p) {
   return __builtin_ia32_vcvtph2ps(v);
 }
 
-// Blocks 4g .. 4g + 3 of the weight row at w against activation row qa (scales ad, sums as):
-// the products into acc (4 lanes a block), q4_0's d_w * s_a or q4_1's m * s_a into accm.
+// Blocks 4g .. 4g + 3 of the weight row at w: their quant bytes a 128-bit lane each (nib), their
+// scales (dw) and q4_1's mins (mw; q4_0: dw again).
 #if Q_VBMI
 typedef char q_v64qi_u __attribute__((vector_size(64), aligned(1)));
 typedef ulong __attribute__((aligned(1))) q_ulong_u;
 typedef float q_v8sf __attribute__((vector_size(32)));
 #endif
-Q_TARGET inline void q_i8_group(int g, const __global uchar* w, const __global uchar* qa, const __global float* ad,
-                                const __global float* as, q_pf pf, float16* acc, float4* accm) {
+Q_TARGET inline void q_w_group(int g, const __global uchar* w, q_pf pf, uint16* nib, float4* dw, float4* mw) {
   const __global uchar* p = w + (long)g * 4 * QBYTES;
   Q_PREFETCH(p, pf);
 #if Q_VBMI
@@ -435,38 +434,78 @@ Q_TARGET inline void q_i8_group(int g, const __global uchar* w, const __global u
     wi[j] = (short)(j * QBYTES / 2);
     wi[4 + j] = (short)(j * QBYTES / 2 + 1);
   }
-  const uint16 nib = as_uint16(__builtin_ia32_vpermi2varqi512(lo, bi, hi));
+  *nib = as_uint16(__builtin_ia32_vpermi2varqi512(lo, bi, hi));
   const q_v32hi f16 = __builtin_ia32_permvarhi512((q_v32hi)lo, wi);
   const float8 fields =
       as_float8((q_v8sf)__builtin_ia32_vcvtph2ps256(__builtin_shufflevector(f16, f16, 0, 1, 2, 3, 4, 5, 6, 7)));
+  *dw = fields.lo;
+  *mw = QTYPE == 1 ? fields.lo : fields.hi;
 #else
   const int off = QTYPE == 1 ? 2 : 4;
-  const uint16 nib = (uint16)(as_uint4(vload16(0, p + off)), as_uint4(vload16(0, p + QBYTES + off)),
-                              as_uint4(vload16(0, p + 2 * QBYTES + off)), as_uint4(vload16(0, p + 3 * QBYTES + off)));
+  *nib = (uint16)(as_uint4(vload16(0, p + off)), as_uint4(vload16(0, p + QBYTES + off)),
+                  as_uint4(vload16(0, p + 2 * QBYTES + off)), as_uint4(vload16(0, p + 3 * QBYTES + off)));
+  *dw = q_half4(p);
+  *mw = QTYPE == 1 ? *dw : q_half4(p + 2);
 #endif
+}
+
+// A weight group (its low and high nibbles, scales dw, mins mw) against activation group g of the
+// row qa (scales ad, sums as): the products into acc (4 lanes a block), q4_0's d_w * s_a or q4_1's
+// m * s_a into accm.
+Q_TARGET inline void q_i8_pair(int g, uint16 nlo, uint16 nhi, float4 dw, float4 mw, const __global uchar* qa,
+                               const __global float* ad, const __global float* as, float16* acc, float4* accm) {
   const __global uint* a = (const __global uint*)(qa + g * 128);
   const q_v64qi alo = (q_v64qi)vload16(0, a), ahi = (q_v64qi)vload16(0, a + 16);
-  const uint16 m = (uint16)0x0F0F0F0Fu;
-  const int16 i = q_madd64(q_madd64((int16)0, (q_v64qi)(nib & m), alo), (q_v64qi)((nib >> 4) & m), ahi);
-#if Q_VBMI
-  const float4 dw = fields.lo, mw = QTYPE == 1 ? dw : fields.hi;
-#else
-  const float4 dw = q_half4(p), mw = QTYPE == 1 ? dw : q_half4(p + 2);
-#endif
+  const int16 i = q_madd64(q_madd64((int16)0, (q_v64qi)nlo, alo), (q_v64qi)nhi, ahi);
   const float4 d = dw * vload4(g, ad);
   *acc = fma(convert_float16(i), __builtin_shufflevector(d, d, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), *acc);
   *accm = fma(mw, vload4(g, as), *accm);  // q4_0: d_w * s_a (times -8 at the end); q4_1: m * s_a
 }
 
-// Groups 0 .. groups - 1 of one weight row (q_i8_group), the sums into *acc and *accm.
-Q_TARGET inline void q_i8_groups(int groups, const __global uchar* w, const __global uchar* qa,
-                                 const __global float* ad, const __global float* as, q_pf pf, float16* acc,
-                                 float4* accm) {
-  float16 a = (float16)0.0f;
-  float4 am = (float4)0.0f;
-  for (int g = 0; g < groups; ++g) q_i8_group(g, w, qa, ad, as, pf, &a, &am);
-  *acc = a;
-  *accm = am;
+// The first `groups` groups of the kernel's RM activation rows (QA's rows row[i], K long) against
+// its RN weight rows w[j], into acc[i][j] and accm[i][j]: each weight group is loaded and split
+// into nibbles once for the RM rows, each activation group once for the RN weight rows. Decode
+// (RM = RN = 1) is the one-pair case; prefill tiles take RM * RN <= 8 (Q_G4), where the one-block
+// loop (q_i8_block) spends two 256-bit multiply-adds, a conversion and a multiply-add per block and
+// pair, and this one the same per four blocks in 512-bit registers.
+Q_TARGET inline void q_i8_groups(int groups, const __global uchar* const* w, const __global uchar* QA, int K,
+                                 const __global float* ad, const __global float* as, const int* row, q_pf pf,
+                                 float16 (*acc)[RN], float4 (*accm)[RN]) {
+  const int blocks = K / 32;
+  float16 a[RM][RN];
+  float4 am[RM][RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      a[i][j] = (float16)0.0f;
+      am[i][j] = (float4)0.0f;
+    }
+  const uint16 m = (uint16)0x0F0F0F0Fu;
+  for (int g = 0; g < groups; ++g) {
+    uint16 nlo[RN], nhi[RN];
+    float4 dw[RN], mw[RN];
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      uint16 nib;
+      q_w_group(g, w[j], pf, &nib, &dw[j], &mw[j]);
+      nlo[j] = nib & m;
+      nhi[j] = (nib >> 4) & m;
+    }
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int j = 0; j < RN; ++j)
+        q_i8_pair(g, nlo[j], nhi[j], dw[j], mw[j], QA + (long)row[i] * K, ad + (long)row[i] * blocks,
+                  as + (long)row[i] * blocks, &a[i][j], &am[i][j]);
+  }
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      acc[i][j] = a[i][j];
+      accm[i][j] = am[i][j];
+    }
 }
 #endif
 
@@ -497,13 +536,17 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
     }
   int kb = 0;
 #if Q_G4
-  float16 acc16;
-  float4 accm4;
-  q_i8_groups(blocks / 4, w[0], QA + (long)row[0] * K, ad + (long)row[0] * blocks, as + (long)row[0] * blocks,
-              pf, &acc16, &accm4);
+  float16 acc16[RM][RN];
+  float4 accm4[RM][RN];
+  q_i8_groups(blocks / 4, w, QA, K, ad, as, row, pf, acc16, accm4);
   kb = blocks / 4 * 4;
-  acc[0][0] = acc16.lo + acc16.hi;
-  accm[0][0] = prism_hsum4(accm4);
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      acc[i][j] = acc16[i][j].lo + acc16[i][j].hi;
+      accm[i][j] = prism_hsum4(accm4[i][j]);
+    }
 #endif
   if (Q_ACC2) {
     for (; kb + 1 < blocks; kb += 2) {

@@ -70,6 +70,27 @@ TEST(quant, every_kernel_family_matches_the_reference) {
       }
 }
 
+// The CPU kernel on int8 activations in tiles of several activation and weight rows a work-item
+// (prefill): on AVX-512 hosts q4_0 and q4_1 tiles of at most 8 pairs walk four blocks a 512-bit
+// register (gemm_quant.cl's Q_G4), larger ones block by block. Against the reference at K = 576
+// (four groups of four blocks, then two single blocks) and K = 256 (whole groups), M = 3 and 32,
+// N = 37 (partial tiles both ways), f32 and bf16 activations; tiles 4 x 2, 2 x 4, 1 x 8 and 4 x 4.
+TEST(quant, cpu_tiles_match_the_reference) {
+  queue& q = shared_queue();
+  std::uint64_t seed = 5000;
+  for (dtype wt : {dtype::q4_0, dtype::q4_1, dtype::q8_0})
+    for (dtype act : {dtype::f32, dtype::bf16})
+      for (std::int64_t k : {576, 256})
+        for (std::int64_t m : {3, 32})
+          for (const char* cfg : {"variant=0,rm=4,qrn=2,qwg=2,qa=1", "variant=0,rm=2,qrn=4,qwg=2,qa=1",
+                                  "variant=0,rm=1,qrn=8,qwg=2,qa=1", "variant=0,rm=4,qrn=4,qwg=2,qa=1"}) {
+            SCOPED_TRACE(std::string(dtype_name(wt)) + " " + dtype_name(act) + " k=" + std::to_string(k) +
+                         " m=" + std::to_string(m) + " " + cfg);
+            op_call c = linear_call(q, m, 37, k, act, wt, m == 3, ++seed);
+            run_and_compare(linear_op(), c, config(cfg), false);
+          }
+}
+
 // Every config of generic's space and of this device's profile (every shipped profile with
 // PRISM_OPS_ALL_VENDORS) on a quantized weight, as the op suite does for float operands: no
 // config the tuner may pick for a quantized call can be wrong.
