@@ -214,12 +214,15 @@ __kernel __attribute__((reqd_work_group_size(QNORM, 1, 1))) void quant_norm_rows
 #endif
 
 #ifdef QA8
-// On AVX-512 the CPU kernel's q4_0/q4_1 tiles of at most 8 (activation row, weight row) pairs
-// (Q_G4: decode's 1 x 1 and prefill's smaller tiles) take four blocks a 512-bit register: each activation row's int8 bytes are then laid out in groups of four blocks
-// (128 bytes: the four blocks' k 0..15, then their k 16..31) up to the last whole group, and block
-// by block after it. Both kernels of a build see the same Q_G4, so they agree on the layout.
-#if defined(RM) && defined(__AVX512BW__) && defined(__F16C__) && defined(__clang__) && QTYPE != 0
-#define Q_G4 (RM * RN <= 8)
+// On AVX-512 the CPU kernel walks q4_0/q4_1 four blocks a 512-bit register (Q_G4), in every tile
+// (decode's 1 x 1 and prefill's up to 16 pairs of activation and weight rows): each activation
+// row's int8 bytes are then laid out in groups of four blocks (128 bytes: the four blocks' k
+// 0..15, then their k 16..31) up to the last whole group, and block by block after it. Both
+// kernels of a build see the same Q_G4, so they agree on the layout. -DPRISM_Q_G4=0
+// (PRISM_CL_OPTIONS) builds the block-by-block walk instead, as on a host without AVX-512BW.
+#if defined(RM) && defined(__AVX512BW__) && defined(__F16C__) && defined(__clang__) && QTYPE != 0 && \
+    !(defined(PRISM_Q_G4) && PRISM_Q_G4 == 0)
+#define Q_G4 1
 #else
 #define Q_G4 0
 #endif
@@ -465,8 +468,8 @@ Q_TARGET inline void q_i8_pair(int g, uint16 nlo, uint16 nhi, float4 dw, float4 
 // The first `groups` groups of the kernel's RM activation rows (QA's rows row[i], K long) against
 // its RN weight rows w[j], into acc[i][j] and accm[i][j]: each weight group is loaded and split
 // into nibbles once for the RM rows, each activation group once for the RN weight rows. Decode
-// (RM = RN = 1) is the one-pair case; prefill tiles take RM * RN <= 8 (Q_G4), where the one-block
-// loop (q_i8_block) spends two 256-bit multiply-adds, a conversion and a multiply-add per block and
+// (RM = RN = 1) is the one-pair case; in prefill's tiles (4 x 4 by default) the one-block loop
+// (q_i8_block) spends two 256-bit multiply-adds, a conversion and a multiply-add per block and
 // pair, and this one the same per four blocks in 512-bit registers.
 Q_TARGET inline void q_i8_groups(int groups, const __global uchar* const* w, const __global uchar* QA, int K,
                                  const __global float* ad, const __global float* as, const int* row, q_pf pf,

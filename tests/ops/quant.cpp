@@ -71,24 +71,33 @@ TEST(quant, every_kernel_family_matches_the_reference) {
 }
 
 // The CPU kernel on int8 activations in tiles of several activation and weight rows a work-item
-// (prefill): on AVX-512 hosts q4_0 and q4_1 tiles of at most 8 pairs walk four blocks a 512-bit
-// register (gemm_quant.cl's Q_G4), larger ones block by block. Against the reference at K = 576
-// (four groups of four blocks, then two single blocks) and K = 256 (whole groups), M = 3 and 32,
-// N = 37 (partial tiles both ways), f32 and bf16 activations; tiles 4 x 2, 2 x 4, 1 x 8 and 4 x 4.
+// (prefill): on AVX-512 hosts q4_0 and q4_1 walk four blocks a 512-bit register in every tile
+// (gemm_quant.cl's Q_G4), elsewhere, for q8_0 and with -DPRISM_Q_G4=0 block by block. Against the
+// reference at K = 576 (four groups of four blocks, then two single blocks) and K = 256 (whole
+// groups), M = 3 and 32, N = 37 (partial tiles both ways), f32 and bf16 activations; tiles 4 x 4
+// (the pocl default), 4 x 2, 2 x 4 and 1 x 8, and 4 x 4 block by block.
 TEST(quant, cpu_tiles_match_the_reference) {
   queue& q = shared_queue();
+  const std::vector<const char*> tiles = {
+      "variant=0,rm=4,qrn=4,qwg=2,qa=1", "variant=0,rm=4,qrn=2,qwg=2,qa=1", "variant=0,rm=2,qrn=4,qwg=2,qa=1",
+      "variant=0,rm=1,qrn=8,qwg=2,qa=1"};
   std::uint64_t seed = 5000;
-  for (dtype wt : {dtype::q4_0, dtype::q4_1, dtype::q8_0})
-    for (dtype act : {dtype::f32, dtype::bf16})
-      for (std::int64_t k : {576, 256})
-        for (std::int64_t m : {3, 32})
-          for (const char* cfg : {"variant=0,rm=4,qrn=2,qwg=2,qa=1", "variant=0,rm=2,qrn=4,qwg=2,qa=1",
-                                  "variant=0,rm=1,qrn=8,qwg=2,qa=1", "variant=0,rm=4,qrn=4,qwg=2,qa=1"}) {
-            SCOPED_TRACE(std::string(dtype_name(wt)) + " " + dtype_name(act) + " k=" + std::to_string(k) +
-                         " m=" + std::to_string(m) + " " + cfg);
-            op_call c = linear_call(q, m, 37, k, act, wt, m == 3, ++seed);
-            run_and_compare(linear_op(), c, config(cfg), false);
-          }
+  for (const bool block_walk : {false, true}) {
+    scoped_cl_options scoped(block_walk ? std::optional<std::string>("-DPRISM_Q_G4=0") : std::nullopt);
+    const std::vector<dtype> weights = block_walk ? std::vector<dtype>{dtype::q4_0, dtype::q4_1}
+                                                  : std::vector<dtype>{dtype::q4_0, dtype::q4_1, dtype::q8_0};
+    for (dtype wt : weights)
+      for (dtype act : {dtype::f32, dtype::bf16})
+        for (std::int64_t k : {576, 256})
+          for (std::int64_t m : {3, 32})
+            for (std::size_t t = 0; t < (block_walk ? 1 : tiles.size()); ++t) {
+              SCOPED_TRACE(std::string(block_walk ? "-DPRISM_Q_G4=0 " : "") + dtype_name(wt) + " " +
+                           dtype_name(act) + " k=" + std::to_string(k) + " m=" + std::to_string(m) + " " +
+                           tiles[t]);
+              op_call c = linear_call(q, m, 37, k, act, wt, m == 3, ++seed);
+              run_and_compare(linear_op(), c, config(tiles[t]), false);
+            }
+  }
 }
 
 // Every config of generic's space and of this device's profile (every shipped profile with
@@ -615,8 +624,10 @@ TEST(quant, tensor_core_gemv) {
             enqueue_opencl(q, linear_op(), c, config(cfg));
             return read_host(q, c.outputs[0]).values;
           };
-          const char* f32_kernel = m <= 8 ? "variant=4,mb=8,nb=2,warps=8" : "variant=3,auto=0,tm=64,tn=64,wm=4,wn=4";
-          EXPECT_EQ(values("variant=3,auto=1"), values(act == dtype::f32 ? f32_kernel : "variant=4,warps=2,qmma=1"));
+          const char* f32_kernel =
+              m <= 8 ? "variant=4,mb=8,nb=2,warps=8" : "variant=3,auto=0,tm=64,tn=64,wm=4,wn=4";
+          EXPECT_EQ(values("variant=3,auto=1"),
+                    values(act == dtype::f32 ? f32_kernel : "variant=4,warps=2,qmma=1"));
         }
       }
   std::mt19937_64 rng(77);
