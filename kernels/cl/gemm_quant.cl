@@ -452,17 +452,15 @@ Q_TARGET inline void q_w_group(int g, const __global uchar* w, q_pf pf, uint16* 
 #endif
 }
 
-// A weight group (its low and high nibbles, scales dw, mins mw) against activation group g of the
-// row qa (scales ad, sums as): the products into acc (4 lanes a block), q4_0's d_w * s_a or q4_1's
-// m * s_a into accm.
-Q_TARGET inline void q_i8_pair(int g, uint16 nlo, uint16 nhi, float4 dw, float4 mw, const __global uchar* qa,
-                               const __global float* ad, const __global float* as, float16* acc, float4* accm) {
-  const __global uint* a = (const __global uint*)(qa + g * 128);
-  const q_v64qi alo = (q_v64qi)vload16(0, a), ahi = (q_v64qi)vload16(0, a + 16);
+// A weight group (its low and high nibbles, scales dw, mins mw) against an activation group (k
+// 0..15 bytes alo, k 16..31 bytes ahi of its four blocks, their scales da and scaled sums sa): the
+// products into acc (4 lanes a block), q4_0's d_w * s_a or q4_1's m * s_a into accm.
+Q_TARGET inline void q_i8_pair(uint16 nlo, uint16 nhi, float4 dw, float4 mw, q_v64qi alo, q_v64qi ahi, float4 da,
+                               float4 sa, float16* acc, float4* accm) {
   const int16 i = q_madd64(q_madd64((int16)0, (q_v64qi)nlo, alo), (q_v64qi)nhi, ahi);
-  const float4 d = dw * vload4(g, ad);
+  const float4 d = dw * da;
   *acc = fma(convert_float16(i), __builtin_shufflevector(d, d, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), *acc);
-  *accm = fma(mw, vload4(g, as), *accm);  // q4_0: d_w * s_a (times -8 at the end); q4_1: m * s_a
+  *accm = fma(mw, sa, *accm);  // q4_0: d_w * s_a (times -8 at the end); q4_1: m * s_a
 }
 
 // The first `groups` groups of the kernel's RM activation rows (QA's rows row[i], K long) against
@@ -496,11 +494,13 @@ Q_TARGET inline void q_i8_groups(int groups, const __global uchar* const* w, con
       nhi[j] = (nib >> 4) & m;
     }
 #pragma unroll
-    for (int i = 0; i < RM; ++i)
+    for (int i = 0; i < RM; ++i) {
+      const __global uint* qa = (const __global uint*)(QA + (long)row[i] * K + g * 128);
+      const q_v64qi alo = (q_v64qi)vload16(0, qa), ahi = (q_v64qi)vload16(0, qa + 16);
+      const float4 da = vload4(g, ad + (long)row[i] * blocks), sa = vload4(g, as + (long)row[i] * blocks);
 #pragma unroll
-      for (int j = 0; j < RN; ++j)
-        q_i8_pair(g, nlo[j], nhi[j], dw[j], mw[j], QA + (long)row[i] * K, ad + (long)row[i] * blocks,
-                  as + (long)row[i] * blocks, &a[i][j], &am[i][j]);
+      for (int j = 0; j < RN; ++j) q_i8_pair(nlo[j], nhi[j], dw[j], mw[j], alo, ahi, da, sa, &a[i][j], &am[i][j]);
+    }
   }
 #pragma unroll
   for (int i = 0; i < RM; ++i)
