@@ -46,6 +46,7 @@ std::shared_ptr<const device::impl> make_device(cl_platform_id p, cl_device_id i
   d->compute_units = device_info<cl_uint>(id, CL_DEVICE_MAX_COMPUTE_UNITS);
   d->max_clock_mhz = device_info<cl_uint>(id, CL_DEVICE_MAX_CLOCK_FREQUENCY);
   d->global_mem = device_info<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE);
+  d->global_mem_cache = device_info<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE);
   d->local_mem = device_info<cl_ulong>(id, CL_DEVICE_LOCAL_MEM_SIZE);
   d->max_alloc = device_info<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
   d->max_work_group = device_info<std::size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
@@ -165,6 +166,9 @@ std::uint32_t device::compute_units() const {
 }
 std::uint64_t device::global_mem_size() const {
   return get_impl().global_mem;
+}
+std::uint64_t device::global_mem_cache_size() const {
+  return get_impl().global_mem_cache;
 }
 std::uint64_t device::local_mem_size() const {
   return get_impl().local_mem;

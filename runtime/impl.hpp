@@ -29,7 +29,7 @@ struct device::impl {
   std::string name, vendor, driver_version, opencl_version, opencl_c_version, platform_name, platform_version,
       platform_vendor;
   std::uint32_t vendor_id = 0, compute_units = 0, max_clock_mhz = 0;
-  std::uint64_t global_mem = 0, local_mem = 0, max_alloc = 0, profiling_resolution = 0;
+  std::uint64_t global_mem = 0, global_mem_cache = 0, local_mem = 0, max_alloc = 0, profiling_resolution = 0;
   std::size_t max_work_group = 0;
   std::uint32_t vector_widths[7] = {};
   device_type type = device_type::other;

@@ -27,6 +27,9 @@ TEST(Devices, EnumeratesWithSaneQueries) {
     EXPECT_GT(d.compute_units(), 0u);
     EXPECT_GT(d.global_mem_size(), 0u);
     EXPECT_GT(d.local_mem_size(), 0u);
+    // A cache smaller than the memory behind it; CPU drivers (PoCL) report the host's LLC.
+    EXPECT_LT(d.global_mem_cache_size(), d.global_mem_size());
+    if (d.is_cpu()) EXPECT_GT(d.global_mem_cache_size(), 0u);
     EXPECT_GT(d.max_mem_alloc_size(), 0u);
     EXPECT_LE(d.max_mem_alloc_size(), d.global_mem_size());
     EXPECT_GT(d.max_work_group_size(), 0u);

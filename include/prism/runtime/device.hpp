@@ -49,6 +49,9 @@ class device {
 
   std::uint32_t compute_units() const;
   std::uint64_t global_mem_size() const;
+  /// CL_DEVICE_GLOBAL_MEM_CACHE_SIZE: the largest cache in front of global memory as the driver
+  /// reports it (PoCL: the host's last-level cache; 0 where the driver reports none).
+  std::uint64_t global_mem_cache_size() const;
   std::uint64_t local_mem_size() const;
   std::uint64_t max_mem_alloc_size() const;
   std::size_t max_work_group_size() const;
