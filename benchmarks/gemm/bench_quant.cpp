@@ -12,12 +12,20 @@
 // PRISM_BENCH_QACT gives the activations' dtype (f32, the default; f16 or bf16, as a 16-bit
 // model's decode runs them); PRISM_BENCH_PIPELINE=N times N calls back to back per wait, for the
 // GEMV and the read alike.
+// Both stream from memory, not from a cache: the weight and the read's buffer are each copied
+// until the copies span three times the device's last-level cache (its
+// CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, or on a CPU device the host's largest cache if larger), and
+// the calls take the copies in turn, as a model's step takes its layers' weights. A weight or a
+// read smaller than that cache would otherwise be timed partly from it: a 16-core Xeon's 300 MiB
+// L3 holds the 38 MB q4_0 weight and the 64 MiB read alike. PRISM_BENCH_LLC_BYTES replaces the
+// cache size (0: one copy each, the protocol before 2026-11-29).
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,17 +44,62 @@ struct timed_call {
   const op_descriptor* d;
   op_call call;
   kernel_config cfg;
+  std::vector<op_call> turns;  // the calls taken in turn (the call and its copies; see `rotate`)
+  std::size_t next = 0;
   // Seconds per call: PRISM_BENCH_PIPELINE calls back to back and one wait (default 1: a wait
   // after each call, so the host's round trip counts; a decode step's graph pipelines them).
   double seconds() {
     queue& q = bench_queue();
     static const int calls = std::max(1, static_cast<int>(bench::env_number("PRISM_BENCH_PIPELINE", 1)));
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < calls; ++i) enqueue_opencl(q, *d, call, cfg);
+    for (int i = 0; i < calls; ++i) {
+      enqueue_opencl(q, *d, turns.empty() ? call : turns[next], cfg);
+      if (!turns.empty()) next = (next + 1) % turns.size();
+    }
     q.wait();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
   }
 };
+
+// The largest cache of the host's CPU 0 (sysfs; 0 where it cannot be read).
+std::uint64_t host_cache_bytes() {
+  std::uint64_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    std::string text;
+    if (!(f >> text) || text.empty()) continue;
+    std::uint64_t v = std::strtoull(text.c_str(), nullptr, 10);
+    const char unit = text.back();
+    v *= unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : unit == 'G' ? 1024ull * 1024 * 1024 : 1;
+    best = std::max(best, v);
+  }
+  return best;
+}
+
+// The cache the weight and the read must not fit in (see the top).
+std::uint64_t last_level_cache_bytes() {
+  if (const char* v = bench::env("PRISM_BENCH_LLC_BYTES")) return std::strtoull(v, nullptr, 10);
+  const device dev = bench_queue().get_device();
+  const std::uint64_t reported = dev.global_mem_cache_size();
+  return dev.is_cpu() ? std::max(reported, host_cache_bytes()) : reported;
+}
+
+// Gives c copies of its input `i` (fresh storage, the same bytes) until they and the original
+// span three last-level caches, then takes them in turn.
+void rotate(timed_call& c, std::size_t i) {
+  queue& q = bench_queue();
+  const tensor& x = c.call.inputs[i];
+  const std::uint64_t span = 3 * last_level_cache_bytes(), bytes = x.nbytes();
+  const std::uint64_t copies = bytes >= span ? 1 : (span + bytes - 1) / bytes;
+  c.turns.assign(1, c.call);
+  if (copies <= 1) return;
+  const std::vector<std::byte> host = x.to_host(q);
+  for (std::uint64_t k = 1; k < copies; ++k) {
+    op_call turn = c.call;
+    turn.inputs[i] = tensor::from_host(q, host.data(), x.shape(), x.type());
+    c.turns.push_back(std::move(turn));
+  }
+}
 
 // User + system CPU seconds of this process, every thread (PoCL's workers included).
 double process_cpu_seconds() {
@@ -85,7 +138,11 @@ timed_call make(const char* op, const char* key, dtype t, const std::string& con
 }
 
 timed_call& read_reference() {
-  static auto* r = new timed_call(make("sum", "outer=4096,r=4096,inner=1", dtype::f32, ""));
+  static auto* r = [] {
+    auto* t = new timed_call(make("sum", "outer=4096,r=4096,inner=1", dtype::f32, ""));
+    rotate(*t, 0);
+    return t;
+  }();
   return *r;
 }
 
@@ -98,6 +155,7 @@ void bm_gemv(benchmark::State& state, const char* key, dtype t, const std::strin
     return;
   }
   timed_call& g = *made;
+  rotate(g, 1);
   timed_call& ref = read_reference();
   const double weight_bytes = static_cast<double>(g.call.inputs[1].nbytes());
   double seconds = 0, ref_seconds = 0, cpu_seconds = 0;
@@ -117,6 +175,8 @@ void bm_gemv(benchmark::State& state, const char* key, dtype t, const std::strin
   state.counters["x_read"] = gbs / read_gbs;
   // CPU time (all threads of the process) per GEMV: what a loaded machine does not inflate.
   state.counters["cpu_ms"] = cpu_seconds / n * 1e3;
+  state.counters["copies"] = static_cast<double>(g.turns.size());
+  state.counters["read_copies"] = static_cast<double>(ref.turns.size());
   state.SetLabel(g.cfg.str());
 }
 
