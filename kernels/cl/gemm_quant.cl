@@ -13,7 +13,8 @@
 //   The second takes integer block dot products (AVX2: vpmaddubsw + vpmaddwd, as llama.cpp;
 //   elsewhere shorts and vpmaddwd's pattern), then adds d_a * d_w * that (float8 accumulators,
 //   reduced at the end); q4_0's -8 and q4_1's m are carried by s.
-//   Same RM x RN work-item tiling as gemm_q_cpu.
+//   Same RM x RN work-item tiling as gemm_q_cpu. Built with QA_FUSED (qa=2, M <= 8) the second
+//   kernel runs alone: its first work-group quantizes the rows (q_quantize_rows).
 // - gemm_q_gemv (GPUs, small M): a work-group of WG items owns NB columns of MB rows; item t
 //   takes blocks t, t + WG, ... (neighbours read neighbouring blocks), then a local-memory tree.
 // - gemm_q_rows (GPUs, small M: decode): a warp-sized team of 32 items owns NB weight rows; the
@@ -234,6 +235,74 @@ inline int q_hi_at(int b, int blocks) {
   return Q_G4 && b < (blocks & ~3) ? (b >> 2) * 128 + 64 + (b & 3) * 16 : b * 32 + 16;
 }
 
+// Block b of activation row m (lo: its k 0..15, hi: k 16..31) into the workspace QA: d = absmax /
+// 127, q = rint(a / d), and s = d * sum(q).
+inline void q8_store_block(float16 lo, float16 hi, int m, int b, int M, int K, __global uchar* QA) {
+  const int blocks = K / 32;
+  const float16 mx = fmax(fabs(lo), fabs(hi));
+  const float8 m8 = fmax(mx.lo, mx.hi);
+  const float4 m4 = fmax(m8.lo, m8.hi);
+  const float2 m2 = fmax(m4.lo, m4.hi);
+  const float d = fmax(m2.s0, m2.s1) * (1.0f / 127.0f);
+  const float id = d > 0.0f ? 1.0f / d : 0.0f;
+  const char16 ql = convert_char16_sat_rte(lo * id), qh = convert_char16_sat_rte(hi * id);
+  __global uchar* q = QA + (long)m * K;
+  vstore16(as_uchar16(ql), 0, q + q_lo_at(b, blocks));
+  vstore16(as_uchar16(qh), 0, q + q_hi_at(b, blocks));
+  const int16 s16 = convert_int16(ql) + convert_int16(qh);
+  const int8 s8 = s16.lo + s16.hi;
+  const int4 s4 = s8.lo + s8.hi;
+  const int sum = s4.s0 + s4.s1 + s4.s2 + s4.s3;
+  __global float* ds = (__global float*)(QA + (long)M * K);
+  ds[(long)m * blocks + b] = d;
+  ds[(long)M * blocks + (long)m * blocks + b] = d * (float)sum;
+}
+
+#if defined(RM) && defined(QA_FUSED)
+// qa=2: gemm_q_cpu_i8 with no quantize launch. The first work-group to arrive quantizes every
+// activation row into the workspace, one block after another as quantize_rows_q8's items would
+// (with QNORM the row's norm first, its blocks' sums of squares added in that kernel's tree
+// order, so that both forms give the same bytes); the groups that arrive while it works wait for
+// it. flags[0] is the claim, flags[1] "ready", flags[2] counts the groups that have seen it: the
+// last of them zeroes all three for the next launch (split_workspace's counters start at zero).
+// One group runs the quantization while the others run, so nothing waits on a group that has
+// not started.
+inline void q_quantize_rows(int M, int K, const __global GT* A, long a_off, int sam, __global uchar* QA
+#ifdef QNORM
+                            ,
+                            const __global GT* G, float eps
+#endif
+) {
+  const int blocks = K / 32;
+  for (int m = 0; m < M; ++m) {
+    const __global GT* a = A + a_off + (long)m * sam;
+#ifdef QNORM
+    float part[QNORM];
+    for (int b = 0; b < QNORM; ++b) {
+      const bool on = b < blocks;
+      const __global GT* p = a + (on ? b : 0) * 32;
+      const float16 l = PRISM_LOADV(p), h = PRISM_LOADV(p + 16);
+      const float16 sq = on ? l * l + h * h : (float16)(0.0f);
+      const float8 sq8 = sq.lo + sq.hi;
+      const float4 sq4 = sq8.lo + sq8.hi;
+      part[b] = sq4.s0 + sq4.s1 + sq4.s2 + sq4.s3;
+    }
+    for (int w = QNORM / 2; w > 0; w >>= 1)
+      for (int b = 0; b < w; ++b) part[b] += part[b + w];
+    const float r = rsqrt(part[0] / (float)K + eps);
+#endif
+    for (int b = 0; b < blocks; ++b) {
+      float16 lo = PRISM_LOADV(a + b * 32), hi = PRISM_LOADV(a + b * 32 + 16);
+#ifdef QNORM
+      lo = lo * PRISM_LOADV(G + b * 32) * r;
+      hi = hi * PRISM_LOADV(G + b * 32 + 16) * r;
+#endif
+      q8_store_block(lo, hi, m, b, M, K, QA);
+    }
+  }
+}
+#endif
+
 // One work-item per (32-block, row) of A: see the workspace layout at the top. With QNORM (the
 // group size, a power of two >= K / 32; rms_norm_linear) the row is RMS-normalized first: one
 // work-group per row, the blocks' sums of squares meet in local memory, and each block is scaled
@@ -255,23 +324,7 @@ __kernel void quantize_rows_q8(int M, int K, __global const GT* A, long a_off, i
   const __global GT* a = A + a_off + (long)m * sam + b * 32;
   const float16 lo = PRISM_LOADV(a), hi = PRISM_LOADV(a + 16);
 #endif
-  const float16 mx = fmax(fabs(lo), fabs(hi));
-  const float8 m8 = fmax(mx.lo, mx.hi);
-  const float4 m4 = fmax(m8.lo, m8.hi);
-  const float2 m2 = fmax(m4.lo, m4.hi);
-  const float d = fmax(m2.s0, m2.s1) * (1.0f / 127.0f);
-  const float id = d > 0.0f ? 1.0f / d : 0.0f;
-  const char16 ql = convert_char16_sat_rte(lo * id), qh = convert_char16_sat_rte(hi * id);
-  __global uchar* q = QA + (long)m * K;
-  vstore16(as_uchar16(ql), 0, q + q_lo_at(b, blocks));
-  vstore16(as_uchar16(qh), 0, q + q_hi_at(b, blocks));
-  const int16 s16 = convert_int16(ql) + convert_int16(qh);
-  const int8 s8 = s16.lo + s16.hi;
-  const int4 s4 = s8.lo + s8.hi;
-  const int sum = s4.s0 + s4.s1 + s4.s2 + s4.s3;
-  __global float* ds = (__global float*)(QA + (long)M * K);
-  ds[(long)m * blocks + b] = d;
-  ds[(long)M * blocks + (long)m * blocks + b] = d * (float)sum;
+  q8_store_block(lo, hi, m, b, M, K, QA);
 }
 
 #ifdef RM  // gemm_q_cpu_i8 and its block dot products (the rows kernel's int8 form is below)
@@ -512,9 +565,45 @@ Q_TARGET inline void q_i8_groups(int groups, const __global uchar* const* w, con
 }
 #endif
 
+#ifdef QA_FUSED
+// qa=2's arguments: the float activations in the workspace's place, and after the bias's the
+// norm's (QNORM), the workspace and its three counters.
+__kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off,
+                            int sam, __global const uchar* W, long w_off, long swn, __global GT* C, long c_off,
+                            int scm, __global const GT* X, long x_off, int sxm, int sxn,
+#ifdef QNORM
+                            __global const GT* G, long g_off, float eps,
+#endif
+                            __global uchar* QA, __global int* flags) {
+  if (get_local_id(0) == 0 && get_local_id(1) == 0) {
+    volatile __global int* vf = (volatile __global int*)flags;
+    if (vf[1] == 0) {
+      if (atomic_cmpxchg(&flags[0], 0, 1) == 0) {
+#ifdef QNORM
+        q_quantize_rows(M, K, A, a_off, sam, QA, G + g_off, eps);
+#else
+        q_quantize_rows(M, K, A, a_off, sam, QA);
+#endif
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
+        atomic_xchg(&flags[1], 1);
+      } else {
+        while (vf[1] == 0) {
+        }
+      }
+    }
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    if (atomic_inc(&flags[2]) == (int)(get_num_groups(0) * get_num_groups(1)) - 1) {
+      atomic_xchg(&flags[0], 0);
+      atomic_xchg(&flags[1], 0);
+      atomic_xchg(&flags[2], 0);
+    }
+  }
+  barrier(CLK_GLOBAL_MEM_FENCE);
+#else
 __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const uchar* QA,
                             __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,
                             __global const GT* X, long x_off, int sxm, int sxn) {
+#endif
   const int n0 = get_global_id(0) * RN;
   const int m0 = get_global_id(1) * RM;
   if (n0 >= N || m0 >= M) return;

@@ -167,10 +167,12 @@ config_schema gemv_schema() {
       {"vw", 8, {1, 2, 4, 8, 16}, "variant 1: vector width along K"},
       {"qa",
        1,
-       {0, 1},
+       {0, 1, 2},
        "rms_norm_linear, block-quantized weight: 1 = int8 activations per 32-block, normalized as "
        "they are quantized (llama.cpp's CPU rule); 0 = float activations, the norm read in the rows "
-       "kernel's loads (variant 0) or written as rows first (variant 1)"},
+       "kernel's loads (variant 0) or written as rows first (variant 1); 2 (CPU kernel, variant 1, M <= 8) = "
+       "as 1 with no quantize launch: the first work-group to arrive normalizes and quantizes the rows "
+       "while the others wait (the gemm family's qa=2)"},
       {"qp",
        0,
        {0, 2, 3},
@@ -271,7 +273,16 @@ op_implementation quant_norm_implementation() {
     if (cfg.at("qx") == 1) {
       if (cfg.at("variant") != 1)
         return std::string("qx=1 (the AVX512-VNNI walk) is the CPU kernel's: it needs variant=1");
-      if (auto r = gemm_detail::x86_dot_refusal(dev, o.w->type(), cfg.at("qa") == 1)) return r;
+      if (auto r = gemm_detail::x86_dot_refusal(dev, o.w->type(), cfg.at("qa") >= 1)) return r;
+    }
+    if (cfg.at("qa") == 2) {
+      if (cfg.at("variant") != 1)
+        return std::string("qa=2 (no quantize launch) is the CPU kernel's: it needs variant=1");
+      if (o.x->size(0) > gemm_detail::kFusedQuantizeRows)
+        return fmt::format(
+            "qa=2 has one work-group normalize and quantize every input row while the others wait: M <= {}, "
+            "got M = {} (qa=1 quantizes them in a launch of their own)",
+            gemm_detail::kFusedQuantizeRows, o.x->size(0));
     }
     if (cfg.at("variant") == 0 && cfg.at("qa") == 1 && cfg.at("qp") == 3) {
       // gemm_q_blocks_i8 with QL_K (enqueue_quant_norm_linear's group): wg / 32 teams of nb weight
@@ -299,10 +310,10 @@ op_implementation quant_norm_implementation() {
     const gemv_operands o = operands(c);
     if (o.x->size(0) == 0 || o.w->size(0) == 0) return event{};
     const gemm_detail::quant_norm norm{*o.g, c.get_f64("eps")};
-    const gemm_detail::quant_walk walk{static_cast<int>(cfg.at("qp")), cfg.at("nb"), cfg.at("wg") / 32,
-                                       cfg.at("qu"), cfg.at("qx") == 1};
+    const gemm_detail::quant_walk walk{static_cast<int>(cfg.at("qp")), cfg.at("nb"),   cfg.at("wg") / 32,
+                                       cfg.at("qu"),                   cfg.at("qx") == 1, cfg.at("qa") == 2};
     return gemm_detail::enqueue_quant_norm_linear(q, *o.x, norm, *o.w, o.b ? *o.b : tensor{}, c.outputs[0],
-                                                  cfg.at("variant") == 1, cfg.at("qa") == 1, src, walk);
+                                                  cfg.at("variant") == 1, cfg.at("qa") >= 1, src, walk);
   };
   return impl;
 }

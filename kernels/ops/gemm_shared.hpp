@@ -112,7 +112,11 @@ struct quant_walk {
   int qp = 0;
   std::int64_t nb = 4, warps = 8, unroll = 2;
   bool x86_dot = false;
+  bool fused = false;  ///< the CPU kernel quantizes its rows itself, no launch of their own (qa=2)
 };
+
+/// qa=2: the most activation rows that one work-group quantizes while the others wait.
+inline constexpr std::int64_t kFusedQuantizeRows = 8;
 
 /// Why the CPU int8 kernel cannot take the AVX512-VNNI q4 walk (the gemm family's and
 /// rms_norm_linear's qx=1) for weights of type `w` (nothing when it can): the walk is

@@ -311,9 +311,11 @@ config_schema gemm_schema() {
        "rows per group, its warps split K; K, the row stride and the offset in whole 8-block chunks)"},
       {"qa",
        0,
-       {0, 1},
+       {0, 1, 2},
        "quantized weights, cpu and rows (variant 4, nv auto at M <= 8): activations 0 = float, 1 = int8 "
-       "per 32-block (a first kernel quantizes them; integer block dot products, dp4a on NVIDIA)"},
+       "per 32-block (a first kernel quantizes them; integer block dot products, dp4a on NVIDIA); 2 (cpu, "
+       "M <= 8) = as 1 with no quantize launch: the first work-group to arrive quantizes the activations "
+       "into the queue's workspace while the others wait"},
       {"qx",
        0,
        {0, 1},
@@ -850,6 +852,7 @@ struct qplan {
                                   // 3 gemm_q_blocks_i8 quantizing its row itself)
   std::int64_t unroll = 2;        // walks 2 and 3: blocks a lane loads a step (qu)
   bool x86_dot = false;           // cpu with int8 activations: the AVX512-VNNI walk (qx=1)
+  bool fused = false;             // cpu with int8 activations: no quantize launch (qa=2)
 };
 
 // K and the row stride (elements) of a quantized weight: linear's [n, k], or matmul's other, the
@@ -912,8 +915,9 @@ qplan plan_quant(const kernel_config& c, std::int64_t m, std::int64_t k, bool au
                c.at("qrn"),
                c.at("qwg"),
                1,
-               c.at("qa") == 1};
+               c.at("qa") >= 1};
       pl.x86_dot = c.at("qx") == 1;
+      pl.fused = c.at("qa") == 2;
       return pl;
     }
     case 2:
@@ -951,12 +955,19 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
   std::optional<std::string> mma_refused;
   if (wants_mma) mma_refused = qmma_refusal(dev, *w, t, c.at("qa") == 1);
   const qplan pl = plan_quant(c, m, quant_k_and_row(*w).first, wants_mma && !mma_refused);
+  if (c.at("qa") == 2 && pl.kind != qkernel::cpu)
+    return std::string("qa=2 (no quantize launch) is the CPU kernel's (variant 0); the others take qa=0 or 1");
   std::uint64_t threads = 1, local = 0;
   if (pl.kind == qkernel::mma) {
     if (mma_refused) return mma_refused;
     threads = static_cast<std::uint64_t>(32 * pl.a);
     local = qmma_local_bytes(w->type(), pl.a);
   } else if (pl.kind == qkernel::cpu) {
+    if (pl.fused && m > kFusedQuantizeRows)
+      return fmt::format(
+          "qa=2 has one work-group quantize every activation row while the others wait: M <= {}, got M = {} "
+          "(qa=1 quantizes them in a launch of their own)",
+          kFusedQuantizeRows, m);
     if (pl.x86_dot) {
       if (std::min(pl.a, m) != 1 || pl.b != 1)
         return fmt::format(
@@ -1048,10 +1059,16 @@ tensor quantize_activations(queue& q, const gemm_problem& p, const std::string& 
 // Every gemm_quant.cl GEMM kernel takes (M, N, K, alpha, beta, A..., W, w_off, swn, C, c_off, scm,
 // X, x_off, sxm, sxn); `a_args` are what follows the activations' buffer `a`: (a_off, sam) for
 // the float kernels, nothing for gemm_q_cpu_i8's workspace.
-// `norm` (the rows kernel built with QNORM_F): the norm weight, its offset and eps follow.
+// `norm` (the rows kernel built with QNORM_F, gemm_q_cpu_i8 built with QA_FUSED and QNORM): the
+// norm weight, its offset and eps follow; then `scratch` (QA_FUSED): the int8 workspace and its
+// counters.
+struct quant_scratch {
+  buffer<float> workspace;
+  buffer<int> counters;
+};
 template <class... AArgs>
 event submit_quant(queue& q, const gemm_problem& p, const kernel& k, const nd_range& r,
-                   const quant_norm* norm, const tensor& a, AArgs... a_args) {
+                   const quant_norm* norm, const quant_scratch* scratch, const tensor& a, AArgs... a_args) {
   const char* op = "gemm";
   const int M = to_int(p.m, op, "M"), N = to_int(p.n, op, "N"), K = to_int(p.k, op, "K");
   const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
@@ -1071,6 +1088,21 @@ event submit_quant(queue& q, const gemm_problem& p, const kernel& k, const nd_ra
     accessor<std::byte> ab(sb, h, read_only);
     accessor<std::byte> ac(sc, h, write_only, p.c.byte_extent());
     accessor<std::byte> ax(sx, h, read_only);
+    if (scratch) {
+      buffer<float> sw = scratch->workspace;
+      buffer<int> sf = scratch->counters;
+      accessor<float> aw(sw, h, read_write);
+      accessor<int> af(sf, h, read_write);
+      if (!norm) {
+        h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_args..., ab, w_off, swn, ac, c_off, scm, ax, x_off, sxm,
+                       sxn, aw, af);
+        return;
+      }
+      accessor<std::byte> ag(sg, h, read_only);
+      h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_args..., ab, w_off, swn, ac, c_off, scm, ax, x_off, sxm,
+                     sxn, ag, g.offset(), static_cast<float>(norm->eps), aw, af);
+      return;
+    }
     if (!norm) {
       h.parallel_for(r, k, M, N, K, alpha, beta, aa, a_args..., ab, w_off, swn, ac, c_off, scm, ax, x_off,
                      sxm, sxn);
@@ -1113,9 +1145,18 @@ event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_o
       // a 2-core EPYC, and on PoCL 5.0 with 16 cores q4_0 lost 1.6-1.8x ("Issue 17, session 40").
       if (p.k >= kLongRowK) opts += " -DQ_PF_FAR=1";
       if (pl.x86_dot) opts += x86_dot_defines(q.get_device());
+      if (pl.fused) {  // qa=2: the kernel's first work-group quantizes A into the queue's workspace
+        opts += " -DQA_FUSED=1";
+        if (norm) opts += fmt::format(" -DQNORM={}", quantize_norm_group(p.k));
+        const auto [ws, counters] =
+            kernels::split_workspace(q, static_cast<std::size_t>(p.m * p.k / 4 + 2 * p.m * (p.k / 32)), 3);
+        const quant_scratch scratch{ws, counters};
+        return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_cpu_i8"), r,
+                            norm, &scratch, p.a, p.a.offset(), to_int(p.sam, "gemm", "A row stride"));
+      }
       const tensor ws = quantize_activations(q, p, opts, src, norm);
       return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_cpu_i8"), r,
-                          nullptr, ws);
+                          nullptr, nullptr, ws);
     }
   } else if (pl.kind == qkernel::gemv) {
     const std::int64_t mb = std::min<std::int64_t>(pl.a, next_pow2(p.m));
@@ -1137,7 +1178,7 @@ event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_o
       opts += fmt::format(" -DQA8 -DQ_DP4A={} -DQPAIR=2 -DQB_UNROLL={} -DQL_K={} -DQL_NORM={}",
                           probe_ptx(q.get_device()).has("dp4a") ? 1 : 0, pl.unroll, p.k, norm ? 1 : 0);
       return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_blocks_i8"),
-                          r, norm, p.a, p.a.offset(), to_int(p.sam, "gemm", "A row stride"));
+                          r, norm, nullptr, p.a, p.a.offset(), to_int(p.sam, "gemm", "A row stride"));
     }
     if (pl.int8_activations) {
       opts += fmt::format(" -DQA8 -DQ_DP4A={} -DQPAIR={}", probe_ptx(q.get_device()).has("dp4a") ? 1 : 0,
@@ -1146,7 +1187,7 @@ event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_o
       static const char* const walks[3] = {"gemm_q_rows", "gemm_q_pairs_i8", "gemm_q_blocks_i8"};
       const tensor ws = quantize_activations(q, p, opts, src, norm);
       return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, walks[pl.walk]), r,
-                          nullptr, ws);
+                          nullptr, nullptr, ws);
     }
   } else if (pl.kind == qkernel::mma) {
     const bool vec4 = p.a.offset() % 4 == 0 && (p.m == 1 || p.sam % 4 == 0);
@@ -1161,7 +1202,7 @@ event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_o
   }
   kernel k = build_kernel(q.get_context(), "gemm_quant.cl", src, opts, name);
   const std::int64_t a_off = p.a.offset();
-  return submit_quant(q, p, k, r, norm, p.a, a_off, to_int(p.sam, "gemm", "A row stride"));
+  return submit_quant(q, p, k, r, norm, nullptr, p.a, a_off, to_int(p.sam, "gemm", "A row stride"));
 }
 
 event enqueue_quant(queue& q, const gemm_problem& p0, const kernel_config& c, source_override src,
@@ -1837,6 +1878,7 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
                                       : plan_quant(cfg, p.m, p.k, false);
   if (gpu_walk) pl.unroll = walk.unroll;
   pl.x86_dot = cpu && int8 && walk.x86_dot;
+  pl.fused = cpu && int8 && walk.fused;
   return enqueue_planned(q, p, pl, src, inline_norm ? &norm : nullptr);
 }
 

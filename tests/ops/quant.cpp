@@ -21,6 +21,7 @@
 #include "kernels/op_support.hpp"
 #include "ops_test_util.hpp"
 #include "prism/ops.hpp"
+#include "prism/runtime/graph.hpp"
 
 namespace prism::test {
 namespace {
@@ -50,7 +51,7 @@ const char* const family_configs[] = {
     "variant=0,rm=4,qrn=4,qwg=2",        // cpu, several rows and columns per work-item
     "variant=0,rm=1,qrn=8,qwg=1",        // cpu, decode form
     "variant=0,rm=4,qrn=4,qwg=2,qa=1",   // cpu, int8 activations, several rows per work-item
-    "variant=0,rm=1,qrn=1,qwg=32,qa=1",  // cpu, int8 activations, decode form (the pocl profile at M = 1)
+    "variant=0,rm=1,qrn=1,qwg=32,qa=1",  // cpu, int8 activations, decode form (qa=2, the pocl route at M = 1: its own test)
     "variant=2,mb=4,nb=4,wg=64",         // gemv
     "variant=1,tm=32,tn=32,wm=4,wn=4",   // tiled
     "variant=4,mb=2,nb=4,warps=2",       // rows: 32-item teams per nb weight rows, partial groups
@@ -568,6 +569,74 @@ TEST(quant, x86_dot_product_walk_matches_or_is_refused) {
     const std::string float_nl = refusal(nl, c, "variant=1,qa=0,qx=1");
     EXPECT_NE(float_nl.find("needs qa=1"), std::string::npos) << float_nl;
   }
+}
+
+// qa=2: gemm_q_cpu_i8 with no quantize launch (its first work-group quantizes the activations
+// into the queue's workspace while the others wait; the last zeroes the flags). Against qa=1, bit
+// for bit: linear (q8_0, q4_0; M 1 and 3; K = 2272, whose 71 blocks end in a partial group of four;
+// 37 weight rows in 5 work-groups of 8), twice on fresh activations, so that a workspace or flags
+// left from the call before show; rms_norm_linear's CPU kernel with the norm. A recorded call
+// replays the eager one's values from the graph's own workspace. Refused: M = 9, and every kernel
+// but the CPU one, naming why.
+TEST(quant, fused_activation_quantize_matches_its_launch) {
+  queue& q = shared_queue();
+  const op_descriptor& nl = op_registry::instance().get("rms_norm_linear");
+  auto refusal = [&](const op_descriptor& d, const op_call& c, const char* cfg) {
+    std::vector<std::string> why;
+    const kernel_config k = d.config.complete(kernel_config::parse(cfg));
+    return select_implementation(d, q.get_device(), c, k, &why) != nullptr ? std::string()
+                                                                            : ::testing::PrintToString(why);
+  };
+  auto run = [&](const op_descriptor& d, op_call& c, const std::string& cfg) {
+    enqueue_opencl(q, d, c, d.config.complete(kernel_config::parse(cfg)));
+    return c.outputs[0].to_host(q);
+  };
+  const std::string base = "variant=0,rm=1,qrn=1,qwg=8";
+  std::uint64_t seed = 1300;
+  for (dtype wt : {dtype::q8_0, dtype::q4_0})
+    for (std::int64_t m : {1, 3}) {
+      SCOPED_TRACE(std::string(dtype_name(wt)) + " m=" + std::to_string(m));
+      for (int call = 0; call < 2; ++call) {
+        op_call c = linear_call(q, m, 37, 2272, dtype::f32, wt, true, ++seed);
+        ASSERT_EQ(refusal(linear_op(), c, (base + ",qa=2").c_str()), "");
+        const auto want = run(linear_op(), c, base + ",qa=1");
+        EXPECT_EQ(run(linear_op(), c, base + ",qa=2"), want) << "call " << call;
+      }
+    }
+  for (std::int64_t m : {1, 3}) {
+    SCOPED_TRACE("rms_norm_linear m=" + std::to_string(m));
+    for (int call = 0; call < 2; ++call) {
+      std::mt19937_64 rng(++seed);
+      op_call c{"rms_norm_linear", {}, {}, {}};
+      c.inputs = {kernels::random_tensor(q, {m, 2272}, dtype::f32, rng, -2, 2),
+                  kernels::random_tensor(q, {2272}, dtype::f32, rng, 0.5, 1.5),
+                  kernels::random_tensor(q, {21, 2272}, dtype::q4_0, rng, -1, 1), tensor()};
+      c.attrs["eps"] = 1e-5;
+      allocate_outputs(q, nl, c);
+      const auto want = run(nl, c, "variant=1,qa=1");
+      EXPECT_EQ(run(nl, c, "variant=1,qa=2"), want) << "call " << call;
+      if (call == 0 && m == 1) {
+        const std::string gpu_why = refusal(nl, c, "variant=0,qa=2");
+        EXPECT_NE(gpu_why.find("needs variant=1"), std::string::npos) << gpu_why;
+      }
+    }
+  }
+  // From a graph: the eager call's values, with the graph's own workspace and counters.
+  op_call eager = linear_call(q, 1, 37, 2272, dtype::f32, dtype::q4_0, false, ++seed);
+  op_call recorded = linear_call(q, 1, 37, 2272, dtype::f32, dtype::q4_0, false, seed);
+  const kernel_config fused = config((base + ",qa=2").c_str());
+  enqueue_opencl(q, linear_op(), eager, fused);
+  graph g = graph::record(q, [&] { enqueue_opencl(q, linear_op(), recorded, fused); });
+  for (int i = 0; i < 2; ++i) {
+    g.replay(q);
+    q.wait_and_throw();
+    EXPECT_EQ(recorded.outputs[0].to_host(q), eager.outputs[0].to_host(q)) << "replay " << i;
+  }
+  op_call nine = linear_call(q, 9, 37, 2272, dtype::f32, dtype::q4_0, false, ++seed);
+  const std::string rows_why = refusal(linear_op(), nine, (base + ",qa=2").c_str());
+  EXPECT_NE(rows_why.find("M <= 8, got M = 9"), std::string::npos) << rows_why;
+  const std::string gpu_why = refusal(linear_op(), eager, "variant=4,mb=2,nb=4,warps=2,qa=2");
+  EXPECT_NE(gpu_why.find("qa=2 (no quantize launch) is the CPU kernel's"), std::string::npos) << gpu_why;
 }
 
 // gemm_q_mma (qmma=1; nv auto for 16-bit activations at 2 <= M <= 8, checked bit for bit): the
