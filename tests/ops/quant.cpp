@@ -46,6 +46,27 @@ kernel_config config(const char* text) {
   return linear_op().config.complete(kernel_config::parse(text));
 }
 
+// rms_norm_linear on [m, k] activations (norm weights in 0.5..1.5) and a [n, k] weight of `wt`.
+op_call rms_norm_linear_call(queue& q, std::int64_t m, std::int64_t n, std::int64_t k, dtype wt,
+                             std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  op_call c{"rms_norm_linear", {}, {}, {}};
+  c.inputs = {kernels::random_tensor(q, {m, k}, dtype::f32, rng, -2, 2),
+              kernels::random_tensor(q, {k}, dtype::f32, rng, 0.5, 1.5),
+              kernels::random_tensor(q, {n, k}, wt, rng, -1, 1), tensor()};
+  c.attrs["eps"] = 1e-5;
+  allocate_outputs(q, op_registry::instance().get("rms_norm_linear"), c);
+  return c;
+}
+
+// Why op `d` refuses call c at `cfg` on q's device ("" when an implementation serves it).
+std::string refusal(queue& q, const op_descriptor& d, const op_call& c, const char* cfg) {
+  std::vector<std::string> why;
+  const kernel_config k = d.config.complete(kernel_config::parse(cfg));
+  return select_implementation(d, q.get_device(), c, k, &why) != nullptr ? std::string()
+                                                                          : ::testing::PrintToString(why);
+}
+
 // One config per kernel family, and the shape classes each is for.
 const char* const family_configs[] = {
     "variant=0,rm=4,qrn=4,qwg=2",        // cpu, several rows and columns per work-item
@@ -484,13 +505,6 @@ TEST(quant, x86_dot_product_walk_matches_or_is_refused) {
 #endif
   const bool runs = host_vnni && q.get_device().is_cpu();
   const op_descriptor& nl = op_registry::instance().get("rms_norm_linear");
-  // Why op `d` refuses call c at `cfg` ("" when an implementation serves it).
-  auto refusal = [&](const op_descriptor& d, const op_call& c, const char* cfg) {
-    std::vector<std::string> why;
-    const kernel_config k = d.config.complete(kernel_config::parse(cfg));
-    return select_implementation(d, q.get_device(), c, k, &why) != nullptr ? std::string()
-                                                                            : ::testing::PrintToString(why);
-  };
   // The programs built within `run`, as the options each was built with.
   const std::filesystem::path dir = std::filesystem::temp_directory_path() /
                                     ("prism_x86_walk_" + std::to_string(static_cast<long>(::getpid())));
@@ -514,7 +528,7 @@ TEST(quant, x86_dot_product_walk_matches_or_is_refused) {
   // the walk's define in qx=1's programs only.
   auto check_walk = [&](const op_descriptor& d, op_call& c, const std::string& plain, bool fresh_programs) {
     const std::string dot_cfg = plain + ",qx=1";
-    const std::string why = refusal(d, c, dot_cfg.c_str());
+    const std::string why = refusal(q, d, c, dot_cfg.c_str());
     if (!runs) {
       EXPECT_NE(why.find("AVX512-VNNI"), std::string::npos) << why;
       return;
@@ -544,29 +558,23 @@ TEST(quant, x86_dot_product_walk_matches_or_is_refused) {
         check_walk(linear_op(), c, "variant=0,rm=1,qrn=1,qwg=32,qa=1", m == 1);
       }
   op_call q8 = linear_call(q, 1, 19, 192, dtype::f32, dtype::q8_0, false, ++seed);
-  const std::string q8_why = refusal(linear_op(), q8, "variant=0,rm=1,qrn=1,qwg=32,qa=1,qx=1");
+  const std::string q8_why = refusal(q, linear_op(), q8, "variant=0,rm=1,qrn=1,qwg=32,qa=1,qx=1");
   EXPECT_NE(q8_why.find("takes q4_0 or q4_1 weights, got q8_0"), std::string::npos) << q8_why;
   op_call rows = linear_call(q, 5, 19, 192, dtype::f32, dtype::q4_0, false, ++seed);
-  const std::string rows_why = refusal(linear_op(), rows, "variant=0,rm=4,qrn=1,qwg=32,qa=1,qx=1");
+  const std::string rows_why = refusal(q, linear_op(), rows, "variant=0,rm=4,qrn=1,qwg=32,qa=1,qx=1");
   EXPECT_NE(rows_why.find("one activation row a work-item"), std::string::npos) << rows_why;
-  const std::string float_why = refusal(linear_op(), rows, "variant=0,rm=1,qrn=1,qwg=32,qx=1");
+  const std::string float_why = refusal(q, linear_op(), rows, "variant=0,rm=1,qrn=1,qwg=32,qx=1");
   EXPECT_NE(float_why.find("needs qa=1"), std::string::npos) << float_why;
 
   // rms_norm_linear's CPU kernel (variant 1; the pocl decode route of qkv, gate/up and the head)
   // takes the same key: a q4_1 weight at K = 2272, M = 1 and 3.
   for (std::int64_t m : {1, 3}) {
     SCOPED_TRACE("rms_norm_linear m=" + std::to_string(m));
-    std::mt19937_64 rng(++seed);
-    op_call c{"rms_norm_linear", {}, {}, {}};
-    c.inputs = {kernels::random_tensor(q, {m, 2272}, dtype::f32, rng, -2, 2),
-                kernels::random_tensor(q, {2272}, dtype::f32, rng, 0.5, 1.5),
-                kernels::random_tensor(q, {21, 2272}, dtype::q4_1, rng, -1, 1), tensor()};
-    c.attrs["eps"] = 1e-5;
-    allocate_outputs(q, nl, c);
+    op_call c = rms_norm_linear_call(q, m, 21, 2272, dtype::q4_1, ++seed);
     check_walk(nl, c, "variant=1,qa=1", m == 1);
-    const std::string gpu_why = refusal(nl, c, "variant=0,qa=1,qx=1");
+    const std::string gpu_why = refusal(q, nl, c, "variant=0,qa=1,qx=1");
     EXPECT_NE(gpu_why.find("needs variant=1"), std::string::npos) << gpu_why;
-    const std::string float_nl = refusal(nl, c, "variant=1,qa=0,qx=1");
+    const std::string float_nl = refusal(q, nl, c, "variant=1,qa=0,qx=1");
     EXPECT_NE(float_nl.find("needs qa=1"), std::string::npos) << float_nl;
   }
 }
@@ -581,12 +589,6 @@ TEST(quant, x86_dot_product_walk_matches_or_is_refused) {
 TEST(quant, fused_activation_quantize_matches_its_launch) {
   queue& q = shared_queue();
   const op_descriptor& nl = op_registry::instance().get("rms_norm_linear");
-  auto refusal = [&](const op_descriptor& d, const op_call& c, const char* cfg) {
-    std::vector<std::string> why;
-    const kernel_config k = d.config.complete(kernel_config::parse(cfg));
-    return select_implementation(d, q.get_device(), c, k, &why) != nullptr ? std::string()
-                                                                            : ::testing::PrintToString(why);
-  };
   auto run = [&](const op_descriptor& d, op_call& c, const std::string& cfg) {
     enqueue_opencl(q, d, c, d.config.complete(kernel_config::parse(cfg)));
     return c.outputs[0].to_host(q);
@@ -598,7 +600,7 @@ TEST(quant, fused_activation_quantize_matches_its_launch) {
       SCOPED_TRACE(std::string(dtype_name(wt)) + " m=" + std::to_string(m));
       for (int call = 0; call < 2; ++call) {
         op_call c = linear_call(q, m, 37, 2272, dtype::f32, wt, true, ++seed);
-        ASSERT_EQ(refusal(linear_op(), c, (base + ",qa=2").c_str()), "");
+        ASSERT_EQ(refusal(q, linear_op(), c, (base + ",qa=2").c_str()), "");
         const auto want = run(linear_op(), c, base + ",qa=1");
         EXPECT_EQ(run(linear_op(), c, base + ",qa=2"), want) << "call " << call;
       }
@@ -606,17 +608,11 @@ TEST(quant, fused_activation_quantize_matches_its_launch) {
   for (std::int64_t m : {1, 3}) {
     SCOPED_TRACE("rms_norm_linear m=" + std::to_string(m));
     for (int call = 0; call < 2; ++call) {
-      std::mt19937_64 rng(++seed);
-      op_call c{"rms_norm_linear", {}, {}, {}};
-      c.inputs = {kernels::random_tensor(q, {m, 2272}, dtype::f32, rng, -2, 2),
-                  kernels::random_tensor(q, {2272}, dtype::f32, rng, 0.5, 1.5),
-                  kernels::random_tensor(q, {21, 2272}, dtype::q4_0, rng, -1, 1), tensor()};
-      c.attrs["eps"] = 1e-5;
-      allocate_outputs(q, nl, c);
+      op_call c = rms_norm_linear_call(q, m, 21, 2272, dtype::q4_0, ++seed);
       const auto want = run(nl, c, "variant=1,qa=1");
       EXPECT_EQ(run(nl, c, "variant=1,qa=2"), want) << "call " << call;
       if (call == 0 && m == 1) {
-        const std::string gpu_why = refusal(nl, c, "variant=0,qa=2");
+        const std::string gpu_why = refusal(q, nl, c, "variant=0,qa=2");
         EXPECT_NE(gpu_why.find("needs variant=1"), std::string::npos) << gpu_why;
       }
     }
@@ -633,9 +629,9 @@ TEST(quant, fused_activation_quantize_matches_its_launch) {
     EXPECT_EQ(recorded.outputs[0].to_host(q), eager.outputs[0].to_host(q)) << "replay " << i;
   }
   op_call nine = linear_call(q, 9, 37, 2272, dtype::f32, dtype::q4_0, false, ++seed);
-  const std::string rows_why = refusal(linear_op(), nine, (base + ",qa=2").c_str());
+  const std::string rows_why = refusal(q, linear_op(), nine, (base + ",qa=2").c_str());
   EXPECT_NE(rows_why.find("M <= 8, got M = 9"), std::string::npos) << rows_why;
-  const std::string gpu_why = refusal(linear_op(), eager, "variant=4,mb=2,nb=4,warps=2,qa=2");
+  const std::string gpu_why = refusal(q, linear_op(), eager, "variant=4,mb=2,nb=4,warps=2,qa=2");
   EXPECT_NE(gpu_why.find("qa=2 (no quantize launch) is the CPU kernel's"), std::string::npos) << gpu_why;
 }
 
