@@ -1023,12 +1023,17 @@ gemm_problem with_k_rows(queue& q, gemm_problem p) {
 // (gemm_quant.cl's layout: M*K bytes, then 2*M*K/32 floats), which gemm_q_cpu_i8 reads in A's place.
 // With `norm` (rms_norm_linear), each row is RMS-normalized and scaled by the norm weight on the
 // way (QNORM: one work-group per row, quantize_norm_group items).
+// That workspace's size in floats.
+std::int64_t int8_workspace_floats(const gemm_problem& p) {
+  return p.m * p.k / 4 + 2 * p.m * (p.k / 32);
+}
+
 tensor quantize_activations(queue& q, const gemm_problem& p, const std::string& opts, source_override src,
                             const quant_norm* norm = nullptr) {
   const char* op = "gemm";
   const int M = to_int(p.m, op, "M"), K = to_int(p.k, op, "K"), sam = to_int(p.sam, op, "A row stride");
   const std::int64_t blocks = p.k / 32, a_off = p.a.offset();
-  tensor ws = tensor::empty(q, dims{p.m * p.k / 4 + 2 * p.m * blocks}, dtype::f32);
+  tensor ws = tensor::empty(q, dims{int8_workspace_floats(p)}, dtype::f32);
   const std::int64_t qn = norm ? quantize_norm_group(p.k) : 0;
   kernel quantize = build_kernel(q.get_context(), "gemm_quant.cl", src,
                                  norm ? opts + fmt::format(" -DQNORM={}", qn) : opts, "quantize_rows_q8");
@@ -1149,7 +1154,7 @@ event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_o
         opts += " -DQA_FUSED=1";
         if (norm) opts += fmt::format(" -DQNORM={}", quantize_norm_group(p.k));
         const auto [ws, counters] =
-            kernels::split_workspace(q, static_cast<std::size_t>(p.m * p.k / 4 + 2 * p.m * (p.k / 32)), 3);
+            kernels::split_workspace(q, static_cast<std::size_t>(int8_workspace_floats(p)), 3);
         const quant_scratch scratch{ws, counters};
         return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_cpu_i8"), r,
                             norm, &scratch, p.a, p.a.offset(), to_int(p.sam, "gemm", "A row stride"));
