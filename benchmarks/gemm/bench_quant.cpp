@@ -13,19 +13,19 @@
 // model's decode runs them); PRISM_BENCH_PIPELINE=N times N calls back to back per wait, for the
 // GEMV and the read alike.
 // Both stream from memory, not from a cache: the weight and the read's buffer are each copied
-// until the copies span three times the device's last-level cache (its
-// CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, or on a CPU device the host's largest cache if larger), and
-// the calls take the copies in turn, as a model's step takes its layers' weights. A weight or a
-// read smaller than that cache would otherwise be timed partly from it: a 16-core Xeon's 300 MiB
-// L3 holds the 38 MB q4_0 weight and the 64 MiB read alike. PRISM_BENCH_LLC_BYTES replaces the
-// cache size (0: one copy each, the protocol before 2026-11-29).
+// until the copies span three times the device's last-level cache, and the calls take the
+// copies in turn, as a model's step takes its layers' weights. A weight or a read smaller than
+// that cache would otherwise be timed partly from it: a 16-core Xeon's 300 MiB L3 holds the
+// 38 MB q4_0 weight and the 64 MiB read alike. The cache size is the device's
+// CL_DEVICE_GLOBAL_MEM_CACHE_SIZE (PoCL: the host's LLC; NVIDIA's driver reports 4 MiB for the
+// H200's 50 MB L2, so name it there); PRISM_BENCH_LLC_BYTES replaces it (0: one copy each, the
+// protocol before 2026-11-29).
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,27 +61,10 @@ struct timed_call {
   }
 };
 
-// The largest cache of the host's CPU 0 (sysfs; 0 where it cannot be read).
-std::uint64_t host_cache_bytes() {
-  std::uint64_t best = 0;
-  for (int i = 0; i < 8; ++i) {
-    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
-    std::string text;
-    if (!(f >> text) || text.empty()) continue;
-    std::uint64_t v = std::strtoull(text.c_str(), nullptr, 10);
-    const char unit = text.back();
-    v *= unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : unit == 'G' ? 1024ull * 1024 * 1024 : 1;
-    best = std::max(best, v);
-  }
-  return best;
-}
-
 // The cache the weight and the read must not fit in (see the top).
 std::uint64_t last_level_cache_bytes() {
   if (const char* v = bench::env("PRISM_BENCH_LLC_BYTES")) return std::strtoull(v, nullptr, 10);
-  const device dev = bench_queue().get_device();
-  const std::uint64_t reported = dev.global_mem_cache_size();
-  return dev.is_cpu() ? std::max(reported, host_cache_bytes()) : reported;
+  return bench_queue().get_device().global_mem_cache_size();
 }
 
 // Gives c copies of its input `i` (fresh storage, the same bytes) until they and the original

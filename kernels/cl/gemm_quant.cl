@@ -162,16 +162,21 @@ __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global 
 // item b loads 32-block b of the row at a, the blocks' sums of squares meet in `part`, and the
 // block comes back scaled by rsqrt(mean square + eps) and the norm weight g. False for the items
 // past the row's blocks (after the group's barriers).
+// A 32-block's sum of squares (lo: its k 0..15, hi: k 16..31), in the one order both quantizers use.
+inline float q_block_sumsq(float16 l, float16 h) {
+  const float16 sq = l * l + h * h;
+  const float8 sq8 = sq.lo + sq.hi;
+  const float4 sq4 = sq8.lo + sq8.hi;
+  return sq4.s0 + sq4.s1 + sq4.s2 + sq4.s3;
+}
+
 inline bool q_norm_block(const __global GT* a, const __global GT* g, int K, float eps, __local float* part,
                          float16* lo, float16* hi) {
   const int b = get_local_id(0);
   const bool on = b < K / 32;
   const __global GT* p = a + (on ? b : 0) * 32;
   float16 l = PRISM_LOADV(p), h = PRISM_LOADV(p + 16);
-  const float16 sq = on ? l * l + h * h : (float16)(0.0f);
-  const float8 sq8 = sq.lo + sq.hi;
-  const float4 sq4 = sq8.lo + sq8.hi;
-  part[b] = sq4.s0 + sq4.s1 + sq4.s2 + sq4.s3;
+  part[b] = on ? q_block_sumsq(l, h) : 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int w = QNORM / 2; w > 0; w >>= 1) {
     if (b < w) part[b] += part[b + w];
@@ -278,15 +283,8 @@ inline void q_quantize_rows(int M, int K, const __global GT* A, long a_off, int 
     const __global GT* a = A + a_off + (long)m * sam;
 #ifdef QNORM
     float part[QNORM];
-    for (int b = 0; b < QNORM; ++b) {
-      const bool on = b < blocks;
-      const __global GT* p = a + (on ? b : 0) * 32;
-      const float16 l = PRISM_LOADV(p), h = PRISM_LOADV(p + 16);
-      const float16 sq = on ? l * l + h * h : (float16)(0.0f);
-      const float8 sq8 = sq.lo + sq.hi;
-      const float4 sq4 = sq8.lo + sq8.hi;
-      part[b] = sq4.s0 + sq4.s1 + sq4.s2 + sq4.s3;
-    }
+    for (int b = 0; b < QNORM; ++b)
+      part[b] = b < blocks ? q_block_sumsq(PRISM_LOADV(a + b * 32), PRISM_LOADV(a + b * 32 + 16)) : 0.0f;
     for (int w = QNORM / 2; w > 0; w >>= 1)
       for (int b = 0; b < w; ++b) part[b] += part[b + w];
     const float r = rsqrt(part[0] / (float)K + eps);
