@@ -265,6 +265,9 @@ void decoder::finish_setup(std::chrono::steady_clock::time_point t0) {
   for (const auto& L : layers_)
     for (const tensor* w : {&L.qkv, &L.o_proj, &L.gate_up, &L.down, &L.input_norm, &L.post_norm})
       norm_fusable_ = norm_fusable_ && w->defined();
+  mlp_fusable_ = std::none_of(layers_.begin(), layers_.end(),
+                              [](const layer_weights& L) { return is_quantized(L.gate_up.type()); }) ||
+                 q_.get_device().is_cpu();
   // post_attention takes the three weights in one dtype: float, or one GGUF block format.
   block_fusable_ = norm_fusable_;
   for (const auto& L : layers_)
@@ -393,9 +396,8 @@ tensor decoder::forward_at(const tensor& token_ids, const tensor& positions, std
     h = ops::fused_add_rms_norm(q_, o, x, L.post_norm, eps);
     step("add_rms_norm");
     tensor act;
-    // Decode: the gate/up GEMV and SiLU * mul in one kernel (float weights; block-quantized ones
-    // go through linear's quantized kernels).
-    if (n == 1 && fusions_.mlp && !is_quantized(L.gate_up.type())) {
+    // Decode: the gate/up GEMV and SiLU * mul in one kernel (block-quantized weights on CPUs).
+    if (n == 1 && fusions_.mlp && mlp_fusable_) {
       act = ops::linear_silu_and_mul(q_, h, L.gate_up);
       step("gate_up_silu");
     } else {
@@ -451,7 +453,7 @@ tensor decoder::forward_fused_norms(tensor& x, const tensor& positions) {
       ops::addmm_out(q_, x, x, attn_rows, L.o_proj.transpose(0, 1));  // x += o_proj(attn)
       step("o_proj_add");
       tensor act;
-      if (fusions_.mlp && !is_quantized(L.gate_up.type())) {
+      if (fusions_.mlp && mlp_fusable_) {
         act = ops::linear_silu_and_mul(q_, x, L.gate_up, L.post_norm, eps);
         step("norm_gate_up_silu");
       } else {

@@ -145,7 +145,8 @@ class decoder {
   };
   step_span device_step_span();
   /// Which fused ops one-token steps use: decode_attention (q/k norm, RoPE, cache write and
-  /// attention in one kernel) and linear_silu_and_mul (gate/up GEMV and SiLU * mul). Off, the
+  /// attention in one kernel) and linear_silu_and_mul (gate/up GEMV and SiLU * mul; on
+  /// block-quantized weights on CPUs only). Off, the
   /// step runs qkv_rope_cache + kv_cache_attention and linear + silu_and_mul. `norm` (float
   /// weights): the residual adds go into the o/down projections' epilogues (addmm into the
   /// residual stream) and each RMSNorm into the GEMV that reads it (rms_norm_linear,
@@ -225,6 +226,10 @@ class decoder {
   // post_attention serves every layer: the norm fusion holds and each layer's o, gate/up and down
   // weights share one dtype.
   bool block_fusable_ = false;
+  /// linear_silu_and_mul serves the layers' gate/up weights: float ones anywhere; block-quantized
+  /// ones on CPUs, whose int8 GEMV has a gate/up pair form (GPUs run them through post_attention,
+  /// or rms_norm_linear then silu_and_mul).
+  bool mlp_fusable_ = false;
   graph decode_graph_;
   bool graph_greedy_ = true;
   std::uint64_t graph_generation_ = 0;

@@ -380,7 +380,7 @@ inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
 // q4_1's m * s_a.
 inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, const __global float* ad,
                        const __global float* as, const int* row, const __global uchar* const* w,
-                       q_pf pf, float8 (*acc)[RN], float (*accm)[RN]) {
+                       const q_pf* pf, float8 (*acc)[RN], float (*accm)[RN]) {
   char16 alo[RM], ahi[RM];
   float da[RM], sa[RM];
 #pragma unroll
@@ -394,7 +394,7 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 #pragma unroll
   for (int j = 0; j < RN; ++j) {
     const __global uchar* p = w[j] + (long)kb * QBYTES;
-    Q_PREFETCH(p, pf);
+    Q_PREFETCH(p, pf[j]);
     const float dw = q_scale(p);
 #if QTYPE == 2
     const float m = q_min(p);
@@ -521,7 +521,7 @@ Q_TARGET inline void q_i8_pair(uint16 nlo, uint16 nhi, float4 dw, float4 mw, q_v
 // (q_i8_block) spends two 256-bit multiply-adds, a conversion and a multiply-add per block and
 // pair, and this one the same per four blocks in 512-bit registers.
 Q_TARGET inline void q_i8_groups(int groups, const __global uchar* const* w, const __global uchar* QA, int K,
-                                 const __global float* ad, const __global float* as, const int* row, q_pf pf,
+                                 const __global float* ad, const __global float* as, const int* row, const q_pf* pf,
                                  float16 (*acc)[RN], float4 (*accm)[RN]) {
   const int blocks = K / 32;
   float16 a[RM][RN];
@@ -540,7 +540,7 @@ Q_TARGET inline void q_i8_groups(int groups, const __global uchar* const* w, con
 #pragma unroll
     for (int j = 0; j < RN; ++j) {
       uint16 nib;
-      q_w_group(g, w[j], pf, &nib, &dw[j], &mw[j]);
+      q_w_group(g, w[j], pf[j], &nib, &dw[j], &mw[j]);
       nlo[j] = nib & m;
       nhi[j] = (nib >> 4) & m;
     }
@@ -602,19 +602,39 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
                             __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,
                             __global const GT* X, long x_off, int sxm, int sxn) {
 #endif
+#ifdef Q_GATED
+  // linear_silu_and_mul (RN = 2): the gate row n and the up row NO + n of the [2 NO, K] weight
+  // give the output's column n, silu(gate) * up.
+  const int NO = N / 2;
+  const int n0 = get_global_id(0);
+#else
+  const int NO = N;
   const int n0 = get_global_id(0) * RN;
+#endif
   const int m0 = get_global_id(1) * RM;
-  if (n0 >= N || m0 >= M) return;
+  if (n0 >= NO || m0 >= M) return;
   const int blocks = K / 32;
   const __global float* ad = (const __global float*)(QA + (long)M * K);
   const __global float* as = ad + (long)M * blocks;
   int row[RM];
   const __global uchar* w[RN];
+  q_pf pf[RN];
 #pragma unroll
   for (int i = 0; i < RM; ++i) row[i] = min(m0 + i, M - 1);
+#ifdef Q_GATED
+  w[0] = W + (w_off + (long)n0 * swn) * QBYTES;
+  w[1] = w[0] + (long)NO * swn * QBYTES;
+  pf[0] = q_rows_pf(W, w_off, swn, NO, 1);
+  pf[1] = pf[0];
+  pf[1].end += (long)NO * swn * QBYTES;
+#else
+  const q_pf rows_pf = q_rows_pf(W, w_off, swn, N, RN);
 #pragma unroll
-  for (int j = 0; j < RN; ++j) w[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES;
-  const q_pf pf = q_rows_pf(W, w_off, swn, N, RN);
+  for (int j = 0; j < RN; ++j) {
+    w[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES;
+    pf[j] = rows_pf;
+  }
+#endif
   float8 acc[RM][RN], acc2[RM][RN];
   float accm[RM][RN], accm2[RM][RN];
 #pragma unroll
@@ -645,22 +665,35 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
     }
   }
   for (; kb < blocks; ++kb) q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm);
+  float v[RM][RN];
 #pragma unroll
   for (int i = 0; i < RM; ++i)
 #pragma unroll
     for (int j = 0; j < RN; ++j) {
-      const int m = m0 + i, n = n0 + j;
-      if (m < M && n < N) {
-        float v = prism_hsum8(acc[i][j] + acc2[i][j]);
-        const float vm = accm[i][j] + accm2[i][j];
+      v[i][j] = prism_hsum8(acc[i][j] + acc2[i][j]);
+      const float vm = accm[i][j] + accm2[i][j];
 #if QTYPE == 1
-        v -= 8.0f * vm;
+      v[i][j] -= 8.0f * vm;
 #elif QTYPE == 2
-        v += vm;
+      v[i][j] += vm;
 #endif
-        PRISM_STORE(C + c_off + (long)m * scm + n, prism_epilogue(v, alpha, beta, X, x_off, sxm, sxn, m, n));
-      }
     }
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int m = m0 + i;
+    if (m >= M) continue;
+#ifdef Q_GATED
+    const float g = prism_epilogue(v[i][0], alpha, beta, X, x_off, sxm, sxn, m, n0);
+    const float u = prism_epilogue(v[i][1], alpha, beta, X, x_off, sxm, sxn, m, NO + n0);
+    PRISM_STORE(C + c_off + (long)m * scm + n0, g / (1.0f + exp(-g)) * u);
+#else
+#pragma unroll
+    for (int j = 0; j < RN; ++j)
+      if (n0 + j < N)
+        PRISM_STORE(C + c_off + (long)m * scm + n0 + j,
+                    prism_epilogue(v[i][j], alpha, beta, X, x_off, sxm, sxn, m, n0 + j));
+#endif
+  }
 }
 #endif  // RM
 #endif  // QA8

@@ -5,10 +5,13 @@
 //   the [M, 2F] intermediate or a second launch; with `norm_weight`, an RMSNorm of x first;
 // - rms_norm_linear: linear(rms_norm(x, g), w, bias), the norm read in the GEMV's loads.
 // With the residual add in the previous projection's epilogue (addmm into the residual), the
-// norms between a decoder layer's GEMVs cost no launch of their own.
+// norms between a decoder layer's GEMVs cost no launch of their own. Block-quantized weights run
+// on linear's quantized kernels (gemm_quant.cl): rms_norm_linear on the CPU and GPU forms,
+// linear_silu_and_mul on the CPU kernel's gate/up row pairs (int8 activations).
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -54,11 +57,6 @@ void check_gemv(const op_call& c) {
   require_rank(c, w, "weight", 2, 2);
   require_dtype(c, x, "input", {dtype::f32, dtype::f16, dtype::bf16});
   if (is_quantized(w.type())) {
-    if (o.gated)
-      fail(c, "'weight' is " + std::string(dtype_name(w.type())) +
-                  "; linear_silu_and_mul takes f32, f16 or bf16 weights (block-quantized ones: "
-                  "rms_norm_linear or "
-                  "linear, then silu_and_mul)");
     const std::int64_t block = static_cast<std::int64_t>(dtype_block_elements(w.type()));
     if (w.strides()[1] != 1 || w.size(1) % block != 0 || w.offset() % block != 0 ||
         (w.size(0) > 1 && w.strides()[0] % block != 0))
@@ -168,7 +166,8 @@ config_schema gemv_schema() {
       {"qa",
        1,
        {0, 1, 2},
-       "rms_norm_linear, block-quantized weight: 1 = int8 activations per 32-block, normalized as "
+       "block-quantized weight (linear_silu_and_mul: 1 or 2, variant 1): 1 = int8 activations per 32-block, "
+       "normalized as "
        "they are quantized (llama.cpp's CPU rule); 0 = float activations, the norm read in the rows "
        "kernel's loads (variant 0) or written as rows first (variant 1); 2 (CPU kernel, variant 1, M <= 8) = "
        "as 1 with no quantize launch: the first work-group to arrive normalizes and quantizes the rows "
@@ -203,8 +202,8 @@ op_implementation gemv_implementation(const char* name) {
                      const kernel_config& cfg) -> std::optional<std::string> {
     const gemv_operands o = operands(c);
     if (is_quantized(o.w->type()))
-      return fmt::format("weight is {} (block-quantized): opencl.quant_norm serves it",
-                         dtype_name(o.w->type()));
+      return fmt::format("weight is {} (block-quantized): {} serves it", dtype_name(o.w->type()),
+                         o.gated ? "opencl.quant_gated" : "opencl.quant_norm");
     if (auto r = check_wg(dev, cfg.at("wg"))) return r;
     const std::int64_t rpu = o.gated ? 2 : 1;
     const auto local =
@@ -261,15 +260,25 @@ op_implementation gemv_implementation(const char* name) {
 // rms_norm_linear with a block-quantized weight: linear's quantized GEMV on int8 activations, the
 // norm applied while quantize_rows_q8 quantizes them (kernels/ops/matmul.cpp). The config's
 // variant picks the kernel: 1 (CPUs) one weight row per work-item, 0 (GPUs) the rows kernel.
-op_implementation quant_norm_implementation() {
+// linear_silu_and_mul (`gated`): the CPU kernel only, on int8 activations, each work-item the gate
+// row and the up row of one output (GPUs run a quantized MLP as post_attention, or as
+// rms_norm_linear then silu_and_mul).
+op_implementation quant_implementation(bool gated) {
   op_implementation impl;
-  impl.name = "opencl.quant_norm";
+  impl.name = gated ? "opencl.quant_gated" : "opencl.quant_norm";
   impl.kernel_file = "gemm_quant.cl";
-  impl.supports = [](const device& dev, const op_call& c,
-                     const kernel_config& cfg) -> std::optional<std::string> {
+  impl.supports = [gated](const device& dev, const op_call& c,
+                          const kernel_config& cfg) -> std::optional<std::string> {
     const gemv_operands o = operands(c);
     if (!is_quantized(o.w->type()))
-      return std::string("weight is not block-quantized (q8_0, q4_0, q4_1): opencl.gemv_rms_norm serves it");
+      return fmt::format("weight is not block-quantized (q8_0, q4_0, q4_1): {} serves it",
+                         gated ? "opencl.gemv_silu_and_mul" : "opencl.gemv_rms_norm");
+    if (gated && cfg.at("variant") != 1)
+      return std::string(
+          "a block-quantized gate|up weight runs on the CPU kernel (variant=1); GPUs run a quantized MLP as "
+          "post_attention, or as rms_norm_linear then silu_and_mul");
+    if (gated && cfg.at("qa") == 0)
+      return std::string("a block-quantized gate|up weight needs int8 activations: qa=1 or qa=2, got qa=0");
     if (cfg.at("qx") == 1) {
       if (cfg.at("variant") != 1)
         return std::string("qx=1 (the AVX512-VNNI walk) is the CPU kernel's: it needs variant=1");
@@ -300,20 +309,27 @@ op_implementation quant_norm_implementation() {
       return std::nullopt;
     }
     const auto group = static_cast<std::uint64_t>(gemm_detail::quantize_norm_group(o.x->size(1)));
-    if (group > dev.max_work_group_size())
+    if (o.g && cfg.at("qa") == 1 && group > dev.max_work_group_size())
       return fmt::format(
           "the norm takes a row's {} blocks in one work-group of {} items; the device allows {}",
           o.x->size(1) / 32, group, dev.max_work_group_size());
     return std::nullopt;
   };
-  impl.enqueue = [](queue& q, const op_call& c, const kernel_config& cfg, source_override src) -> event {
+  impl.enqueue = [gated](queue& q, const op_call& c, const kernel_config& cfg, source_override src) -> event {
     const gemv_operands o = operands(c);
     if (o.x->size(0) == 0 || o.w->size(0) == 0) return event{};
-    const gemm_detail::quant_norm norm{*o.g, c.get_f64("eps")};
-    const gemm_detail::quant_walk walk{static_cast<int>(cfg.at("qp")), cfg.at("nb"),   cfg.at("wg") / 32,
-                                       cfg.at("qu"),                   cfg.at("qx") == 1, cfg.at("qa") == 2};
-    return gemm_detail::enqueue_quant_norm_linear(q, *o.x, norm, *o.w, o.b ? *o.b : tensor{}, c.outputs[0],
-                                                  cfg.at("variant") == 1, cfg.at("qa") >= 1, src, walk);
+    const std::optional<gemm_detail::quant_norm> norm =
+        o.g ? std::optional(gemm_detail::quant_norm{*o.g, c.get_f64("eps")}) : std::nullopt;
+    const gemm_detail::quant_walk walk{static_cast<int>(cfg.at("qp")),
+                                       cfg.at("nb"),
+                                       cfg.at("wg") / 32,
+                                       cfg.at("qu"),
+                                       cfg.at("qx") == 1,
+                                       cfg.at("qa") == 2,
+                                       gated};
+    return gemm_detail::enqueue_quant_norm_linear(q, *o.x, norm ? &*norm : nullptr, *o.w,
+                                                  o.b ? *o.b : tensor{}, c.outputs[0], cfg.at("variant") == 1,
+                                                  cfg.at("qa") >= 1, src, walk);
   };
   return impl;
 }
@@ -339,8 +355,9 @@ op_call make_gemv_call(queue& q, const char* op, const sample_options& o, std::i
   const bool gated = c.op == "linear_silu_and_mul";
   tensor x = random_tensor(q, {M, K}, t, rng, -1, 1, false);
   // A block-quantized weight: f32 values quantized (tensor::from_floats rounds them to blocks).
-  tensor w = is_quantized(weight_type) ? gemm_detail::random_tensor(q, {F, K}, weight_type, o, 7)
-                                       : random_tensor(q, {gated ? 2 * F : F, K}, t, rng, -1, 1, false);
+  tensor w = is_quantized(weight_type)
+                 ? gemm_detail::random_tensor(q, {gated ? 2 * F : F, K}, weight_type, o, 7)
+                 : random_tensor(q, {gated ? 2 * F : F, K}, t, rng, -1, 1, false);
   tensor g = norm ? random_tensor(q, {K}, t, rng, 0.5, 1.5, false) : tensor{};
   if (gated)
     c.inputs = {x, w, g};
@@ -395,18 +412,13 @@ op_descriptor make_gemv_op(bool gated) {
   d.tol = gemv_tolerance;
   d.config = gemv_schema();
   d.implementations = {gemv_implementation(gated ? "opencl.gemv_silu_and_mul" : "opencl.gemv_rms_norm")};
-  if (!gated) d.implementations.push_back(quant_norm_implementation());
+  d.implementations.push_back(quant_implementation(gated));
   // Tuning samples carry the norm: that is the decode step's call. A block-quantized dtype names
-  // rms_norm_linear's weight, with f32 activations, as linear's samples do (a shape set's q4_0
-  // entry then tunes the call that decode makes, under its own database key); the gated op's
-  // weight is float only.
-  d.sample = [name, gated](queue& q, const shape_key& k, const sample_options& o) {
-    if (!is_quantized(o.type)) return make_gemv_call(q, name, o, k.at("m"), k.at("n"), k.at("k"), true, false);
-    if (gated)
-      throw error(errc::invalid_argument, fmt::format("ops::{}", name),
-                  fmt::format("a {} weight is not served: the gate|up weight takes f32, f16 or bf16 (a block-"
-                              "quantized MLP runs as rms_norm_linear and post_attention)",
-                              dtype_name(o.type)));
+  // the weight's type, with f32 activations, as linear's samples do (a shape set's q4_0 entry then
+  // tunes the call that decode makes, under its own database key).
+  d.sample = [name](queue& q, const shape_key& k, const sample_options& o) {
+    if (!is_quantized(o.type))
+      return make_gemv_call(q, name, o, k.at("m"), k.at("n"), k.at("k"), true, false);
     gemm_detail::sample_activation_type(name, o.type, k.at("k"));  // refuses a k of partial blocks
     return make_gemv_call(q, name, o, k.at("m"), k.at("n"), k.at("k"), true, false, o.type);
   };

@@ -113,6 +113,9 @@ struct quant_walk {
   std::int64_t nb = 4, warps = 8, unroll = 2;
   bool x86_dot = false;
   bool fused = false;  ///< the CPU kernel quantizes its rows itself, no launch of their own (qa=2)
+  /// linear_silu_and_mul: the weight is [2 F, k], F gate rows then F up rows, and out [m, F] is
+  /// silu(gate) * up (the CPU kernel on int8 activations only: gemm_quant.cl's Q_GATED).
+  bool gated = false;
 };
 
 /// qa=2: the most activation rows that one work-group quantizes while the others wait.
@@ -135,14 +138,15 @@ inline std::int64_t quantize_norm_group(std::int64_t k) {
 }
 
 /// linear(rms_norm(x, norm), weight, bias) for a block-quantized weight [n, k] (x [m, k], out
-/// [m, n]) on linear's quantized GEMV kernels (gemm_quant.cl). `cpu`: one weight row per
+/// [m, n]) on linear's quantized GEMV kernels (gemm_quant.cl); no norm when `norm` is null (the
+/// int8 forms only), and walk.gated makes it linear_silu_and_mul's gate/up pair. `cpu`: one weight row per
 /// work-item, 32 items a group (the PoCL decode route's kernel); else the rows kernel, a 32-lane
 /// team per 2 weight rows, 8 teams a group (nv auto's M <= 8 choice). `int8`: the activations are
 /// quantized to int8 per 32-block with the norm applied on the way (quantize_rows_q8; two
 /// commands). Float activations: the rows kernel reads the norm with them (one command: each
 /// team sums the row's squares from its own loads); the CPU kernel reads rows the norm wrote.
 /// `walk`: the GPU rows kernel's walk on int8 activations (quant_walk).
-event enqueue_quant_norm_linear(queue& q, const tensor& x, const quant_norm& norm, const tensor& weight,
+event enqueue_quant_norm_linear(queue& q, const tensor& x, const quant_norm* norm, const tensor& weight,
                                 const tensor& bias, const tensor& out, bool cpu, bool int8,
                                 source_override src, const quant_walk& walk = {});
 

@@ -853,6 +853,7 @@ struct qplan {
   std::int64_t unroll = 2;        // walks 2 and 3: blocks a lane loads a step (qu)
   bool x86_dot = false;           // cpu with int8 activations: the AVX512-VNNI walk (qx=1)
   bool fused = false;             // cpu with int8 activations: no quantize launch (qa=2)
+  bool gated = false;             // cpu with int8 activations: gate/up row pairs, silu(gate) * up out
 };
 
 // K and the row stride (elements) of a quantized weight: linear's [n, k], or matmul's other, the
@@ -1133,12 +1134,16 @@ event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_o
                 "a norm needs int8 activations (qa=1) or the rows kernel (variant 4); this plan has neither");
   std::string opts = fmt::format("{} -DQTYPE={} -DHAS_BIAS={}", dtype_define(p.c.type()),
                                  qtype_define(p.b.type()), p.bias.defined() ? 1 : 0);
+  if (pl.gated && (pl.kind != qkernel::cpu || !pl.int8_activations))
+    throw error(errc::internal, "ops::linear_silu_and_mul",
+                "a gate/up pair runs on the CPU kernel with int8 activations only; this plan is neither");
   const char* name = "gemm_q_cpu";
   nd_range r(range<3>(1, 1, 1), range<3>(1, 1, 1));
   if (pl.kind == qkernel::cpu) {
-    const std::int64_t rm = std::min<std::int64_t>(pl.a, p.m), rn = pl.b;
-    opts += fmt::format(" -DRM={} -DRN={}", rm, rn);
-    const std::int64_t gx = ceil_div(p.n, rn), gy = ceil_div(p.m, rm);
+    // A gate/up pair (Q_GATED) is two weight rows a work-item, n / 2 items along N.
+    const std::int64_t rm = std::min<std::int64_t>(pl.a, p.m), rn = pl.gated ? 2 : pl.b;
+    opts += fmt::format(" -DRM={} -DRN={}{}", rm, rn, pl.gated ? " -DQ_GATED=1" : "");
+    const std::int64_t gx = pl.gated ? p.n / 2 : ceil_div(p.n, rn), gy = ceil_div(p.m, rm);
     const std::int64_t lx = std::min(next_pow2(gx), pl.c);
     r = nd_range(range<3>(ceil_div(gx, lx) * lx, gy, 1), range<3>(lx, 1, 1));
     if (pl.int8_activations) {
@@ -1828,7 +1833,7 @@ std::optional<std::string> gemm_detail::x86_dot_refusal(const device& dev, dtype
   return std::nullopt;
 }
 
-event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const quant_norm& norm,
+event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const quant_norm* norm,
                                              const tensor& weight, const tensor& bias, const tensor& out,
                                              bool cpu, bool int8, source_override src,
                                              const quant_walk& walk) {
@@ -1854,8 +1859,8 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
   // float kernel reads rows the norm wrote first.
   const bool inline_norm = int8 || !cpu;
   tensor a = x;
-  if (!inline_norm) {
-    const tensor xc = x.contiguous(q), g = norm.weight.contiguous(q);
+  if (!inline_norm && norm) {
+    const tensor xc = x.contiguous(q), g = norm->weight.contiguous(q);
     a = tensor::empty(q, xc.shape(), xc.type());
     const std::int64_t qn = quantize_norm_group(xc.size(1));
     kernel k = build_kernel(q.get_context(), "gemm_quant.cl", src,
@@ -1872,19 +1877,21 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
       h.parallel_for(nd_range(range<3>(qn, xc.size(0), 1), range<3>(qn, 1, 1)), k,
                      to_int(xc.size(0), "rms_norm_linear", "M"), to_int(xc.size(1), "rms_norm_linear", "K"),
                      ax, xc.offset(), to_int(xc.size(1), "rms_norm_linear", "K"), ay, ag, g.offset(),
-                     static_cast<float>(norm.eps));
+                     static_cast<float>(norm->eps));
     });
   }
   op_call lin{"linear", {a, weight, bias}, {out}, {}};
   lin.attrs["activation"] = std::string("none");
-  const gemm_problem p = with_k_rows(q, lower_linear(lin));
+  gemm_problem p = with_k_rows(q, lower_linear(lin));
+  if (walk.gated) p.scm = out.strides()[0];  // out is [m, n / 2]
   // qp=3: one activation row a group of walk.warps teams of walk.nb rows; qp=2: blocks_walk's plan.
   qplan pl = gpu_walk && walk.qp == 3 ? qplan{qkernel::rows, 1, walk.nb, walk.warps, 0, true, 3}
                                       : plan_quant(cfg, p.m, p.k, false);
   if (gpu_walk) pl.unroll = walk.unroll;
   pl.x86_dot = cpu && int8 && walk.x86_dot;
   pl.fused = cpu && int8 && walk.fused;
-  return enqueue_planned(q, p, pl, src, inline_norm ? &norm : nullptr);
+  pl.gated = walk.gated;
+  return enqueue_planned(q, p, pl, src, inline_norm ? norm : nullptr);
 }
 
 void register_matmul_ops(op_registry& r) {

@@ -176,6 +176,51 @@ TEST(quant, rms_norm_linear_on_quantized_weights) {
       }
 }
 
+// linear_silu_and_mul on block-quantized weights: the CPU kernel's gate/up row pairs
+// (gemm_q_cpu_i8 built with Q_GATED, each work-item the gate row j and the up row F + j) on int8
+// activations, quantized by a launch (qa=1) or by the kernel's first work-group (qa=2), with and
+// without the norm, against the dequantized double reference: K = 576 (four groups of four blocks,
+// then two single blocks), F = 37 (partial work-groups), M 1 and 3, f32 activations and bf16 for
+// one case. qa=2 gives qa=1's bytes. Refused: the GPU GEMV (variant 0) and float activations
+// (qa=0), naming why; the AVX512-VNNI walk (qx=1) where the host has it.
+TEST(quant, gated_gemv_on_quantized_weights) {
+  queue& q = shared_queue();
+  const op_descriptor& d = op_registry::instance().get("linear_silu_and_mul");
+  auto gated_call = [&](std::int64_t m, dtype act, dtype wt, bool norm, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    op_call c{"linear_silu_and_mul", {}, {}, {}};
+    c.inputs = {kernels::random_tensor(q, {m, 576}, act, rng, -2, 2),
+                kernels::random_tensor(q, {74, 576}, wt, rng, -1, 1),
+                norm ? kernels::random_tensor(q, {576}, act, rng, 0.5, 1.5) : tensor()};
+    if (norm) c.attrs["eps"] = 1e-5;
+    allocate_outputs(q, d, c);
+    return c;
+  };
+  struct form {
+    dtype wt, act;
+    bool norm;
+  };
+  std::uint64_t seed = 1700;
+  for (const form f : {form{dtype::q4_0, dtype::f32, true}, form{dtype::q4_0, dtype::f32, false},
+                       form{dtype::q8_0, dtype::f32, true}, form{dtype::q4_1, dtype::bf16, false}})
+    for (std::int64_t m : {1, 3}) {
+      SCOPED_TRACE(std::string(dtype_name(f.wt)) + " " + dtype_name(f.act) + (f.norm ? " norm" : "") +
+                   " m=" + std::to_string(m));
+      op_call c = gated_call(m, f.act, f.wt, f.norm, ++seed);
+      run_and_compare(d, c, d.config.complete(kernel_config::parse("variant=1,qa=1")), false);
+      const auto launched = c.outputs[0].to_host(q);
+      run_and_compare(d, c, d.config.complete(kernel_config::parse("variant=1,qa=2")), false);
+      EXPECT_EQ(c.outputs[0].to_host(q), launched);
+    }
+  op_call c = gated_call(1, dtype::f32, dtype::q4_0, true, ++seed);
+  const std::string gpu_why = refusal(q, d, c, "variant=0,qa=1");
+  EXPECT_NE(gpu_why.find("runs on the CPU kernel (variant=1)"), std::string::npos) << gpu_why;
+  const std::string float_why = refusal(q, d, c, "variant=1,qa=0");
+  EXPECT_NE(float_why.find("needs int8 activations: qa=1 or qa=2, got qa=0"), std::string::npos) << float_why;
+  if (refusal(q, d, c, "variant=1,qa=2,qx=1").empty())
+    run_and_compare(d, c, d.config.complete(kernel_config::parse("variant=1,qa=2,qx=1")), false);
+}
+
 // A post_attention call on block-quantized weights of type wt: hidden 64, attention width 96, MLP
 // width I (192: whole block pairs, as qp=1 reads them); the output is the hidden input itself when in_place
 // (as decode runs it at M = 1).
