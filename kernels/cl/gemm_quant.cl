@@ -563,6 +563,54 @@ Q_TARGET inline void q_i8_groups(int groups, const __global uchar* const* w, con
 }
 #endif
 
+// The kernel's walk: its RM activation rows (row[i]) against the RN weight rows w[j], into v.
+inline void q_i8_walk(int K, const __global uchar* QA, const __global float* ad, const __global float* as,
+                      const int* row, const __global uchar* const* w, const q_pf* pf, float (*v)[RN]) {
+  const int blocks = K / 32;
+  float8 acc[RM][RN], acc2[RM][RN];
+  float accm[RM][RN], accm2[RM][RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      acc[i][j] = acc2[i][j] = (float8)0.0f;
+      accm[i][j] = accm2[i][j] = 0.0f;
+    }
+  int kb = 0;
+#if Q_G4
+  float16 acc16[RM][RN];
+  float4 accm4[RM][RN];
+  q_i8_groups(blocks / 4, w, QA, K, ad, as, row, pf, acc16, accm4);
+  kb = blocks / 4 * 4;
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      acc[i][j] = acc16[i][j].lo + acc16[i][j].hi;
+      accm[i][j] = prism_hsum4(accm4[i][j]);
+    }
+#endif
+  if (Q_ACC2) {
+    for (; kb + 1 < blocks; kb += 2) {
+      q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm);
+      q_i8_block(kb + 1, K, blocks, QA, ad, as, row, w, pf, acc2, accm2);
+    }
+  }
+  for (; kb < blocks; ++kb) q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm);
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      v[i][j] = prism_hsum8(acc[i][j] + acc2[i][j]);
+      const float vm = accm[i][j] + accm2[i][j];
+#if QTYPE == 1
+      v[i][j] -= 8.0f * vm;
+#elif QTYPE == 2
+      v[i][j] += vm;
+#endif
+    }
+}
+
 #ifdef QA_FUSED
 // qa=2's arguments: the float activations in the workspace's place, and after the bias's the
 // norm's (QNORM), the workspace and its three counters.
@@ -603,8 +651,8 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
                             __global const GT* X, long x_off, int sxm, int sxn) {
 #endif
 #ifdef Q_GATED
-  // linear_silu_and_mul (RN = 2): the gate row n and the up row NO + n of the [2 NO, K] weight
-  // give the output's column n, silu(gate) * up.
+  // linear_silu_and_mul (RN = 1): the gate row n and then the up row NO + n of the [2 NO, K]
+  // weight give the output's column n, silu(gate) * up.
   const int NO = N / 2;
   const int n0 = get_global_id(0);
 #else
@@ -617,8 +665,8 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
   const __global float* ad = (const __global float*)(QA + (long)M * K);
   const __global float* as = ad + (long)M * blocks;
   int row[RM];
-  const __global uchar* w[RN];
-  q_pf pf[RN];
+  const __global uchar* w[2 * RN];
+  q_pf pf[2 * RN];
 #pragma unroll
   for (int i = 0; i < RM; ++i) row[i] = min(m0 + i, M - 1);
 #ifdef Q_GATED
@@ -635,57 +683,26 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
     pf[j] = rows_pf;
   }
 #endif
-  float8 acc[RM][RN], acc2[RM][RN];
-  float accm[RM][RN], accm2[RM][RN];
-#pragma unroll
-  for (int i = 0; i < RM; ++i)
-#pragma unroll
-    for (int j = 0; j < RN; ++j) {
-      acc[i][j] = acc2[i][j] = (float8)0.0f;
-      accm[i][j] = accm2[i][j] = 0.0f;
-    }
-  int kb = 0;
-#if Q_G4
-  float16 acc16[RM][RN];
-  float4 accm4[RM][RN];
-  q_i8_groups(blocks / 4, w, QA, K, ad, as, row, pf, acc16, accm4);
-  kb = blocks / 4 * 4;
-#pragma unroll
-  for (int i = 0; i < RM; ++i)
-#pragma unroll
-    for (int j = 0; j < RN; ++j) {
-      acc[i][j] = acc16[i][j].lo + acc16[i][j].hi;
-      accm[i][j] = prism_hsum4(accm4[i][j]);
-    }
-#endif
-  if (Q_ACC2) {
-    for (; kb + 1 < blocks; kb += 2) {
-      q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm);
-      q_i8_block(kb + 1, K, blocks, QA, ad, as, row, w, pf, acc2, accm2);
-    }
-  }
-  for (; kb < blocks; ++kb) q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm);
+#ifdef Q_GATED
+  float g[RM][RN], u[RM][RN];
+  q_i8_walk(K, QA, ad, as, row, &w[0], &pf[0], g);
+  q_i8_walk(K, QA, ad, as, row, &w[1], &pf[1], u);
+#else
   float v[RM][RN];
-#pragma unroll
-  for (int i = 0; i < RM; ++i)
-#pragma unroll
-    for (int j = 0; j < RN; ++j) {
-      v[i][j] = prism_hsum8(acc[i][j] + acc2[i][j]);
-      const float vm = accm[i][j] + accm2[i][j];
-#if QTYPE == 1
-      v[i][j] -= 8.0f * vm;
-#elif QTYPE == 2
-      v[i][j] += vm;
+  q_i8_walk(K, QA, ad, as, row, w, pf, v);
 #endif
-    }
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
     const int m = m0 + i;
     if (m >= M) continue;
 #ifdef Q_GATED
-    const float g = prism_epilogue(v[i][0], alpha, beta, X, x_off, sxm, sxn, m, n0);
-    const float u = prism_epilogue(v[i][1], alpha, beta, X, x_off, sxm, sxn, m, NO + n0);
-    PRISM_STORE(C + c_off + (long)m * scm + n0, g / (1.0f + exp(-g)) * u);
+    const float gv = prism_epilogue(g[i][0], alpha, beta, X, x_off, sxm, sxn, m, n0);
+    const float uv = prism_epilogue(u[i][0], alpha, beta, X, x_off, sxm, sxn, m, NO + n0);
+    // silu(g) = g * sigmoid(g), the sigmoid from e^-|g| by prism_expn (prelude.cl: an f32 exp for
+    // x <= 0 in plain arithmetic; the builtin's call per item cost the small preset's eight gated
+    // GEMVs ~50 us a token on two cores).
+    const float e = prism_expn(-fabs(gv)), r = 1.0f / (1.0f + e);
+    PRISM_STORE(C + c_off + (long)m * scm + n0, gv * (gv >= 0.0f ? r : e * r) * uv);
 #else
 #pragma unroll
     for (int j = 0; j < RN; ++j)

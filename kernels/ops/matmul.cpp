@@ -1140,8 +1140,9 @@ event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_o
   const char* name = "gemm_q_cpu";
   nd_range r(range<3>(1, 1, 1), range<3>(1, 1, 1));
   if (pl.kind == qkernel::cpu) {
-    // A gate/up pair (Q_GATED) is two weight rows a work-item, n / 2 items along N.
-    const std::int64_t rm = std::min<std::int64_t>(pl.a, p.m), rn = pl.gated ? 2 : pl.b;
+    // A gate/up pair (Q_GATED) is two weight rows a work-item, walked one after the other: n / 2
+    // items along N.
+    const std::int64_t rm = std::min<std::int64_t>(pl.a, p.m), rn = pl.gated ? 1 : pl.b;
     opts += fmt::format(" -DRM={} -DRN={}{}", rm, rn, pl.gated ? " -DQ_GATED=1" : "");
     const std::int64_t gx = pl.gated ? p.n / 2 : ceil_div(p.n, rn), gy = ceil_div(p.m, rm);
     const std::int64_t lx = std::min(next_pow2(gx), pl.c);
