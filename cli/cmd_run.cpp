@@ -137,7 +137,8 @@ PRISM_CLI_COMMAND(30) {
   cmd->add_option("op", o->op, "Op name (prism routes lists them)");
   cmd->add_option("--shape", o->shape, "Shape key, e.g. m=128,n=4096,k=4096 (as in the dispatch log)");
   cmd->add_option("--dtype", o->dtype,
-                  "f32, f16, bf16, i32, i64, bool, q8_0, q4_0, q4_1 (linear, matmul, rms_norm_linear: the weight's)")
+                  "f32, f16, bf16, i32, i64, bool, q8_0, q4_0, q4_1 (linear, matmul, rms_norm_linear, "
+                  "linear_silu_and_mul: the weight's)")
       ->capture_default_str();
   cmd->add_option("--backend", o->backend, "Force a backend: opencl, clblast, host (no fallback)");
   cmd->add_option("--config", o->config,

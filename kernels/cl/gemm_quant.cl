@@ -14,7 +14,10 @@
 //   elsewhere shorts and vpmaddwd's pattern), then adds d_a * d_w * that (float8 accumulators,
 //   reduced at the end); q4_0's -8 and q4_1's m are carried by s.
 //   Same RM x RN work-item tiling as gemm_q_cpu. Built with QA_FUSED (qa=2, M <= 8) the second
-//   kernel runs alone: its first work-group quantizes the rows (q_quantize_rows).
+//   kernel runs alone: its first work-group quantizes the rows (q_quantize_rows). Built with
+//   Q_GATED (linear_silu_and_mul, RN = 1) each work-item walks a gate row, then its up row, and
+//   stores silu(gate) * up (gemm_q_cpu's Q_GATED, on float activations: the two rows at once,
+//   RN = 2).
 // - gemm_q_gemv (GPUs, small M): a work-group of WG items owns NB columns of MB rows; item t
 //   takes blocks t, t + WG, ... (neighbours read neighbouring blocks), then a local-memory tree.
 // - gemm_q_rows (GPUs, small M: decode): a warp-sized team of 32 items owns NB weight rows; the
@@ -80,20 +83,41 @@ inline q_pf q_rows_pf(const __global uchar* W, long w_off, long swn, int N, int 
   return pf;
 }
 
+// Q_GATED's output, silu(g) * u = g * sigmoid(g) * u, the sigmoid from e^-|g| by prism_expn
+// (prelude.cl: an f32 exp for x <= 0 in plain arithmetic; the builtin's call per work-item cost
+// the small preset's eight gated GEMVs ~50 us a token on two cores).
+inline float q_silu_mul(float g, float u) {
+  const float e = prism_expn(-fabs(g)), r = 1.0f / (1.0f + e);
+  return g * (g >= 0.0f ? r : e * r) * u;
+}
+
 #ifdef RM
 __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off,
                          int sam, __global const uchar* W, long w_off, long swn, __global GT* C, long c_off,
                          int scm, __global const GT* X, long x_off, int sxm, int sxn) {
+#ifdef Q_GATED
+  // linear_silu_and_mul (RN = 2): the gate row n and the up row NO + n of the [2 NO, K] weight
+  // give the output's column n, silu(gate) * up.
+  const int NO = N / 2;
+  const int n0 = get_global_id(0);
+#else
+  const int NO = N;
   const int n0 = get_global_id(0) * RN;
+#endif
   const int m0 = get_global_id(1) * RM;
-  if (n0 >= N || m0 >= M) return;
+  if (n0 >= NO || m0 >= M) return;
   const int blocks = K / 32;
   const __global GT* a[RM];
   const __global uchar* w[RN];
 #pragma unroll
   for (int i = 0; i < RM; ++i) a[i] = A + a_off + (long)min(m0 + i, M - 1) * sam;
+#ifdef Q_GATED
+  w[0] = W + (w_off + (long)n0 * swn) * QBYTES;
+  w[1] = w[0] + (long)NO * swn * QBYTES;
+#else
 #pragma unroll
   for (int j = 0; j < RN; ++j) w[j] = W + (w_off + (long)min(n0 + j, N - 1) * swn) * QBYTES;
+#endif
   float16 acc[RM][RN];
 #if QTYPE != 0
   float accm[RM][RN];  // q4_1: m * sum(a); q4_0: -8 d * sum(a)
@@ -141,19 +165,32 @@ __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global 
       }
     }
   }
+  float v[RM][RN];
 #pragma unroll
   for (int i = 0; i < RM; ++i)
 #pragma unroll
     for (int j = 0; j < RN; ++j) {
-      const int m = m0 + i, n = n0 + j;
-      if (m < M && n < N) {
-        float v = prism_hsum16(acc[i][j]);
+      v[i][j] = prism_hsum16(acc[i][j]);
 #if QTYPE != 0
-        v += accm[i][j];
+      v[i][j] += accm[i][j];
 #endif
-        PRISM_STORE(C + c_off + (long)m * scm + n, prism_epilogue(v, alpha, beta, X, x_off, sxm, sxn, m, n));
-      }
     }
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int m = m0 + i;
+    if (m >= M) continue;
+#ifdef Q_GATED
+    const float gv = prism_epilogue(v[i][0], alpha, beta, X, x_off, sxm, sxn, m, n0);
+    const float uv = prism_epilogue(v[i][1], alpha, beta, X, x_off, sxm, sxn, m, NO + n0);
+    PRISM_STORE(C + c_off + (long)m * scm + n0, q_silu_mul(gv, uv));
+#else
+#pragma unroll
+    for (int j = 0; j < RN; ++j)
+      if (n0 + j < N)
+        PRISM_STORE(C + c_off + (long)m * scm + n0 + j,
+                    prism_epilogue(v[i][j], alpha, beta, X, x_off, sxm, sxn, m, n0 + j));
+#endif
+  }
 }
 #endif
 
@@ -698,11 +735,7 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
 #ifdef Q_GATED
     const float gv = prism_epilogue(g[i][0], alpha, beta, X, x_off, sxm, sxn, m, n0);
     const float uv = prism_epilogue(u[i][0], alpha, beta, X, x_off, sxm, sxn, m, NO + n0);
-    // silu(g) = g * sigmoid(g), the sigmoid from e^-|g| by prism_expn (prelude.cl: an f32 exp for
-    // x <= 0 in plain arithmetic; the builtin's call per item cost the small preset's eight gated
-    // GEMVs ~50 us a token on two cores).
-    const float e = prism_expn(-fabs(gv)), r = 1.0f / (1.0f + e);
-    PRISM_STORE(C + c_off + (long)m * scm + n0, gv * (gv >= 0.0f ? r : e * r) * uv);
+    PRISM_STORE(C + c_off + (long)m * scm + n0, q_silu_mul(gv, uv));
 #else
 #pragma unroll
     for (int j = 0; j < RN; ++j)

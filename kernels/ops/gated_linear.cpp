@@ -260,9 +260,9 @@ op_implementation gemv_implementation(const char* name) {
 // rms_norm_linear with a block-quantized weight: linear's quantized GEMV on int8 activations, the
 // norm applied while quantize_rows_q8 quantizes them (kernels/ops/matmul.cpp). The config's
 // variant picks the kernel: 1 (CPUs) one weight row per work-item, 0 (GPUs) the rows kernel.
-// linear_silu_and_mul (`gated`): the CPU kernel only, on int8 activations, each work-item the gate
-// row and the up row of one output (GPUs run a quantized MLP as post_attention, or as
-// rms_norm_linear then silu_and_mul).
+// linear_silu_and_mul (`gated`): the CPU kernel only, each work-item the gate row and the up row
+// of one output (GPUs run a quantized MLP as post_attention, or as rms_norm_linear then
+// silu_and_mul).
 op_implementation quant_implementation(bool gated) {
   op_implementation impl;
   impl.name = gated ? "opencl.quant_gated" : "opencl.quant_norm";
@@ -277,8 +277,6 @@ op_implementation quant_implementation(bool gated) {
       return std::string(
           "a block-quantized gate|up weight runs on the CPU kernel (variant=1); GPUs run a quantized MLP as "
           "post_attention, or as rms_norm_linear then silu_and_mul");
-    if (gated && cfg.at("qa") == 0)
-      return std::string("a block-quantized gate|up weight needs int8 activations: qa=1 or qa=2, got qa=0");
     if (cfg.at("qx") == 1) {
       if (cfg.at("variant") != 1)
         return std::string("qx=1 (the AVX512-VNNI walk) is the CPU kernel's: it needs variant=1");

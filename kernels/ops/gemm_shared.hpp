@@ -114,7 +114,7 @@ struct quant_walk {
   bool x86_dot = false;
   bool fused = false;  ///< the CPU kernel quantizes its rows itself, no launch of their own (qa=2)
   /// linear_silu_and_mul: the weight is [2 F, k], F gate rows then F up rows, and out [m, F] is
-  /// silu(gate) * up (the CPU kernel on int8 activations only: gemm_quant.cl's Q_GATED).
+  /// silu(gate) * up (the CPU kernel only: gemm_quant.cl's Q_GATED).
   bool gated = false;
 };
 
@@ -138,8 +138,8 @@ inline std::int64_t quantize_norm_group(std::int64_t k) {
 }
 
 /// linear(rms_norm(x, norm), weight, bias) for a block-quantized weight [n, k] (x [m, k], out
-/// [m, n]) on linear's quantized GEMV kernels (gemm_quant.cl); no norm when `norm` is null (the
-/// int8 forms only), and walk.gated makes it linear_silu_and_mul's gate/up pair. `cpu`: one weight row per
+/// [m, n]) on linear's quantized GEMV kernels (gemm_quant.cl); no norm when `norm` is null, and
+/// walk.gated makes it linear_silu_and_mul's gate/up pair (the CPU kernel). `cpu`: one weight row per
 /// work-item, 32 items a group (the PoCL decode route's kernel); else the rows kernel, a 32-lane
 /// team per 2 weight rows, 8 teams a group (nv auto's M <= 8 choice). `int8`: the activations are
 /// quantized to int8 per 32-block with the norm applied on the way (quantize_rows_q8; two

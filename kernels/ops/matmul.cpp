@@ -853,7 +853,7 @@ struct qplan {
   std::int64_t unroll = 2;        // walks 2 and 3: blocks a lane loads a step (qu)
   bool x86_dot = false;           // cpu with int8 activations: the AVX512-VNNI walk (qx=1)
   bool fused = false;             // cpu with int8 activations: no quantize launch (qa=2)
-  bool gated = false;             // cpu with int8 activations: gate/up row pairs, silu(gate) * up out
+  bool gated = false;             // cpu: gate/up row pairs, silu(gate) * up out (linear_silu_and_mul)
 };
 
 // K and the row stride (elements) of a quantized weight: linear's [n, k], or matmul's other, the
@@ -1134,15 +1134,15 @@ event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_o
                 "a norm needs int8 activations (qa=1) or the rows kernel (variant 4); this plan has neither");
   std::string opts = fmt::format("{} -DQTYPE={} -DHAS_BIAS={}", dtype_define(p.c.type()),
                                  qtype_define(p.b.type()), p.bias.defined() ? 1 : 0);
-  if (pl.gated && (pl.kind != qkernel::cpu || !pl.int8_activations))
-    throw error(errc::internal, "ops::linear_silu_and_mul",
-                "a gate/up pair runs on the CPU kernel with int8 activations only; this plan is neither");
+  if (pl.gated && pl.kind != qkernel::cpu)
+    throw error(errc::internal, "ops::linear_silu_and_mul", "a gate/up pair runs on the CPU kernel only");
   const char* name = "gemm_q_cpu";
   nd_range r(range<3>(1, 1, 1), range<3>(1, 1, 1));
   if (pl.kind == qkernel::cpu) {
-    // A gate/up pair (Q_GATED) is two weight rows a work-item, walked one after the other: n / 2
-    // items along N.
-    const std::int64_t rm = std::min<std::int64_t>(pl.a, p.m), rn = pl.gated ? 1 : pl.b;
+    // A gate/up pair (Q_GATED) is two weight rows a work-item, n / 2 items along N: the int8 walk
+    // takes them one after the other (RN = 1), the float one together (RN = 2).
+    const std::int64_t rm = std::min<std::int64_t>(pl.a, p.m),
+                       rn = pl.gated ? (pl.int8_activations ? 1 : 2) : pl.b;
     opts += fmt::format(" -DRM={} -DRN={}{}", rm, rn, pl.gated ? " -DQ_GATED=1" : "");
     const std::int64_t gx = pl.gated ? p.n / 2 : ceil_div(p.n, rn), gy = ceil_div(p.m, rm);
     const std::int64_t lx = std::min(next_pow2(gx), pl.c);

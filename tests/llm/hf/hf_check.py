@@ -238,10 +238,11 @@ def write_gguf(model, arch, qtype, path, tok):
 
 # Every quantized-weight GEMV on float activations (qa=0), the decode step's fused forms included
 # (addmm: o/down projections with the residual; rms_norm_linear: the norm as float rows, variant 1
-# the CPU kernel).
+# the CPU kernel; linear_silu_and_mul: the gate/up pairs, which prism-llm runs on CPUs).
 FLOAT_ACTIVATION_ROUTES = ('routes:\n  linear: {backend: opencl, config: "qa=0"}\n'
                            '  addmm: {backend: opencl, config: "qa=0"}\n'
-                           '  rms_norm_linear: {backend: opencl, config: "variant=1,qa=0"}\n')
+                           '  rms_norm_linear: {backend: opencl, config: "variant=1,qa=0"}\n'
+                           '  linear_silu_and_mul: {backend: opencl, config: "variant=1,qa=0"}\n')
 
 
 def check_gguf(prism_llm, work, qtype):
