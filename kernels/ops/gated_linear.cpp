@@ -166,7 +166,7 @@ config_schema gemv_schema() {
       {"qa",
        1,
        {0, 1, 2},
-       "block-quantized weight (linear_silu_and_mul: 1 or 2, variant 1): 1 = int8 activations per 32-block, "
+       "block-quantized weight (linear_silu_and_mul: variant 1 only): 1 = int8 activations per 32-block, "
        "normalized as "
        "they are quantized (llama.cpp's CPU rule); 0 = float activations, the norm read in the rows "
        "kernel's loads (variant 0) or written as rows first (variant 1); 2 (CPU kernel, variant 1, M <= 8) = "
