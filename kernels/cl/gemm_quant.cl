@@ -92,6 +92,31 @@ inline float q_silu_mul(float g, float u) {
 }
 
 #ifdef RM
+// The CPU kernels' stores: v[i][j] as output (m0 + i, n0 + j) through the epilogue; with Q_GATED
+// silu(v[i][0]) * u[i][0] as output (m0 + i, n0), v the gate row n0's sums and u the up row
+// NO + n0's.
+inline void q_store(float (*v)[RN], float (*u)[RN], int M, int N, int NO, int m0, int n0, float alpha, float beta,
+                    __global GT* C, long c_off, int scm, __global const GT* X, long x_off, int sxm, int sxn) {
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int m = m0 + i;
+    if (m >= M) continue;
+#ifdef Q_GATED
+    const float gv = prism_epilogue(v[i][0], alpha, beta, X, x_off, sxm, sxn, m, n0);
+    const float uv = prism_epilogue(u[i][0], alpha, beta, X, x_off, sxm, sxn, m, NO + n0);
+    PRISM_STORE(C + c_off + (long)m * scm + n0, q_silu_mul(gv, uv));
+#else
+#pragma unroll
+    for (int j = 0; j < RN; ++j)
+      if (n0 + j < N)
+        PRISM_STORE(C + c_off + (long)m * scm + n0 + j,
+                    prism_epilogue(v[i][j], alpha, beta, X, x_off, sxm, sxn, m, n0 + j));
+#endif
+  }
+}
+#endif
+
+#ifdef RM
 __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off,
                          int sam, __global const uchar* W, long w_off, long swn, __global GT* C, long c_off,
                          int scm, __global const GT* X, long x_off, int sxm, int sxn) {
@@ -175,22 +200,14 @@ __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global 
       v[i][j] += accm[i][j];
 #endif
     }
-#pragma unroll
-  for (int i = 0; i < RM; ++i) {
-    const int m = m0 + i;
-    if (m >= M) continue;
 #ifdef Q_GATED
-    const float gv = prism_epilogue(v[i][0], alpha, beta, X, x_off, sxm, sxn, m, n0);
-    const float uv = prism_epilogue(v[i][1], alpha, beta, X, x_off, sxm, sxn, m, NO + n0);
-    PRISM_STORE(C + c_off + (long)m * scm + n0, q_silu_mul(gv, uv));
-#else
+  float u[RM][RN];
 #pragma unroll
-    for (int j = 0; j < RN; ++j)
-      if (n0 + j < N)
-        PRISM_STORE(C + c_off + (long)m * scm + n0 + j,
-                    prism_epilogue(v[i][j], alpha, beta, X, x_off, sxm, sxn, m, n0 + j));
+  for (int i = 0; i < RM; ++i) u[i][0] = v[i][1];
+  q_store(v, u, M, N, NO, m0, n0, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
+#else
+  q_store(v, v, M, N, NO, m0, n0, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
 #endif
-  }
 }
 #endif
 
@@ -720,30 +737,12 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
     pf[j] = rows_pf;
   }
 #endif
+  float v[RM][RN], u[RM][RN];
+  q_i8_walk(K, QA, ad, as, row, &w[0], &pf[0], v);
 #ifdef Q_GATED
-  float g[RM][RN], u[RM][RN];
-  q_i8_walk(K, QA, ad, as, row, &w[0], &pf[0], g);
   q_i8_walk(K, QA, ad, as, row, &w[1], &pf[1], u);
-#else
-  float v[RM][RN];
-  q_i8_walk(K, QA, ad, as, row, w, pf, v);
 #endif
-#pragma unroll
-  for (int i = 0; i < RM; ++i) {
-    const int m = m0 + i;
-    if (m >= M) continue;
-#ifdef Q_GATED
-    const float gv = prism_epilogue(g[i][0], alpha, beta, X, x_off, sxm, sxn, m, n0);
-    const float uv = prism_epilogue(u[i][0], alpha, beta, X, x_off, sxm, sxn, m, NO + n0);
-    PRISM_STORE(C + c_off + (long)m * scm + n0, q_silu_mul(gv, uv));
-#else
-#pragma unroll
-    for (int j = 0; j < RN; ++j)
-      if (n0 + j < N)
-        PRISM_STORE(C + c_off + (long)m * scm + n0 + j,
-                    prism_epilogue(v[i][j], alpha, beta, X, x_off, sxm, sxn, m, n0 + j));
-#endif
-  }
+  q_store(v, u, M, N, NO, m0, n0, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
 }
 #endif  // RM
 #endif  // QA8
