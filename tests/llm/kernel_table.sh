@@ -6,7 +6,8 @@
 # (decode_step_device_ms) is at least half its longest kernel. --fuse auto (the default) resolves to
 # every fusion, the block (post_attention) included, for f32 and bf16 weights, and on CPU devices
 # to every fusion but the block for block-quantized ones (--quantize q4_0), where the int8-activation
-# GEMVs beat post_attention's quantized form; asked for, that form runs and passes --check.
+# GEMVs beat post_attention's quantized form, and the gate/up GEMV takes the MLP's SiLU * mul
+# (--check passes); asked for, the block's form runs and passes --check too.
 # usage: kernel_table.sh PRISM_LLM WORK_DIR
 set -euo pipefail
 bin=$1
@@ -39,14 +40,23 @@ PY
 "$bin" --preset tiny --dtype bf16 --prompt-len 8 --new-tokens 4 --graph on --warmup 0 --breakdown-steps 0 \
   --json "$dir/bf16.json" > "$dir/bf16.out"
 "$bin" --preset tiny --quantize q4_0 --prompt-len 8 --new-tokens 4 --graph on --warmup 0 --breakdown-steps 0 \
-  --json "$dir/q4.json" > "$dir/q4.out"
-python3 - "$dir/bf16.json" "$dir/q4.json" << 'PY'
+  --check --json "$dir/q4.json" > "$dir/q4.out"
+grep -q '^check vs host reference.*PASS$' "$dir/q4.out" || { cat "$dir/q4.out"; exit 1; }
+"$bin" --preset tiny --quantize q4_0 --prompt-len 8 --new-tokens 4 --graph on --warmup 0 --breakdown-steps 0 \
+  --fuse attention,norm --json "$dir/q4_nomlp.json" > "$dir/q4_nomlp.out"
+# On CPU devices the quantized MLP's SiLU * mul rides the gate/up GEMV (linear_silu_and_mul's
+# gate/up pairs): each layer's silu_and_mul launch (ew_flat) is gone from the step.
+python3 - "$dir/bf16.json" "$dir/q4.json" "$dir/q4_nomlp.json" << 'PY'
 import json, sys
-j, q = (json.load(open(p)) for p in sys.argv[1:3])
+j, q, n = (json.load(open(p)) for p in sys.argv[1:4])
 assert j["fuse"] == "attention,mlp,norm,block", j["fuse"]
 assert any("post_attention" in e["name"] for e in j["decode_kernels"]), j["decode_kernels"]
 assert q["fuse"] == "attention,mlp,norm", q["fuse"]
 assert not any("post_attention" in e["name"] for e in q["decode_kernels"]), q["decode_kernels"]
+silu = sum(e["calls"] for e in n["decode_kernels"] if e["name"] == "ew_flat")
+assert silu > 0, n["decode_kernels"]
+assert not any(e["name"] == "ew_flat" for e in q["decode_kernels"]), q["decode_kernels"]
+assert q["decode_step_commands"] == n["decode_step_commands"] - silu, (q["decode_step_commands"], n["decode_step_commands"], silu)
 PY
 "$bin" --preset tiny --quantize q4_0 --prompt-len 8 --new-tokens 4 --graph on --warmup 0 --breakdown-steps 0 \
   --fuse attention,mlp,norm,block --check --json "$dir/q4_block.json" > "$dir/q4_block.out"
