@@ -92,6 +92,18 @@ inline float q_silu_mul(float g, float u) {
 }
 
 #ifdef RM
+// The CPU kernels' output columns (NO) and a work-item's first (n0). With Q_GATED
+// (linear_silu_and_mul) the gate row n and the up row NO + n of the [2 NO, K] weight give the
+// output's column n, silu(gate) * up: gemm_q_cpu walks the two together (RN = 2), gemm_q_cpu_i8
+// one after the other (RN = 1).
+#ifdef Q_GATED
+#define Q_COLS(N) ((N) / 2)
+#define Q_N0 ((int)get_global_id(0))
+#else
+#define Q_COLS(N) (N)
+#define Q_N0 ((int)get_global_id(0) * RN)
+#endif
+
 // The CPU kernels' stores: v[i][j] as output (m0 + i, n0 + j) through the epilogue; with Q_GATED
 // silu(v[i][0]) * u[i][0] as output (m0 + i, n0), v the gate row n0's sums and u the up row
 // NO + n0's.
@@ -120,15 +132,7 @@ inline void q_store(float (*v)[RN], float (*u)[RN], int M, int N, int NO, int m0
 __kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off,
                          int sam, __global const uchar* W, long w_off, long swn, __global GT* C, long c_off,
                          int scm, __global const GT* X, long x_off, int sxm, int sxn) {
-#ifdef Q_GATED
-  // linear_silu_and_mul (RN = 2): the gate row n and the up row NO + n of the [2 NO, K] weight
-  // give the output's column n, silu(gate) * up.
-  const int NO = N / 2;
-  const int n0 = get_global_id(0);
-#else
-  const int NO = N;
-  const int n0 = get_global_id(0) * RN;
-#endif
+  const int NO = Q_COLS(N), n0 = Q_N0;
   const int m0 = get_global_id(1) * RM;
   if (n0 >= NO || m0 >= M) return;
   const int blocks = K / 32;
@@ -704,15 +708,7 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
                             __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,
                             __global const GT* X, long x_off, int sxm, int sxn) {
 #endif
-#ifdef Q_GATED
-  // linear_silu_and_mul (RN = 1): the gate row n and then the up row NO + n of the [2 NO, K]
-  // weight give the output's column n, silu(gate) * up.
-  const int NO = N / 2;
-  const int n0 = get_global_id(0);
-#else
-  const int NO = N;
-  const int n0 = get_global_id(0) * RN;
-#endif
+  const int NO = Q_COLS(N), n0 = Q_N0;
   const int m0 = get_global_id(1) * RM;
   if (n0 >= NO || m0 >= M) return;
   const int blocks = K / 32;

@@ -353,9 +353,9 @@ op_call make_gemv_call(queue& q, const char* op, const sample_options& o, std::i
   const bool gated = c.op == "linear_silu_and_mul";
   tensor x = random_tensor(q, {M, K}, t, rng, -1, 1, false);
   // A block-quantized weight: f32 values quantized (tensor::from_floats rounds them to blocks).
-  tensor w = is_quantized(weight_type)
-                 ? gemm_detail::random_tensor(q, {gated ? 2 * F : F, K}, weight_type, o, 7)
-                 : random_tensor(q, {gated ? 2 * F : F, K}, t, rng, -1, 1, false);
+  const std::int64_t rows = gated ? 2 * F : F;
+  tensor w = is_quantized(weight_type) ? gemm_detail::random_tensor(q, {rows, K}, weight_type, o, 7)
+                                       : random_tensor(q, {rows, K}, t, rng, -1, 1, false);
   tensor g = norm ? random_tensor(q, {K}, t, rng, 0.5, 1.5, false) : tensor{};
   if (gated)
     c.inputs = {x, w, g};
