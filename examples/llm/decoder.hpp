@@ -146,12 +146,11 @@ class decoder {
   step_span device_step_span();
   /// Which fused ops one-token steps use: decode_attention (q/k norm, RoPE, cache write and
   /// attention in one kernel) and linear_silu_and_mul (gate/up GEMV and SiLU * mul; on
-  /// block-quantized weights on CPUs only). Off, the
-  /// step runs qkv_rope_cache + kv_cache_attention and linear + silu_and_mul. `norm` (float
-  /// weights): the residual adds go into the o/down projections' epilogues (addmm into the
-  /// residual stream) and each RMSNorm into the GEMV that reads it (rms_norm_linear,
-  /// linear_silu_and_mul with a norm weight), so a layer's norms launch nothing of their own; off,
-  /// fused_add_rms_norm runs between them. `block` (with `norm`, float weights): the o projection,
+  /// block-quantized weights on CPUs only). Off, the step runs qkv_rope_cache +
+  /// kv_cache_attention and linear + silu_and_mul. `norm` (float weights): the residual adds go
+  /// into the o/down projections' epilogues (addmm into the residual stream) and each RMSNorm
+  /// into the GEMV that reads it (rms_norm_linear, linear_silu_and_mul with a norm weight), so a
+  /// layer's norms launch nothing of their own; off, fused_add_rms_norm runs between them. `block` (with `norm`, float weights): the o projection,
   /// the post-attention norm, the gated MLP and both residual adds as one post_attention call
   /// (one launch where the route chains its GEMVs), so a layer is three calls. All on by default.
   struct fusions {

@@ -95,13 +95,15 @@ inline float q_silu_mul(float g, float u) {
 // The CPU kernels' output columns (NO) and a work-item's first (n0). With Q_GATED
 // (linear_silu_and_mul) the gate row n and the up row NO + n of the [2 NO, K] weight give the
 // output's column n, silu(gate) * up: gemm_q_cpu walks the two together (RN = 2), gemm_q_cpu_i8
-// one after the other (RN = 1).
+// one after the other (RN = 1). Q_ROWS: the weight rows a work-item walks.
 #ifdef Q_GATED
 #define Q_COLS(N) ((N) / 2)
 #define Q_N0 ((int)get_global_id(0))
+#define Q_ROWS 2
 #else
 #define Q_COLS(N) (N)
 #define Q_N0 ((int)get_global_id(0) * RN)
+#define Q_ROWS RN
 #endif
 
 // The CPU kernels' stores: v[i][j] as output (m0 + i, n0 + j) through the epilogue; with Q_GATED
@@ -715,8 +717,8 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
   const __global float* ad = (const __global float*)(QA + (long)M * K);
   const __global float* as = ad + (long)M * blocks;
   int row[RM];
-  const __global uchar* w[2 * RN];
-  q_pf pf[2 * RN];
+  const __global uchar* w[Q_ROWS];
+  q_pf pf[Q_ROWS];
 #pragma unroll
   for (int i = 0; i < RM; ++i) row[i] = min(m0 + i, M - 1);
 #ifdef Q_GATED
