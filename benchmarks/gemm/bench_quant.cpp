@@ -11,7 +11,11 @@
 // configs separated by ';' each get a benchmark, so variants compare in one run (qa=0;qa=1);
 // PRISM_BENCH_QACT gives the activations' dtype (f32, the default; f16 or bf16, as a 16-bit
 // model's decode runs them); PRISM_BENCH_PIPELINE=N times N calls back to back per wait, for the
-// GEMV and the read alike.
+// GEMV and the read alike; PRISM_BENCH_DEVICE_TIME=1 times those N calls by the device's clock
+// instead (a profiling queue on the same context holds the device with fills while the host
+// enqueues them, then the span from the last fill's end to the last call's end), which takes the
+// host's enqueue cost out of both: on the H200 host a `linear` call costs more to enqueue than a
+// 38 MB q4_0 GEMV takes to run, so wall time there measures the host.
 // Both stream from memory, not from a cache: the weight and the read's buffer are each copied
 // until the copies span three times the device's last-level cache, and the calls take the
 // copies in turn, as a model's step takes its layers' weights. A weight or a read smaller than
@@ -25,6 +29,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -40,6 +45,33 @@ namespace {
 using namespace prism;
 using bench::bench_queue;
 
+// PRISM_BENCH_DEVICE_TIME's queue: in order, profiling, on the bench queue's context.
+queue& device_time_queue() {
+  static auto* q = [] {
+    queue_options o;
+    o.enable_profiling = true;
+    return new queue(bench_queue().get_context(), o);
+  }();
+  return *q;
+}
+
+// Holds device_time_queue's device for about `seconds` while the host enqueues: 64 MiB fills
+// (prism-llm's device_step_span does the same for a step).
+event hold_device(double seconds) {
+  static auto* blocker = new buffer<std::uint32_t>(bench_queue().get_context(), std::size_t{16} << 20);
+  static const double fill_seconds = [] {
+    queue& q = device_time_queue();
+    q.fill(*blocker, 0u).wait();  // first touch
+    event e = q.fill(*blocker, 1u);
+    e.wait();
+    return std::max(1e-6, static_cast<double>(e.profiling().duration_ns()) * 1e-9);
+  }();
+  const int fills = std::clamp(static_cast<int>(std::ceil(seconds / fill_seconds)), 1, 4000);
+  event before;
+  for (int i = 0; i < fills; ++i) before = device_time_queue().fill(*blocker, static_cast<std::uint32_t>(i));
+  return before;
+}
+
 struct timed_call {
   const op_descriptor* d;
   op_call call;
@@ -49,16 +81,44 @@ struct timed_call {
   // Seconds per call: PRISM_BENCH_PIPELINE calls back to back and one wait (default 1: a wait
   // after each call, so the host's round trip counts; a decode step's graph pipelines them).
   double seconds() {
-    queue& q = bench_queue();
     static const int calls = std::max(1, static_cast<int>(bench::env_number("PRISM_BENCH_PIPELINE", 1)));
+    static const bool device_time = bench::env_number("PRISM_BENCH_DEVICE_TIME", 0) != 0;
+    if (device_time) return device_seconds(calls);
+    queue& q = bench_queue();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < calls; ++i) {
       enqueue_opencl(q, *d, turns.empty() ? call : turns[next], cfg);
       if (!turns.empty()) next = (next + 1) % turns.size();
     }
+    enqueue_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
     q.wait();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
   }
+  // PRISM_BENCH_DEVICE_TIME: the calls' device span, queued behind hold_device's fills. A run
+  // whose last call was queued after the fills ended (the device may have waited for the host)
+  // is counted in host_behind, and the hold grows by half and the run repeats (at most 8 times).
+  double device_seconds(int calls) {
+    queue& q = device_time_queue();
+    bench_queue().wait();
+    q.wait();
+    for (int attempt = 0;; ++attempt) {
+      const event before = hold_device(hold_per_call * calls);
+      event last;
+      for (int i = 0; i < calls; ++i) {
+        last = enqueue_opencl(q, *d, turns.empty() ? call : turns[next], cfg);
+        if (!turns.empty()) next = (next + 1) % turns.size();
+      }
+      last.wait();
+      const profiling_info l = last.profiling(), b = before.profiling();
+      const double s = l.end_ns > b.end_ns ? static_cast<double>(l.end_ns - b.end_ns) * 1e-9 / calls : 0.0;
+      if (l.queued_ns <= b.end_ns || attempt == 8) return s;
+      ++host_behind;
+      hold_per_call *= 1.5;
+    }
+  }
+  double hold_per_call = 50e-6;  // device_seconds's hold a call, grown while the host falls behind
+  int host_behind = 0;          // device_seconds runs whose enqueues outlasted the fills
+  double enqueue_seconds = 0;   // wall runs: the host's enqueue time a call, summed over runs
 };
 
 // The cache the weight and the read must not fit in (see the top).
@@ -142,6 +202,7 @@ void bm_gemv(benchmark::State& state, const char* key, dtype t, const std::strin
   timed_call& ref = read_reference();
   const double weight_bytes = static_cast<double>(g.call.inputs[1].nbytes());
   double seconds = 0, ref_seconds = 0, cpu_seconds = 0;
+  g.enqueue_seconds = 0;
   for (auto _ : state) {
     const double cpu0 = process_cpu_seconds();
     const double dt = g.seconds();
@@ -160,6 +221,10 @@ void bm_gemv(benchmark::State& state, const char* key, dtype t, const std::strin
   state.counters["cpu_ms"] = cpu_seconds / n * 1e3;
   state.counters["copies"] = static_cast<double>(g.turns.size());
   state.counters["read_copies"] = static_cast<double>(ref.turns.size());
+  if (bench::env_number("PRISM_BENCH_DEVICE_TIME", 0) != 0)
+    state.counters["host_behind"] = static_cast<double>(g.host_behind + ref.host_behind);
+  else  // the host's enqueue a call (wall), which bounds a pipelined call from below
+    state.counters["enqueue_us"] = g.enqueue_seconds / n * 1e6;
   state.SetLabel(g.cfg.str());
 }
 
