@@ -860,6 +860,24 @@ void q_rows_finish(__local float (*red)[LANES * WARPS], float (*acc)[NB], const 
   }
 }
 
+#if LANE_SHFL
+#include "lane_shfl.cl"  // lane_xor
+// q_rows_finish for one activation row (MB = 1, no QNORM_F) on NVIDIA: each row's 32 lane sums
+// meet by shfl.sync butterflies (the tree's pairing, so the same sum bit for bit), and lane j
+// stores row j. No barrier: a team's epilogue does not wait for the group's other teams.
+void q_rows_finish_shfl(float (*acc)[NB], int lane, int n0, int m0, int N, float alpha, float beta,
+                        __global GT* C, long c_off, int scm, __global const GT* X, long x_off, int sxm, int sxn) {
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    float v = acc[0][j];
+#pragma unroll
+    for (int o = LANES / 2; o > 0; o >>= 1) v += lane_xor(v, o);
+    if (lane == j && n0 + j < N)
+      PRISM_STORE(C + c_off + (long)m0 * scm + n0 + j, prism_epilogue(v, alpha, beta, X, x_off, sxm, sxn, m0, n0 + j));
+  }
+}
+#endif
+
 // With QA8 (qa=1) the same walk reads quantize_rows_q8's workspace QA in A's place: a lane's 4
 // weight bytes meet 4 (q8_0) or 8 (q4: low and high nibbles) int8 activations in one or two
 // integer dot products, scaled once by d_w * d_a, so the activation traffic per weight byte
@@ -1088,7 +1106,8 @@ inline uint4 q_slots4(const __global uchar* p, int s0) {
 // where the quantize launch it replaces costs more: quant_layout_probe on the H200 (q4_0, M = 1),
 // back to back, 12.1 us against 13.3 for the launch and the GEMV at [12288, 4096], 7.5 against 11.0
 // at [4096, 4096], but 26.1 against 24.6 at [22016, 4096], whose 688 groups repeat it the most
-// (benchmarks/RESULTS.md, "Issue 17, session 29").
+// (benchmarks/RESULTS.md, "Issue 17, session 29"). On NVIDIA (LANE_SHFL) its epilogue is
+// q_rows_finish_shfl: 1-3% off the GEMV's device time at the 7B shapes (session 45).
 #if MB != 1
 #error "qp=3 (QL_K) quantizes one activation row a group: MB = 1"
 #endif
@@ -1099,7 +1118,9 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
     int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off, int sam,
     __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm, __global const GT* X,
     long x_off, int sxm, int sxn Q_NORM_PARAMS) {
+#if !LANE_SHFL || QL_NORM
   __local float red[NB][LANES * WARPS];
+#endif
   __local uint4 lq[QL_K / 16];
   __local float ld[QL_K / 32], ls[QL_K / 32];
   const int t = get_local_id(0), lane = t % LANES, team = t / LANES;
@@ -1190,8 +1211,12 @@ Q_I8_KERNEL(gemm_q_blocks_i8) {
 #pragma unroll
   for (int j = 0; j < NB; ++j) acc[0][j] *= rs;
 #endif
+#if defined(QL_K) && LANE_SHFL
+  q_rows_finish_shfl(acc, lane, n0, m0, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
+#else
   const float ss[MB] = {0.0f};
   q_rows_finish(red, acc, ss, K, 0.0f, t, n0, m0, rows, M, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
+#endif
 }
 #endif  // QPAIR
 #endif  // QA8

@@ -1188,6 +1188,8 @@ event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_o
     if (local_q) {  // gemm_q_blocks_i8 built with QL_K: float rows in, no quantize launch
       opts += fmt::format(" -DQA8 -DQ_DP4A={} -DQPAIR=2 -DQB_UNROLL={} -DQL_K={} -DQL_NORM={}",
                           probe_ptx(q.get_device()).has("dp4a") ? 1 : 0, pl.unroll, p.k, norm ? 1 : 0);
+      // NVIDIA: the epilogue's sums in warp shuffles, no barrier (q_rows_finish_shfl).
+      if (probe_ptx(q.get_device()).has("shfl")) opts += " -DLANE_SHFL=1";
       return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_blocks_i8"),
                           r, norm, nullptr, p.a, p.a.offset(), to_int(p.sam, "gemm", "A row stride"));
     }
