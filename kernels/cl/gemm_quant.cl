@@ -292,6 +292,14 @@ __kernel __attribute__((reqd_work_group_size(QNORM, 1, 1))) void quant_norm_rows
 #else
 #define Q_G4 0
 #endif
+// q8_0's form of it (Q_P8): two blocks a 512-bit register. The activation layout stays block by
+// block (two blocks are 64 contiguous bytes); -DPRISM_Q_G4=0 turns it off with Q_G4.
+#if defined(RM) && defined(__AVX512BW__) && defined(__clang__) && QTYPE == 0 && \
+    !(defined(PRISM_Q_G4) && PRISM_Q_G4 == 0)
+#define Q_P8 1
+#else
+#define Q_P8 0
+#endif
 // Byte offsets, within an activation row of the workspace, of block b's k 0..15 and k 16..31.
 inline int q_lo_at(int b, int blocks) {
   return Q_G4 && b < (blocks & ~3) ? (b >> 2) * 128 + (b & 3) * 16 : b * 32;
@@ -474,7 +482,7 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 // instructions a block).
 #define Q_ACC2 (RM * RN <= 4)
 
-#if Q_G4
+#if Q_G4 || Q_P8
 // Four q4 blocks of one weight row at once (Q_G4's layout): each block's 16 quantized bytes take
 // one 128-bit lane, their low nibbles meet the group's k 0..15 bytes and their high nibbles its
 // k 16..31, and the four blocks' scales come in one vcvtph2ps. Per block that is ~7 instructions
@@ -515,6 +523,7 @@ Q_TARGET inline int16 q_madd64(int16 acc, q_v64qi u, q_v64qi s) {
 #endif
 }
 
+#if Q_G4
 inline float4 q_half4(const __global uchar* p) {
   typedef short q_v8hi4 __attribute__((vector_size(16)));
   const q_v8hi4 v = {*(const __global short*)p, *(const __global short*)(p + QBYTES),
@@ -621,6 +630,59 @@ Q_TARGET inline void q_i8_groups(int groups, const __global uchar* const* w, con
       accm[i][j] = am[i][j];
     }
 }
+#endif  // Q_G4
+
+#if Q_P8
+// q8_0, two blocks a step (Q_P8): the first `pairs` block pairs of the kernel's RM activation rows
+// against its RN weight rows, into acc[i][j] (lanes 0..7 the pair's first block, 8..15 its
+// second). Each weight pair's 64 quant bytes are loaded once, as magnitudes |w| and the sign mask
+// that moves onto each activation row (vpsignb's trick, which AVX-512 lacks: a xor and a
+// subtract), so one vpmaddubsw + vpmaddwd (or vpdpbusd) takes 64 products where the one-block loop
+// takes 32; the two scales scale their 8 lanes each.
+Q_TARGET inline void q8_i8_pairs(int pairs, const __global uchar* const* w, const __global uchar* QA, int K,
+                                 const __global float* ad, const int* row, const q_pf* pf, float16 (*acc)[RN]) {
+  const int blocks = K / 32;
+  float16 a[RM][RN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) a[i][j] = (float16)0.0f;
+  for (int g = 0; g < pairs; ++g) {
+    q_v64qi wu[RN], wneg[RN];
+    float2 dw[RN];
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      const __global uchar* p = w[j] + (long)g * 2 * QBYTES;
+      Q_PREFETCH(p, pf[j]);
+      const q_v32qi w0 = Q_CAT32(as_char16(vload16(0, p + 2)), as_char16(vload16(0, p + 18)));
+      const q_v32qi w1 = Q_CAT32(as_char16(vload16(0, p + QBYTES + 2)), as_char16(vload16(0, p + QBYTES + 18)));
+      const q_v64qi wq = __builtin_shufflevector(
+          w0, w1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
+          28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54,
+          55, 56, 57, 58, 59, 60, 61, 62, 63);
+      wneg[j] = (q_v64qi)(wq < 0);
+      wu[j] = (wq ^ wneg[j]) - wneg[j];
+      dw[j] = (float2)(q_scale(p), q_scale(p + QBYTES));
+    }
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+      const q_v64qi av = (q_v64qi)vload16(0, (const __global uint*)(QA + (long)row[i] * K + g * 64));
+      const float2 da = vload2(g, ad + (long)row[i] * blocks);
+#pragma unroll
+      for (int j = 0; j < RN; ++j) {
+        const int16 s = q_madd64((int16)0, wu[j], (av ^ wneg[j]) - wneg[j]);
+        const float2 d = dw[j] * da;
+        a[i][j] = fma(convert_float16(s),
+                      __builtin_shufflevector(d, d, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), a[i][j]);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) acc[i][j] = a[i][j];
+}
+#endif  // Q_P8
 #endif
 
 // The kernel's walk: its RM activation rows (row[i]) against the RN weight rows w[j], into v.
@@ -637,6 +699,15 @@ inline void q_i8_walk(int K, const __global uchar* QA, const __global float* ad,
       accm[i][j] = accm2[i][j] = 0.0f;
     }
   int kb = 0;
+#if Q_P8
+  float16 acc16[RM][RN];
+  q8_i8_pairs(blocks / 2, w, QA, K, ad, row, pf, acc16);
+  kb = blocks / 2 * 2;
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < RN; ++j) acc[i][j] = acc16[i][j].lo + acc16[i][j].hi;
+#endif
 #if Q_G4
   float16 acc16[RM][RN];
   float4 accm4[RM][RN];
