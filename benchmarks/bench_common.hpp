@@ -33,6 +33,17 @@ inline queue& bench_queue() {
   return *q;
 }
 
+/// A profiling queue on the benchmark queue's device and context (never destroyed either), for
+/// device-time measurements.
+inline queue& profiling_queue() {
+  static auto* q = [] {
+    queue_options o;
+    o.enable_profiling = true;
+    return new queue(bench_queue().get_context(), o);
+  }();
+  return *q;
+}
+
 /// The profile name the benchmark uses on `d`: `override_var`'s value, else the matched one.
 inline std::string vendor_of(const device& d, const char* override_var) {
   if (const char* v = env(override_var)) return v;

@@ -45,22 +45,12 @@ namespace {
 using namespace prism;
 using bench::bench_queue;
 
-// PRISM_BENCH_DEVICE_TIME's queue: in order, profiling, on the bench queue's context.
-queue& device_time_queue() {
-  static auto* q = [] {
-    queue_options o;
-    o.enable_profiling = true;
-    return new queue(bench_queue().get_context(), o);
-  }();
-  return *q;
-}
-
 // Holds device_time_queue's device for about `seconds` while the host enqueues: 64 MiB fills
 // (prism-llm's device_step_span does the same for a step).
 event hold_device(double seconds) {
   static auto* blocker = new buffer<std::uint32_t>(bench_queue().get_context(), std::size_t{16} << 20);
   static const double fill_seconds = [] {
-    queue& q = device_time_queue();
+    queue& q = bench::profiling_queue();
     q.fill(*blocker, 0u).wait();  // first touch
     event e = q.fill(*blocker, 1u);
     e.wait();
@@ -68,7 +58,7 @@ event hold_device(double seconds) {
   }();
   const int fills = std::clamp(static_cast<int>(std::ceil(seconds / fill_seconds)), 1, 4000);
   event before;
-  for (int i = 0; i < fills; ++i) before = device_time_queue().fill(*blocker, static_cast<std::uint32_t>(i));
+  for (int i = 0; i < fills; ++i) before = bench::profiling_queue().fill(*blocker, static_cast<std::uint32_t>(i));
   return before;
 }
 
@@ -98,7 +88,7 @@ struct timed_call {
   // whose last call was queued after the fills ended (the device may have waited for the host)
   // is counted in host_behind, and the hold grows by half and the run repeats (at most 8 times).
   double device_seconds(int calls) {
-    queue& q = device_time_queue();
+    queue& q = bench::profiling_queue();
     bench_queue().wait();
     q.wait();
     for (int attempt = 0;; ++attempt) {

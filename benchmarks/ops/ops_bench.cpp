@@ -28,16 +28,6 @@ using bench::bench_queue;
 
 constexpr std::size_t kCopyBytes = std::size_t{64} << 20;
 
-/// A profiling queue on the benchmark's device and context (never destroyed: no OpenCL at exit).
-queue& timing_queue() {
-  static auto* q = [] {
-    queue_options o;
-    o.enable_profiling = true;
-    return new queue(bench_queue().get_context(), o);
-  }();
-  return *q;
-}
-
 /// One command's device and wall seconds.
 struct timed {
   double device = 0, wall = 0;
@@ -57,7 +47,7 @@ timed time_command(queue& q, Enqueue&& enqueue) {
 
 /// The reference buffers (64 MiB each), made once: never freed (no OpenCL call at exit).
 std::pair<buffer<std::byte>, buffer<std::byte>>& copy_buffers() {
-  queue& q = timing_queue();
+  queue& q = bench::profiling_queue();
   static auto* b = new std::pair<buffer<std::byte>, buffer<std::byte>>(
       buffer<std::byte>(q.get_context(), kCopyBytes), buffer<std::byte>(q.get_context(), kCopyBytes));
   return *b;
@@ -65,7 +55,7 @@ std::pair<buffer<std::byte>, buffer<std::byte>>& copy_buffers() {
 
 /// One timed clEnqueueCopyBuffer of 64 MiB.
 timed timed_copy() {
-  queue& q = timing_queue();
+  queue& q = bench::profiling_queue();
   auto& [a, b] = copy_buffers();
   return time_command(q, [&] { return q.copy(a, b); });
 }
@@ -89,7 +79,7 @@ void bm_copy_reference(benchmark::State& state) {
 }
 
 void bm_op(benchmark::State& state, const std::string& name, const std::string& key, dtype t) {
-  queue& q = timing_queue();
+  queue& q = bench::profiling_queue();
   const op_descriptor& d = op_registry::instance().get(name);
   sample_options o;
   o.type = t;
