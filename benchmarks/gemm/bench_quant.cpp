@@ -45,8 +45,14 @@ namespace {
 using namespace prism;
 using bench::bench_queue;
 
-// Holds device_time_queue's device for about `seconds` while the host enqueues: 64 MiB fills
-// (prism-llm's device_step_span does the same for a step).
+// PRISM_BENCH_DEVICE_TIME: the calls are timed by the device's clock (see the top).
+bool device_time() {
+  static const bool on = bench::env_number("PRISM_BENCH_DEVICE_TIME", 0) != 0;
+  return on;
+}
+
+// Holds bench::profiling_queue's device for about `seconds` while the host enqueues: 64 MiB
+// fills (prism-llm's device_step_span does the same for a step).
 event hold_device(double seconds) {
   static auto* blocker = new buffer<std::uint32_t>(bench_queue().get_context(), std::size_t{16} << 20);
   static const double fill_seconds = [] {
@@ -57,8 +63,9 @@ event hold_device(double seconds) {
     return std::max(1e-6, static_cast<double>(e.profiling().duration_ns()) * 1e-9);
   }();
   const int fills = std::clamp(static_cast<int>(std::ceil(seconds / fill_seconds)), 1, 4000);
+  queue& q = bench::profiling_queue();
   event before;
-  for (int i = 0; i < fills; ++i) before = bench::profiling_queue().fill(*blocker, static_cast<std::uint32_t>(i));
+  for (int i = 0; i < fills; ++i) before = q.fill(*blocker, static_cast<std::uint32_t>(i));
   return before;
 }
 
@@ -72,8 +79,7 @@ struct timed_call {
   // after each call, so the host's round trip counts; a decode step's graph pipelines them).
   double seconds() {
     static const int calls = std::max(1, static_cast<int>(bench::env_number("PRISM_BENCH_PIPELINE", 1)));
-    static const bool device_time = bench::env_number("PRISM_BENCH_DEVICE_TIME", 0) != 0;
-    if (device_time) return device_seconds(calls);
+    if (device_time()) return device_seconds(calls);
     queue& q = bench_queue();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < calls; ++i) {
@@ -211,7 +217,7 @@ void bm_gemv(benchmark::State& state, const char* key, dtype t, const std::strin
   state.counters["cpu_ms"] = cpu_seconds / n * 1e3;
   state.counters["copies"] = static_cast<double>(g.turns.size());
   state.counters["read_copies"] = static_cast<double>(ref.turns.size());
-  if (bench::env_number("PRISM_BENCH_DEVICE_TIME", 0) != 0)
+  if (device_time())
     state.counters["host_behind"] = static_cast<double>(g.host_behind + ref.host_behind);
   else  // the host's enqueue a call (wall), which bounds a pipelined call from below
     state.counters["enqueue_us"] = g.enqueue_seconds / n * 1e6;

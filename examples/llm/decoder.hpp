@@ -150,9 +150,10 @@ class decoder {
   /// kv_cache_attention and linear + silu_and_mul. `norm` (float weights): the residual adds go
   /// into the o/down projections' epilogues (addmm into the residual stream) and each RMSNorm
   /// into the GEMV that reads it (rms_norm_linear, linear_silu_and_mul with a norm weight), so a
-  /// layer's norms launch nothing of their own; off, fused_add_rms_norm runs between them. `block` (with `norm`, float weights): the o projection,
-  /// the post-attention norm, the gated MLP and both residual adds as one post_attention call
-  /// (one launch where the route chains its GEMVs), so a layer is three calls. All on by default.
+  /// layer's norms launch nothing of their own; off, fused_add_rms_norm runs between them.
+  /// `block` (with `norm`, float weights): the o projection, the post-attention norm, the gated
+  /// MLP and both residual adds as one post_attention call (one launch where the route chains its
+  /// GEMVs), so a layer is three calls. All on by default.
   struct fusions {
     bool attention = true;
     bool mlp = true;

@@ -146,10 +146,10 @@ int main(int argc, char** argv) {
   app.add_option("--fuse", opt.fuse,
                  "fused ops of a decode step: a comma-separated subset of attention (decode_attention), mlp "
                  "(linear_silu_and_mul; block-quantized weights on CPUs only) and norm (residual adds in the "
-                 "projections' epilogues, RMSNorms read in the next GEMV: rms_norm_linear) and block (with norm: the o projection, post-attention "
-                 "norm, MLP and "
-                 "residual adds as one post_attention call), or none; auto: all of them, block for f32, f16 "
-                 "and bf16 weights (not block-quantized ones)")
+                 "projections' epilogues, RMSNorms read in the next GEMV: rms_norm_linear) and block (with "
+                 "norm: the o projection, post-attention norm, MLP and residual adds as one post_attention "
+                 "call), or none; auto: all of them, block for f32, f16 and bf16 weights (not "
+                 "block-quantized ones)")
       ->capture_default_str();
   app.add_option("--warmup", opt.warmup_runs, "untimed warm-up generations (build kernels first)")
       ->capture_default_str();

@@ -483,6 +483,8 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 #define Q_ACC2 (RM * RN <= 4)
 
 #if Q_G4 || Q_P8
+// The 512-bit walks: q4's four blocks a register (Q_G4) and q8_0's two (Q_P8, q8_i8_pairs
+// below) share q_madd64 and the target attributes.
 // Four q4 blocks of one weight row at once (Q_G4's layout): each block's 16 quantized bytes take
 // one 128-bit lane, their low nibbles meet the group's k 0..15 bytes and their high nibbles its
 // k 16..31, and the four blocks' scales come in one vcvtph2ps. Per block that is ~7 instructions
@@ -639,8 +641,9 @@ Q_TARGET inline void q_i8_groups(int groups, const __global uchar* const* w, con
 // that moves onto each activation row (vpsignb's trick, which AVX-512 lacks: a xor and a
 // subtract), so one vpmaddubsw + vpmaddwd (or vpdpbusd) takes 64 products where the one-block loop
 // takes 32; the two scales scale their 8 lanes each.
-Q_TARGET inline void q8_i8_pairs(int pairs, const __global uchar* const* w, const __global uchar* QA, int K,
-                                 const __global float* ad, const int* row, const q_pf* pf, float16 (*acc)[RN]) {
+Q_TARGET inline void q8_i8_pairs(int pairs, const __global uchar* const* w, const __global uchar* QA,
+                                 int K, const __global float* ad, const int* row, const q_pf* pf,
+                                 float16 (*acc)[RN]) {
   const int blocks = K / 32;
   float16 a[RM][RN];
 #pragma unroll
@@ -654,12 +657,9 @@ Q_TARGET inline void q8_i8_pairs(int pairs, const __global uchar* const* w, cons
     for (int j = 0; j < RN; ++j) {
       const __global uchar* p = w[j] + (long)g * 2 * QBYTES;
       Q_PREFETCH(p, pf[j]);
-      const q_v32qi w0 = Q_CAT32(as_char16(vload16(0, p + 2)), as_char16(vload16(0, p + 18)));
-      const q_v32qi w1 = Q_CAT32(as_char16(vload16(0, p + QBYTES + 2)), as_char16(vload16(0, p + QBYTES + 18)));
-      const q_v64qi wq = __builtin_shufflevector(
-          w0, w1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
-          28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54,
-          55, 56, 57, 58, 59, 60, 61, 62, 63);
+      const q_v64qi wq = (q_v64qi)(uint16)(as_uint4(vload16(0, p + 2)), as_uint4(vload16(0, p + 18)),
+                                           as_uint4(vload16(0, p + QBYTES + 2)),
+                                           as_uint4(vload16(0, p + QBYTES + 18)));
       wneg[j] = (q_v64qi)(wq < 0);
       wu[j] = (wq ^ wneg[j]) - wneg[j];
       dw[j] = (float2)(q_scale(p), q_scale(p + QBYTES));
@@ -937,14 +937,16 @@ void q_rows_finish(__local float (*red)[LANES * WARPS], float (*acc)[NB], const 
 // meet by shfl.sync butterflies (the tree's pairing, so the same sum bit for bit), and lane j
 // stores row j. No barrier: a team's epilogue does not wait for the group's other teams.
 void q_rows_finish_shfl(float (*acc)[NB], int lane, int n0, int m0, int N, float alpha, float beta,
-                        __global GT* C, long c_off, int scm, __global const GT* X, long x_off, int sxm, int sxn) {
+                        __global GT* C, long c_off, int scm, __global const GT* X, long x_off, int sxm,
+                        int sxn) {
 #pragma unroll
   for (int j = 0; j < NB; ++j) {
     float v = acc[0][j];
 #pragma unroll
     for (int o = LANES / 2; o > 0; o >>= 1) v += lane_xor(v, o);
     if (lane == j && n0 + j < N)
-      PRISM_STORE(C + c_off + (long)m0 * scm + n0 + j, prism_epilogue(v, alpha, beta, X, x_off, sxm, sxn, m0, n0 + j));
+      PRISM_STORE(C + c_off + (long)m0 * scm + n0 + j,
+                  prism_epilogue(v, alpha, beta, X, x_off, sxm, sxn, m0, n0 + j));
   }
 }
 #endif
@@ -1228,7 +1230,7 @@ __kernel __attribute__((reqd_work_group_size(LANES * WARPS, 1, 1))) void gemm_q_
   (void)ssq;
   (void)eps;
 #endif
-  barrier(CLK_LOCAL_MEM_FENCE);  // lq complete; red is the walk's again
+  barrier(CLK_LOCAL_MEM_FENCE);  // lq complete; red is the epilogue's again (the tree form's)
 #else
 Q_I8_KERNEL(gemm_q_blocks_i8) {
   Q_I8_PROLOGUE
