@@ -94,8 +94,7 @@ const char* x86_dot_defines(const device& d) {
   if (!d.is_cpu()) return "";
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
-  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
-  if (vnni) return vbmi ? " -DPRISM_X86_VNNI=1 -DPRISM_X86_VBMI=1" : " -DPRISM_X86_VNNI=1";
+  if (vnni) return " -DPRISM_X86_VNNI=1";
 #endif
   return "";
 }

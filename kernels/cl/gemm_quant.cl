@@ -481,6 +481,8 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 // consecutive blocks' multiply-adds do not wait on each other (4-cycle FMA latency against ~18
 // instructions a block).
 #define Q_ACC2 (RM * RN <= 4)
+// Decode's tiles inline the row walks (Q_WALK below, q_i8_walk).
+#define Q_INLINE_WALK (RM * RN <= 2)
 
 #if Q_G4 || Q_P8
 // The 512-bit walks: q4's four blocks a register (Q_G4) and q8_0's two (Q_P8, q8_i8_pairs
@@ -491,28 +493,32 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 // (in 256-bit units) where the one-block loop takes ~14, most of them its scalar scale chain.
 // With AVX512-VNNI (Q_VNNI: the config's qx=1 on a host whose CPU has it, kernels/cl_source.cpp's
 // PRISM_X86_VNNI) the pair vpmaddubsw + vpmaddwd and the add become one vpdpbusd: the same exact
-// sums (a nibble times an int8 of at most 127 in magnitude, four to an int). With AVX512-VBMI as
-// well (Q_VBMI, PRISM_X86_VBMI) the group's four blocks come in two loads, their quant bytes to the
-// four lanes by one vpermi2b and their f16 fields by one vpermw, instead of four 16-byte loads,
-// three inserts and four scalar loads a field. PoCL compiles for its CPU name (skylake-avx512 on a
-// Sapphire Rapids-class VM), which leaves both out, so the row's walk is a function of its own
-// with the features (Q_TARGET): a caller without them cannot inline it, and PoCL's work-group
-// function, into which the kernel is inlined, fails to select their instructions. It is not a
-// win everywhere (benchmarks/RESULTS.md, "Issue 17, sessions 40 and 41"): at [16384, 4096] it
-// lost 1.6-1.8x for q4_0 and ~1.4x for q4_1 on PoCL 5.0 with 16 cores, and 4-6% for q4_0 on a
-// 2-core AVX-512 EPYC (q4_1 gained 12-17% there), so it is a tuned key (qx), off by default.
-#if defined(PRISM_X86_VNNI) && PRISM_X86_VNNI && defined(PRISM_X86_VBMI) && PRISM_X86_VBMI
+// sums (a nibble times an int8 of at most 127 in magnitude, four to an int). PoCL compiles for
+// its CPU name (skylake-avx512 on a Sapphire Rapids-class VM), which leaves VNNI out, so the row's
+// walk is then a function of its own with the feature (Q_TARGET): a caller without it cannot
+// inline it, and PoCL's work-group function, into which the kernel is inlined, fails to select
+// its instructions. It is not a win everywhere (benchmarks/RESULTS.md, "Issue 17, sessions 40 and
+// 41"): at [16384, 4096] it lost 1.6-1.8x for q4_0 and ~1.4x for q4_1 on PoCL 5.0 with 16 cores,
+// and 4-6% for q4_0 on a 2-core AVX-512 EPYC (q4_1 gained 12-17% there), so it is a tuned key
+// (qx), off by default.
+// Q_WALK marks the walks over a row (q_i8_groups, q8_i8_pairs): with VNNI the function called
+// once a row; else, in decode's tiles (Q_INLINE_WALK), inlined into the kernel. LLVM's own
+// choice left them as calls once the walk grew past its size limit, whose register saves and
+// constant reloads, once a row, cost a 576-long row more than its tail blocks did. Prefill's
+// tiles do RM x RN rows' work a call, and inlined there their programs took twice as long to
+// build on PoCL, so they keep the call.
+#if defined(PRISM_X86_VNNI) && PRISM_X86_VNNI
 #define Q_VNNI 1
-#define Q_VBMI 1
-#define Q_TARGET __attribute__((target("avx512vnni,avx512vbmi")))
-#elif defined(PRISM_X86_VNNI) && PRISM_X86_VNNI
-#define Q_VNNI 1
-#define Q_VBMI 0
 #define Q_TARGET __attribute__((target("avx512vnni")))
+#define Q_WALK Q_TARGET
 #else
 #define Q_VNNI 0
-#define Q_VBMI 0
 #define Q_TARGET
+#if Q_INLINE_WALK
+#define Q_WALK __attribute__((always_inline))
+#else
+#define Q_WALK
+#endif
 #endif
 typedef char q_v64qi __attribute__((vector_size(64)));
 typedef short q_v32hi __attribute__((vector_size(64)));
@@ -534,8 +540,21 @@ inline float4 q_half4(const __global uchar* p) {
 }
 
 // Blocks 4g .. 4g + 3 of the weight row at w: their quant bytes a 128-bit lane each (nib), their
-// scales (dw) and q4_1's mins (mw; q4_0: dw again).
-#if Q_VBMI
+// scales (dw) and q4_1's mins (mw; q4_0: dw again). A group is 72 (q4_0) or 80 (q4_1) contiguous
+// bytes whose fields all start at even bytes, so AVX512BW's word permutes gather it (Q_WPERM):
+// one 64-byte load and one or two 8-byte ones, the quant bytes to the four lanes by one vpermi2w
+// and the f16 fields by one vpermw, where the lane-by-lane form takes four 16-byte loads, three
+// inserts and four scalar loads a field. With the pair after the groups (q_i8_groups) and the
+// walks inlined (Q_WALK), the 135M head's [49152, 576] GEMV on a 2-core AVX-512 EPYC went from
+// 28.0 to 32.0 GB/s (q4_0) and from 26.6 to 33.5 (q4_1), and that model's Q4_0 decode ran 7-15%
+// faster (benchmarks/RESULTS.md, "Issue 17, session 46"). -DPRISM_Q_WPERM=0 (PRISM_CL_OPTIONS)
+// builds the lane-by-lane form.
+#if defined(PRISM_Q_WPERM) && !PRISM_Q_WPERM
+#define Q_WPERM 0
+#else
+#define Q_WPERM 1
+#endif
+#if Q_WPERM
 typedef char q_v64qi_u __attribute__((vector_size(64), aligned(1)));
 typedef ulong __attribute__((aligned(1))) q_ulong_u;
 typedef float q_v8sf __attribute__((vector_size(32)));
@@ -543,23 +562,23 @@ typedef float q_v8sf __attribute__((vector_size(32)));
 Q_TARGET inline void q_w_group(int g, const __global uchar* w, q_pf pf, uint16* nib, float4* dw, float4* mw) {
   const __global uchar* p = w + (long)g * 4 * QBYTES;
   Q_PREFETCH(p, pf);
-#if Q_VBMI
+#if Q_WPERM
   // The group's 4 QBYTES bytes: 64 in one load, the rest (8 for q4_0, 16 for q4_1) in another.
   const q_v64qi lo = *(const __global q_v64qi_u*)p;
   const ulong t1 = QBYTES * 4 > 72 ? *(const __global q_ulong_u*)(p + 72) : 0;
   const q_v64qi hi = (q_v64qi)((ulong8)(*(const __global q_ulong_u*)(p + 64), t1, 0, 0, 0, 0, 0, 0));
   // Lane j (bytes 16 j ..) takes block j's quant bytes (index 64 and up: hi's bytes), and words
   // 0 .. 3 (4 .. 7) the blocks' scales (q4_1's mins), fields at whole words of lo.
-  q_v64qi bi;
+  q_v32hi bi;
 #pragma unroll
-  for (int k = 0; k < 64; ++k) bi[k] = (char)(k / 16 * QBYTES + QOFF + k % 16);
+  for (int k = 0; k < 32; ++k) bi[k] = (short)(k / 8 * QBYTES / 2 + QOFF / 2 + k % 8);
   q_v32hi wi = (q_v32hi)((int16)0);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     wi[j] = (short)(j * QBYTES / 2);
     wi[4 + j] = (short)(j * QBYTES / 2 + 1);
   }
-  *nib = as_uint16(__builtin_ia32_vpermi2varqi512(lo, bi, hi));
+  *nib = as_uint16(__builtin_ia32_vpermi2varhi512((q_v32hi)lo, bi, (q_v32hi)hi));
   const q_v32hi f16 = __builtin_ia32_permvarhi512((q_v32hi)lo, wi);
   const float8 fields =
       as_float8((q_v8sf)__builtin_ia32_vcvtph2ps256(__builtin_shufflevector(f16, f16, 0, 1, 2, 3, 4, 5, 6, 7)));
@@ -591,7 +610,7 @@ Q_TARGET inline void q_i8_pair(uint16 nlo, uint16 nhi, float4 dw, float4 mw, q_v
 // (RM = RN = 1) is the one-pair case; in prefill's tiles (4 x 4 by default) the one-block loop
 // (q_i8_block) spends two 256-bit multiply-adds, a conversion and a multiply-add per block and
 // pair, and this one the same per four blocks in 512-bit registers.
-Q_TARGET inline void q_i8_groups(int groups, const __global uchar* const* w, const __global uchar* QA, int K,
+Q_WALK inline void q_i8_groups(int groups, const __global uchar* const* w, const __global uchar* QA, int K,
                                  const __global float* ad, const __global float* as, const int* row, const q_pf* pf,
                                  float16 (*acc)[RN], float4 (*accm)[RN]) {
   const int blocks = K / 32;
@@ -624,6 +643,35 @@ Q_TARGET inline void q_i8_groups(int groups, const __global uchar* const* w, con
       for (int j = 0; j < RN; ++j) q_i8_pair(nlo[j], nhi[j], dw[j], mw[j], alo, ahi, da, sa, &a[i][j], &am[i][j]);
     }
   }
+  if (groups * 4 + 2 <= blocks) {  // two blocks past the last group (K = 576: 18 blocks), as a pair
+    const int b = groups * 4;
+    uint16 nib[RN];
+    float2 dw[RN], mw[RN];
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      const __global uchar* p = w[j] + (long)b * QBYTES;
+      const uint4 q0 = as_uint4(vload16(0, p + QOFF)), q1 = as_uint4(vload16(0, p + QBYTES + QOFF));
+      // Lanes: block b's low and high nibbles, then block b + 1's (the activations' block-by-block
+      // layout past the groups: each block's k 0..15 bytes, then its k 16..31).
+      nib[j] = ((uint16)(q0, q0, q1, q1) >> (uint16)(0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4)) & m;
+      dw[j] = (float2)(q_scale(p), q_scale(p + QBYTES));
+      mw[j] = QTYPE == 2 ? (float2)(q_min(p), q_min(p + QBYTES)) : dw[j];
+    }
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+      const q_v64qi av = (q_v64qi)vload16(0, (const __global uint*)(QA + (long)row[i] * K + b * 32));
+      const float2 da = vload2(0, ad + (long)row[i] * blocks + b);
+      const float2 sa = vload2(0, as + (long)row[i] * blocks + b);
+#pragma unroll
+      for (int j = 0; j < RN; ++j) {
+        const int16 sum = q_madd64((int16)0, (q_v64qi)nib[j], av);
+        const float2 d = dw[j] * da;
+        a[i][j] = fma(convert_float16(sum),
+                      __builtin_shufflevector(d, d, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), a[i][j]);
+        am[i][j] = fma((float4)(mw[j], 0.0f, 0.0f), (float4)(sa, 0.0f, 0.0f), am[i][j]);
+      }
+    }
+  }
 #pragma unroll
   for (int i = 0; i < RM; ++i)
 #pragma unroll
@@ -641,7 +689,7 @@ Q_TARGET inline void q_i8_groups(int groups, const __global uchar* const* w, con
 // that moves onto each activation row (vpsignb's trick, which AVX-512 lacks: a xor and a
 // subtract), so one vpmaddubsw + vpmaddwd (or vpdpbusd) takes 64 products where the one-block loop
 // takes 32; the two scales scale their 8 lanes each.
-Q_TARGET inline void q8_i8_pairs(int pairs, const __global uchar* const* w, const __global uchar* QA,
+Q_WALK inline void q8_i8_pairs(int pairs, const __global uchar* const* w, const __global uchar* QA,
                                  int K, const __global float* ad, const int* row, const q_pf* pf,
                                  float16 (*acc)[RN]) {
   const int blocks = K / 32;
@@ -686,6 +734,9 @@ Q_TARGET inline void q8_i8_pairs(int pairs, const __global uchar* const* w, cons
 #endif
 
 // The kernel's walk: its RM activation rows (row[i]) against the RN weight rows w[j], into v.
+#if Q_INLINE_WALK
+__attribute__((always_inline))
+#endif
 inline void q_i8_walk(int K, const __global uchar* QA, const __global float* ad, const __global float* as,
                       const int* row, const __global uchar* const* w, const q_pf* pf, float (*v)[RN]) {
   const int blocks = K / 32;
@@ -712,7 +763,7 @@ inline void q_i8_walk(int K, const __global uchar* QA, const __global float* ad,
   float16 acc16[RM][RN];
   float4 accm4[RM][RN];
   q_i8_groups(blocks / 4, w, QA, K, ad, as, row, pf, acc16, accm4);
-  kb = blocks / 4 * 4;
+  kb = blocks / 4 * 4 + (blocks % 4 >= 2 ? 2 : 0);  // the groups, and a pair after them
 #pragma unroll
   for (int i = 0; i < RM; ++i)
 #pragma unroll

@@ -184,8 +184,8 @@ config_schema gemv_schema() {
        0,
        {0, 1},
        "rms_norm_linear, q4_0/q4_1 weight, CPU kernel (variant 1) with qa=1: 1 = the four-block walk through "
-       "x86's AVX512-VNNI vpdpbusd (with AVX512-VBMI also vpermi2b and vpermw), a function of its own called "
-       "once a row; only on a CPU device whose host has AVX512-VNNI (the gemm family's qx)"}};
+       "x86's AVX512-VNNI vpdpbusd, a function of its own called once a row; only on a CPU device whose "
+       "host has AVX512-VNNI (the gemm family's qx)"}};
   s.rule = [](const kernel_config& k) -> std::optional<std::string> {
     if (k.at("variant") == 0 && (k.at("mb") * k.at("nb") * 2 + k.at("mb")) * k.at("wg") * 4 > 32768)
       return "(mb * nb * 2 + mb) * wg * 4 bytes of local memory must stay <= 32 KiB";

@@ -320,8 +320,8 @@ config_schema gemm_schema() {
        0,
        {0, 1},
        "quantized weights, cpu with qa=1 at one weight and one activation row a work-item (q4_0/q4_1): "
-       "1 = the four-block walk through x86's AVX512-VNNI vpdpbusd (with AVX512-VBMI also vpermi2b and "
-       "vpermw), a function of its own called once a row; only on a CPU device whose host has AVX512-VNNI"},
+       "1 = the four-block walk through x86's AVX512-VNNI vpdpbusd, a function of its own called once a row; "
+       "only on a CPU device whose host has AVX512-VNNI"},
   };
   s.rule = [](const kernel_config& c) -> std::optional<std::string> {
     const auto tm = c.at("tm"), tn = c.at("tn"), wm = c.at("wm"), wn = c.at("wn");

@@ -476,9 +476,9 @@ TEST(quant, int8_activations_follow_the_per_block_rounding) {
   queue& q = shared_queue();
   std::uint64_t seed = 300;
   // The CPU kernel (at M = 1 on AVX-512 four blocks a register; at K = 2272 on an x86 host with
-  // AVX512-VNNI / VBMI through vpdpbusd, vpermi2b and vpermw), the GPU rows kernel, its
-  // block-pair form and its lane-per-block form (dp4a on NVIDIA, four multiplies elsewhere) all
-  // follow the same host model. K = 192: six blocks, one group of four and two more; the
+  // AVX512-VNNI through vpdpbusd), the GPU rows kernel, its block-pair form and its lane-per-block
+  // form (dp4a on NVIDIA, four multiplies elsewhere) all follow the same host model. K = 192: six
+  // blocks, one group of four and two more (on AVX-512 the pair after the groups); the
   // lane-per-block form also at K = 2272 (71 blocks: two full steps of 2 x 32 lanes and a partial one;
   // with qu=4 one partial step of 4 x 32), and that form again quantizing its row in local memory
   // (qp=3: the kernel's own rounding; qu=1: three steps, the last partial).
@@ -532,14 +532,13 @@ TEST(quant, int8_activations_follow_the_per_block_rounding) {
       }
 }
 
-// qx=1, the CPU decode walk through AVX512-VNNI's vpdpbusd (and AVX512-VBMI's vpermi2b and
-// vpermw), a key of linear's and of rms_norm_linear's CPU kernel: on a CPU device whose x86 host
-// has them its programs are built with the walk's defines
-// (those of qx=0 without them: checked in the programs PRISM_DUMP_PROGRAMS writes), and it
-// computes the same integer block sums and the same float steps as the walk without them, so
-// q4_0 and q4_1 agree bit for bit with qx=0 at K = 192 (one group of four blocks and two more)
-// and K = 2272 (the long-row prefetch, 71 blocks), at M = 1 and at M = 3 (rm=1: one activation
-// row a work-item). Where it cannot run (q8_0, several activation rows a work-item, float
+// qx=1, the CPU decode walk through AVX512-VNNI's vpdpbusd, a key of linear's and of
+// rms_norm_linear's CPU kernel: on a CPU device whose x86 host has it its programs are built
+// with the walk's define (those of qx=0 without it: checked in the programs PRISM_DUMP_PROGRAMS
+// writes), and it computes the same integer block sums and the same float steps as the walk
+// without it, so q4_0 and q4_1 agree bit for bit with qx=0 at K = 192 (one group of four blocks
+// and two more) and K = 2272 (the long-row prefetch, 71 blocks), at M = 1 and at M = 3 (rm=1:
+// one activation row a work-item). Where it cannot run (q8_0, several activation rows a work-item, float
 // activations, another device or host) the dispatcher refuses it naming why.
 TEST(quant, x86_dot_product_walk_matches_or_is_refused) {
   queue& q = shared_queue();
