@@ -604,16 +604,17 @@ Q_TARGET inline void q_i8_pair(uint16 nlo, uint16 nhi, float4 dw, float4 mw, q_v
   *accm = fma(mw, sa, *accm);  // q4_0: d_w * s_a (times -8 at the end); q4_1: m * s_a
 }
 
-// The first `groups` groups of the kernel's RM activation rows (QA's rows row[i], K long) against
-// its RN weight rows w[j], into acc[i][j] and accm[i][j]: each weight group is loaded and split
+// The whole groups of the kernel's RM activation rows (QA's rows row[i], K long), and two blocks
+// after them where a row has them, against its RN weight rows w[j], into acc[i][j] and accm[i][j];
+// returns the blocks walked (the one-block loop takes the rest). Each weight group is loaded and split
 // into nibbles once for the RM rows, each activation group once for the RN weight rows. Decode
 // (RM = RN = 1) is the one-pair case; in prefill's tiles (4 x 4 by default) the one-block loop
 // (q_i8_block) spends two 256-bit multiply-adds, a conversion and a multiply-add per block and
 // pair, and this one the same per four blocks in 512-bit registers.
-Q_WALK inline void q_i8_groups(int groups, const __global uchar* const* w, const __global uchar* QA, int K,
-                                 const __global float* ad, const __global float* as, const int* row, const q_pf* pf,
-                                 float16 (*acc)[RN], float4 (*accm)[RN]) {
-  const int blocks = K / 32;
+Q_WALK inline int q_i8_groups(const __global uchar* const* w, const __global uchar* QA, int K,
+                              const __global float* ad, const __global float* as, const int* row,
+                              const q_pf* pf, float16 (*acc)[RN], float4 (*accm)[RN]) {
+  const int blocks = K / 32, groups = blocks / 4;
   float16 a[RM][RN];
   float4 am[RM][RN];
 #pragma unroll
@@ -643,8 +644,8 @@ Q_WALK inline void q_i8_groups(int groups, const __global uchar* const* w, const
       for (int j = 0; j < RN; ++j) q_i8_pair(nlo[j], nhi[j], dw[j], mw[j], alo, ahi, da, sa, &a[i][j], &am[i][j]);
     }
   }
-  if (groups * 4 + 2 <= blocks) {  // two blocks past the last group (K = 576: 18 blocks), as a pair
-    const int b = groups * 4;
+  int b = groups * 4;
+  if (b + 2 <= blocks) {  // two blocks past the last group (K = 576: 18 blocks), as a pair
     uint16 nib[RN];
     float2 dw[RN], mw[RN];
 #pragma unroll
@@ -671,6 +672,7 @@ Q_WALK inline void q_i8_groups(int groups, const __global uchar* const* w, const
         am[i][j] = fma((float4)(mw[j], 0.0f, 0.0f), (float4)(sa, 0.0f, 0.0f), am[i][j]);
       }
     }
+    b += 2;
   }
 #pragma unroll
   for (int i = 0; i < RM; ++i)
@@ -679,6 +681,7 @@ Q_WALK inline void q_i8_groups(int groups, const __global uchar* const* w, const
       acc[i][j] = a[i][j];
       accm[i][j] = am[i][j];
     }
+  return b;
 }
 #endif  // Q_G4
 
@@ -690,8 +693,8 @@ Q_WALK inline void q_i8_groups(int groups, const __global uchar* const* w, const
 // subtract), so one vpmaddubsw + vpmaddwd (or vpdpbusd) takes 64 products where the one-block loop
 // takes 32; the two scales scale their 8 lanes each.
 Q_WALK inline void q8_i8_pairs(int pairs, const __global uchar* const* w, const __global uchar* QA,
-                                 int K, const __global float* ad, const int* row, const q_pf* pf,
-                                 float16 (*acc)[RN]) {
+                               int K, const __global float* ad, const int* row, const q_pf* pf,
+                               float16 (*acc)[RN]) {
   const int blocks = K / 32;
   float16 a[RM][RN];
 #pragma unroll
@@ -762,8 +765,7 @@ inline void q_i8_walk(int K, const __global uchar* QA, const __global float* ad,
 #if Q_G4
   float16 acc16[RM][RN];
   float4 accm4[RM][RN];
-  q_i8_groups(blocks / 4, w, QA, K, ad, as, row, pf, acc16, accm4);
-  kb = blocks / 4 * 4 + (blocks % 4 >= 2 ? 2 : 0);  // the groups, and a pair after them
+  kb = q_i8_groups(w, QA, K, ad, as, row, pf, acc16, accm4);  // the groups, and a pair after them
 #pragma unroll
   for (int i = 0; i < RM; ++i)
 #pragma unroll
