@@ -531,38 +531,28 @@ Q_TARGET inline int16 q_madd64(int16 acc, q_v64qi u, q_v64qi s) {
 #endif
 }
 
-#if Q_G4
-inline float4 q_half4(const __global uchar* p) {
-  typedef short q_v8hi4 __attribute__((vector_size(16)));
-  const q_v8hi4 v = {*(const __global short*)p, *(const __global short*)(p + QBYTES),
-                     *(const __global short*)(p + 2 * QBYTES), *(const __global short*)(p + 3 * QBYTES), 0, 0, 0, 0};
-  return __builtin_ia32_vcvtph2ps(v);
+// A block pair's two scales, each over its block's 8 lanes of a pair's sums (q8_i8_pairs, and
+// q_i8_groups' pair after the groups).
+inline float16 q_pair_lanes(float2 d) {
+  return __builtin_shufflevector(d, d, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
 }
 
+#if Q_G4
 // Blocks 4g .. 4g + 3 of the weight row at w: their quant bytes a 128-bit lane each (nib), their
 // scales (dw) and q4_1's mins (mw; q4_0: dw again). A group is 72 (q4_0) or 80 (q4_1) contiguous
-// bytes whose fields all start at even bytes, so AVX512BW's word permutes gather it (Q_WPERM):
-// one 64-byte load and one or two 8-byte ones, the quant bytes to the four lanes by one vpermi2w
-// and the f16 fields by one vpermw, where the lane-by-lane form takes four 16-byte loads, three
-// inserts and four scalar loads a field. With the pair after the groups (q_i8_groups) and the
-// walks inlined (Q_WALK), the 135M head's [49152, 576] GEMV on a 2-core AVX-512 EPYC went from
-// 28.0 to 32.0 GB/s (q4_0) and from 26.6 to 33.5 (q4_1), and that model's Q4_0 decode ran 7-15%
-// faster (benchmarks/RESULTS.md, "Issue 17, session 46"). -DPRISM_Q_WPERM=0 (PRISM_CL_OPTIONS)
-// builds the lane-by-lane form.
-#if defined(PRISM_Q_WPERM) && !PRISM_Q_WPERM
-#define Q_WPERM 0
-#else
-#define Q_WPERM 1
-#endif
-#if Q_WPERM
+// bytes whose fields all start at even bytes, so AVX512BW's word permutes gather it: one 64-byte
+// load and one or two 8-byte ones, the quant bytes to the four lanes by one vpermi2w and the f16
+// fields by one vpermw, where a lane-by-lane gather took four 16-byte loads, three inserts and four
+// scalar loads a field. With the pair after the groups (q_i8_groups) and the walks inlined
+// (Q_WALK), the 135M head's [49152, 576] GEMV on a 2-core AVX-512 EPYC went from 28.0 to 32.0
+// GB/s (q4_0) and from 26.6 to 33.5 (q4_1), and that model's Q4_0 decode ran 7-15% faster
+// (benchmarks/RESULTS.md, "Issue 17, session 46").
 typedef char q_v64qi_u __attribute__((vector_size(64), aligned(1)));
 typedef ulong __attribute__((aligned(1))) q_ulong_u;
 typedef float q_v8sf __attribute__((vector_size(32)));
-#endif
 Q_TARGET inline void q_w_group(int g, const __global uchar* w, q_pf pf, uint16* nib, float4* dw, float4* mw) {
   const __global uchar* p = w + (long)g * 4 * QBYTES;
   Q_PREFETCH(p, pf);
-#if Q_WPERM
   // The group's 4 QBYTES bytes: 64 in one load, the rest (8 for q4_0, 16 for q4_1) in another.
   const q_v64qi lo = *(const __global q_v64qi_u*)p;
   const ulong t1 = QBYTES * 4 > 72 ? *(const __global q_ulong_u*)(p + 72) : 0;
@@ -584,13 +574,6 @@ Q_TARGET inline void q_w_group(int g, const __global uchar* w, q_pf pf, uint16* 
       as_float8((q_v8sf)__builtin_ia32_vcvtph2ps256(__builtin_shufflevector(f16, f16, 0, 1, 2, 3, 4, 5, 6, 7)));
   *dw = fields.lo;
   *mw = QTYPE == 1 ? fields.lo : fields.hi;
-#else
-  const int off = QTYPE == 1 ? 2 : 4;
-  *nib = (uint16)(as_uint4(vload16(0, p + off)), as_uint4(vload16(0, p + QBYTES + off)),
-                  as_uint4(vload16(0, p + 2 * QBYTES + off)), as_uint4(vload16(0, p + 3 * QBYTES + off)));
-  *dw = q_half4(p);
-  *mw = QTYPE == 1 ? *dw : q_half4(p + 2);
-#endif
 }
 
 // A weight group (its low and high nibbles, scales dw, mins mw) against an activation group (k
@@ -605,9 +588,10 @@ Q_TARGET inline void q_i8_pair(uint16 nlo, uint16 nhi, float4 dw, float4 mw, q_v
 }
 
 // The whole groups of the kernel's RM activation rows (QA's rows row[i], K long), and two blocks
-// after them where a row has them, against its RN weight rows w[j], into acc[i][j] and accm[i][j];
-// returns the blocks walked (the one-block loop takes the rest). Each weight group is loaded and split
-// into nibbles once for the RM rows, each activation group once for the RN weight rows. Decode
+// after them where a row has them, against its RN weight rows w[j], into acc[i][j] and
+// accm[i][j]; returns the blocks walked (the one-block loop takes the rest). Each weight group is
+// loaded and split into nibbles once for the RM rows, each activation group once for the RN weight
+// rows. Decode
 // (RM = RN = 1) is the one-pair case; in prefill's tiles (4 x 4 by default) the one-block loop
 // (q_i8_block) spends two 256-bit multiply-adds, a conversion and a multiply-add per block and
 // pair, and this one the same per four blocks in 512-bit registers.
@@ -667,8 +651,7 @@ Q_WALK inline int q_i8_groups(const __global uchar* const* w, const __global uch
       for (int j = 0; j < RN; ++j) {
         const int16 sum = q_madd64((int16)0, (q_v64qi)nib[j], av);
         const float2 d = dw[j] * da;
-        a[i][j] = fma(convert_float16(sum),
-                      __builtin_shufflevector(d, d, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), a[i][j]);
+        a[i][j] = fma(convert_float16(sum), q_pair_lanes(d), a[i][j]);
         am[i][j] = fma((float4)(mw[j], 0.0f, 0.0f), (float4)(sa, 0.0f, 0.0f), am[i][j]);
       }
     }
@@ -723,8 +706,7 @@ Q_WALK inline void q8_i8_pairs(int pairs, const __global uchar* const* w, const 
       for (int j = 0; j < RN; ++j) {
         const int16 s = q_madd64((int16)0, wu[j], (av ^ wneg[j]) - wneg[j]);
         const float2 d = dw[j] * da;
-        a[i][j] = fma(convert_float16(s),
-                      __builtin_shufflevector(d, d, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), a[i][j]);
+        a[i][j] = fma(convert_float16(s), q_pair_lanes(d), a[i][j]);
       }
     }
   }
