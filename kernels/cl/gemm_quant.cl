@@ -1189,14 +1189,14 @@ Q_I8_KERNEL(gemm_q_pairs_i8) {
   q_rows_finish(red, acc, ss, K, 0.0f, t, n0, m0, rows, M, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
 }
 #elif QPAIR == 2
-// gemm_q_rows on int8 activations, a lane per block (qp=2): lane l of a team takes whole blocks l,
-// l + 32, ... of each of its NB rows, QB_UNROLL of them a step with all their loads issued before
-// the step's dot products. A block's bytes come as quant_common.cl's slots (16-bit loads for q8_0,
-// q4_0: 2-byte aligned; 32-bit ones for q4_1), so a block has one scale load and one d_a, s_a pair per lane instead of one
-// per 4-byte slot. benchmarks/gpu/quant_layout_probe measured this walk at 0.81-0.86x of a plain
-// 16-byte read of the same bytes on the H200 (q4_0, M = 1, [4096..32768] x [4096..11008]), the
-// float walk at 0.36-0.39x (benchmarks/RESULTS.md, "Issue 17 and 13, session 27"). In decode it
-// carries the nvidia route's q8_0 qkv projections (rms_norm_linear, K >= 4096).
+// gemm_q_rows on int8 activations, a lane per block (qp=2): lane l of a team takes whole blocks l, l + 32,
+// ... of each of its NB rows, QB_UNROLL of them a step with all their loads issued before the step's dot
+// products. A block's bytes come as quant_common.cl's slots (16-bit loads for q8_0 and q4_0, 2-byte aligned;
+// 32-bit ones for q4_1), or on GPUs for q8_0 as 32-bit words (QW32, below), so a block has one scale load
+// and one d_a, s_a pair per lane instead of one per 4-byte slot. benchmarks/gpu/quant_layout_probe measured
+// this walk at 0.81-0.86x of a plain 16-byte read of the same bytes on the H200 (q4_0, M = 1, [4096..32768]
+// x [4096..11008]), the float walk at 0.36-0.39x (benchmarks/RESULTS.md, "Issue 17 and 13, session 27"). In
+// decode it carries the nvidia route's q8_0 qkv projections (rms_norm_linear, K >= 4096).
 #ifndef QB_UNROLL
 #define QB_UNROLL 2
 #endif
@@ -1205,6 +1205,38 @@ Q_I8_KERNEL(gemm_q_pairs_i8) {
 inline uint4 q_slots4(const __global uchar* p, int s0) {
   return (uint4)(q_slot(p, 0, s0), q_slot(p, 0, s0 + 1), q_slot(p, 0, s0 + 2), q_slot(p, 0, s0 + 3));
 }
+// QW32 (GPUs; q8_0 only): a q8_0 block's 34 bytes in 32-bit loads. A block starts 0 or 2 bytes
+// past a 4-byte boundary; the eight words from that boundary hold the scale and quant words 0-6
+// (each the word itself or a funnel shift of two), and two 16-bit loads at the block's end give
+// quant word 7. No load reads past the block's end, the first word's 2 bytes before it (when it
+// starts 2 past a boundary) lie in the same 4-byte-aligned buffer, and no lane diverges: 10
+// loads a block for q_slots4's 17. H200 (qp=3, bf16 activations, weights streamed past the L2,
+// device time): [16384, 4096] 29.4 -> 26.0 us (0.80 -> 0.92 of the read), [12288, 4096] 24.4 ->
+// 23.5, [22016, 4096] 37.4 -> 36.4, [4096, 11008] 24.3 -> 22.0 (0.65 -> 0.72). The same form for
+// q4_0 (its 18 bytes in 5 words for 9 halves) was level or slower (26.0 -> 27.8 us at [22016,
+// 4096]), so q4 keeps its 16-bit loads (benchmarks/RESULTS.md, "Issue 17, session 47").
+// -DQW32=0 / 1 picks either form for q8_0.
+#ifndef QW32
+#define QW32 (!PRISM_CPU)
+#endif
+#define Q8_W32 (QW32 && QTYPE == 0)
+#if Q8_W32
+inline uint q_w32_funnel(uint lo, uint hi, uint sh) { return (uint)((((ulong)hi << 32) | lo) >> sh); }
+inline float q8_block_w32(const __global uchar* blk, uint4* q0, uint4* q1) {
+  const uint off = (uint)((ulong)blk & 3u), sh = off ? 32u : 16u;
+  const __global uint* w = (const __global uint*)(blk - off);
+  uint v[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = w[i];
+  const __global ushort* t = (const __global ushort*)(blk + 30);
+  *q0 = (uint4)(q_w32_funnel(v[0], v[1], sh), q_w32_funnel(v[1], v[2], sh), q_w32_funnel(v[2], v[3], sh),
+                q_w32_funnel(v[3], v[4], sh));
+  *q1 = (uint4)(q_w32_funnel(v[4], v[5], sh), q_w32_funnel(v[5], v[6], sh), q_w32_funnel(v[6], v[7], sh),
+                (uint)t[0] | ((uint)t[1] << 16));
+  const ushort h = (ushort)(v[0] >> (off * 8u));
+  return vload_half(0, (const __private half*)&h);
+}
+#endif
 #ifdef QL_K
 // qp=3 (QL_K = K): the same walk with no quantize launch before it. The group first quantizes its
 // activation row (MB = 1) into local memory, an item a block through q8_quantize_block (with
@@ -1289,10 +1321,16 @@ Q_I8_KERNEL(gemm_q_blocks_i8) {
 #pragma unroll
       for (int j = 0; j < NB; ++j) {
         const __global uchar* blk = wr[j] + (long)b * QBYTES;
+#if Q8_W32
+        const float d = q8_block_w32(blk, &q0[u][j], &q1[u][j]);
+        dw[u][j] = in ? d : 0.0f;
+        mw[u][j] = 0.0f;
+#else
         dw[u][j] = in ? q_scale(blk) : 0.0f;
         mw[u][j] = in && QTYPE == 2 ? q_min(blk) : 0.0f;
         q0[u][j] = q_slots4(blk, 0);
         q1[u][j] = QTYPE == 0 ? q_slots4(blk, 4) : q0[u][j];
+#endif
       }
     }
 #pragma unroll

@@ -431,6 +431,30 @@ TEST(quant, nibble_floats_by_bits_match_the_conversion) {
     }
 }
 
+// GPUs read q8_0 blocks in the lane-per-block walks (qp=2, and qp=3 quantizing its row) as 32-bit
+// words and funnel shifts (QW32, gemm_quant.cl), where CPUs and the other walks take 16-bit
+// slots. Both forms run here on any device (PRISM_CL_OPTIONS -DQW32=0 / 1) and agree bit for bit:
+// 71 blocks a row (K = 2272) puts blocks and rows at both 4-byte alignments, and 19 rows end the
+// weight on a block that starts on a boundary (where a ninth whole word would read past it).
+TEST(quant, q8_0_blocks_in_32_bit_words_match_the_16_bit_slots) {
+  queue& q = shared_queue();
+  std::uint64_t seed = 970;
+  const std::pair<const char*, std::int64_t> forms[] = {{"variant=4,mb=2,nb=2,warps=2,qa=1,qp=2", 1},
+                                                        {"variant=4,mb=2,nb=2,warps=2,qa=1,qp=2", 3},
+                                                        {"variant=4,mb=1,nb=2,warps=2,qa=1,qp=3", 1}};
+  for (const auto& [cfg, m] : forms) {
+    SCOPED_TRACE(std::string(cfg) + " m=" + std::to_string(m));
+    op_call c = linear_call(q, m, 19, 2272, dtype::bf16, dtype::q8_0, false, ++seed);
+    std::vector<double> got[2];
+    for (int w32 : {0, 1}) {
+      scoped_cl_options options("-DQW32=" + std::to_string(w32));
+      run_and_compare(linear_op(), c, config(cfg), false);
+      got[w32] = read_host(q, c.outputs[0]).values;
+    }
+    EXPECT_EQ(got[0], got[1]);
+  }
+}
+
 // The three weights of post_attention take one dtype: a quantized o projection with float MLP
 // weights, or with MLP weights in another block format, is refused naming the tensor.
 TEST(quant, post_attention_refuses_mixed_weight_dtypes) {
