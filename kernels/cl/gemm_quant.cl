@@ -493,20 +493,21 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 // (in 256-bit units) where the one-block loop takes ~14, most of them its scalar scale chain.
 // With AVX512-VNNI (Q_VNNI: the config's qx=1 on a host whose CPU has it, kernels/cl_source.cpp's
 // PRISM_X86_VNNI) the pair vpmaddubsw + vpmaddwd and the add become one vpdpbusd: the same exact
-// sums (a nibble times an int8 of at most 127 in magnitude, four to an int). PoCL compiles for
-// its CPU name (skylake-avx512 on a Sapphire Rapids-class VM), which leaves VNNI out, so the row's
-// walk is then a function of its own with the feature (Q_TARGET): a caller without it cannot
-// inline it, and PoCL's work-group function, into which the kernel is inlined, fails to select
-// its instructions. It is not a win everywhere (benchmarks/RESULTS.md, "Issue 17, sessions 40 and
-// 41"): at [16384, 4096] it lost 1.6-1.8x for q4_0 and ~1.4x for q4_1 on PoCL 5.0 with 16 cores,
-// and 4-6% for q4_0 on a 2-core AVX-512 EPYC (q4_1 gained 12-17% there), so it is a tuned key
-// (qx), off by default.
-// Q_WALK marks the walks over a row (q_i8_groups, q8_i8_pairs): with VNNI the function called
-// once a row; else, in decode's tiles (Q_INLINE_WALK), inlined into the kernel. LLVM's own
-// choice left them as calls once the walk grew past its size limit, whose register saves and
-// constant reloads, once a row, cost a 576-long row more than its tail blocks did. Prefill's
-// tiles do RM x RN rows' work a call, and inlined there their programs took twice as long to
-// build on PoCL, so they keep the call.
+// sums (a nibble times an int8 of at most 127 in magnitude, four to an int). PoCL compiles for its
+// CPU name (skylake-avx512 on a Sapphire Rapids-class VM), which leaves VNNI out, so the row's walk
+// is then a function of its own with the feature (Q_TARGET): a caller without it cannot inline it,
+// and PoCL's work-group function, into which the kernel is inlined, fails to select its
+// instructions. It is not a win everywhere (benchmarks/RESULTS.md, "Issue 17, sessions 40 and 41"):
+// at [16384, 4096] it lost 1.6-1.8x for q4_0 and ~1.4x for q4_1 on PoCL 5.0 with 16 cores, and 4-6%
+// for q4_0 on a 2-core AVX-512 EPYC (q4_1 gained 12-17% there), so it is a tuned key (qx), off by
+// default. In prefill's tiles (rm x qrn rows a work-item, M = 16 on a 2-core AVX-512 EPYC, [3072,
+// 576] q4_0) it took 5-22% off a call (median ~9%; benchmarks/RESULTS.md, "Issue 17, session 47").
+// Q_WALK marks the walks over a row (q_i8_groups, q8_i8_pairs): with VNNI the function called once
+// a work-item's tile of rows; else, in decode's tiles (Q_INLINE_WALK), inlined into the kernel.
+// LLVM's own choice left them as calls once the walk grew past its size limit, whose register saves
+// and constant reloads, once a row, cost a 576-long row more than its tail blocks did. Prefill's
+// tiles do RM x RN rows' work a call, and inlined there their programs took twice as long to build
+// on PoCL, so they keep the call.
 #if defined(PRISM_X86_VNNI) && PRISM_X86_VNNI
 #define Q_VNNI 1
 #define Q_TARGET __attribute__((target("avx512vnni")))

@@ -319,9 +319,9 @@ config_schema gemm_schema() {
       {"qx",
        0,
        {0, 1},
-       "quantized weights, cpu with qa=1 at one weight and one activation row a work-item (q4_0/q4_1): "
-       "1 = the four-block walk through x86's AVX512-VNNI vpdpbusd, a function of its own called once a row; "
-       "only on a CPU device whose host has AVX512-VNNI"},
+       "quantized weights, cpu with qa=1 or 2 (q4_0/q4_1): 1 = the four-block walk through x86's "
+       "AVX512-VNNI vpdpbusd, a function of its own called once a work-item's tile of rm x qrn rows; only "
+       "on a CPU device whose host has AVX512-VNNI"},
   };
   s.rule = [](const kernel_config& c) -> std::optional<std::string> {
     const auto tm = c.at("tm"), tn = c.at("tn"), wm = c.at("wm"), wn = c.at("wn");
@@ -969,14 +969,8 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
           "qa=2 has one work-group quantize every activation row while the others wait: M <= {}, got M = {} "
           "(qa=1 quantizes them in a launch of their own)",
           kFusedQuantizeRows, m);
-    if (pl.x86_dot) {
-      if (std::min(pl.a, m) != 1 || pl.b != 1)
-        return fmt::format(
-            "qx=1 (the AVX512-VNNI walk) runs one weight row and one activation row a work-item: qrn=1 and "
-            "M = 1 or rm=1, got qrn={}, rm={}, M = {}",
-            pl.b, pl.a, m);
+    if (pl.x86_dot)
       if (auto why = gemm_detail::x86_dot_refusal(dev, w->type(), pl.int8_activations)) return why;
-    }
     threads = static_cast<std::uint64_t>(pl.c * pl.d);
   } else if (pl.kind == qkernel::gemv) {
     threads = static_cast<std::uint64_t>(pl.c);
