@@ -969,8 +969,9 @@ std::optional<std::string> quant_unsupported(const device& dev, const op_call& c
           "qa=2 has one work-group quantize every activation row while the others wait: M <= {}, got M = {} "
           "(qa=1 quantizes them in a launch of their own)",
           kFusedQuantizeRows, m);
-    if (pl.x86_dot)
-      if (auto why = gemm_detail::x86_dot_refusal(dev, w->type(), pl.int8_activations)) return why;
+    if (auto why = pl.x86_dot ? gemm_detail::x86_dot_refusal(dev, w->type(), pl.int8_activations)
+                              : std::nullopt)
+      return why;
     threads = static_cast<std::uint64_t>(pl.c * pl.d);
   } else if (pl.kind == qkernel::gemv) {
     threads = static_cast<std::uint64_t>(pl.c);
