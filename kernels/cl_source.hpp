@@ -31,9 +31,10 @@ kernel build_kernel(const context& ctx, std::string_view file, source_override s
 std::string dtype_defines(std::string_view prefix, dtype t);
 
 /// For a CPU device on an x86 host whose CPU has AVX512-VNNI: " -DPRISM_X86_VNNI=1"
-/// (gemm_quant.cl's q4 decode walk then takes vpdpbusd); "" otherwise. PoCL names its CPU target
-/// by the CPU model its LLVM recognizes (skylake-avx512 on a Sapphire Rapids-class VM), so the
-/// host's own feature bits are what tells; a CPU device computes on the host's CPU.
+/// (gemm_quant.cl's q4 walk, decode's and prefill's tiles, then takes vpdpbusd); "" otherwise. PoCL
+/// names its CPU target by the CPU model its LLVM recognizes (skylake-avx512 on a Sapphire
+/// Rapids-class VM), so the host's own feature bits are what tells; a CPU device computes on the
+/// host's CPU.
 const char* x86_dot_defines(const device& d);
 
 }  // namespace prism

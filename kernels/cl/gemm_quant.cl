@@ -1190,14 +1190,15 @@ Q_I8_KERNEL(gemm_q_pairs_i8) {
   q_rows_finish(red, acc, ss, K, 0.0f, t, n0, m0, rows, M, N, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
 }
 #elif QPAIR == 2
-// gemm_q_rows on int8 activations, a lane per block (qp=2): lane l of a team takes whole blocks l, l + 32,
-// ... of each of its NB rows, QB_UNROLL of them a step with all their loads issued before the step's dot
-// products. A block's bytes come as quant_common.cl's slots (16-bit loads for q8_0 and q4_0, 2-byte aligned;
-// 32-bit ones for q4_1), or on GPUs for q8_0 as 32-bit words (QW32, below), so a block has one scale load
-// and one d_a, s_a pair per lane instead of one per 4-byte slot. benchmarks/gpu/quant_layout_probe measured
-// this walk at 0.81-0.86x of a plain 16-byte read of the same bytes on the H200 (q4_0, M = 1, [4096..32768]
-// x [4096..11008]), the float walk at 0.36-0.39x (benchmarks/RESULTS.md, "Issue 17 and 13, session 27"). In
-// decode it carries the nvidia route's q8_0 qkv projections (rms_norm_linear, K >= 4096).
+// gemm_q_rows on int8 activations, a lane per block (qp=2): lane l of a team takes whole blocks l,
+// l + 32, ... of each of its NB rows, QB_UNROLL of them a step with all their loads issued before
+// the step's dot products. A block's bytes come as quant_common.cl's slots (16-bit loads for q8_0
+// and q4_0, 2-byte aligned; 32-bit ones for q4_1), or on GPUs for q8_0 as 32-bit words (QW32,
+// below), so a block has one scale load and one d_a, s_a pair per lane instead of one per 4-byte
+// slot. benchmarks/gpu/quant_layout_probe measured this walk at 0.81-0.86x of a plain 16-byte read
+// of the same bytes on the H200 (q4_0, M = 1, [4096..32768] x [4096..11008]), the float walk at
+// 0.36-0.39x (benchmarks/RESULTS.md, "Issue 17 and 13, session 27"). In decode it carries the
+// nvidia route's q8_0 qkv projections (rms_norm_linear, K >= 4096).
 #ifndef QB_UNROLL
 #define QB_UNROLL 2
 #endif
@@ -1229,13 +1230,11 @@ inline float q8_block_w32(const __global uchar* blk, uint4* q0, uint4* q1) {
   uint v[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) v[i] = w[i];
-  const __global ushort* t = (const __global ushort*)(blk + 30);
   *q0 = (uint4)(q_w32_funnel(v[0], v[1], sh), q_w32_funnel(v[1], v[2], sh), q_w32_funnel(v[2], v[3], sh),
                 q_w32_funnel(v[3], v[4], sh));
   *q1 = (uint4)(q_w32_funnel(v[4], v[5], sh), q_w32_funnel(v[5], v[6], sh), q_w32_funnel(v[6], v[7], sh),
-                (uint)t[0] | ((uint)t[1] << 16));
-  const ushort h = (ushort)(v[0] >> (off * 8u));
-  return vload_half(0, (const __private half*)&h);
+                q_slot(blk, 0, 7));  // quant word 7: the 16-bit slot form
+  return q_half_bits(v[0] >> (off * 8u));
 }
 #endif
 #ifdef QL_K
