@@ -15,7 +15,12 @@
 // instead (a profiling queue on the same context holds the device with fills while the host
 // enqueues them, then the span from the last fill's end to the last call's end), which takes the
 // host's enqueue cost out of both: on the H200 host a `linear` call costs more to enqueue than a
-// 38 MB q4_0 GEMV takes to run, so wall time there measures the host.
+// 38 MB q4_0 GEMV takes to run, so wall time there measures the host. PRISM_BENCH_GRAPH=1 times
+// them by wall time instead, recorded once as a prism::graph and replayed on the ordinary queue:
+// a launch list enqueues a call with one clEnqueueNDRangeKernel, below the GEMV's run time, and
+// no queue takes timestamps. On the H200 those cost the driver ~3 us a launch: the q4_0 route
+// GEMV [16384, 4096] took 16.5 us a launch pipelined on a plain queue and 19.5 on a profiling one
+// (benchmarks/RESULTS.md, "Issue 17, session 48"). It takes precedence over DEVICE_TIME.
 // Both stream from memory, not from a cache: the weight and the read's buffer are each copied
 // until the copies span three times the device's last-level cache, and the calls take the
 // copies in turn, as a model's step takes its layers' weights. A weight or a read smaller than
@@ -45,9 +50,15 @@ namespace {
 using namespace prism;
 using bench::bench_queue;
 
+// PRISM_BENCH_GRAPH: the calls are a replayed graph, timed by wall time (see the top).
+bool graph_time() {
+  static const bool on = bench::env_number("PRISM_BENCH_GRAPH", 0) != 0;
+  return on;
+}
+
 // PRISM_BENCH_DEVICE_TIME: the calls are timed by the device's clock (see the top).
 bool device_time() {
-  static const bool on = bench::env_number("PRISM_BENCH_DEVICE_TIME", 0) != 0;
+  static const bool on = !graph_time() && bench::env_number("PRISM_BENCH_DEVICE_TIME", 0) != 0;
   return on;
 }
 
@@ -79,6 +90,7 @@ struct timed_call {
   // after each call, so the host's round trip counts; a decode step's graph pipelines them).
   double seconds() {
     static const int calls = std::max(1, static_cast<int>(bench::env_number("PRISM_BENCH_PIPELINE", 1)));
+    if (graph_time()) return graph_seconds(calls);
     if (device_time()) return device_seconds(calls);
     queue& q = bench_queue();
     const auto t0 = std::chrono::steady_clock::now();
@@ -112,6 +124,26 @@ struct timed_call {
       hold_per_call *= 1.5;
     }
   }
+  // PRISM_BENCH_GRAPH: `calls` calls (taking the copies in turn) recorded once, then each run
+  // replays them and waits.
+  double graph_seconds(int calls) {
+    queue& q = bench_queue();
+    if (!recorded) {
+      q.wait();
+      recorded = graph::record(q, [&] {
+        for (int i = 0; i < calls; ++i) {
+          enqueue_opencl(q, *d, turns.empty() ? call : turns[next], cfg);
+          if (!turns.empty()) next = (next + 1) % turns.size();
+        }
+      });
+    }
+    q.wait();
+    const auto t0 = std::chrono::steady_clock::now();
+    recorded->replay(q);
+    q.wait();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
+  }
+  std::optional<graph> recorded;  // PRISM_BENCH_GRAPH's calls; `rotate` records them again
   double hold_per_call = 50e-6;  // device_seconds's hold a call, grown while the host falls behind
   int host_behind = 0;          // device_seconds runs whose enqueues outlasted the fills
   double enqueue_seconds = 0;   // wall runs: the host's enqueue time a call, summed over runs
@@ -131,6 +163,7 @@ void rotate(timed_call& c, std::size_t i) {
   const std::uint64_t span = 3 * last_level_cache_bytes(), bytes = x.nbytes();
   const std::uint64_t copies = bytes >= span ? 1 : (span + bytes - 1) / bytes;
   c.turns.assign(1, c.call);
+  c.recorded.reset();
   if (copies <= 1) return;
   const std::vector<std::byte> host = x.to_host(q);
   for (std::uint64_t k = 1; k < copies; ++k) {
@@ -219,7 +252,7 @@ void bm_gemv(benchmark::State& state, const char* key, dtype t, const std::strin
   state.counters["read_copies"] = static_cast<double>(ref.turns.size());
   if (device_time())
     state.counters["host_behind"] = static_cast<double>(g.host_behind + ref.host_behind);
-  else  // the host's enqueue a call (wall), which bounds a pipelined call from below
+  else if (!graph_time())  // the host's enqueue a call (wall), which bounds a pipelined call from below
     state.counters["enqueue_us"] = g.enqueue_seconds / n * 1e6;
   state.SetLabel(g.cfg.str());
 }
