@@ -86,6 +86,12 @@ struct timed_call {
   kernel_config cfg;
   std::vector<op_call> turns;  // the calls taken in turn (the call and its copies; see `rotate`)
   std::size_t next = 0;
+  // Enqueues the call on `q`, taking the copies in turn.
+  event enqueue_next(queue& q) {
+    event e = enqueue_opencl(q, *d, turns.empty() ? call : turns[next], cfg);
+    if (!turns.empty()) next = (next + 1) % turns.size();
+    return e;
+  }
   // Seconds per call: PRISM_BENCH_PIPELINE calls back to back and one wait (default 1: a wait
   // after each call, so the host's round trip counts; a decode step's graph pipelines them).
   double seconds() {
@@ -94,10 +100,7 @@ struct timed_call {
     if (device_time()) return device_seconds(calls);
     queue& q = bench_queue();
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < calls; ++i) {
-      enqueue_opencl(q, *d, turns.empty() ? call : turns[next], cfg);
-      if (!turns.empty()) next = (next + 1) % turns.size();
-    }
+    for (int i = 0; i < calls; ++i) enqueue_next(q);
     enqueue_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
     q.wait();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
@@ -112,10 +115,7 @@ struct timed_call {
     for (int attempt = 0;; ++attempt) {
       const event before = hold_device(hold_per_call * calls);
       event last;
-      for (int i = 0; i < calls; ++i) {
-        last = enqueue_opencl(q, *d, turns.empty() ? call : turns[next], cfg);
-        if (!turns.empty()) next = (next + 1) % turns.size();
-      }
+      for (int i = 0; i < calls; ++i) last = enqueue_next(q);
       last.wait();
       const profiling_info l = last.profiling(), b = before.profiling();
       const double s = l.end_ns > b.end_ns ? static_cast<double>(l.end_ns - b.end_ns) * 1e-9 / calls : 0.0;
@@ -131,10 +131,7 @@ struct timed_call {
     if (!recorded) {
       q.wait();
       recorded = graph::record(q, [&] {
-        for (int i = 0; i < calls; ++i) {
-          enqueue_opencl(q, *d, turns.empty() ? call : turns[next], cfg);
-          if (!turns.empty()) next = (next + 1) % turns.size();
-        }
+        for (int i = 0; i < calls; ++i) enqueue_next(q);
       });
     }
     q.wait();
