@@ -25,8 +25,9 @@ for t in ${QTYPES:-q4_0 q8_0}; do
     timeout 60 "$G/bin/prism_bench_quant" --benchmark_filter="$t" 2>&1 |
     grep -E "^linear_gemv" | cut -c1-160 >> "$L"
   ptx=$(grep -l QL_K "$D"/*.options | head -1)
-  [ -n "$ptx" ] || { echo "$t: no QL_K program in the dump" >> "$L"; continue; }
+  [ -n "$ptx" ] || { echo "$t: no QL_K program in the dump" >> "$L"; rm -rf "$D"; continue; }
   tr -d '\000' < "${ptx%.options}.bin" > "$OUT/$t.ptx"
+  rm -rf "$D"
   /tmp/ptx_profile "$OUT/$t.ptx" $qb $N $K $NB $WARPS 20 >> "$L" 2>&1
   run=(/tmp/ptx_profile "$OUT/$t.ptx" $qb $N $K $NB $WARPS 6)
   timeout 200 $CUDA/bin/ncu --set full -k gemm_q_blocks_i8 -s 4 -c 1 "${run[@]}" > "$OUT/ncu_$t.txt" 2>&1
