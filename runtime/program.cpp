@@ -34,15 +34,26 @@ std::string build_log(cl_program p, cl_device_id d) {
   return log;
 }
 
-// Splits the `-prism-ptx-target=T` token (see program::build) off the driver's options.
-std::string take_ptx_target(std::string& options) {
+// Splits every `-prism-ptx-target=T` token (see program::build) off the driver's options: a
+// program's own options and PRISM_CL_OPTIONS may both name one, and a token left behind would
+// reach the driver as an option it does not know. Two different targets are an error naming both.
+std::string take_ptx_target(std::string& options, const std::string& source_hash) {
   static constexpr std::string_view token = "-prism-ptx-target=";
-  const std::size_t at = options.find(token);
-  if (at == std::string::npos) return {};
-  std::size_t end = options.find(' ', at);
-  if (end == std::string::npos) end = options.size();
-  std::string target = options.substr(at + token.size(), end - at - token.size());
-  options.erase(at, end - at);
+  std::string target;
+  for (std::size_t at; (at = options.find(token)) != std::string::npos;) {
+    std::size_t end = options.find(' ', at);
+    if (end == std::string::npos) end = options.size();
+    std::string t = options.substr(at + token.size(), end - at - token.size());
+    options.erase(at, end - at);
+    if (t.empty())
+      throw error(errc::invalid_argument, "program::build",
+                  "program " + source_hash + ": -prism-ptx-target= names no target; give one, e.g. sm_90a");
+    if (!target.empty() && t != target)
+      throw error(errc::invalid_argument, "program::build",
+                  "program " + source_hash + ": -prism-ptx-target is given as both " + target + " and " + t +
+                      " (PRISM_CL_OPTIONS joins every build's own options); give one target");
+    target = std::move(t);
+  }
   return target;
 }
 
@@ -116,7 +127,7 @@ std::shared_ptr<program::impl> compile(const context& ctx, std::string_view sour
   p->options = options;
   p->source_hash = source_hash;
   std::string driver_options = options;
-  const std::string ptx_target = take_ptx_target(driver_options);
+  const std::string ptx_target = take_ptx_target(driver_options, source_hash);
   const char* src = source.data();
   std::size_t len = source.size();
   cl_int st = CL_SUCCESS;

@@ -205,6 +205,39 @@ TEST(Programs, PtxTargetMakesMarkedLinesLive) {
   }
 }
 
+// -prism-ptx-target named twice (a program's own options and PRISM_CL_OPTIONS): the same target
+// acts once, with no token left for the driver; two different targets, or none after the '=', are
+// an error naming them before any build.
+TEST(Programs, PtxTargetGivenTwiceActsOnceOrNamesTheConflict) {
+  auto& q = default_queue();
+  const std::string source = "kernel void plain(global int* a) { a[0] = 1; }\n";
+  const bool nvidia = q.get_device().platform_name().find("NVIDIA") != std::string::npos;
+  const std::string twice = "-prism-ptx-target=sm_90a -DX=1 -prism-ptx-target=sm_90a";
+  if (nvidia) {
+    EXPECT_NO_THROW(program::build(q.get_context(), source, twice).get_kernel("plain"));
+  } else {
+    try {
+      program::build(q.get_context(), source, twice);
+      FAIL() << "built with -prism-ptx-target off NVIDIA's OpenCL";
+    } catch (const error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("needs a driver whose program binary is PTX text"), std::string::npos) << what;
+    }
+  }
+  for (const auto& [options, names] :
+       {std::pair<const char*, const char*>{"-prism-ptx-target=sm_90a -prism-ptx-target=sm_90",
+                                            "given as both sm_90a and sm_90"},
+        {"-DX=1 -prism-ptx-target=", "names no target"}}) {
+    try {
+      program::build(q.get_context(), source, options);
+      FAIL() << "built with '" << options << "'";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(names), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Programs, ClOptionsFromTheEnvironmentJoinEveryBuild) {
   auto& q = default_queue();
   const std::string source =

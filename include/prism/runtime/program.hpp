@@ -29,7 +29,8 @@ class program {
   /// driver's PTX, makes every line marked with PRISM_PTX_TARGET_MARKER live (the source writes
   /// such lines as PTX comments through inline asm) and builds that PTX for `.target T`. This
   /// reaches instructions the driver's own target (sm_90 on an H100) lacks, such as Hopper's
-  /// wgmma (sm_90a).
+  /// wgmma (sm_90a). Given twice (own options and PRISM_CL_OPTIONS) it acts once; two different
+  /// targets, or none after the '=', throw errc::invalid_argument naming them.
   static program build(const context& ctx, std::string_view source, std::string_view options = {});
 
   kernel get_kernel(const std::string& name) const;
