@@ -267,6 +267,18 @@ int main() try {
         return false;
       }
     };
+    // Median device time of `reps` launches over the whole grid (a refused launch throws).
+    auto timed_us = [&](cl::Kernel& k, int reps) {
+      std::vector<double> v;
+      for (int r = 0; r < reps; ++r) {
+        cl::Event ev;
+        q.enqueueNDRangeKernel(k, cl::NullRange, cl::NDRange(groups * items), cl::NDRange(items), nullptr,
+                               &ev);
+        ev.wait();
+        v.push_back(cl_harness::span_us(ev, ev));
+      }
+      return cl_harness::median(v);
+    };
     std::vector<std::uint32_t> got(2 * groups * items);
     auto read = [&] { q.enqueueReadBuffer(out, CL_TRUE, 0, got.size() * 4, got.data()); };
     // 1. ids
@@ -346,15 +358,7 @@ int main() try {
       double t[2] = {0, 0};
       for (int pass = 0; pass < 2; ++pass) {
         k.setArg(1, pass ? iters + 1 : 1);
-        std::vector<double> v;
-        for (int r = 0; r < 5; ++r) {
-          cl::Event ev;
-          q.enqueueNDRangeKernel(k, cl::NullRange, cl::NDRange(groups * items), cl::NDRange(items), nullptr,
-                                 &ev);
-          ev.wait();
-          v.push_back(cl_harness::span_us(ev, ev));
-        }
-        t[pass] = cl_harness::median(v);
+        t[pass] = timed_us(k, 5);
       }
       std::printf("%s: %.1f ns a round (%d rounds %.1f us, 1 round %.1f us)\n",
                   name[0] == 'c' ? "cluster barrier" : "work-group barrier", (t[1] - t[0]) * 1e3 / iters,
@@ -374,29 +378,19 @@ int main() try {
         k.setArg(1, chunks);
         k.setArg(2, mode);
         k.setArg(3, out);
-        std::vector<double> v;
-        bool ran = true;
-        for (int r = 0; r < 7 && ran; ++r) {
-          cl::Event ev;
-          try {
-            q.enqueueNDRangeKernel(k, cl::NullRange, cl::NDRange(groups * items), cl::NDRange(items), nullptr,
-                                   &ev);
-            ev.wait();
-          } catch (const cl::Error& e) {
-            std::printf("stream %s: launch refused: %s %d\n", names[mode], e.what(), e.err());
-            ran = false;
-            bad = 1;
-            break;
-          }
-          v.push_back(cl_harness::span_us(ev, ev));
+        double us = 0;
+        try {
+          us = timed_us(k, 7);
+        } catch (const cl::Error& e) {
+          std::printf("stream %s: launch refused: %s %d\n", names[mode], e.what(), e.err());
+          bad = 1;
+          continue;
         }
-        if (!ran) continue;
         // every item's sum over its words of its chunks: the same whichever way the chunks came
         read();
         std::uint32_t total = 0;
         for (unsigned i = 0; i < groups * items; ++i) total += got[i];
         const bool multi = mode == 1 || mode == 2;
-        const double us = cl_harness::median(v);
         const double l2_bytes = double(chunks) * 16384.0;  // every chunk read from L2 once
         const double delivered = multi ? l2_bytes * cx : l2_bytes;
         const bool right = total == want * static_cast<std::uint32_t>(multi ? cx : 1);
