@@ -3,7 +3,7 @@
 # Installs prism's Debian build and test dependencies; idempotent and non-interactive.
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers opencl-clhpp-headers clinfo
   libclblast-dev libyaml-cpp-dev libsqlite3-dev sqlite3
   libpq-dev postgresql

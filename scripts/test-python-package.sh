@@ -12,6 +12,10 @@ build=${2:?usage: test-python-package.sh PYTHON BUILD_DIR}
 target=$(mktemp -d)
 trap 'rm -rf "$target"' EXIT
 export CCACHE_BASEDIR=$root
+# scikit-build-core would build with Python's own compiler names (sysconfig: g++, gcc); CMake's
+# defaults (c++, cc) instead, the compilers of prism's other builds, so that ccache serves this
+# build the objects of examples.static_consumer's identical static build (ccache hashes the name).
+export CC=${CC:-cc} CXX=${CXX:-c++}
 args=()
 command -v ccache > /dev/null && args+=(-Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
 start=$(date +%s)

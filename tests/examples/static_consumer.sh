@@ -11,6 +11,9 @@ rm -rf "$work"
 mkdir -p "$work"
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+# Paths relative to the source tree in ccache's hashes: python.package's wheel build, as deep in
+# the build directory, then finds this build's objects (and a later clone elsewhere finds both).
+export CCACHE_BASEDIR=$source
 generator=()
 command -v ninja > /dev/null && generator=(-G Ninja)
 echo "== configure a static build"
