@@ -543,9 +543,12 @@ std::int64_t lanes_scratch(std::int64_t d, std::int64_t group, std::int64_t wg, 
 }
 
 /// Variant 3's local memory in bytes: part, qs, kr, vr, the scratch, the running max, sum and scale per
-/// head, the lane-sum scratch and the last-group flag.
-std::int64_t lanes_local_bytes(std::int64_t d, std::int64_t group, std::int64_t wg, std::int64_t chunk) {
-  return 4 * (3 * d + 2 * wg + group * d + lanes_scratch(d, group, wg, chunk) + 3 * group) + 4;
+/// head, the lane-sum scratch (a value an item with warp shuffles, `group` without: kv_cache.cl's
+/// LANES_RED) and the last-group flag.
+std::int64_t lanes_local_bytes(std::int64_t d, std::int64_t group, std::int64_t wg, std::int64_t chunk,
+                               bool shfl) {
+  const std::int64_t red = (shfl ? 1 : group) * wg;
+  return 4 * (3 * d + wg + red + group * d + lanes_scratch(d, group, wg, chunk) + 3 * group) + 4;
 }
 
 /// Variant 3's query heads per work-group: the largest divisor of the kv head's group that is at
@@ -569,7 +572,8 @@ std::optional<std::string> lanes_support(const device& dev, std::int64_t d, std:
     return fmt::format(
         "variant=3 on a CPU device needs wg <= d (PoCL builds it wrong otherwise); wg={}, d={}", wg, d);
   const std::int64_t g = lanes_block(group);
-  const auto local = static_cast<std::uint64_t>(lanes_local_bytes(d, g, wg, chunk));
+  const bool shfl = probe_ptx(dev).has("shfl");
+  const auto local = static_cast<std::uint64_t>(lanes_local_bytes(d, g, wg, chunk, shfl));
   if (local > dev.local_mem_size())
     return fmt::format(
         "variant=3 needs {} bytes of local memory here (wg={}, chunk={}, {} query heads a group); the "
