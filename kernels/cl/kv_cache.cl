@@ -988,6 +988,7 @@ __kernel void decode_attention_lanes(long hq, long hk, long S, long max_pos, flo
 #undef LOAD_AHEAD
 #undef KP
 #undef CR
+#undef LANES_RED
 #undef NVP
 #undef SCAT
 #undef SCAT_DUP
