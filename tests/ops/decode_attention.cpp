@@ -28,7 +28,7 @@ op_call f32_call(queue& q, const shape_key& key, std::uint64_t seed) {
 TEST(kv_cache_variants, flash_decoding_matches_the_reference_in_every_dtype) {
   queue& q = shared_queue();
   const op_descriptor& d = op_registry::instance().get("decode_attention");
-  // Every config a program of its own: PoCL spends 10-25 s of LLVM on each (a cold kernel cache on
+  // Every config a program of its own: PoCL spends 15-60 s of LLVM on each (a cold kernel cache on
   // CI's 2 cores), so a CPU device runs each config where its dtype-specific code differs, and GPUs
   // every config on every case.
   const bool every = !q.get_device().is_cpu();
