@@ -243,13 +243,20 @@ class pretune_run {
       out.rank_default_ns = default_ns[i];
       out.payoff_ns = payoff(i);
       report(out);
+      // A bucket's other shapes are covered only when its representative is in the database;
+      // when the budget ran out before it, or it failed, they are left untuned with it.
+      const bool served =
+          out.status == shape_outcome::state::tuned || out.status == shape_outcome::state::already_tuned;
       for (std::size_t j = 0; j < entries.size(); ++j) {
         if (reps[j] != i || j == i) continue;
         shape_outcome member;
         member.entry = entries[j];
         member.shape = entries[j].shape.str();
-        member.status = shape_outcome::state::covered;
-        member.detail = "KV-length bucket of [" + entry.shape.str() + "] (nearest-shape lookup)";
+        member.status = served ? shape_outcome::state::covered : shape_outcome::state::not_reached;
+        member.detail = served ? "KV-length bucket of [" + entry.shape.str() + "] (nearest-shape lookup)"
+                        : out.status == shape_outcome::state::failed
+                            ? "its KV-length bucket's shape [" + entry.shape.str() + "] failed"
+                            : out.detail;
         member.calls = entries[j].calls;
         report(member);
       }

@@ -450,6 +450,31 @@ TEST(TuningDispatch, PretuneTunesOneShapePerKvBucket) {
   EXPECT_EQ(r.tier, dispatch::source_tier::db_nearest) << r.reason;
 }
 
+// A bucket's other shapes count as covered only when its representative is in the database: with
+// the budget spent before the representative, all three are left (not "covered" by nothing).
+TEST(TuningDispatch, PretuneLeavesABucketUntunedWhenItsShapeIsNotReached) {
+  auto& db = test_db();
+  queue q;
+  auto dev = q.get_device();
+  dispatch::tuner::pretune_options o;
+  o.shapes = parse_shape_set(
+      "shapes:\n  - {op: scaled_dot_product_attention, b: 1, hq: 2, hkv: 2, lq: 1, lk: [8, 16, 32], d: 8, "
+      "dv: 8, causal: 0, mask: 0}\n",
+      "test");
+  o.backends = {"opencl"};
+  o.payoff_order = false;
+  o.budget_s = 1e-9;
+  auto report = dispatch::tuner::pretune(dev, db, o);
+  ASSERT_EQ(report.shapes.size(), 3u);
+  EXPECT_TRUE(report.budget_exhausted);
+  for (const auto& s : report.shapes)
+    EXPECT_EQ(s.status, dispatch::tuner::shape_outcome::state::not_reached) << s.shape << ": " << s.detail;
+  auto summary = dispatch::tuner::summary_table(report);
+  EXPECT_NE(summary.find("0 tuned, 0 already tuned, 0 in a KV-length bucket, 0 failed, 3 left"),
+            std::string::npos)
+      << summary;
+}
+
 // Payoff order: each shape's default route is timed first and the shapes are tuned largest
 // default time x calls first. The counts dominate here (a million calls against one), so the
 // order does not depend on the timings: the small, often-called shape comes first although the
