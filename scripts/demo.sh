@@ -9,6 +9,7 @@
 #   PRISM_DEMO_ARGS       extra prism-llm arguments, e.g. "--dtype bf16 --new-tokens 64"
 #   PRISM_DEMO_SAMPLES    tuned/untuned pairs measured, interleaved (default 3)
 #   PRISM_DEMO_BASELINE=0 skips the tuned-vs-untuned comparison
+#   PRISM_DEMO_STEPS      the steps to run, in order (default: all of them; the list at the bottom)
 # Steps are functions run in order by the list at the bottom: a new step is a function and one
 # line there. A step may add prism-llm arguments to llm_args (e.g. --weights FILE).
 set -euo pipefail
@@ -19,8 +20,10 @@ preset=${PRISM_DEMO_PRESET:-demo}
 samples=${PRISM_DEMO_SAMPLES:-3}
 read -r -a llm_args <<< "--preset $preset ${PRISM_DEMO_ARGS:-}"
 baseline=${PRISM_DEMO_BASELINE:-1}
+read -r -a chosen <<< "${PRISM_DEMO_STEPS:-}"
 # prism warns about PRISM_* variables it does not read: the demo's own stop here.
-unset PRISM_DEMO_BUDGET_S PRISM_DEMO_PRESET PRISM_DEMO_ARGS PRISM_DEMO_SAMPLES PRISM_DEMO_BASELINE
+unset PRISM_DEMO_BUDGET_S PRISM_DEMO_PRESET PRISM_DEMO_ARGS PRISM_DEMO_SAMPLES PRISM_DEMO_BASELINE \
+  PRISM_DEMO_STEPS
 work=$(mktemp -d -t prism-demo.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 prism=$build/bin/prism
@@ -133,5 +136,11 @@ step_model() {
 }
 
 # --- demo steps of other parts go into this list ---
-steps=(step_build step_devices step_pretune step_compare step_log step_profile step_model)
-for s in "${steps[@]}"; do "$s"; done
+steps=(build devices pretune compare log profile model)
+# PRISM_DEMO_STEPS picks some of them (tests/examples/demo_main_job.sh runs all but build).
+for s in "${chosen[@]}"; do
+  [[ " ${steps[*]} " == *" $s "* ]] ||
+    { echo "demo.sh: unknown step '$s' in PRISM_DEMO_STEPS; valid: ${steps[*]}" >&2; exit 2; }
+done
+[ ${#chosen[@]} -gt 0 ] || chosen=("${steps[@]}")
+for s in "${chosen[@]}"; do "step_$s"; done
