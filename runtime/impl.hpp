@@ -46,7 +46,8 @@ struct context::impl {
   /// An in-order queue for blocking buffer transfers and maps done outside any user queue.
   std::mutex io_mutex;
   cl_command_queue io_queue = nullptr;
-  /// Messages from the context's notify callback; queues pick them up at their next wait.
+  /// Messages from the context's notify callback; each queue alive when one arrives picks it up
+  /// at its next wait.
   std::mutex notify_mutex;
   std::vector<std::string> notifications;
 

@@ -48,6 +48,14 @@ std::shared_ptr<queue::impl> make_queue(const context& ctx, queue_options option
     l.id = next_object_id();
   }
   q->since_wait.reserve(256);
+  {
+    // A queue reports the context's notifications from its creation on; those before it went to
+    // the queues that were there (on NVIDIA, another queue's failure left one that every later
+    // queue of the default context rethrew at its first wait).
+    auto& c = ctx.get_impl();
+    std::lock_guard lock(c.notify_mutex);
+    q->notifications_seen = c.notifications.size();
+  }
   log::get("runtime")->debug("queue {} on {}: {} lane(s), {}, profiling {}", q->id, q->dev.name(), n,
                              q->options.in_order ? "in-order" : "out-of-order",
                              q->options.enable_profiling ? "on" : "off");

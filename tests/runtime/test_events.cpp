@@ -5,11 +5,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "prism/interop/opencl.hpp"
 #include "prism/runtime.hpp"
+#include "runtime/impl.hpp"
 #include "tests/runtime/test_support.hpp"
 
 using namespace prism;
@@ -183,6 +186,29 @@ TEST(AsyncErrors, ReachTheUserHandlerAtWaitAndThrow) {
   buffer<int> b(q, 4);
   q.fill(b, 6);
   EXPECT_EQ(b.read(), std::vector<int>(4, 6));
+}
+
+// A context notification (the driver's callback, here pushed as it pushes one) reaches each queue
+// of the context that exists when it arrives, once, and no queue made after it. On NVIDIA the
+// command that AFailedDeviceCommandIsReported fails on purpose left such a notification on the
+// default context, and every queue that later tests made there rethrew it at its first wait.
+TEST(AsyncErrors, ContextNotificationsReachTheQueuesAliveThenOnce) {
+  context ctx(default_queue().get_device());
+  queue before(ctx);
+  {
+    auto& c = ctx.get_impl();
+    std::lock_guard lock(c.notify_mutex);
+    c.notifications.emplace_back("driver says no");
+  }
+  queue after(ctx);
+  EXPECT_NO_THROW(after.wait_and_throw());
+  try {
+    before.wait_and_throw();
+    FAIL() << "the queue alive at the notification did not rethrow it";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("driver says no"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(before.wait_and_throw());
 }
 
 TEST(AsyncErrors, DefaultHandlerRethrowsAtTheNextWait) {
