@@ -44,5 +44,9 @@ if [ -d "$source/vendors" ]; then
   "$prefix/bin/prism" vendors | tee "$work/vendors.txt"
   grep -q "$prefix/share/prism/vendors" "$work/vendors.txt" ||
     { echo "the installed prism does not read vendors/ from $prefix/share/prism"; exit 1; }
+  # And the shipped shape sets that `prism pretune --model` names.
+  "$prefix/bin/prism" pretune --list-models | tee "$work/models.txt"
+  grep -q "prism-llm-demo" "$work/models.txt" ||
+    { echo "the installed prism lists no prism-llm-demo shape set (share/prism/shapes)"; exit 1; }
 fi
 echo "install_consumer: OK"
