@@ -56,6 +56,10 @@ dpkg -L prism | grep -q '/usr/share/doc/prism/LICENSE$' || { echo "LICENSE not i
 /usr/bin/prism --version
 /usr/bin/prism --version | grep -q "^prism $version " || { echo "prism --version does not say $version"; exit 1; }
 /usr/bin/prism-llm --version | grep -q "^prism-llm $version " || { echo "prism-llm --version does not say $version"; exit 1; }
+# The package's data: the vendor profiles and the shape sets that the main job's pretune names.
+/usr/bin/prism vendors | grep -q /usr/share/prism/vendors || { echo "prism does not read /usr/share/prism/vendors"; exit 1; }
+/usr/bin/prism pretune --list-models | grep -qx prism-llm-demo ||
+  { echo "the package's prism lists no prism-llm-demo shape set (/usr/share/prism/shapes)"; exit 1; }
 
 echo "== examples/consumer against the installed package (no C++ standard asked)"
 mkdir -p "$work/app"
