@@ -412,17 +412,41 @@ inline int8 q_madd32(q_v32qi u, q_v32qi s) {
   return as_int8(__builtin_ia32_pmaddwd256(p, (q_v16hi)((short16)1)));
 }
 
-inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
+// Activation block kb's 32 int8 (k 0..31) in one register. Block by block (no Q_G4) they are 32
+// contiguous bytes: one load, where two 16-byte loads and an insert came out of LLVM before.
+typedef q_v32qi q_act;
+typedef char q_v32qi_u __attribute__((vector_size(32), aligned(1)));
+inline q_act q_act_at(const __global uchar* q, int kb, int blocks) {
+  if (Q_G4)
+    return Q_CAT32(as_char16(vload16(0, q + q_lo_at(kb, blocks))),
+                   as_char16(vload16(0, q + q_hi_at(kb, blocks))));
+  return *(const __global q_v32qi_u*)(q + kb * 32);
+}
+
+// The f16 at p in all 8 lanes: vpbroadcastw from memory, then vcvtph2ps, where a scalar
+// conversion took a load, a move and the conversion, and the product's broadcast one more.
+#ifdef __F16C__
+typedef short q_v8hi __attribute__((vector_size(16)));
+typedef float q_v8sf8 __attribute__((vector_size(32)));
+inline float8 q_half8_at(const __global uchar* p) {
+  return as_float8((q_v8sf8)__builtin_ia32_vcvtph2ps256((q_v8hi)((short8)(*(const __global short*)p))));
+}
+#define Q_HALF8_AT(p) q_half8_at(p)
+#else
+#define Q_HALF8_AT(p) ((float8)q_half_at(p))
+#endif
+
+inline int8 q_dot(const __global uchar* p, q_act a) {
 #if QTYPE == 0
   const q_v32qi w = Q_CAT32(as_char16(vload16(0, p + 2)), as_char16(vload16(0, p + 18)));
-  return q_madd32(__builtin_ia32_psignb256(w, w), __builtin_ia32_psignb256(Q_CAT32(alo, ahi), w));
+  return q_madd32(__builtin_ia32_psignb256(w, w), __builtin_ia32_psignb256(a, w));
 #else
   // Both halves of the 16 bytes in one register (vbroadcasti128), the high half shifted by 4
   // per dword (vpsrlvd), then the nibble mask: 3 instructions where split-and-insert took 5.
   const uchar16 q = vload16(0, p + (QTYPE == 1 ? 2 : 4));
   const ulong2 q2 = as_ulong2(q);
   const uint8 both = as_uint8((ulong4)(q2, q2)) >> (uint8)(0, 0, 0, 0, 4, 4, 4, 4);
-  return q_madd32((q_v32qi)(both & (uint8)0x0F0F0F0Fu), Q_CAT32(alo, ahi));
+  return q_madd32((q_v32qi)(both & (uint8)0x0F0F0F0Fu), a);
 #endif
 }
 #else
@@ -431,7 +455,16 @@ inline int8 q_madd16(short16 a, short16 w) {
   return convert_int8(a.even) * convert_int8(w.even) + convert_int8(a.odd) * convert_int8(w.odd);
 }
 
-inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
+#define Q_HALF8_AT(p) ((float8)q_half_at(p))
+typedef struct {
+  char16 lo, hi;  // k 0..15, k 16..31
+} q_act;
+inline q_act q_act_at(const __global uchar* q, int kb, int blocks) {
+  q_act a = {as_char16(vload16(0, q + q_lo_at(kb, blocks))), as_char16(vload16(0, q + q_hi_at(kb, blocks)))};
+  return a;
+}
+
+inline int8 q_dot(const __global uchar* p, q_act a) {
 #if QTYPE == 0
   const short16 wl = convert_short16(as_char16(vload16(0, p + 2)));
   const short16 wh = convert_short16(as_char16(vload16(0, p + 18)));
@@ -439,39 +472,42 @@ inline int8 q_dot(const __global uchar* p, char16 alo, char16 ahi) {
   const uchar16 q = vload16(0, p + (QTYPE == 1 ? 2 : 4));
   const short16 wl = convert_short16(q & (uchar16)0xF), wh = convert_short16(q >> (uchar16)4);
 #endif
-  return q_madd16(convert_short16(alo), wl) + q_madd16(convert_short16(ahi), wh);
+  return q_madd16(convert_short16(a.lo), wl) + q_madd16(convert_short16(a.hi), wh);
 }
 #endif
 
 // One k block of gemm_q_cpu_i8: each (activation row, weight row) pair's integer block dot
 // product, scaled by d_a * d_w into acc; accm takes q4_0's d_w * s_a (times -8 at the end) or
-// q4_1's m * s_a.
+// q4_1's m * s_a. With `fetch` false it asks for no line ahead (the block before it did: two
+// q4 blocks are 36 bytes, under a line). On an AVX2 host (no Q_G4) decode's two-block step took
+// 57 instructions before the activation's one load, the broadcast scale (Q_HALF8_AT) and one
+// prefetch a q4 pair, and takes 37 now: the [16384, 4096] GEMV went from 0.60-0.66 of the read to
+// 0.65-0.76 for q4_0 and 0.62-0.69 to 0.66-0.72 for q4_1 on a 2-core AVX2 EPYC, q8_0 level at
+// 0.89-0.93 (benchmarks/RESULTS.md, "Session 51").
 inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, const __global float* ad,
                        const __global float* as, const int* row, const __global uchar* const* w,
-                       const q_pf* pf, float8 (*acc)[RN], float (*accm)[RN]) {
-  char16 alo[RM], ahi[RM];
+                       const q_pf* pf, float8 (*acc)[RN], float (*accm)[RN], bool fetch) {
+  q_act a[RM];
   float da[RM], sa[RM];
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
-    const __global uchar* q = QA + (long)row[i] * K;
-    alo[i] = as_char16(vload16(0, q + q_lo_at(kb, blocks)));
-    ahi[i] = as_char16(vload16(0, q + q_hi_at(kb, blocks)));
+    a[i] = q_act_at(QA + (long)row[i] * K, kb, blocks);
     da[i] = ad[(long)row[i] * blocks + kb];
     sa[i] = QTYPE != 0 ? as[(long)row[i] * blocks + kb] : 0.0f;
   }
 #pragma unroll
   for (int j = 0; j < RN; ++j) {
     const __global uchar* p = w[j] + (long)kb * QBYTES;
-    Q_PREFETCH(p, pf[j]);
-    const float dw = q_scale(p);
+    if (fetch) Q_PREFETCH(p, pf[j]);
+    const float8 dw = Q_HALF8_AT(p);  // the block's scale in every lane
 #if QTYPE == 2
     const float m = q_min(p);
 #else
-    const float m = dw;
+    const float m = dw.s0;
 #endif
 #pragma unroll
     for (int i = 0; i < RM; ++i) {
-      acc[i][j] = fma((float8)(da[i] * dw), convert_float8(q_dot(p, alo[i], ahi[i])), acc[i][j]);
+      acc[i][j] = fma(dw * da[i], convert_float8(q_dot(p, a[i])), acc[i][j]);
       if (QTYPE != 0) accm[i][j] = fma(m, sa[i], accm[i][j]);
     }
   }
@@ -479,7 +515,8 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 
 // Small tiles (decode: RM = RN = 1) alternate two sets of accumulators over the k blocks, so
 // consecutive blocks' multiply-adds do not wait on each other (4-cycle FMA latency against ~18
-// instructions a block).
+// instructions a block). Four blocks a step (the same two sets) spilled on AVX2's 16 registers
+// and measured no better.
 #define Q_ACC2 (RM * RN <= 4)
 // Decode's tiles inline the row walks (Q_WALK below, q_i8_walk).
 #define Q_INLINE_WALK (RM * RN <= 2)
@@ -759,11 +796,11 @@ inline void q_i8_walk(int K, const __global uchar* QA, const __global float* ad,
 #endif
   if (Q_ACC2) {
     for (; kb + 1 < blocks; kb += 2) {
-      q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm);
-      q_i8_block(kb + 1, K, blocks, QA, ad, as, row, w, pf, acc2, accm2);
+      q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm, true);
+      q_i8_block(kb + 1, K, blocks, QA, ad, as, row, w, pf, acc2, accm2, QTYPE == 0);
     }
   }
-  for (; kb < blocks; ++kb) q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm);
+  for (; kb < blocks; ++kb) q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm, true);
 #pragma unroll
   for (int i = 0; i < RM; ++i)
 #pragma unroll
