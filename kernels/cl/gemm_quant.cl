@@ -481,9 +481,9 @@ inline int8 q_dot(const __global uchar* p, q_act a) {
 // q4_1's m * s_a. With `fetch` false it asks for no line ahead (the block before it did: two
 // q4 blocks are 36 bytes, under a line). On an AVX2 host (no Q_G4) decode's two-block step took
 // 57 instructions before the activation's one load, the broadcast scale (Q_HALF8_AT) and one
-// prefetch a q4 pair, and takes 37 now: the [16384, 4096] GEMV went from 0.60-0.66 of the read to
-// 0.65-0.76 for q4_0 and 0.62-0.69 to 0.66-0.72 for q4_1 on a 2-core AVX2 EPYC, q8_0 level at
-// 0.89-0.93 (benchmarks/RESULTS.md, "Session 51").
+// prefetch a q4 pair, and takes 37 now: over 9 interleaved runs on a 2-core AVX2 EPYC the
+// [16384, 4096] GEMV went from a median 0.60 of the read to 0.68 for q4_0 and 0.63 to 0.70 for
+// q4_1, q8_0 0.88 to 0.91 (benchmarks/RESULTS.md, "Session 51").
 inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, const __global float* ad,
                        const __global float* as, const int* row, const __global uchar* const* w,
                        const q_pf* pf, float8 (*acc)[RN], float (*accm)[RN], bool fetch) {
