@@ -414,17 +414,26 @@ TEST(TuningDispatch, KvLengthBucketsFoldAttentionShapes) {
   EXPECT_EQ(reps[10], none);
 }
 
+// Pretune options over one KV-length bucket: decode attention at KV lengths 8, 16 and 32,
+// head size d.
+static dispatch::tuner::pretune_options kv_bucket_options(int d) {
+  const std::string ds = std::to_string(d);
+  dispatch::tuner::pretune_options o;
+  o.shapes = parse_shape_set(
+      "shapes:\n  - {op: scaled_dot_product_attention, b: 1, hq: 2, hkv: 2, lq: 1, "
+      "lk: [8, 16, 32], d: " +
+          ds + ", dv: " + ds + ", causal: 0, mask: 0}\n",
+      "test");
+  o.backends = {"opencl"};
+  return o;
+}
+
 // Pretune measures one shape per KV-length bucket; dispatch serves the others from it.
 TEST(TuningDispatch, PretuneTunesOneShapePerKvBucket) {
   auto& db = test_db();
   queue q;
   auto dev = q.get_device();
-  dispatch::tuner::pretune_options o;
-  o.shapes = parse_shape_set(
-      "shapes:\n  - {op: scaled_dot_product_attention, b: 1, hq: 2, hkv: 2, lq: 1, lk: [8, 16, 32], d: 16, "
-      "dv: 16, causal: 0, mask: 0}\n",
-      "test");
-  o.backends = {"opencl"};
+  auto o = kv_bucket_options(16);
   o.max_per_backend = 1;
   o.min_runs = 2;
   o.max_runs = 3;
@@ -456,12 +465,7 @@ TEST(TuningDispatch, PretuneLeavesABucketUntunedWhenItsShapeIsNotReached) {
   auto& db = test_db();
   queue q;
   auto dev = q.get_device();
-  dispatch::tuner::pretune_options o;
-  o.shapes = parse_shape_set(
-      "shapes:\n  - {op: scaled_dot_product_attention, b: 1, hq: 2, hkv: 2, lq: 1, lk: [8, 16, 32], d: 8, "
-      "dv: 8, causal: 0, mask: 0}\n",
-      "test");
-  o.backends = {"opencl"};
+  auto o = kv_bucket_options(8);
   o.payoff_order = false;
   o.budget_s = 1e-9;
   auto report = dispatch::tuner::pretune(dev, db, o);
