@@ -432,8 +432,6 @@ inline float8 q_half8_at(const __global uchar* p) {
   return as_float8((q_v8sf8)__builtin_ia32_vcvtph2ps256((q_v8hi)((short8)(*(const __global short*)p))));
 }
 #define Q_HALF8_AT(p) q_half8_at(p)
-#else
-#define Q_HALF8_AT(p) ((float8)q_half_at(p))
 #endif
 
 inline int8 q_dot(const __global uchar* p, q_act a) {
@@ -455,12 +453,12 @@ inline int8 q_madd16(short16 a, short16 w) {
   return convert_int8(a.even) * convert_int8(w.even) + convert_int8(a.odd) * convert_int8(w.odd);
 }
 
-#define Q_HALF8_AT(p) ((float8)q_half_at(p))
 typedef struct {
   char16 lo, hi;  // k 0..15, k 16..31
 } q_act;
 inline q_act q_act_at(const __global uchar* q, int kb, int blocks) {
-  q_act a = {as_char16(vload16(0, q + q_lo_at(kb, blocks))), as_char16(vload16(0, q + q_hi_at(kb, blocks)))};
+  q_act a = {as_char16(vload16(0, q + q_lo_at(kb, blocks))),
+             as_char16(vload16(0, q + q_hi_at(kb, blocks)))};
   return a;
 }
 
@@ -474,6 +472,9 @@ inline int8 q_dot(const __global uchar* p, q_act a) {
 #endif
   return q_madd16(convert_short16(a.lo), wl) + q_madd16(convert_short16(a.hi), wh);
 }
+#endif
+#ifndef Q_HALF8_AT  // no F16C: the block's f16 scale in all 8 lanes by a scalar conversion
+#define Q_HALF8_AT(p) ((float8)q_half_at(p))
 #endif
 
 // One k block of gemm_q_cpu_i8: each (activation row, weight row) pair's integer block dot
