@@ -64,12 +64,16 @@
 #if defined(Q_PF_FAR) && Q_PF_FAR
 #define Q_PREFETCH(p, pf) \
   if ((p) + (pf).dist < (pf).end) __builtin_prefetch((p) + (pf).dist)
+// Where the caller knows p + dist stays before the group's end (a whole row does).
+#define Q_PREFETCH_IN(p, pf) __builtin_prefetch((p) + (pf).dist)
 #else
 #define Q_PREFETCH(p, pf) Q_PREFETCH_NEAR(p)
+#define Q_PREFETCH_IN(p, pf) Q_PREFETCH_NEAR(p)
 #endif
 #else
 #define Q_PREFETCH_NEAR(p)
 #define Q_PREFETCH(p, pf)
+#define Q_PREFETCH_IN(p, pf)
 #endif
 typedef struct {
   const __global uchar* end;
@@ -479,15 +483,18 @@ inline int8 q_dot(const __global uchar* p, q_act a) {
 
 // One k block of gemm_q_cpu_i8: each (activation row, weight row) pair's integer block dot
 // product, scaled by d_a * d_w into acc; accm takes q4_0's d_w * s_a (times -8 at the end) or
-// q4_1's m * s_a. With `fetch` false it asks for no line ahead (the block before it did: two
-// q4 blocks are 36 bytes, under a line). On an AVX2 host (no Q_G4) decode's two-block step took
+// q4_1's m * s_a. `fetch` 0 asks for no line ahead (the block before it did: two q4 blocks are
+// 36 bytes, under a line), 1 for one if it lies within the group's rows, 2 for one unchecked (the
+// caller knows it does). On an AVX2 host (no Q_G4) decode's two-block step took
 // 57 instructions before the activation's one load, the broadcast scale (Q_HALF8_AT) and one
-// prefetch a q4 pair, and takes 37 now: over 9 interleaved runs on a 2-core AVX2 EPYC the
-// [16384, 4096] GEMV went from a median 0.60 of the read to 0.68 for q4_0 and 0.63 to 0.70 for
-// q4_1, q8_0 0.88 to 0.91 (benchmarks/RESULTS.md, "Session 51").
+// prefetch a q4 pair (37: over 9 interleaved runs on a 2-core AVX2 EPYC the [16384, 4096] GEMV
+// went from a median 0.60 of the read to 0.68 for q4_0 and 0.63 to 0.70 for q4_1, q8_0 0.88 to
+// 0.91), then unchecked prefetches on the rows that end inside the group's (32, no branch but the
+// loop's: over 6 more pairs q4_0 0.71 -> 0.78, q4_1 0.70 -> 0.79, q8_0 level; benchmarks/
+// RESULTS.md, "Session 51").
 inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, const __global float* ad,
                        const __global float* as, const int* row, const __global uchar* const* w,
-                       const q_pf* pf, float8 (*acc)[RN], float (*accm)[RN], bool fetch) {
+                       const q_pf* pf, float8 (*acc)[RN], float (*accm)[RN], int fetch) {
   q_act a[RM];
   float da[RM], sa[RM];
 #pragma unroll
@@ -499,7 +506,11 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 #pragma unroll
   for (int j = 0; j < RN; ++j) {
     const __global uchar* p = w[j] + (long)kb * QBYTES;
-    if (fetch) Q_PREFETCH(p, pf[j]);
+    if (fetch == 2) {
+      Q_PREFETCH_IN(p, pf[j]);
+    } else if (fetch == 1) {
+      Q_PREFETCH(p, pf[j]);
+    }
     const float8 dw = Q_HALF8_AT(p);  // the block's scale in every lane
 #if QTYPE == 2
     const float m = q_min(p);
@@ -796,12 +807,25 @@ inline void q_i8_walk(int K, const __global uchar* QA, const __global float* ad,
     }
 #endif
   if (Q_ACC2) {
-    for (; kb + 1 < blocks; kb += 2) {
-      q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm, true);
-      q_i8_block(kb + 1, K, blocks, QA, ad, as, row, w, pf, acc2, accm2, QTYPE == 0);
+    // Rows whose end plus the prefetch distance lies within the group's rows (all but a group's
+    // last few) ask for their lines unchecked: a straight-line step, 4 instructions fewer a pair.
+    bool inside = true;
+#pragma unroll
+    for (int j = 0; j < RN; ++j)
+      inside = inside && w[j] + (long)blocks * QBYTES + pf[j].dist < pf[j].end;
+    if (inside) {
+      for (; kb + 1 < blocks; kb += 2) {
+        q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm, 2);
+        q_i8_block(kb + 1, K, blocks, QA, ad, as, row, w, pf, acc2, accm2, QTYPE == 0 ? 2 : 0);
+      }
+    } else {
+      for (; kb + 1 < blocks; kb += 2) {
+        q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm, 1);
+        q_i8_block(kb + 1, K, blocks, QA, ad, as, row, w, pf, acc2, accm2, QTYPE == 0 ? 1 : 0);
+      }
     }
   }
-  for (; kb < blocks; ++kb) q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm, true);
+  for (; kb < blocks; ++kb) q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm, 1);
 #pragma unroll
   for (int i = 0; i < RM; ++i)
 #pragma unroll
