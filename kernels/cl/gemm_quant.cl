@@ -808,7 +808,7 @@ inline void q_i8_walk(int K, const __global uchar* QA, const __global float* ad,
 #endif
   if (Q_ACC2) {
     // Rows whose end plus the prefetch distance lies within the group's rows (all but a group's
-    // last few) ask for their lines unchecked: a straight-line step, 4 instructions fewer a pair.
+    // last few) ask for their lines unchecked: a straight-line step, 5 instructions fewer a pair.
     bool inside = true;
 #pragma unroll
     for (int j = 0; j < RN; ++j)
