@@ -483,15 +483,18 @@ inline int8 q_dot(const __global uchar* p, q_act a) {
 
 // One k block of gemm_q_cpu_i8: each (activation row, weight row) pair's integer block dot
 // product, scaled by d_a * d_w into acc; accm takes q4_0's d_w * s_a (times -8 at the end) or
-// q4_1's m * s_a. `fetch` 0 asks for no line ahead (the block before it did: two q4 blocks are
-// 36 bytes, under a line), 1 for one if it lies within the group's rows, 2 for one unchecked (the
-// caller knows it does). On an AVX2 host (no Q_G4) decode's two-block step took
-// 57 instructions before the activation's one load, the broadcast scale (Q_HALF8_AT) and one
-// prefetch a q4 pair (37: over 9 interleaved runs on a 2-core AVX2 EPYC the [16384, 4096] GEMV
-// went from a median 0.60 of the read to 0.68 for q4_0 and 0.63 to 0.70 for q4_1, q8_0 0.88 to
-// 0.91), then unchecked prefetches on the rows that end inside the group's (32, no branch but the
-// loop's: over 6 more pairs q4_0 0.71 -> 0.78, q4_1 0.70 -> 0.79, q8_0 level; benchmarks/
-// RESULTS.md, "Session 51").
+// q4_1's m * s_a. `fetch`: Q_FETCH_NONE asks for no line ahead (the block before it did: two q4
+// blocks are 36 bytes, under a line), Q_FETCH_CHECKED for one if it lies within the group's rows,
+// Q_FETCH_IN for one unchecked (the caller knows it does). On an AVX2 host (no Q_G4) decode's
+// two-block step took 57 instructions before the activation's one load, the broadcast scale
+// (Q_HALF8_AT) and one prefetch a q4 pair (37: over 9 interleaved runs on a 2-core AVX2 EPYC the
+// [16384, 4096] GEMV went from a median 0.60 of the read to 0.68 for q4_0 and 0.63 to 0.70 for
+// q4_1, q8_0 0.88 to 0.91), then unchecked prefetches on the rows that end inside the group's
+// (32, no branch but the loop's: over 6 more pairs q4_0 0.71 -> 0.78, q4_1 0.70 -> 0.79, q8_0
+// level; benchmarks/RESULTS.md, "Session 51").
+#define Q_FETCH_NONE 0
+#define Q_FETCH_CHECKED 1
+#define Q_FETCH_IN 2
 inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, const __global float* ad,
                        const __global float* as, const int* row, const __global uchar* const* w,
                        const q_pf* pf, float8 (*acc)[RN], float (*accm)[RN], int fetch) {
@@ -506,9 +509,9 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 #pragma unroll
   for (int j = 0; j < RN; ++j) {
     const __global uchar* p = w[j] + (long)kb * QBYTES;
-    if (fetch == 2) {
+    if (fetch == Q_FETCH_IN) {
       Q_PREFETCH_IN(p, pf[j]);
-    } else if (fetch == 1) {
+    } else if (fetch == Q_FETCH_CHECKED) {
       Q_PREFETCH(p, pf[j]);
     }
     const float8 dw = Q_HALF8_AT(p);  // the block's scale in every lane
@@ -809,23 +812,28 @@ inline void q_i8_walk(int K, const __global uchar* QA, const __global float* ad,
   if (Q_ACC2) {
     // Rows whose end plus the prefetch distance lies within the group's rows (all but a group's
     // last few) ask for their lines unchecked: a straight-line step, 5 instructions fewer a pair.
+    // The loop is written twice, each with a constant `fetch`: one loop over a variable `fetch`
+    // (inside ? IN : CHECKED) kept both tests in the step, as PoCL 3.1's LLVM does not unswitch it.
     bool inside = true;
 #pragma unroll
     for (int j = 0; j < RN; ++j)
       inside = inside && w[j] + (long)blocks * QBYTES + pf[j].dist < pf[j].end;
     if (inside) {
       for (; kb + 1 < blocks; kb += 2) {
-        q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm, 2);
-        q_i8_block(kb + 1, K, blocks, QA, ad, as, row, w, pf, acc2, accm2, QTYPE == 0 ? 2 : 0);
+        q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm, Q_FETCH_IN);
+        q_i8_block(kb + 1, K, blocks, QA, ad, as, row, w, pf, acc2, accm2,
+                   QTYPE == 0 ? Q_FETCH_IN : Q_FETCH_NONE);
       }
     } else {
       for (; kb + 1 < blocks; kb += 2) {
-        q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm, 1);
-        q_i8_block(kb + 1, K, blocks, QA, ad, as, row, w, pf, acc2, accm2, QTYPE == 0 ? 1 : 0);
+        q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm, Q_FETCH_CHECKED);
+        q_i8_block(kb + 1, K, blocks, QA, ad, as, row, w, pf, acc2, accm2,
+                   QTYPE == 0 ? Q_FETCH_CHECKED : Q_FETCH_NONE);
       }
     }
   }
-  for (; kb < blocks; ++kb) q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm, 1);
+  for (; kb < blocks; ++kb)
+    q_i8_block(kb, K, blocks, QA, ad, as, row, w, pf, acc, accm, Q_FETCH_CHECKED);
 #pragma unroll
   for (int i = 0; i < RM; ++i)
 #pragma unroll
