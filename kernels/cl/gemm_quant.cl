@@ -495,6 +495,17 @@ inline int8 q_dot(const __global uchar* p, q_act a) {
 #define Q_FETCH_NONE 0
 #define Q_FETCH_CHECKED 1
 #define Q_FETCH_IN 2
+// Without a 512-bit walk for the type (an AVX2 host, or a CPU that is not x86) every tile walks
+// block by block, and q_i8_block is inlined into its walk and the walk into the kernel
+// (Q_BLOCK_INLINE, Q_INLINE_WALK). As calls, prefill's tiles (up to 4 x 4 rows) kept their
+// accumulators in memory, loaded and stored each block, and decoded each weight block once per
+// activation row: LLVM could not tell that the accumulators' stores leave the weight alone.
+// Inlined, each weight block is decoded once a tile step; the 16-row q4_0 GEMM [1536, 576] on a
+// 2-core AVX2 EPYC went from ~600-690 to ~400-500 us a call (benchmarks/RESULTS.md, "Session 52").
+#define Q_BLOCK_INLINE (!(Q_G4 || Q_P8))
+#if Q_BLOCK_INLINE
+__attribute__((always_inline))
+#endif
 inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, const __global float* ad,
                        const __global float* as, const int* row, const __global uchar* const* w,
                        const q_pf* pf, float8 (*acc)[RN], float (*accm)[RN], int fetch) {
@@ -533,8 +544,9 @@ inline void q_i8_block(int kb, int K, int blocks, const __global uchar* QA, cons
 // instructions a block). Four blocks a step (the same two sets) spilled on AVX2's 16 registers
 // and measured no better.
 #define Q_ACC2 (RM * RN <= 4)
-// Decode's tiles inline the row walks (Q_WALK below, q_i8_walk).
-#define Q_INLINE_WALK (RM * RN <= 2)
+// Decode's tiles inline the row walks (Q_WALK below, q_i8_walk), and so does every tile of the
+// block-by-block walk (Q_BLOCK_INLINE).
+#define Q_INLINE_WALK (RM * RN <= 2 || Q_BLOCK_INLINE)
 
 #if Q_G4 || Q_P8
 // The 512-bit walks: q4's four blocks a register (Q_G4) and q8_0's two (Q_P8, q8_i8_pairs
