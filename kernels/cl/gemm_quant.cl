@@ -495,13 +495,15 @@ inline int8 q_dot(const __global uchar* p, q_act a) {
 #define Q_FETCH_NONE 0
 #define Q_FETCH_CHECKED 1
 #define Q_FETCH_IN 2
-// Without a 512-bit walk for the type (an AVX2 host, or a CPU that is not x86) every tile walks
-// block by block, and q_i8_block is inlined into its walk and the walk into the kernel
-// (Q_BLOCK_INLINE, Q_INLINE_WALK). As calls, prefill's tiles (up to 4 x 4 rows) kept their
-// accumulators in memory, loaded and stored each block, and decoded each weight block once per
-// activation row: LLVM could not tell that the accumulators' stores leave the weight alone.
-// Inlined, each weight block is decoded once a tile step; the 16-row q4_0 GEMM [1536, 576] on a
-// 2-core AVX2 EPYC went from ~600-690 to ~400-500 us a call (benchmarks/RESULTS.md, "Session 52").
+// Without a 512-bit walk for the type (a compiler without AVX-512BW: an AVX2 host, a CPU that is
+// not x86, a GPU running variant 0) every tile walks block by block, and q_i8_block is inlined
+// into its walk and the walk into the kernel (Q_BLOCK_INLINE, Q_INLINE_WALK). As calls,
+// prefill's tiles (up to 4 x 4 rows) kept their accumulators in memory, loaded and stored each
+// block, and decoded each weight block once per activation row: LLVM could not tell that the
+// accumulators' stores leave the weight alone. Inlined, each weight block is decoded once a tile
+// step; on a 2-core AVX2 EPYC the 16-row q4_0 GEMM [1536, 576] went from a median 671 to 518 us
+// a call, [576, 1536] from 784 to 534 (benchmarks/RESULTS.md, "Session 52"). The 512-bit builds
+// keep q_i8_block (their tail after the groups) to LLVM's choice.
 #define Q_BLOCK_INLINE (!(Q_G4 || Q_P8))
 #if Q_BLOCK_INLINE
 __attribute__((always_inline))
