@@ -1886,6 +1886,10 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
   qplan pl = gpu_walk && walk.qp == 3 ? qplan{qkernel::rows, 1, walk.nb, walk.warps, 0, true, 3}
                                       : plan_quant(cfg, p.m, p.k, false);
   if (gpu_walk) pl.unroll = walk.unroll;
+  if (cpu && !walk.gated) {  // the config's shape: nb weight rows a work-item, wg items a group
+    pl.b = walk.cpu_rows;
+    pl.c = walk.cpu_group;
+  }
   pl.x86_dot = cpu && int8 && walk.x86_dot;
   pl.fused = cpu && int8 && walk.fused;
   pl.gated = walk.gated;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <string>
 #include <string_view>
 
@@ -65,6 +66,27 @@ std::string refusal(queue& q, const op_descriptor& d, const op_call& c, const ch
   const kernel_config k = d.config.complete(kernel_config::parse(cfg));
   return select_implementation(d, q.get_device(), c, k, &why) != nullptr ? std::string()
                                                                           : ::testing::PrintToString(why);
+}
+
+// The programs built within `run`, as the options each was built with (PRISM_DUMP_PROGRAMS), one
+// line a program. Only programs built there show: a test adds a define of its own
+// (scoped_cl_options) so that its programs are not taken from the suite's memo.
+std::string built_options(const std::function<void()>& run) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("prism_quant_programs_" + std::to_string(static_cast<long>(::getpid())));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  env::override_for_testing("PRISM_DUMP_PROGRAMS", dir.string());
+  run();
+  env::override_for_testing("PRISM_DUMP_PROGRAMS", std::nullopt);
+  std::string all;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".options") {
+      std::ifstream in(e.path());
+      all += std::string(std::istreambuf_iterator<char>(in), {}) + "\n";
+    }
+  std::filesystem::remove_all(dir);
+  return all;
 }
 
 // One config per kernel family, and the shape classes each is for.
@@ -572,24 +594,6 @@ TEST(quant, x86_dot_product_walk_matches_or_is_refused) {
 #endif
   const bool runs = host_vnni && q.get_device().is_cpu();
   const op_descriptor& nl = op_registry::instance().get("rms_norm_linear");
-  // The programs built within `run`, as the options each was built with.
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("prism_x86_walk_" + std::to_string(static_cast<long>(::getpid())));
-  auto built_options = [&](const std::function<void()>& run) {
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    env::override_for_testing("PRISM_DUMP_PROGRAMS", dir.string());
-    run();
-    env::override_for_testing("PRISM_DUMP_PROGRAMS", std::nullopt);
-    std::string all;
-    for (const auto& e : std::filesystem::directory_iterator(dir))
-      if (e.path().extension() == ".options") {
-        std::ifstream in(e.path());
-        all += std::string(std::istreambuf_iterator<char>(in), {}) + "\n";
-      }
-    std::filesystem::remove_all(dir);
-    return all;
-  };
   // Call c of op d at `plain` and at `plain` + qx=1: refused naming AVX512-VNNI where the walk
   // cannot run; else the same values bit for bit, and (`fresh_programs`: the first call of a build)
   // the walk's define in qx=1's programs only.
@@ -706,6 +710,42 @@ TEST(quant, fused_activation_quantize_matches_its_launch) {
   EXPECT_NE(rows_why.find("M <= 8, got M = 9"), std::string::npos) << rows_why;
   const std::string gpu_why = refusal(q, linear_op(), eager, "variant=4,mb=2,nb=4,warps=2,qa=2");
   EXPECT_NE(gpu_why.find("qa=2 (no quantize launch) is the CPU kernel's"), std::string::npos) << gpu_why;
+}
+
+// rms_norm_linear's CPU kernel on block-quantized weights (variant 1) takes its shape from the
+// config, as linear's qrn / qwg: nb weight rows a work-item and wg work-items a group (before,
+// it ran one row a work-item and 32 a group whatever the config said, so pretune timed one
+// kernel under several names). A row's block sums run in one order whatever rows share its
+// work-item, so every shape gives the same values bit for bit: q4_0 and q8_0 on float
+// activations, int8 ones and int8 with the fused quantize (q4_0; q8_0 on the pocl route's fused
+// form), 37 rows (a partial work-item and group) at K = 2272; each shape's programs carry its RN.
+TEST(quant, norm_linear_cpu_kernel_takes_the_config_shape) {
+  queue& q = shared_queue();
+  const op_descriptor& nl = op_registry::instance().get("rms_norm_linear");
+  scoped_cl_options fresh("-DPRISM_TEST_NORM_ROWS=1");
+  const std::regex rn1("-DRN=1(\\s|$)"), rn2("-DRN=2(\\s|$)");
+  struct form {
+    dtype wt;
+    const char* qa;
+  };
+  std::uint64_t seed = 1450;
+  for (const form f : {form{dtype::q4_0, "qa=0"}, form{dtype::q4_0, "qa=1"}, form{dtype::q4_0, "qa=2"},
+                       form{dtype::q8_0, "qa=2"}}) {
+    SCOPED_TRACE(std::string(dtype_name(f.wt)) + " " + f.qa);
+    op_call c = rms_norm_linear_call(q, 1, 37, 2272, f.wt, ++seed);
+    auto run = [&](const std::string& shape) {
+      run_and_compare(nl, c, nl.config.complete(kernel_config::parse(shape + "," + f.qa)), false);
+    };
+    std::vector<double> want;
+    const std::string one = built_options([&] {
+      run("variant=1,nb=1,wg=32");
+      want = read_host(q, c.outputs[0]).values;
+    });
+    const std::string two = built_options([&] { run("variant=1,nb=2,wg=16"); });
+    EXPECT_EQ(read_host(q, c.outputs[0]).values, want);
+    EXPECT_TRUE(std::regex_search(one, rn1) && !std::regex_search(one, rn2)) << one;
+    EXPECT_TRUE(std::regex_search(two, rn2) && !std::regex_search(two, rn1)) << two;
+  }
 }
 
 // gemm_q_mma (qmma=1; nv auto for 16-bit activations at 2 <= M <= 8, checked bit for bit): the
