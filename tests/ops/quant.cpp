@@ -713,12 +713,11 @@ TEST(quant, fused_activation_quantize_matches_its_launch) {
 }
 
 // rms_norm_linear's CPU kernel on block-quantized weights (variant 1) takes its shape from the
-// config, as linear's qrn / qwg: nb weight rows a work-item and wg work-items a group (before,
-// it ran one row a work-item and 32 a group whatever the config said, so pretune timed one
-// kernel under several names). A row's block sums run in one order whatever rows share its
-// work-item, so every shape gives the same values bit for bit: q4_0 and q8_0 on float
-// activations, int8 ones and int8 with the fused quantize (q4_0; q8_0 on the pocl route's fused
-// form), 37 rows (a partial work-item and group) at K = 2272; each shape's programs carry its RN.
+// config, as linear's qrn / qwg: nb weight rows a work-item and wg work-items a group. A row's
+// block sums run in one order whatever rows share its work-item, so one row and two rows a
+// work-item give the same values bit for bit: q4_0 on float, int8 and fused-int8 activations
+// (qa 0, 1, 2), q8_0 on fused-int8 ones (the pocl route's form), 37 rows (a partial work-item and
+// group) at K = 2272. Each shape's programs carry its RN, which a kernel ignoring the config fails.
 TEST(quant, norm_linear_cpu_kernel_takes_the_config_shape) {
   queue& q = shared_queue();
   const op_descriptor& nl = op_registry::instance().get("rms_norm_linear");
