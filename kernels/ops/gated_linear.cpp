@@ -318,15 +318,13 @@ op_implementation quant_implementation(bool gated) {
     if (o.x->size(0) == 0 || o.w->size(0) == 0) return event{};
     const std::optional<gemm_detail::quant_norm> norm =
         o.g ? std::optional(gemm_detail::quant_norm{*o.g, c.get_f64("eps")}) : std::nullopt;
-    gemm_detail::quant_walk walk{static_cast<int>(cfg.at("qp")),
-                                 cfg.at("nb"),
-                                 cfg.at("wg") / 32,
-                                 cfg.at("qu"),
-                                 cfg.at("qx") == 1,
-                                 cfg.at("qa") == 2,
-                                 gated};
-    walk.cpu_rows = cfg.at("nb");
-    walk.cpu_group = cfg.at("wg");
+    const gemm_detail::quant_walk walk{static_cast<int>(cfg.at("qp")),
+                                       cfg.at("nb"),
+                                       cfg.at("wg"),
+                                       cfg.at("qu"),
+                                       cfg.at("qx") == 1,
+                                       cfg.at("qa") == 2,
+                                       gated};
     return gemm_detail::enqueue_quant_norm_linear(q, *o.x, norm ? &*norm : nullptr, *o.w,
                                                   o.b ? *o.b : tensor{}, c.outputs[0], cfg.at("variant") == 1,
                                                   cfg.at("qa") >= 1, src, walk);

@@ -103,21 +103,20 @@ inline config_param quant_unroll_param(const char* scope) {
                       scope)};
 }
 
-/// How rms_norm_linear's quantized GEMV walks int8 activations (enqueue_quant_norm_linear): on the
-/// GPU rows kernel its config's qp (0 4-byte slots, 2 a lane per block, 3 the same with the row
-/// quantized in each work-group), qu (blocks a lane loads a step, qp 2 and 3) and, for qp=3, the
-/// group: nb weight rows a team, `warps` teams (the config's wg / 32); on the CPU kernel its qx
-/// (`x86_dot`: the AVX512-VNNI q4 walk) and, outside linear_silu_and_mul, its shape: `cpu_rows`
-/// weight rows a work-item (the config's nb) and `cpu_group` work-items a group (its wg).
+/// How rms_norm_linear's quantized GEMV walks int8 activations (enqueue_quant_norm_linear), from
+/// its config: on the GPU rows kernel qp (0 4-byte slots, 2 a lane per block, 3 the same with the
+/// row quantized in each work-group), qu (blocks a lane loads a step, qp 2 and 3) and, for qp=3,
+/// the group: nb weight rows a team, wg / 32 teams; on the CPU kernel qx (`x86_dot`: the
+/// AVX512-VNNI q4 walk) and, outside linear_silu_and_mul, the shape: nb weight rows a work-item,
+/// wg work-items a group.
 struct quant_walk {
   int qp = 0;
-  std::int64_t nb = 4, warps = 8, unroll = 2;
+  std::int64_t nb = 4, wg = 256, unroll = 2;
   bool x86_dot = false;
   bool fused = false;  ///< the CPU kernel quantizes its rows itself, no launch of their own (qa=2)
   /// linear_silu_and_mul: the weight is [2 F, k], F gate rows then F up rows, and out [m, F] is
   /// silu(gate) * up (the CPU kernel only: gemm_quant.cl's Q_GATED).
   bool gated = false;
-  std::int64_t cpu_rows = 1, cpu_group = 32;
 };
 
 /// qa=2: the most activation rows that one work-group quantizes while the others wait.

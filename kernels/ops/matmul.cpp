@@ -1882,13 +1882,13 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
   lin.attrs["activation"] = std::string("none");
   gemm_problem p = with_k_rows(q, lower_linear(lin));
   if (walk.gated) p.scm = out.strides()[0];  // out is [m, n / 2]
-  // qp=3: one activation row a group of walk.warps teams of walk.nb rows; qp=2: blocks_walk's plan.
-  qplan pl = gpu_walk && walk.qp == 3 ? qplan{qkernel::rows, 1, walk.nb, walk.warps, 0, true, 3}
+  // qp=3: one activation row a group of walk.wg / 32 teams of walk.nb rows; qp=2: blocks_walk's plan.
+  qplan pl = gpu_walk && walk.qp == 3 ? qplan{qkernel::rows, 1, walk.nb, walk.wg / 32, 0, true, 3}
                                       : plan_quant(cfg, p.m, p.k, false);
   if (gpu_walk) pl.unroll = walk.unroll;
   if (cpu && !walk.gated) {  // the config's shape: nb weight rows a work-item, wg items a group
-    pl.b = walk.cpu_rows;
-    pl.c = walk.cpu_group;
+    pl.b = walk.nb;
+    pl.c = walk.wg;
   }
   pl.x86_dot = cpu && int8 && walk.x86_dot;
   pl.fused = cpu && int8 && walk.fused;
