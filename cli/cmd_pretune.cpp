@@ -35,6 +35,7 @@ struct pretune_args {
   std::size_t max_candidates = 12;
   int min_runs = 3;
   int max_runs = 25;
+  int pipeline = 20;
   bool force = false;
   bool list_models = false;
   std::string progress = "auto";
@@ -141,10 +142,12 @@ nlohmann::json report_json(const tuner::pretune_report& report) {
                         {"failed_candidates", s.failed_candidates},
                         {"calls", s.calls},
                         {"payoff_ns", s.payoff_ns},
-                        {"seconds", {{"total", s.total_s},
-                                     {"reference", s.reference_s},
-                                     {"builds", s.build_s},
-                                     {"measuring", s.measure_s}}}};
+                        {"calls_per_sample", s.calls_per_sample},
+                        {"seconds",
+                         {{"total", s.total_s},
+                          {"reference", s.reference_s},
+                          {"builds", s.build_s},
+                          {"measuring", s.measure_s}}}};
     if (s.status != state::covered) j["order"] = ++order;
     if (s.status == state::tuned || s.status == state::already_tuned) {
       j["backend"] = s.row.backend;
@@ -256,6 +259,10 @@ PRISM_CLI_COMMAND(60) {
       ->check(whole_in("--min-runs", 1, 100000));
   cmd->add_option("--max-runs", a->max_runs, "Timed runs per candidate, at most (default 25)")
       ->check(whole_in("--max-runs", 1, 100000));
+  cmd->add_option("--pipeline", a->pipeline,
+                  "Calls back to back in one timed run, at most, for shapes whose default route is short: "
+                  "as a model's graph runs its kernels (default 20; 1: one finished call a run)")
+      ->check(whole_in("--pipeline", 1, 1000));
   cmd->add_option("--seed", a->seed, "Seed of the random strategy and of the sampled inputs (default 1)")
       ->check(whole_in("--seed", 0, UINT64_MAX));
   cmd->add_flag("--force", a->force, "Re-tune shapes that already have a valid row");
@@ -330,6 +337,7 @@ PRISM_CLI_COMMAND(60) {
     o.max_per_backend = a->max_candidates;
     o.min_runs = a->min_runs;
     o.max_runs = a->max_runs;
+    o.pipeline_calls = a->pipeline;
     o.force = a->force;
     o.fold_kv_lengths = a->kv_buckets == "on";
     o.payoff_order = a->order == "payoff";

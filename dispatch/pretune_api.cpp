@@ -42,6 +42,9 @@ pretune_summary pretune(const device& dev, tuning::database& db, const pretune_r
     throw error(errc::invalid_argument, "pretune",
                 "min_runs " + std::to_string(r.min_runs) + ", max_runs " + std::to_string(r.max_runs) +
                     "; valid: 1 <= min_runs <= max_runs");
+  if (r.pipeline_calls < 1 || r.pipeline_calls > 1000)
+    throw error(errc::invalid_argument, "pretune",
+                "pipeline_calls " + std::to_string(r.pipeline_calls) + "; valid: 1 to 1000");
   // A choice of ops or dtypes that selects nothing is a mistake, not a successful no-op.
   std::set<std::string> ops, dtypes;
   std::size_t selected = 0;
@@ -67,6 +70,7 @@ pretune_summary pretune(const device& dev, tuning::database& db, const pretune_r
   o.max_per_backend = r.max_candidates;
   o.min_runs = r.min_runs;
   o.max_runs = r.max_runs;
+  o.pipeline_calls = r.pipeline_calls;
   o.force = r.force;
   o.seed = r.seed;
   o.payoff_order = r.payoff_order;
@@ -92,6 +96,7 @@ pretune_summary pretune(const device& dev, tuning::database& db, const pretune_r
     p.detail = sh.detail;
     p.calls = sh.calls;
     p.payoff_ns = sh.payoff_ns;
+    p.calls_per_sample = sh.calls_per_sample;
     if (sh.status == tuner::shape_outcome::state::tuned ||
         sh.status == tuner::shape_outcome::state::already_tuned) {
       p.backend = sh.row.backend;

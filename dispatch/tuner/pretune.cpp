@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The pretune loop in stages (plan, measure, validate, commit, report): per shape, sample a call,
 // compute the host reference, then for the untuned default route and every candidate: run once
-// (compile + correctness check), warm up, time the whole routine N times; the fastest few
+// (compile + correctness check), warm up, time the whole routine N times (each timed run holds
+// calls_per_sample calls back to back, as a model's graph runs them); the fastest few
 // correct candidates are re-timed interleaved with the default, and the best of them must beat
 // the default there.
 #include "dispatch/tuner/pretune.hpp"
@@ -67,12 +68,13 @@ double percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
-// One run of the whole routine: every kernel it enqueues, finished.
-double run_once_ns(queue& q, op_call& call, const dispatch_options& route) {
+// One timed run: `calls` runs of the whole routine back to back, then one wait; the time per
+// call. With one call: every kernel it enqueues, finished.
+double run_once_ns(queue& q, op_call& call, const dispatch_options& route, int calls = 1) {
   auto t0 = clock_type::now();
-  dispatch_call(q, call, route);
+  for (int i = 0; i < calls; ++i) dispatch_call(q, call, route);
   q.wait_and_throw();
-  return std::chrono::duration<double, std::nano>(clock_type::now() - t0).count();
+  return std::chrono::duration<double, std::nano>(clock_type::now() - t0).count() / calls;
 }
 
 // A candidate whose warm run is this much slower than the best so far is timed once only:
@@ -320,8 +322,9 @@ class pretune_run {
       dispatch_options untuned;
       untuned.skip_tuning_db = true;
       run_once_ns(q_, call, untuned);  // builds the default's kernels
+      const int n = calls_per_sample(run_once_ns(q_, call, untuned), o_.pipeline_calls);
       std::vector<double> t;
-      for (int r = 0; r < o_.min_runs; ++r) t.push_back(run_once_ns(q_, call, untuned));
+      for (int r = 0; r < o_.min_runs; ++r) t.push_back(run_once_ns(q_, call, untuned, n));
       return percentile(t, 0.5);
     } catch (const prism::error& e) {
       log::get("dispatch")
@@ -526,7 +529,7 @@ class pretune_run {
         row.reason = short_reason(cmp.message);
       } else {
         bool timed_once = false;
-        auto t = time_route(w.call, route, w.best_so_far, &timed_once);
+        auto t = time_route(w, route, &timed_once);
         if (timed_once)
           row.reason = fmt::format("timed once: more than {}x the best so far", hopeless_factor);
         else if (w.best_so_far == 0 || t.p50 < w.best_so_far)
@@ -544,8 +547,19 @@ class pretune_run {
     return row;
   }
 
-  timing time_route(op_call& call, const dispatch_options& route, double best_so_far, bool* timed_once) {
-    double warm = run_once_ns(q_, call, route);  // warm-up (caches, lazily built helper kernels)
+  // The shape's first timed route (its default, when that works) sets how many calls each of
+  // the shape's timed runs holds (calls_per_sample), from one warm finished call.
+  timing time_route(shape_work& w, const dispatch_options& route, bool* timed_once) {
+    const double best_so_far = w.best_so_far;
+    int& n = w.out.calls_per_sample;
+    // Warm-up (caches, lazily built helper kernels), and the hopeless check on its time.
+    double warm = 0;
+    if (n == 0) {
+      warm = run_once_ns(q_, w.call, route);
+      n = calls_per_sample(warm, o_.pipeline_calls);
+      log::get("dispatch")->info("pretune: {}: {} calls back to back a timed run", w.label, n);
+    }
+    if (n > 1 || warm == 0) warm = run_once_ns(q_, w.call, route, n);
     if (best_so_far > 0 && warm > hopeless_factor * best_so_far) {
       *timed_once = true;
       return timing{warm, warm, warm};
@@ -554,8 +568,8 @@ class pretune_run {
     double sum = 0;
     while (static_cast<int>(t.size()) < o_.max_runs &&
            (static_cast<int>(t.size()) < o_.min_runs || sum < o_.target_s_per_candidate * 1e9)) {
-      t.push_back(run_once_ns(q_, call, route));
-      sum += t.back();
+      t.push_back(run_once_ns(q_, w.call, route, n));
+      sum += t.back() * n;
       if (t.size() >= 2 && best_so_far > 0 && percentile(t, 0.5) > losing_factor * best_so_far) break;
     }
     return timing{percentile(t, 0.2), percentile(t, 0.5), percentile(t, 0.8)};
@@ -595,11 +609,12 @@ class pretune_run {
       std::vector<double> td;
       std::vector<std::vector<double>> tf(finals.size());
       for (int r = 0; r < confirm_rounds; ++r) {
-        if (def.status == candidate_status::ok) td.push_back(run_once_ns(q_, w.call, untuned));
+        const int n = std::max(1, w.out.calls_per_sample);
+        if (def.status == candidate_status::ok) td.push_back(run_once_ns(q_, w.call, untuned, n));
         for (std::size_t i = 0; i < finals.size(); ++i) {
           dispatch_options forced;
           forced.forced = &routes[i];
-          tf[i].push_back(run_once_ns(q_, w.call, forced));
+          tf[i].push_back(run_once_ns(q_, w.call, forced, n));
         }
       }
       if (!td.empty()) default_ns = chosen_ns = percentile(td, 0.5);
@@ -692,6 +707,13 @@ class pretune_run {
 };
 
 }  // namespace
+
+int calls_per_sample(double single_ns, int max_calls) {
+  const int cap = std::max(1, max_calls);
+  if (!(single_ns > 0)) return 1;
+  return static_cast<int>(
+      std::clamp(std::floor(sample_target_ns / single_ns), 1.0, static_cast<double>(cap)));
+}
 
 pretune_report pretune(const device& dev, tuning::database& db, const pretune_options& o) {
   return pretune_run(dev, db, o).run();

@@ -29,6 +29,11 @@ struct pretune_options {
   int min_runs = 3;                  ///< timed runs per candidate (after one warm-up)
   int max_runs = 25;
   double target_s_per_candidate = 0.3;  ///< timed runs stop once they sum to this
+  /// At most this many calls back to back in one timed run, with one wait after them, for a
+  /// shape whose default route is short (calls_per_sample); 1 = one finished call a run. A
+  /// model's graph runs its kernels back to back, so that is the time that ranks its routes;
+  /// one finished call a run also times the device's wake-up (tens of µs on PoCL).
+  int pipeline_calls = 20;
   bool force = false;                   ///< re-tune shapes that already have a valid row
   bool progress_bar = false;            ///< redraw one line (terminal) instead of printing lines
   /// When set, progress goes here instead of stderr (the CLI draws it to fit the terminal): a
@@ -67,6 +72,8 @@ struct shape_outcome {
   double payoff_ns = 0;
   /// The default route's p50 the candidate policy read (make_candidates' default_ns; 0 = none).
   double candidates_default_ns = 0;
+  /// Calls back to back in each timed run of this shape (calls_per_sample; 0 = none timed).
+  int calls_per_sample = 0;
   /// Where the shape's wall time went: the host reference, building the candidates' programs
   /// (the parallel prebuild), checking and timing candidates, and the whole shape.
   double reference_s = 0, build_s = 0, measure_s = 0, total_s = 0;
@@ -91,6 +98,13 @@ pretune_report pretune(const device& dev, tuning::database& db, const pretune_op
 std::optional<std::size_t> pick_final(const std::vector<double>& default_ns,
                                       const std::vector<std::vector<double>>& finalists_ns,
                                       double margin = 0.97);
+
+/// The calls a timed run of a shape holds: as many back to back as fill about
+/// `sample_target_ns` (2 ms) at the default route's time for one finished call, `single_ns`,
+/// clamped to [1, max_calls]. Every candidate of the shape, and the final rounds, run that
+/// many; a time is then the run's wall time divided by its calls.
+constexpr double sample_target_ns = 2e6;
+int calls_per_sample(double single_ns, int max_calls);
 
 /// The KV-length buckets of `entries` (fold_kv_lengths): for each entry, the index of the
 /// entry that represents it (itself when it is tuned). Entries of an op whose key has `lk`

@@ -36,6 +36,9 @@ struct pretune_request {
   std::size_t max_candidates = 12;    ///< generated candidates per backend and shape
   int min_runs = 3;
   int max_runs = 25;
+  /// Calls back to back in one timed run, at most, for shapes whose default route is short
+  /// (docs/tuning.md, "How a candidate is timed"); 1 = one finished call a run.
+  int pipeline_calls = 20;
   bool force = false;  ///< re-tune shapes that already have a valid row
   /// Tune the largest default time x recorded calls first (each default route is timed first);
   /// false: the set's order.
@@ -62,6 +65,7 @@ struct pretuned_shape {
   double default_ns = 0;
   std::uint64_t calls = 0;  ///< recorded calls it stands for (0 = not counted)
   double payoff_ns = 0;     ///< default time x calls that set its place in the order (0 = unknown)
+  int calls_per_sample = 0;  ///< calls back to back in each of its timed runs (0 = not timed)
 };
 
 struct pretune_summary {

@@ -73,13 +73,17 @@ def shipped_models() -> List[str]:
 def pretune(shapes: Optional[str] = None, *, model: Optional[str] = None, db: Optional[Database] = None,
             device: Optional[Device] = None, ops: Sequence[str] = (), dtypes: Sequence[str] = (),
             backends: Sequence[str] = (), budget_s: float = 0.0, max_candidates: int = 12, min_runs: int = 3,
-            max_runs: int = 25, force: bool = False, progress: Optional[Progress] = None) -> Dict[str, object]:
+            max_runs: int = 25, pipeline_calls: int = 20, force: bool = False,
+            progress: Optional[Progress] = None) -> Dict[str, object]:
     """Measures the backend/config candidates of every shape of a shape set (`shapes`: a YAML
     file, e.g. what record() wrote; or `model`: a shipped set) on `device` (default: the default
     selection) and stores the fastest per shape in `db` (default: the process's database), as
     `prism pretune` does. progress(done, total, label, detail, line) is called as it goes: `line`
     is set for each finished shape, else label/detail describe the shape being measured.
-    Returns {"shapes": [dicts: op, dtype, shape, status, backend, config, p50_ns, default_ns],
+    A timed run holds up to `pipeline_calls` calls back to back for shapes whose default route is
+    short (1: one finished call a run).
+    Returns {"shapes": [dicts: op, dtype, shape, status, backend, config, p50_ns, default_ns,
+    calls_per_sample],
     "seconds", "budget_exhausted", "table"}. An exception raised by `progress` is raised when
     pretune returns (the rows measured until then are kept)."""
     if (shapes is None) == (model is None):
@@ -90,7 +94,8 @@ def pretune(shapes: Optional[str] = None, *, model: Optional[str] = None, db: Op
     database = db if db is not None else Database()
     dev = device if device is not None else select_device()
     return _prism._pretune(dev, database._db, shapes or "", model or "", list(ops), list(dtypes), list(backends),
-                           float(budget_s), int(max_candidates), int(min_runs), int(max_runs), bool(force), progress)
+                           float(budget_s), int(max_candidates), int(min_runs), int(max_runs),
+                           int(pipeline_calls), bool(force), progress)
 
 
 def record(path: Optional[str]) -> None:

@@ -661,7 +661,7 @@ NB_MODULE(_prism, m) {
       [](const prism::device& dev, prism::tuning::database& db, const std::string& shapes_file,
          const std::string& model, std::vector<std::string> ops, std::vector<std::string> dtypes,
          std::vector<std::string> backends, double budget_s, std::size_t max_candidates, int min_runs,
-         int max_runs, bool force, nb::object progress) {
+         int max_runs, int pipeline_calls, bool force, nb::object progress) {
         prism::dispatch::pretune_request r;
         r.shapes = model.empty() ? prism::tuning::load_shape_set(shapes_file)
                                  : prism::tuning::load_model_shape_set(model);
@@ -672,6 +672,7 @@ NB_MODULE(_prism, m) {
         r.max_candidates = max_candidates;
         r.min_runs = min_runs;
         r.max_runs = max_runs;
+        r.pipeline_calls = pipeline_calls;
         r.force = force;
         // The callback runs on this thread with the GIL taken back; its first exception is
         // raised once pretune returns (pretune itself keeps going: its rows are committed).
@@ -707,6 +708,7 @@ NB_MODULE(_prism, m) {
           d["config"] = p.config;
           d["p50_ns"] = p.p50_ns;
           d["default_ns"] = p.default_ns;
+          d["calls_per_sample"] = p.calls_per_sample;
           shapes.append(d);
         }
         nb::dict out;
@@ -717,7 +719,7 @@ NB_MODULE(_prism, m) {
         return out;
       },
       "device"_a, "db"_a, "shapes_file"_a, "model"_a, "ops"_a, "dtypes"_a, "backends"_a, "budget_s"_a,
-      "max_candidates"_a, "min_runs"_a, "max_runs"_a, "force"_a, "progress"_a.none());
+      "max_candidates"_a, "min_runs"_a, "max_runs"_a, "pipeline_calls"_a, "force"_a, "progress"_a.none());
   m.def("_shipped_models", &prism::tuning::shipped_models);
   m.def("_version", []() { return std::string(prism::version()); });
 }

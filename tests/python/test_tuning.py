@@ -28,6 +28,7 @@ def test_record_pretune_and_list(prism, tmp_path):
                                   min_runs=1, max_runs=2, progress=progress)
     assert [s["status"] for s in report["shapes"]] == ["tuned"]
     assert report["shapes"][0]["backend"] == "opencl"
+    assert 1 <= report["shapes"][0]["calls_per_sample"] <= 20
     assert "add" in report["table"]
     lines = [c for c in calls if c[4]]
     assert lines and "add" in lines[-1][4], calls
@@ -48,6 +49,8 @@ def test_pretune_callback_errors_and_bad_requests(prism, tmp_path):
     with pytest.raises(KeyError, match="stop here"):
         prism.tuning.pretune(str(shapes), db=db, backends=["opencl"], max_candidates=1, min_runs=1, max_runs=1,
                              progress=failing)
+    with pytest.raises(prism.InvalidArgumentError, match="pipeline_calls 0; valid: 1 to 1000"):
+        prism.tuning.pretune(str(shapes), db=db, pipeline_calls=0)
     with pytest.raises(prism.InvalidArgumentError) as e:
         prism.tuning.pretune(str(shapes), db=db, ops=["softmax"])
     assert "nothing to tune" in str(e.value) and "relu" in str(e.value)

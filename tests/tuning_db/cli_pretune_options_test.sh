@@ -20,6 +20,7 @@ refused "--seed must be a whole number in [0, 18446744073709551615], got '-1'" -
 refused "--max-candidates must be a whole number in [1, 100000]" --model llama-2-7b --max-candidates -1
 refused "--min-runs must be a whole number in [1, 100000]" --model llama-2-7b --min-runs 0
 refused "--max-runs must be a whole number in [1, 100000]" --model llama-2-7b --max-runs 1e9
+refused "--pipeline must be a whole number in [1, 1000], got '0'" --model llama-2-7b --pipeline 0
 refused "--compile-threads must be a whole number in [0, 64]" --model llama-2-7b --compile-threads 65
 refused "--order: size not in {payoff,file}" --model llama-2-7b --order size
 refused "has no entry for --dtypes f99 (its dtypes:" --model llama-2-7b --dtypes f99

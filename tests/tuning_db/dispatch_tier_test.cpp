@@ -514,6 +514,55 @@ TEST(TuningDispatch, PretuneTunesTheLargestPayoffFirst) {
   EXPECT_EQ(in_file_order.shapes[1].shape, "rows=2,d=32");
 }
 
+// A short shape is timed in runs of several calls back to back (as a model's graph runs its
+// kernels), each run one wait: the dispatcher's call counts show every timed run holding
+// calls_per_sample calls, and pipeline_calls = 1 keeps one finished call a run. The default
+// route alone is measured (CLBlast has no rms_norm), so the count is exact: the check, the
+// single warm call that sizes the runs, a warm run, then min_runs timed runs.
+TEST(TuningDispatch, PretuneTimesShortShapesInRunsOfCallsBackToBack) {
+  using dispatch::tuner::calls_per_sample;
+  EXPECT_EQ(calls_per_sample(50e3, 20), 20);  // 50 us: 40 would fill 2 ms, capped at 20
+  EXPECT_EQ(calls_per_sample(400e3, 20), 5);  // 400 us: 5 fill 2 ms
+  EXPECT_EQ(calls_per_sample(3e6, 20), 1);    // longer than the run's target: one call
+  EXPECT_EQ(calls_per_sample(50e3, 1), 1);    // pipelining off
+  EXPECT_EQ(calls_per_sample(0, 20), 1);      // not measured
+  auto& db = test_db();
+  queue q;
+  auto dev = q.get_device();
+  auto rms_norm_calls = [] {
+    std::uint64_t n = 0;
+    for (auto& st : dispatch::statistics())
+      if (st.op == "rms_norm") n += st.calls;
+    return n;
+  };
+  for (int pipeline : {1, 4}) {
+    dispatch::tuner::pretune_options o;
+    o.shapes = parse_shape_set("shapes:\n  - {op: rms_norm, rows: 3, d: 48}\n", "pipelined");
+    o.backends = {"clblast"};
+    o.min_runs = 2;
+    o.max_runs = 2;
+    o.payoff_order = false;
+    o.pipeline_calls = pipeline;
+    o.force = true;
+    dispatch::reset_statistics();
+    auto report = dispatch::tuner::pretune(dev, db, o);
+    ASSERT_EQ(report.shapes.size(), 1u);
+    const auto& s = report.shapes[0];
+    ASSERT_EQ(s.status, dispatch::tuner::shape_outcome::state::tuned) << s.detail;
+    const std::uint64_t n = static_cast<std::uint64_t>(s.calls_per_sample);
+    if (pipeline == 1) {
+      EXPECT_EQ(n, 1u);
+      EXPECT_EQ(rms_norm_calls(), 1u + 1u + 2u) << "check, warm call, two timed calls";
+    } else {
+      // One finished call of a 3x48 rms_norm is far below 1 ms on any device: at least 2 a run.
+      EXPECT_GE(n, 2u);
+      EXPECT_LE(n, 4u);
+      EXPECT_EQ(rms_norm_calls(), 1u + 1u + n + 2u * n) << "check, sizing call, warm run, two timed runs";
+    }
+    EXPECT_GT(s.row.p50_ns, 0);
+  }
+}
+
 // Candidates built on several threads before the serial measurement give the same candidates
 // with the same outcomes as building each as it is measured.
 TEST(TuningDispatch, ParallelCompilesGiveTheSameCandidates) {
