@@ -1540,6 +1540,20 @@ op_call sample_bmm(queue& q, const shape_key& key, const sample_options& o) {
 
 op_call sample_addmm(queue& q, const shape_key& key, const sample_options& o) {
   op_call c{"addmm", {}, {}, {}};
+  if (is_quantized(o.type)) {
+    // mat2 is the transpose of a quantized [n, k] weight (blocks along k), and the input the
+    // residual [m, n]: decode's o / down projection with its add, the form a model records.
+    if (key.get("ta", 0) != 0 || key.get("tb", 0) != 1)
+      throw error(errc::invalid_argument, "ops::addmm",
+                  fmt::format("a {} mat2 is the transpose of a quantized [n, k] weight: the key needs "
+                              "ta=0 and tb=1, got {}",
+                              dtype_name(o.type), key.str()));
+    const dtype at = gemm_detail::sample_activation_type("addmm", o.type, key.at("k"));
+    c.inputs = {random_tensor(q, {key.at("m"), key.at("n")}, at, o, 3),
+                random_tensor(q, {key.at("m"), key.at("k")}, at, o, 1),
+                random_tensor(q, {key.at("n"), key.at("k")}, o.type, o, 2).transpose(0, 1)};
+    return finish(q, self("addmm"), std::move(c));
+  }
   c.inputs = {random_tensor(q, {key.at("n")}, o.type, o, 3),
               make_operand(q, key.at("m"), key.at("k"), key.get("ta", 0) != 0, o.type, o, 1),
               make_operand(q, key.at("k"), key.at("n"), key.get("tb", 0) != 0, o.type, o, 2)};

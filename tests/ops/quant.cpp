@@ -986,6 +986,23 @@ TEST(bad_input, quantized_weights) {
   EXPECT_EQ(gs.inputs[1].shape().str(), "[16, 64]");
   EXPECT_EQ(gs.outputs[0].shape().str(), "[1, 8]");
   EXPECT_THROW(gated.sample(q, shape_key::parse("m=1,n=8,k=45"), o), error);
+  // addmm's sample (decode's o / down projection with the residual add, which a model records
+  // with its weight's dtype): a quantized mat2 is a [n, k] weight's transpose, the input the
+  // residual [m, n]; its key is the recorded one, so pretune stores the row dispatch looks up.
+  // Before, the sample made every operand q4_0 and pretune failed on each such shape.
+  const op_descriptor& addmm = op_registry::instance().get("addmm");
+  o.type = dtype::q4_0;
+  const shape_key ak = shape_key::parse("m=1,n=8,k=64,ta=0,tb=1");
+  const op_call as = addmm.sample(q, ak, o);
+  EXPECT_EQ(dispatch::call_dtypes(as), "f32|f32|q4_0");
+  EXPECT_EQ(as.inputs[0].shape().str(), "[1, 8]");
+  EXPECT_EQ(addmm.key(as).str(), ak.str());
+  try {
+    addmm.sample(q, shape_key::parse("m=1,n=8,k=64,ta=0,tb=0"), o);
+    ADD_FAILURE() << "a q4_0 mat2 that is not a weight's transpose was sampled";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs ta=0 and tb=1"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
