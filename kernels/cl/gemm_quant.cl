@@ -15,9 +15,9 @@
 //   reduced at the end); q4_0's -8 and q4_1's m are carried by s.
 //   Same RM x RN work-item tiling as gemm_q_cpu. Built with QA_FUSED (qa=2, M <= 8) the second
 //   kernel runs alone: its first work-group quantizes the rows (q_quantize_rows). Built with
-//   Q_GATED (linear_silu_and_mul, RN = 1) each work-item walks a gate row, then its up row, and
-//   stores silu(gate) * up (gemm_q_cpu's Q_GATED, on float activations: the two rows at once,
-//   RN = 2).
+//   Q_GATED (linear_silu_and_mul) each work-item walks RN gate rows, then their RN up rows, and
+//   stores silu(gate) * up for RN columns (gemm_q_cpu's Q_GATED, on float activations: one
+//   pair's two rows at once, RN = 2).
 // - gemm_q_gemv (GPUs, small M): a work-group of WG items owns NB columns of MB rows; item t
 //   takes blocks t, t + WG, ... (neighbours read neighbouring blocks), then a local-memory tree.
 // - gemm_q_rows (GPUs, small M: decode): a warp-sized team of 32 items owns NB weight rows; the
@@ -96,14 +96,23 @@ inline float q_silu_mul(float g, float u) {
 }
 
 #ifdef RM
+// The CPU kernels' group size, when the host names it (Q_LX: the config's wg, or fewer items
+// where the row count is smaller).
+#ifdef Q_LX
+#define Q_CPU_GROUP __attribute__((reqd_work_group_size(Q_LX, 1, 1)))
+#else
+#define Q_CPU_GROUP
+#endif
+
 // The CPU kernels' output columns (NO) and a work-item's first (n0). With Q_GATED
 // (linear_silu_and_mul) the gate row n and the up row NO + n of the [2 NO, K] weight give the
-// output's column n, silu(gate) * up: gemm_q_cpu walks the two together (RN = 2), gemm_q_cpu_i8
-// one after the other (RN = 1). Q_ROWS: the weight rows a work-item walks.
+// output's column n, silu(gate) * up, and a work-item owns Q_PAIRS columns: gemm_q_cpu walks one
+// pair's two rows together (RN = 2, Q_PAIRS = 1), gemm_q_cpu_i8 its RN gate rows, then their RN
+// up rows (Q_PAIRS = RN). Q_ROWS: the weight rows a work-item walks.
 #ifdef Q_GATED
 #define Q_COLS(N) ((N) / 2)
-#define Q_N0 ((int)get_global_id(0))
-#define Q_ROWS 2
+#define Q_N0 ((int)get_global_id(0) * Q_PAIRS)
+#define Q_ROWS (2 * Q_PAIRS)
 #else
 #define Q_COLS(N) (N)
 #define Q_N0 ((int)get_global_id(0) * RN)
@@ -111,8 +120,8 @@ inline float q_silu_mul(float g, float u) {
 #endif
 
 // The CPU kernels' stores: v[i][j] as output (m0 + i, n0 + j) through the epilogue; with Q_GATED
-// silu(v[i][0]) * u[i][0] as output (m0 + i, n0), v the gate row n0's sums and u the up row
-// NO + n0's.
+// silu(v[i][j]) * u[i][j] as output (m0 + i, n0 + j) for the work-item's Q_PAIRS columns, v the
+// gate row n0 + j's sums and u the up row NO + n0 + j's.
 inline void q_store(float (*v)[RN], float (*u)[RN], int M, int N, int NO, int m0, int n0, float alpha, float beta,
                     __global GT* C, long c_off, int scm, __global const GT* X, long x_off, int sxm, int sxn) {
 #pragma unroll
@@ -120,9 +129,13 @@ inline void q_store(float (*v)[RN], float (*u)[RN], int M, int N, int NO, int m0
     const int m = m0 + i;
     if (m >= M) continue;
 #ifdef Q_GATED
-    const float gv = prism_epilogue(v[i][0], alpha, beta, X, x_off, sxm, sxn, m, n0);
-    const float uv = prism_epilogue(u[i][0], alpha, beta, X, x_off, sxm, sxn, m, NO + n0);
-    PRISM_STORE(C + c_off + (long)m * scm + n0, q_silu_mul(gv, uv));
+#pragma unroll
+    for (int j = 0; j < Q_PAIRS; ++j)
+      if (n0 + j < NO) {
+        const float gv = prism_epilogue(v[i][j], alpha, beta, X, x_off, sxm, sxn, m, n0 + j);
+        const float uv = prism_epilogue(u[i][j], alpha, beta, X, x_off, sxm, sxn, m, NO + n0 + j);
+        PRISM_STORE(C + c_off + (long)m * scm + n0 + j, q_silu_mul(gv, uv));
+      }
 #else
 #pragma unroll
     for (int j = 0; j < RN; ++j)
@@ -135,7 +148,7 @@ inline void q_store(float (*v)[RN], float (*u)[RN], int M, int N, int NO, int m0
 #endif
 
 #ifdef RM
-__kernel void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off,
+__kernel Q_CPU_GROUP void gemm_q_cpu(int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off,
                          int sam, __global const uchar* W, long w_off, long swn, __global GT* C, long c_off,
                          int scm, __global const GT* X, long x_off, int sxm, int sxn) {
   const int NO = Q_COLS(N), n0 = Q_N0;
@@ -865,7 +878,7 @@ inline void q_i8_walk(int K, const __global uchar* QA, const __global float* ad,
 #ifdef QA_FUSED
 // qa=2's arguments: the float activations in the workspace's place, and after the bias's the
 // norm's (QNORM), the workspace and its three counters.
-__kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off,
+__kernel Q_CPU_GROUP void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const GT* A, long a_off,
                             int sam, __global const uchar* W, long w_off, long swn, __global GT* C, long c_off,
                             int scm, __global const GT* X, long x_off, int sxm, int sxn,
 #ifdef QNORM
@@ -897,7 +910,7 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
   }
   barrier(CLK_GLOBAL_MEM_FENCE);
 #else
-__kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const uchar* QA,
+__kernel Q_CPU_GROUP void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __global const uchar* QA,
                             __global const uchar* W, long w_off, long swn, __global GT* C, long c_off, int scm,
                             __global const GT* X, long x_off, int sxm, int sxn) {
 #endif
@@ -913,11 +926,17 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
 #pragma unroll
   for (int i = 0; i < RM; ++i) row[i] = min(m0 + i, M - 1);
 #ifdef Q_GATED
-  w[0] = W + (w_off + (long)n0 * swn) * QBYTES;
-  w[1] = w[0] + (long)NO * swn * QBYTES;
-  pf[0] = q_rows_pf(W, w_off, swn, NO, 1);
-  pf[1] = pf[0];
-  pf[1].end += (long)NO * swn * QBYTES;
+  // The group's gate rows, then the same rows' up halves NO rows on.
+  const q_pf gate_pf = q_rows_pf(W, w_off, swn, NO, RN);
+  q_pf up_pf = gate_pf;
+  up_pf.end += (long)NO * swn * QBYTES;
+#pragma unroll
+  for (int j = 0; j < RN; ++j) {
+    w[j] = W + (w_off + (long)min(n0 + j, NO - 1) * swn) * QBYTES;
+    w[RN + j] = w[j] + (long)NO * swn * QBYTES;
+    pf[j] = gate_pf;
+    pf[RN + j] = up_pf;
+  }
 #else
   const q_pf rows_pf = q_rows_pf(W, w_off, swn, N, RN);
 #pragma unroll
@@ -929,7 +948,7 @@ __kernel void gemm_q_cpu_i8(int M, int N, int K, float alpha, float beta, __glob
   float v[RM][RN], u[RM][RN];
   q_i8_walk(K, QA, ad, as, row, &w[0], &pf[0], v);
 #ifdef Q_GATED
-  q_i8_walk(K, QA, ad, as, row, &w[1], &pf[1], u);
+  q_i8_walk(K, QA, ad, as, row, &w[RN], &pf[RN], u);
 #endif
   q_store(v, u, M, N, NO, m0, n0, alpha, beta, C, c_off, scm, X, x_off, sxm, sxn);
 }

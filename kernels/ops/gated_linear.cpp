@@ -277,6 +277,11 @@ op_implementation quant_implementation(bool gated) {
       return std::string(
           "a block-quantized gate|up weight runs on the CPU kernel (variant=1); GPUs run a quantized MLP as "
           "post_attention, or as rms_norm_linear then silu_and_mul");
+    if (gated && cfg.at("qa") == 0 && cfg.at("nb") != 1)
+      return fmt::format(
+          "the CPU kernel on float activations (qa=0) walks one gate row and its up row together a "
+          "work-item: nb=1, got nb={} (nb gate/up pairs a work-item need int8 activations, qa=1 or 2)",
+          cfg.at("nb"));
     if (cfg.at("qx") == 1) {
       if (cfg.at("variant") != 1)
         return std::string("qx=1 (the AVX512-VNNI walk) is the CPU kernel's: it needs variant=1");

@@ -107,8 +107,8 @@ inline config_param quant_unroll_param(const char* scope) {
 /// its config: on the GPU rows kernel qp (0 4-byte slots, 2 a lane per block, 3 the same with the
 /// row quantized in each work-group), qu (blocks a lane loads a step, qp 2 and 3) and, for qp=3,
 /// the group: nb weight rows a team, wg / 32 teams; on the CPU kernel qx (`x86_dot`: the
-/// AVX512-VNNI q4 walk) and, outside linear_silu_and_mul, the shape: nb weight rows a work-item,
-/// wg work-items a group.
+/// AVX512-VNNI q4 walk) and the shape: wg work-items a group and nb weight rows a work-item
+/// (linear_silu_and_mul: one gate/up pair a work-item, nb=1).
 struct quant_walk {
   int qp = 0;
   std::int64_t nb = 4, wg = 256, unroll = 2;
@@ -140,8 +140,9 @@ inline std::int64_t quantize_norm_group(std::int64_t k) {
 
 /// linear(rms_norm(x, norm), weight, bias) for a block-quantized weight [n, k] (x [m, k], out
 /// [m, n]) on linear's quantized GEMV kernels (gemm_quant.cl); no norm when `norm` is null, and
-/// walk.gated makes it linear_silu_and_mul's gate/up pair (the CPU kernel). `cpu`: one weight row per
-/// work-item, 32 items a group (the PoCL decode route's kernel); else the rows kernel, a 32-lane
+/// walk.gated makes it linear_silu_and_mul's gate/up pair (the CPU kernel). `cpu`: walk.nb weight rows
+/// (or one gate/up pair) a work-item, walk.wg items a group (the PoCL decode route's kernel); else the
+/// rows kernel, a 32-lane
 /// team per 2 weight rows, 8 teams a group (nv auto's M <= 8 choice). `int8`: the activations are
 /// quantized to int8 per 32-block with the norm applied on the way (quantize_rows_q8; two
 /// commands). Float activations: the rows kernel reads the norm with them (one command: each

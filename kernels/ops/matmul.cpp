@@ -1134,14 +1134,20 @@ event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_o
   const char* name = "gemm_q_cpu";
   nd_range r(range<3>(1, 1, 1), range<3>(1, 1, 1));
   if (pl.kind == qkernel::cpu) {
-    // A gate/up pair (Q_GATED) is two weight rows a work-item, n / 2 items along N: the int8 walk
-    // takes them one after the other (RN = 1), the float one together (RN = 2).
+    // Gate/up pairs (Q_GATED): the int8 walk takes a work-item's pl.b gate rows, then their up
+    // rows (RN = Q_PAIRS = pl.b); the float one a single pair's two rows together (RN = 2).
     const std::int64_t rm = std::min<std::int64_t>(pl.a, p.m),
-                       rn = pl.gated ? (pl.int8_activations ? 1 : 2) : pl.b;
-    opts += fmt::format(" -DRM={} -DRN={}{}", rm, rn, pl.gated ? " -DQ_GATED=1" : "");
-    const std::int64_t gx = pl.gated ? p.n / 2 : ceil_div(p.n, rn), gy = ceil_div(p.m, rm);
+                       rn = pl.gated && !pl.int8_activations ? 2 : pl.b,
+                       pairs = pl.gated ? (pl.int8_activations ? pl.b : 1) : 0;
+    opts += fmt::format(" -DRM={} -DRN={}", rm, rn);
+    if (pl.gated) opts += fmt::format(" -DQ_GATED=1 -DQ_PAIRS={}", pairs);
+    const std::int64_t gx = pl.gated ? ceil_div(p.n / 2, pairs) : ceil_div(p.n, rn), gy = ceil_div(p.m, rm);
     const std::int64_t lx = std::min(next_pow2(gx), pl.c);
     r = nd_range(range<3>(ceil_div(gx, lx) * lx, gy, 1), range<3>(lx, 1, 1));
+    // The group's size in the CPU kernel's program (reqd_work_group_size): PoCL builds a
+    // work-group function per local size either way, and the program then names the shape it
+    // runs. Not in the quantize kernel's options (its program serves every group size).
+    const std::string group = fmt::format(" -DQ_LX={}", lx);
     if (pl.int8_activations) {
       opts += " -DQA8";
       // Long rows prefetch further ahead (Q_PF_FAR). x86's dot-product extensions (qx=1) are a
@@ -1157,13 +1163,16 @@ event enqueue_planned(queue& q, const gemm_problem& p, const qplan& pl, source_o
         const auto [ws, counters] =
             kernels::split_workspace(q, static_cast<std::size_t>(int8_workspace_floats(p)), 3);
         const quant_scratch scratch{ws, counters};
-        return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_cpu_i8"), r,
-                            norm, &scratch, p.a, p.a.offset(), to_int(p.sam, "gemm", "A row stride"));
+        return submit_quant(
+            q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts + group, "gemm_q_cpu_i8"), r, norm,
+            &scratch, p.a, p.a.offset(), to_int(p.sam, "gemm", "A row stride"));
       }
       const tensor ws = quantize_activations(q, p, opts, src, norm);
-      return submit_quant(q, p, build_kernel(q.get_context(), "gemm_quant.cl", src, opts, "gemm_q_cpu_i8"), r,
-                          nullptr, nullptr, ws);
+      return submit_quant(q, p,
+                          build_kernel(q.get_context(), "gemm_quant.cl", src, opts + group, "gemm_q_cpu_i8"),
+                          r, nullptr, nullptr, ws);
     }
+    opts += group;
   } else if (pl.kind == qkernel::gemv) {
     const std::int64_t mb = std::min<std::int64_t>(pl.a, next_pow2(p.m));
     opts += fmt::format(" -DMB={} -DNB={} -DWG={}", mb, pl.b, pl.c);
@@ -1900,7 +1909,7 @@ event gemm_detail::enqueue_quant_norm_linear(queue& q, const tensor& x, const qu
   qplan pl = gpu_walk && walk.qp == 3 ? qplan{qkernel::rows, 1, walk.nb, walk.wg / 32, 0, true, 3}
                                       : plan_quant(cfg, p.m, p.k, false);
   if (gpu_walk) pl.unroll = walk.unroll;
-  if (cpu && !walk.gated) {  // the config's shape: nb weight rows a work-item, wg items a group
+  if (cpu) {  // the config's shape: nb weight rows (gate/up pairs) a work-item, wg items a group
     pl.b = walk.nb;
     pl.c = walk.wg;
   }

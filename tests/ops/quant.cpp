@@ -200,11 +200,12 @@ TEST(quant, rms_norm_linear_on_quantized_weights) {
 
 // linear_silu_and_mul on block-quantized weights: the CPU kernel's gate/up row pairs (built with
 // Q_GATED, each work-item the gate row j and the up row F + j) on float activations (qa=0,
-// gemm_q_cpu) and on int8 ones (gemm_q_cpu_i8), quantized by a launch (qa=1) or by the kernel's
-// first work-group (qa=2), with and without the norm, against the dequantized double reference:
-// K = 576 (four groups of four blocks, then two single blocks), F = 37 (partial work-groups), M 1
-// and 3, f32 activations and bf16 for one case. qa=2 gives qa=1's bytes. Refused: the GPU GEMV
-// (variant 0), naming why; the AVX512-VNNI walk (qx=1) where the host has it.
+// gemm_q_cpu) and on int8 ones (gemm_q_cpu_i8, two pairs a work-item), quantized by a launch (qa=1) or by the
+// kernel's first work-group (qa=2), with and without the norm, against the dequantized double reference: K =
+// 576 (four groups of four blocks, then two single blocks), F = 37 (partial work-groups), M 1 and 3, f32
+// activations and bf16 for one case. qa=2 gives qa=1's bytes. Refused: the GPU GEMV (variant 0), naming why,
+// and nb other than 1 on float activations; the AVX512-VNNI walk (qx=1) where the host has it. The config's
+// wg and nb reach the kernel's program.
 TEST(quant, gated_gemv_on_quantized_weights) {
   queue& q = shared_queue();
   const op_descriptor& d = op_registry::instance().get("linear_silu_and_mul");
@@ -229,17 +230,42 @@ TEST(quant, gated_gemv_on_quantized_weights) {
       SCOPED_TRACE(std::string(dtype_name(f.wt)) + " " + dtype_name(f.act) + (f.norm ? " norm" : "") +
                    " m=" + std::to_string(m));
       op_call c = gated_call(m, f.act, f.wt, f.norm, ++seed);
-      run_and_compare(d, c, d.config.complete(kernel_config::parse("variant=1,qa=0")), false);
-      run_and_compare(d, c, d.config.complete(kernel_config::parse("variant=1,qa=1")), false);
+      run_and_compare(d, c, d.config.complete(kernel_config::parse("variant=1,nb=1,qa=0")), false);
+      run_and_compare(d, c, d.config.complete(kernel_config::parse("variant=1,nb=2,qa=1")), false);
       const auto launched = c.outputs[0].to_host(q);
-      run_and_compare(d, c, d.config.complete(kernel_config::parse("variant=1,qa=2")), false);
+      run_and_compare(d, c, d.config.complete(kernel_config::parse("variant=1,nb=2,qa=2")), false);
       EXPECT_EQ(c.outputs[0].to_host(q), launched);
     }
   op_call c = gated_call(1, dtype::f32, dtype::q4_0, true, ++seed);
   const std::string gpu_why = refusal(q, d, c, "variant=0,qa=1");
   EXPECT_NE(gpu_why.find("runs on the CPU kernel (variant=1)"), std::string::npos) << gpu_why;
-  if (refusal(q, d, c, "variant=1,qa=2,qx=1").empty())
-    run_and_compare(d, c, d.config.complete(kernel_config::parse("variant=1,qa=2,qx=1")), false);
+  // The config's shape reaches the CPU kernel: wg is its group (Q_LX, reqd_work_group_size) and
+  // nb the gate/up pairs a work-item walks on int8 activations (Q_PAIRS: nb gate rows, then
+  // their up rows), and the values do not depend on either. Before, every config ran one pair
+  // a work-item, 32 a group. F = 37 leaves the last work-item one pair of two. On float
+  // activations a work-item walks one pair's two rows together: nb other than 1 is refused.
+  {
+    scoped_cl_options fresh("-DPRISM_TEST_GATED_GROUP=1");
+    std::vector<double> want;
+    const std::string one = built_options([&] {
+      run_and_compare(d, c, d.config.complete(kernel_config::parse("variant=1,nb=1,wg=32,qa=2")), false);
+      want = read_host(q, c.outputs[0]).values;
+    });
+    const std::string two = built_options([&] {
+      run_and_compare(d, c, d.config.complete(kernel_config::parse("variant=1,nb=2,wg=16,qa=2")), false);
+    });
+    EXPECT_EQ(read_host(q, c.outputs[0]).values, want);
+    const std::regex lx32("-DQ_LX=32(\\s|$)"), lx16("-DQ_LX=16(\\s|$)"), p1("-DQ_PAIRS=1(\\s|$)"),
+        p2("-DQ_PAIRS=2(\\s|$)");
+    EXPECT_TRUE(std::regex_search(one, lx32) && std::regex_search(one, p1) && !std::regex_search(one, p2))
+        << one;
+    EXPECT_TRUE(std::regex_search(two, lx16) && std::regex_search(two, p2) && !std::regex_search(two, p1))
+        << two;
+  }
+  const std::string nb_why = refusal(q, d, c, "variant=1,nb=2,wg=16,qa=0");
+  EXPECT_NE(nb_why.find("together a work-item: nb=1, got nb=2"), std::string::npos) << nb_why;
+  if (refusal(q, d, c, "variant=1,nb=1,qa=2,qx=1").empty())
+    run_and_compare(d, c, d.config.complete(kernel_config::parse("variant=1,nb=1,qa=2,qx=1")), false);
 }
 
 // A post_attention call on block-quantized weights of type wt: hidden 64, attention width 96, MLP

@@ -242,7 +242,7 @@ def write_gguf(model, arch, qtype, path, tok):
 FLOAT_ACTIVATION_ROUTES = ('routes:\n  linear: {backend: opencl, config: "qa=0"}\n'
                            '  addmm: {backend: opencl, config: "qa=0"}\n'
                            '  rms_norm_linear: {backend: opencl, config: "variant=1,qa=0"}\n'
-                           '  linear_silu_and_mul: {backend: opencl, config: "variant=1,qa=0"}\n')
+                           '  linear_silu_and_mul: {backend: opencl, config: "variant=1,nb=1,qa=0"}\n')
 
 
 def check_gguf(prism_llm, work, qtype):
