@@ -9,6 +9,9 @@
 // entries: the pocl profile's M = 1 config), as a user's call does;
 // PRISM_BENCH_QCONFIG replaces the quantized config (e.g. variant=0,qrn=8,qwg=1); several
 // configs separated by ';' each get a benchmark, so variants compare in one run (qa=0;qa=1);
+// `route` is the profile's route, and `tuned` the config the tuning database (PRISM_TUNING_DB)
+// routes the shape to, as a user's call gets it after `prism pretune` (the route, said on
+// stderr, where it has no row): `route;tuned` compares them;
 // PRISM_BENCH_QACT gives the activations' dtype (f32, the default; f16 or bf16, as a 16-bit
 // model's decode runs them); PRISM_BENCH_PIPELINE=N times N calls back to back per wait, for the
 // GEMV and the read alike; PRISM_BENCH_DEVICE_TIME=1 times those N calls by the device's clock
@@ -194,13 +197,19 @@ timed_call make(const char* op, const char* key, dtype t, const std::string& con
     c.call.outputs.clear();
     allocate_outputs(q, d, c.call);
   }
-  if (!config.empty()) {
+  const bool tuned = config == "tuned";
+  if (!config.empty() && config != "route" && !tuned) {
     c.cfg = d.config.complete(kernel_config::parse(config));
-  } else {  // what a user's call gets: the profile's route for this shape (untuned), when it is OpenCL
-    dispatch::dispatch_options untuned;
-    untuned.skip_tuning_db = true;
-    const dispatch::dispatch_result routed = dispatch::plan_call(q, c.call, untuned);
+  } else {  // what a user's call gets: the profile's route for this shape (untuned), or with
+            // "tuned" what the tuning database (PRISM_TUNING_DB) routes it to, when it is OpenCL
+    dispatch::dispatch_options opts;
+    opts.skip_tuning_db = !tuned;
+    const dispatch::dispatch_result routed = dispatch::plan_call(q, c.call, opts);
     if (routed.backend == "opencl") c.cfg = d.config.complete(kernel_config::parse(routed.config));
+    if (tuned && routed.tier != dispatch::source_tier::db_exact &&
+        routed.tier != dispatch::source_tier::db_nearest)
+      std::fprintf(stderr, "bench_quant: %s %s has no tuning database row (%s); it runs the route\n", key,
+                   dtype_name(t), routed.reason.c_str());
   }
   c.seconds();  // build + warm up
   return c;
