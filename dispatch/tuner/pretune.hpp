@@ -27,6 +27,7 @@ struct pretune_options {
   std::size_t max_per_backend = 12;  ///< random strategy: generated candidates per backend and shape
   double budget_s = 0;               ///< stop cleanly after this many seconds (0 = no limit)
   int min_runs = 3;                  ///< timed runs per candidate (after one warm-up)
+  /// Timed runs per candidate at most; past min_runs also the calls they hold at most.
   int max_runs = 25;
   double target_s_per_candidate = 0.3;  ///< timed runs stop once they sum to this
   /// At most this many calls back to back in one timed run, with one wait after them, for a
