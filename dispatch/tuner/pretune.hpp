@@ -104,7 +104,7 @@ std::optional<std::size_t> pick_final(const std::vector<double>& default_ns,
 /// `sample_target_ns` (10 ms) at the default route's time for one finished call, `single_ns`,
 /// clamped to [1, max_calls]. Every candidate of the shape, and the final rounds, run that
 /// many; a time is then the run's wall time divided by its calls. (On the 2-core PoCL machine
-/// one finished call of the 135M model's [49152, 576] q4_0 GEMV took 0.6-1.6 ms, median 1.35,
+/// one finished call of the 135M model's [49152, 576] q4_0 GEMV took 0.6-1.6 ms, median 1.33,
 /// and the same call 0.68 ms back to back: a short target would time it alone.)
 constexpr double sample_target_ns = 10e6;
 int calls_per_sample(double single_ns, int max_calls);
