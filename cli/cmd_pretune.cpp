@@ -68,7 +68,7 @@ std::string compact_summary(const tuner::pretune_report& report, std::size_t wid
   std::map<std::string, std::size_t> left_per_op;
   std::string left_reason;
   for (const auto& s : report.shapes) {
-    const std::string shape = s.entry.op + " " + s.entry.dtype + " [" + s.shape + "]";
+    const std::string shape = s.entry.op + " " + tuner::entry_dtype(s.entry) + " [" + s.shape + "]";
     switch (s.status) {
       case state::tuned:
         ++tuned;
@@ -148,6 +148,7 @@ nlohmann::json report_json(const tuner::pretune_report& report) {
                           {"reference", s.reference_s},
                           {"builds", s.build_s},
                           {"measuring", s.measure_s}}}};
+    if (!s.entry.act.empty()) j["act"] = s.entry.act;
     if (s.status != state::covered) j["order"] = ++order;
     if (s.status == state::tuned || s.status == state::already_tuned) {
       j["backend"] = s.row.backend;

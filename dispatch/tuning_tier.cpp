@@ -70,6 +70,25 @@ std::string tuning_tier::staleness(const tuning::result_row& row) const {
   return "kernel hash changed: tuned with " + row.kernel_hash + ", this prism builds " + now;
 }
 
+namespace {
+
+// A shape set entry's `act` for a call sampled as a block-quantized dtype (shape_entry::act): the
+// first other floating dtype among the call's input dtypes ("bf16|q4_0|bf16" -> "bf16"), "" when
+// it is f32 (an entry's default) or the sample dtype is not block-quantized.
+std::string_view sample_activations(std::string_view sample_dtype, std::string_view dtypes) {
+  if (sample_dtype != "q8_0" && sample_dtype != "q4_0" && sample_dtype != "q4_1") return {};
+  while (!dtypes.empty()) {
+    const std::size_t bar = dtypes.find('|');
+    const std::string_view one = dtypes.substr(0, bar);
+    if (one == "f16" || one == "bf16") return one;
+    if (one == "f32") return {};
+    dtypes = bar == std::string_view::npos ? std::string_view{} : dtypes.substr(bar + 1);
+  }
+  return {};
+}
+
+}  // namespace
+
 std::optional<tuned_choice> tuning_tier::lookup(const op_descriptor& d, const std::string& dtypes,
                                                 const shape_key& key, std::string_view sample_dtype,
                                                 std::atomic<std::uint64_t>** untuned_calls) const {
@@ -93,7 +112,8 @@ std::optional<tuned_choice> tuning_tier::lookup(const op_descriptor& d, const st
     // Recorded as a shape-set entry: the dtype pretune samples with (not the row's collapsed
     // input dtypes like "f32|i64", which no shape set can name), and only ops pretune can sample.
     if (!sample_dtype.empty() && d.sample) {
-      auto* calls = tuning::record_untuned(d.name, sample_dtype, key);
+      auto* calls =
+          tuning::record_untuned(d.name, sample_dtype, key, sample_activations(sample_dtype, dtypes));
       if (untuned_calls) *untuned_calls = calls;
     }
     return std::nullopt;

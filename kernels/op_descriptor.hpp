@@ -192,6 +192,9 @@ struct comparison {
 
 struct sample_options {
   dtype type = dtype::f32;
+  /// The activations' dtype where `type` is a block-quantized weight's (f32, f16 or bf16; a
+  /// shape set entry's `act`); ignored otherwise.
+  dtype act = dtype::f32;
   std::uint64_t seed = 0;
   /// Inputs are small integers (exactly representable, sums exact in f32): accumulating ops are
   /// then compared exactly.

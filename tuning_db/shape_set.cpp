@@ -174,6 +174,19 @@ shape_set parse_shape_set(std::string_view yaml_text, const std::string& origin)
     if (entry["dtype"]) dtypes = strings_of(entry["dtype"], origin, where + ".dtype", budget);
     if (entry["dtypes"]) dtypes = strings_of(entry["dtypes"], origin, where + ".dtypes", budget);
     std::string note = entry["note"] ? scalar(entry["note"], where + ".note", "a text") : "";
+    // act: a block-quantized entry's activations (optional; f32 when absent).
+    std::string act;
+    if (auto a = entry["act"]) {
+      act = scalar(a, where + ".act", "an activation dtype");
+      if (act != "f32" && act != "f16" && act != "bf16")
+        bad(origin, where + ".act", "'" + act + "' is not an activation dtype (valid: f32, f16, bf16)");
+      for (const auto& dt : dtypes)
+        if (dt != "q8_0" && dt != "q4_0" && dt != "q4_1")
+          bad(origin, where + ".act",
+              "act names a block-quantized weight's activations; dtype '" + dt +
+                  "' is not one (valid: q8_0, q4_0, q4_1)");
+      if (act == "f32") act.clear();
+    }
     // calls: the recorder's dispatch count (optional; files without it stay valid).
     std::uint64_t calls = 0;
     if (auto c = entry["calls"]) {
@@ -194,7 +207,9 @@ shape_set parse_shape_set(std::string_view yaml_text, const std::string& origin)
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> dims;
     for (auto it = entry.begin(); it != entry.end(); ++it) {
       std::string name = scalar(it->first, where, "a component name");
-      if (name == "op" || name == "dtype" || name == "dtypes" || name == "note" || name == "calls") continue;
+      if (name == "op" || name == "dtype" || name == "dtypes" || name == "note" || name == "calls" ||
+          name == "act")
+        continue;
       dims.emplace_back(name, values_of(it->second, vars, origin, where + "." + name, budget));
     }
     if (dims.empty()) bad(origin, where, "no shape components (e.g. m: 1, n: 4096, k: 4096)");
@@ -225,11 +240,11 @@ shape_set parse_shape_set(std::string_view yaml_text, const std::string& origin)
         bad(origin, where, e.message());
       }
       for (auto& dt : dtypes) {
-        std::string id = op + '|' + dt + '|' + key.canonical();
+        std::string id = op + '|' + dt + '|' + act + '|' + key.canonical();
         // An entry listed again (the recorder appends new counts) adds its calls to the first.
         auto [it, fresh] = seen.emplace(id, set.entries.size());
         if (fresh)
-          set.entries.push_back(shape_entry{op, dt, key, note, calls});
+          set.entries.push_back(shape_entry{op, dt, key, note, calls, act});
         else
           set.entries[it->second].calls =
               std::min(set.entries[it->second].calls + calls, std::uint64_t(1) << 62);
@@ -356,13 +371,15 @@ bool record_exact(const recorder_state& r) {
 // By default one recorded shape per log2 bucket (shape_key::bucket): a decode loop records its
 // attention once per power of two of the KV length instead of once per step.
 std::string record_signature(const recorder_state& r, std::string_view op, std::string_view dtype,
-                             const shape_key& shape) {
-  return std::string(op) + '|' + std::string(dtype) + '|' +
+                             const shape_key& shape, std::string_view act) {
+  return std::string(op) + '|' + std::string(dtype) + '|' + std::string(act) + '|' +
          (record_exact(r) ? shape.canonical() : shape.bucket());
 }
 
-std::string entry_text(std::string_view op, std::string_view dtype, const shape_key& shape) {
+std::string entry_text(std::string_view op, std::string_view dtype, const shape_key& shape,
+                       std::string_view act) {
   std::string text = "op: " + std::string(op) + ", dtype: " + std::string(dtype);
+  if (!act.empty()) text += ", act: " + std::string(act);
   for (auto& [name, value] : shape.components()) text += ", " + name + ": " + std::to_string(value);
   return text;
 }
@@ -443,7 +460,7 @@ void flush_untuned_record() {
 }
 
 std::atomic<std::uint64_t>* record_untuned(std::string_view op, std::string_view dtype,
-                                           const shape_key& shape) {
+                                           const shape_key& shape, std::string_view act) {
   auto& r = recorder();
   if (!r.on.load(std::memory_order_relaxed)) return nullptr;
   std::lock_guard lock(r.mu);
@@ -459,19 +476,19 @@ std::atomic<std::uint64_t>* record_untuned(std::string_view op, std::string_view
     try {
       if (fs::exists(r.path))
         for (auto& e : load_shape_set(r.path).entries) {
-          auto sig = record_signature(r, e.op, e.dtype, e.shape);
+          auto sig = record_signature(r, e.op, e.dtype, e.shape, e.act);
           if (r.shapes.count(sig)) continue;
-          r.shapes.emplace(std::move(sig), r.make(entry_text(e.op, e.dtype, e.shape)));
+          r.shapes.emplace(std::move(sig), r.make(entry_text(e.op, e.dtype, e.shape, e.act)));
         }
     } catch (const prism::error& e) {
       detail::log().warn("PRISM_RECORD_UNTUNED: cannot read existing {} ({}); appending anyway", r.path,
                          e.message());
     }
   }
-  auto sig = record_signature(r, op, dtype, shape);
+  auto sig = record_signature(r, op, dtype, shape, act);
   auto it = r.shapes.find(sig);
   if (it != r.shapes.end()) return &it->second->calls;
-  auto* s = r.make(entry_text(op, dtype, shape));
+  auto* s = r.make(entry_text(op, dtype, shape, act));
   r.shapes.emplace(std::move(sig), s);
   if (!append_lines(r.path, "  - {" + s->entry + "}\n")) warn_cannot_open(r.path);
   return &s->calls;

@@ -224,7 +224,7 @@ class pretune_run {
         const auto& e = entries[order[r]];
         const std::size_t i = order[r];
         prog_.line(fmt::format("pretune: payoff order {}/{}: {} {} [{}]  default {} x {} calls = {}", r + 1,
-                               order.size(), e.op, e.dtype, e.shape.str(), human_ns(default_ns[i]),
+                               order.size(), e.op, entry_dtype(e), e.shape.str(), human_ns(default_ns[i]),
                                calls[i] ? std::to_string(calls[i]) : "1 (not counted)",
                                payoff(i) > 0 ? human_ns(payoff(i))
                                : already[i]  ? "none (already tuned)"
@@ -303,12 +303,13 @@ class pretune_run {
   // runs); -1 when the shape is already tuned, 0 when it cannot be timed (sampling or the route
   // fails: the tuning pass reports why). Its kernels stay in the program cache for that pass.
   double time_default(const tuning::shape_entry& entry) {
-    const std::string label = fmt::format("{} {} [{}]", entry.op, entry.dtype, entry.shape.str());
+    const std::string label = fmt::format("{} {} [{}]", entry.op, entry_dtype(entry), entry.shape.str());
     try {
       const auto* desc = op_registry::instance().find(entry.op);
       if (!desc || !desc->sample) return 0;
       sample_options so;
       so.type = parse_dtype(entry.dtype);
+      if (!entry.act.empty()) so.act = parse_dtype(entry.act);
       so.seed = o_.seed;
       check_shape_limits("prism pretune", entry.op, entry.shape, so.type, dev_);
       prog_.update("timing the default of " + label, 0, 0);
@@ -369,7 +370,7 @@ class pretune_run {
     shape_work w;
     w.out.entry = entry;
     w.out.shape = entry.shape.str();
-    w.label = fmt::format("{} {} [{}]", entry.op, entry.dtype, entry.shape.str());
+    w.label = fmt::format("{} {} [{}]", entry.op, entry_dtype(entry), entry.shape.str());
     const auto shape_start = clock_type::now();
     try {
       if (!prepare(w)) return w.out;  // already tuned
@@ -401,6 +402,7 @@ class pretune_run {
     if (!w.desc->sample)
       throw prism::error(errc::unsupported, "prism pretune", "op '" + entry.op + "' cannot be sampled");
     w.so.type = parse_dtype(entry.dtype);
+    if (!entry.act.empty()) w.so.act = parse_dtype(entry.act);
     w.so.seed = o_.seed;
     // Components are checked against the device before the sample allocates anything.
     check_shape_limits("prism pretune", entry.op, entry.shape, w.so.type, dev_);
@@ -665,7 +667,8 @@ class pretune_run {
   // Stage 5: one progress line per shape, and the outcome kept for the summary.
   void report(const shape_outcome& out) {
     ++prog_.done;
-    const std::string label = fmt::format("{} {} [{}]", out.entry.op, out.entry.dtype, out.entry.shape.str());
+    const std::string label =
+        fmt::format("{} {} [{}]", out.entry.op, entry_dtype(out.entry), out.entry.shape.str());
     switch (out.status) {
       case shape_outcome::state::tuned:
         prog_.line(
@@ -716,6 +719,10 @@ class pretune_run {
 
 }  // namespace
 
+std::string entry_dtype(const tuning::shape_entry& e) {
+  return e.act.empty() ? e.dtype : e.dtype + " act=" + e.act;
+}
+
 int calls_per_sample(double single_ns, int max_calls) {
   const int cap = std::max(1, max_calls);
   if (!(single_ns > 0)) return 1;
@@ -741,7 +748,8 @@ std::vector<std::size_t> kv_length_buckets(const std::vector<tuning::shape_entry
     std::vector<tuning::shape_key::component> rest;
     for (const auto& c : e.shape.components())
       if (c.first != "lk") rest.push_back(c);
-    groups[e.op + '|' + e.dtype + '|' + tuning::shape_key(rest).canonical()].push_back({*lk, i});
+    groups[e.op + '|' + e.dtype + '|' + e.act + '|' + tuning::shape_key(rest).canonical()].push_back(
+        {*lk, i});
   }
   for (auto& [name, members] : groups) {
     std::stable_sort(members.begin(), members.end());
@@ -765,7 +773,7 @@ std::vector<std::size_t> kv_length_buckets(const std::vector<tuning::shape_entry
 std::string summary_table(const pretune_report& report) {
   std::size_t w = 5;
   for (auto& s : report.shapes)
-    w = std::max(w, s.entry.op.size() + s.entry.dtype.size() + s.shape.size() + 4);
+    w = std::max(w, s.entry.op.size() + entry_dtype(s.entry).size() + s.shape.size() + 4);
   std::size_t cw = 6;
   for (auto& s : report.shapes) cw = std::max(cw, s.row.backend.size() + s.row.config.size() + 1);
   cw = std::min<std::size_t>(cw, 90);
@@ -774,7 +782,7 @@ std::string summary_table(const pretune_report& report) {
   double log_sum = 0;
   std::size_t n = 0, tuned = 0, skipped = 0, failed = 0, left = 0, covered = 0;
   for (auto& s : report.shapes) {
-    std::string shape = fmt::format("{} {} [{}]", s.entry.op, s.entry.dtype, s.shape);
+    std::string shape = fmt::format("{} {} [{}]", s.entry.op, entry_dtype(s.entry), s.shape);
     std::string winner;
     switch (s.status) {
       case shape_outcome::state::tuned:

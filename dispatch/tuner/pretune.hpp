@@ -116,6 +116,10 @@ int calls_per_sample(double single_ns, int max_calls);
 /// nearest-shape lookup's distance of each).
 std::vector<std::size_t> kv_length_buckets(const std::vector<tuning::shape_entry>& entries);
 
+/// An entry's dtype as pretune's lines print it: "q4_0", or with 16-bit activations
+/// (shape_entry::act) "q4_0 act=bf16".
+std::string entry_dtype(const tuning::shape_entry& e);
+
 /// The summary table (shape, winner, time, default, speedup) printed at the end.
 std::string summary_table(const pretune_report& report);
 

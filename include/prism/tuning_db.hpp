@@ -313,12 +313,13 @@ std::string to_json(const result_row& row);
 
 /// PRISM_RECORD_UNTUNED: appends each (op, dtype, shape) that missed the database, once per
 /// process, to the shapes file named by the variable (or set_untuned_record_path), in a form
-/// `prism pretune --shapes` reads. Returns the shape's dispatch counter (never freed) for the
+/// `prism pretune --shapes` reads; `act` is a block-quantized dtype's 16-bit activations
+/// (shape_entry::act; empty = f32). Returns the shape's dispatch counter (never freed) for the
 /// dispatcher to add each later dispatch of the shape to, or nullptr when nothing is recorded.
 /// flush_untuned_record (also run at exit) appends the counts as `calls:`. Cheap no-op when no
 /// file is set. Thread safety: safe.
 std::atomic<std::uint64_t>* record_untuned(std::string_view op, std::string_view dtype,
-                                           const shape_key& shape);
+                                           const shape_key& shape, std::string_view act = {});
 /// Appends, for each recorded shape dispatched since the last flush, a line with the new calls
 /// (`calls: N`; a shape set sums the calls of an entry listed several times). Runs at exit too.
 /// Thread safety: safe.
@@ -342,6 +343,9 @@ struct shape_entry {
   /// Dispatches counted by PRISM_RECORD_UNTUNED (`calls:`; an entry listed several times sums
   /// them); 0 = not counted, which pretune's payoff order takes as 1.
   std::uint64_t calls = 0;
+  /// `act:` the activations' dtype of an entry whose dtype is block-quantized (q8_0, q4_0,
+  /// q4_1): "f16" or "bf16" (a 16-bit model's decode); empty = f32.
+  std::string act;
 };
 
 /// A shape set: the shapes a model dispatches (tuning_db/shapes/*.yaml, see docs/tuning.md).

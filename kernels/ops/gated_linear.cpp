@@ -352,7 +352,7 @@ tolerance gemv_tolerance(const op_call& c, int) {
 op_call make_gemv_call(queue& q, const char* op, const sample_options& o, std::int64_t M, std::int64_t F,
                        std::int64_t K, bool norm, bool bias, dtype weight_type = dtype::f32) {
   std::mt19937_64 rng(o.seed);
-  const dtype t = is_floating(o.type) ? o.type : dtype::f32;
+  const dtype t = is_floating(o.type) ? o.type : o.act;  // a block-quantized o.type: activations o.act
   op_call c;
   c.op = op;
   const bool gated = c.op == "linear_silu_and_mul";
@@ -417,12 +417,13 @@ op_descriptor make_gemv_op(bool gated) {
   d.implementations = {gemv_implementation(gated ? "opencl.gemv_silu_and_mul" : "opencl.gemv_rms_norm")};
   d.implementations.push_back(quant_implementation(gated));
   // Tuning samples carry the norm: that is the decode step's call. A block-quantized dtype names
-  // the weight's type, with f32 activations, as linear's samples do (a shape set's q4_0 entry then
-  // tunes the call that decode makes, under its own database key).
+  // the weight's type, with o.act's activations (f32 unless the entry's `act` says), as linear's
+  // samples do (a shape set's q4_0 entry then tunes the call that decode makes, under its own
+  // database key).
   d.sample = [name](queue& q, const shape_key& k, const sample_options& o) {
     if (!is_quantized(o.type))
       return make_gemv_call(q, name, o, k.at("m"), k.at("n"), k.at("k"), true, false);
-    gemm_detail::sample_activation_type(name, o.type, k.at("k"));  // refuses a k of partial blocks
+    gemm_detail::sample_activation_type(name, o, k.at("k"));  // refuses a k of partial blocks, bad act
     return make_gemv_call(q, name, o, k.at("m"), k.at("n"), k.at("k"), true, false, o.type);
   };
   d.config_test_shapes = {"m=1,n=3,k=5", "m=3,n=40,k=300"};

@@ -129,9 +129,10 @@ inline constexpr std::int64_t kFusedQuantizeRows = 8;
 /// work-item, which rms_norm_linear's CPU kernel always does and linear's checks itself.)
 std::optional<std::string> x86_dot_refusal(const device& dev, dtype w, bool int8);
 
-/// The activation dtype of op's tuning sample in dtype `t`: t itself, or f32 when t is a
-/// block-quantized weight dtype (then k must be a whole number of 32-blocks, else a clear error).
-dtype sample_activation_type(const char* op, dtype t, std::int64_t k);
+/// The activation dtype of op's tuning sample `o`: o.type itself, or o.act (f32, f16 or bf16)
+/// when o.type is a block-quantized weight dtype (then k must be a whole number of 32-blocks,
+/// else a clear error).
+dtype sample_activation_type(const char* op, const sample_options& o, std::int64_t k);
 
 /// quantize_rows_q8's work-group with a norm: one row a group, a power of two >= k / 32 items.
 inline std::int64_t quantize_norm_group(std::int64_t k) {

@@ -1557,7 +1557,7 @@ op_call sample_addmm(queue& q, const shape_key& key, const sample_options& o) {
                   fmt::format("a {} mat2 is the transpose of a quantized [n, k] weight: the key needs "
                               "ta=0 and tb=1, got {}",
                               dtype_name(o.type), key.str()));
-    const dtype at = gemm_detail::sample_activation_type("addmm", o.type, key.at("k"));
+    const dtype at = gemm_detail::sample_activation_type("addmm", o, key.at("k"));
     c.inputs = {random_tensor(q, {key.at("m"), key.at("n")}, at, o, 3),
                 random_tensor(q, {key.at("m"), key.at("k")}, at, o, 1),
                 random_tensor(q, {key.at("n"), key.at("k")}, o.type, o, 2).transpose(0, 1)};
@@ -1571,7 +1571,7 @@ op_call sample_addmm(queue& q, const shape_key& key, const sample_options& o) {
 
 op_call sample_linear(queue& q, const shape_key& key, const sample_options& o) {
   op_call c{"linear", {}, {}, {}};
-  const dtype at = gemm_detail::sample_activation_type("linear", o.type, key.at("k"));
+  const dtype at = gemm_detail::sample_activation_type("linear", o, key.at("k"));
   c.inputs = {random_tensor(q, {key.at("m"), key.at("k")}, at, o, 1),
               random_tensor(q, {key.at("n"), key.at("k")}, o.type, o, 2),
               random_tensor(q, {key.at("n")}, at, o, 3)};
@@ -1728,7 +1728,7 @@ op_call sample_matmul(queue& q, const shape_key& key, const sample_options& o) {
   op_call c{"matmul", {}, {}, {}};
   const std::int64_t b = key.get("b", 1);
   if (is_quantized(o.type)) {  // other: the transpose of a quantized [n, k] weight
-    const dtype at = gemm_detail::sample_activation_type("matmul", o.type, key.at("k"));
+    const dtype at = gemm_detail::sample_activation_type("matmul", o, key.at("k"));
     c.inputs = {make_operand(q, key.at("m"), key.at("k"), false, at, o, 1),
                 random_tensor(q, {key.at("n"), key.at("k")}, o.type, o, 2).transpose(0, 1)};
     return finish(q, self("matmul"), std::move(c));
@@ -1835,13 +1835,18 @@ void check_matrix_pair(const op_call& call, const tensor& a, const char* an, con
 
 }  // namespace
 
-dtype gemm_detail::sample_activation_type(const char* op, dtype t, std::int64_t k) {
+dtype gemm_detail::sample_activation_type(const char* op, const sample_options& o, std::int64_t k) {
+  const dtype t = o.type;
   if (!is_quantized(t)) return t;
   if (k % 32 != 0)
     throw error(errc::invalid_argument, fmt::format("ops::{}", op),
                 fmt::format("a {} weight needs k to be a multiple of 32 (its blocks run along k), got k={}",
                             dtype_name(t), k));
-  return dtype::f32;
+  if (o.act != dtype::f32 && o.act != dtype::f16 && o.act != dtype::bf16)
+    throw error(errc::invalid_argument, fmt::format("ops::{}", op),
+                fmt::format("a {} weight's activations are f32, f16 or bf16, got {}", dtype_name(t),
+                            dtype_name(o.act)));
+  return o.act;
 }
 
 std::optional<std::string> gemm_detail::x86_dot_refusal(const device& dev, dtype w, bool int8) {

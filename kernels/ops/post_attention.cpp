@@ -495,8 +495,8 @@ op_implementation chain_implementation() {
 op_call make_call(queue& q, const sample_options& o, std::int64_t M, std::int64_t H, std::int64_t A,
                   std::int64_t I, bool alias) {
   std::mt19937_64 rng(o.seed);
-  // A block-quantized o.type is the weights' (activations f32), as linear's samples take it.
-  const dtype t = is_floating(o.type) ? o.type : dtype::f32;
+  // A block-quantized o.type is the weights' (activations o.act), as linear's samples take it.
+  const dtype t = is_floating(o.type) ? o.type : o.act;
   const dtype wt = is_quantized(o.type) ? o.type : t;
   auto w = [&](std::int64_t rows, std::int64_t k) {
     const double s = 1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(k, 1)));

@@ -1023,6 +1023,21 @@ TEST(bad_input, quantized_weights) {
   EXPECT_EQ(dispatch::call_dtypes(as), "f32|f32|q4_0");
   EXPECT_EQ(as.inputs[0].shape().str(), "[1, 8]");
   EXPECT_EQ(addmm.key(as).str(), ak.str());
+  // A shape set's `act` (sample_options::act): every quantized sample takes its activations in it,
+  // as a bf16 model's decode calls them; an activation dtype that is not a float is refused.
+  o.act = dtype::bf16;
+  for (const char* op :
+       {"linear", "addmm", "matmul", "rms_norm_linear", "linear_silu_and_mul", "post_attention"}) {
+    const char* key = std::string(op) == "addmm"            ? "m=1,n=8,k=64,ta=0,tb=1"
+                      : std::string(op) == "post_attention" ? "m=1,h=64,a=64,i=64"
+                                                            : "m=1,n=8,k=64";
+    const op_call bf = op_registry::instance().get(op).sample(q, shape_key::parse(key), o);
+    EXPECT_EQ(bf.inputs[0].type(), dtype::bf16) << op;
+    EXPECT_EQ(bf.outputs[0].type(), dtype::bf16) << op;
+  }
+  o.act = dtype::i32;
+  EXPECT_THROW(linear_op().sample(q, shape_key::parse("m=1,n=8,k=64"), o), error);
+  o.act = dtype::f32;
   try {
     addmm.sample(q, shape_key::parse("m=1,n=8,k=64,ta=0,tb=0"), o);
     ADD_FAILURE() << "a q4_0 mat2 that is not a weight's transpose was sampled";

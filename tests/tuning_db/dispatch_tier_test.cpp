@@ -567,6 +567,52 @@ TEST(TuningDispatch, PretuneTimesShortShapesInRunsOfCallsBackToBack) {
   }
 }
 
+// A block-quantized weight with 16-bit activations (a bf16 model's decode GEMV) is recorded with
+// its `act`, pretune samples that call, and the row it stores is the one the call then finds.
+// Before, the entry named only q4_0, pretune sampled f32 activations, and its row (under
+// f32|q4_0|f32) never served the bf16 call.
+TEST(TuningDispatch, QuantizedWeightsWith16BitActivationsRecordAndTune) {
+  auto& db = test_db();
+  queue q;
+  auto dev = q.get_device();
+  const std::string file = test::make_temp_dir("record-act") + "/untuned.yaml";
+  sample_options so;
+  so.type = dtype::q4_0;
+  so.act = dtype::bf16;
+  so.seed = 3;
+  op_call call =
+      op_registry::instance().get("linear").sample(q, prism::shape_key::parse("m=1,n=64,k=96"), so);
+  ASSERT_EQ(call.inputs[0].type(), dtype::bf16);
+  tuning::set_untuned_record_path(file, true);
+  dispatch::use_tuning_database();  // decide afresh, so that the shape is looked up and recorded
+  (void)dispatch::dispatch_call(q, call);
+  q.wait();
+  tuning::set_untuned_record_path("");
+  const auto set = load_shape_set(file);
+  ASSERT_EQ(set.entries.size(), 1u) << test::read_file(file);
+  EXPECT_EQ(set.entries[0].dtype, "q4_0");
+  EXPECT_EQ(set.entries[0].act, "bf16") << test::read_file(file);
+
+  dispatch::tuner::pretune_options o;
+  o.shapes = set;
+  o.backends = {"opencl"};
+  o.max_per_backend = 1;
+  o.min_runs = 1;
+  o.max_runs = 2;
+  o.target_s_per_candidate = 0.01;
+  o.force = true;
+  auto report = dispatch::tuner::pretune(dev, db, o);
+  ASSERT_EQ(report.shapes.size(), 1u);
+  EXPECT_EQ(report.shapes[0].status, dispatch::tuner::shape_outcome::state::tuned) << report.shapes[0].detail;
+  EXPECT_NE(dispatch::tuner::summary_table(report).find("linear q4_0 act=bf16 [m=1,n=64,k=96]"),
+            std::string::npos)
+      << dispatch::tuner::summary_table(report);
+  dispatch::use_tuning_database();
+  auto r = dispatch::dispatch_call(q, call);
+  q.wait();
+  EXPECT_EQ(r.tier, dispatch::source_tier::db_exact) << r.reason;
+}
+
 // Candidates built on several threads before the serial measurement give the same candidates
 // with the same outcomes as building each as it is measured.
 TEST(TuningDispatch, ParallelCompilesGiveTheSameCandidates) {

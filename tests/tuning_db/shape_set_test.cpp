@@ -53,8 +53,33 @@ TEST(ShapeSet, ErrorsNameTheEntry) {
   expect_error("shapes: [{op: matmul, m: $nope}]", "unknown variable '$nope'");
   expect_error("shapes: [{op: matmul}]", "no shape components");
   expect_error("foo: 1", "missing 'shapes:'");
+  expect_error("shapes: [{op: linear, dtype: q4_0, act: f64, m: 1, n: 64, k: 64}]",
+               "shapes[0] (linear).act: 'f64' is not an activation dtype (valid: f32, f16, bf16)");
+  expect_error("shapes: [{op: linear, dtype: f32, act: bf16, m: 1, n: 64, k: 64}]",
+               "dtype 'f32' is not one (valid: q8_0, q4_0, q4_1)");
   expect_error("shapes: [{op: matmul, m: [1, 2}", "not valid YAML");
   EXPECT_THROW((void)load_shape_set("/nonexistent/shapes.yaml"), prism::error);
+}
+
+// act: a block-quantized entry's activations. f32 is the default (written or not); entries that
+// differ only in act are distinct shapes (they are distinct database keys).
+TEST(ShapeSet, ActivationsOfQuantizedEntries) {
+  auto set = parse_shape_set(
+      "shapes:\n"
+      "  - {op: linear, dtype: q4_0, m: 1, n: 64, k: 64}\n"
+      "  - {op: linear, dtype: q4_0, act: f32, m: 1, n: 64, k: 64, calls: 2}\n"
+      "  - {op: linear, dtype: q4_0, act: bf16, m: 1, n: 64, k: 64}\n"
+      "  - {op: linear, dtypes: [q8_0, q4_1], act: f16, m: 1, n: 64, k: 64}\n",
+      "act.yaml");
+  ASSERT_EQ(set.entries.size(), 4u);
+  EXPECT_EQ(set.entries[0].act, "");
+  EXPECT_EQ(set.entries[0].calls, 2u);  // the act: f32 line is the same entry
+  EXPECT_EQ(set.entries[1].act, "bf16");
+  EXPECT_EQ(set.entries[2].dtype, "q8_0");
+  EXPECT_EQ(set.entries[2].act, "f16");
+  EXPECT_EQ(set.entries[3].dtype, "q4_1");
+  EXPECT_EQ(set.entries[3].act, "f16");
+  EXPECT_EQ(set.entries[1].shape.str(), "m=1,n=64,k=64");  // act is not a shape component
 }
 
 TEST(ShapeSet, ShippedModelSetsLoad) {
