@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "prism/dtype.hpp"
 #include "runtime/hash.hpp"
 #include "runtime/log.hpp"
 
@@ -76,7 +77,7 @@ namespace {
 // first other floating dtype among the call's input dtypes ("bf16|q4_0|bf16" -> "bf16"), "" when
 // it is f32 (an entry's default) or the sample dtype is not block-quantized.
 std::string_view sample_activations(std::string_view sample_dtype, std::string_view dtypes) {
-  if (sample_dtype != "q8_0" && sample_dtype != "q4_0" && sample_dtype != "q4_1") return {};
+  if (!is_quantized(parse_dtype(sample_dtype))) return {};
   while (!dtypes.empty()) {
     const std::size_t bar = dtypes.find('|');
     const std::string_view one = dtypes.substr(0, bar);

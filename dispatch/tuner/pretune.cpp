@@ -557,11 +557,13 @@ class pretune_run {
     // Warm-up (caches, lazily built helper kernels), and the hopeless check on its time.
     double warm = 0;
     if (n == 0) {
-      warm = run_once_ns(q_, w.call, route);
-      n = calls_per_sample(warm, o_.pipeline_calls);
+      const double single = run_once_ns(q_, w.call, route);
+      n = calls_per_sample(single, o_.pipeline_calls);
       log::get("dispatch")->info("pretune: {}: {} calls back to back a timed run", w.label, n);
+      warm = n == 1 ? single : run_once_ns(q_, w.call, route, n);
+    } else {
+      warm = run_once_ns(q_, w.call, route, n);
     }
-    if (n > 1 || warm == 0) warm = run_once_ns(q_, w.call, route, n);
     if (best_so_far > 0 && warm > hopeless_factor * best_so_far) {
       *timed_once = true;
       return timing{warm, warm, warm};
@@ -618,8 +620,8 @@ class pretune_run {
       for (auto* f : finals) routes.push_back({f->backend, f->config});
       std::vector<double> td;
       std::vector<std::vector<double>> tf(finals.size());
+      const int n = std::max(1, w.out.calls_per_sample);
       for (int r = 0; r < confirm_rounds; ++r) {
-        const int n = std::max(1, w.out.calls_per_sample);
         if (def.status == candidate_status::ok) td.push_back(run_once_ns(q_, w.call, untuned, n));
         for (std::size_t i = 0; i < finals.size(); ++i) {
           dispatch_options forced;

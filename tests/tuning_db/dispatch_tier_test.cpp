@@ -35,6 +35,20 @@ database& test_db() {
   return *db;
 }
 
+// One opencl candidate a shape, one or two short timed runs, shapes re-tuned: pretune's whole
+// path, quickly.
+dispatch::tuner::pretune_options quick_pretune(shape_set shapes) {
+  dispatch::tuner::pretune_options o;
+  o.shapes = std::move(shapes);
+  o.backends = {"opencl"};
+  o.max_per_backend = 1;
+  o.min_runs = 1;
+  o.max_runs = 2;
+  o.target_s_per_candidate = 0.01;
+  o.force = true;
+  return o;
+}
+
 op_call sample(queue& q, const std::string& op, const std::string& key) {
   const auto& d = op_registry::instance().get(op);
   sample_options o;
@@ -487,18 +501,11 @@ TEST(TuningDispatch, PretuneTunesTheLargestPayoffFirst) {
   auto& db = test_db();
   queue q;
   auto dev = q.get_device();
-  dispatch::tuner::pretune_options o;
-  o.shapes = parse_shape_set(
-      "shapes:\n"
-      "  - {op: rms_norm, rows: 64, d: 256, calls: 1}\n"
-      "  - {op: rms_norm, rows: 2, d: 32, calls: 1000000}\n",
-      "payoff");
-  o.backends = {"opencl"};
-  o.max_per_backend = 1;
-  o.min_runs = 1;
-  o.max_runs = 2;
-  o.target_s_per_candidate = 0.01;
-  o.force = true;
+  auto o =
+      quick_pretune(parse_shape_set("shapes:\n"
+                                    "  - {op: rms_norm, rows: 64, d: 256, calls: 1}\n"
+                                    "  - {op: rms_norm, rows: 2, d: 32, calls: 1000000}\n",
+                                    "payoff"));
   auto report = dispatch::tuner::pretune(dev, db, o);
   ASSERT_EQ(report.shapes.size(), 2u);
   EXPECT_EQ(report.shapes[0].shape, "rows=2,d=32");
@@ -593,15 +600,7 @@ TEST(TuningDispatch, QuantizedWeightsWith16BitActivationsRecordAndTune) {
   EXPECT_EQ(set.entries[0].dtype, "q4_0");
   EXPECT_EQ(set.entries[0].act, "bf16") << test::read_file(file);
 
-  dispatch::tuner::pretune_options o;
-  o.shapes = set;
-  o.backends = {"opencl"};
-  o.max_per_backend = 1;
-  o.min_runs = 1;
-  o.max_runs = 2;
-  o.target_s_per_candidate = 0.01;
-  o.force = true;
-  auto report = dispatch::tuner::pretune(dev, db, o);
+  auto report = dispatch::tuner::pretune(dev, db, quick_pretune(set));
   ASSERT_EQ(report.shapes.size(), 1u);
   EXPECT_EQ(report.shapes[0].status, dispatch::tuner::shape_outcome::state::tuned) << report.shapes[0].detail;
   EXPECT_NE(dispatch::tuner::summary_table(report).find("linear q4_0 act=bf16 [m=1,n=64,k=96]"),
