@@ -16,7 +16,7 @@
 namespace {
 
 struct run_options {
-  std::string op, shape, dtype = "f32", backend, config, attrs, replay;
+  std::string op, shape, dtype = "f32", act, backend, config, attrs, replay;
   bool has_config = false;
   bool dry_run = false;
   bool json = false;
@@ -51,6 +51,7 @@ int run(const run_options& o, const std::string& device_spec) {
     r.op = o.op;
     r.shape = o.shape;
     r.dtype = o.dtype;
+    r.act = o.act == "f32" ? "" : o.act;  // f32 is the default
     r.attrs = o.attrs;
     r.backend = o.backend;
     if (o.has_config) r.config = o.config;
@@ -137,9 +138,13 @@ PRISM_CLI_COMMAND(30) {
   cmd->add_option("op", o->op, "Op name (prism routes lists them)");
   cmd->add_option("--shape", o->shape, "Shape key, e.g. m=128,n=4096,k=4096 (as in the dispatch log)");
   cmd->add_option("--dtype", o->dtype,
-                  "f32, f16, bf16, i32, i64, bool, q8_0, q4_0, q4_1 (linear, matmul, rms_norm_linear, "
-                  "linear_silu_and_mul: the weight's)")
+                  "f32, f16, bf16, i32, i64, bool, q8_0, q4_0, q4_1 (linear, addmm, matmul, rms_norm_linear, "
+                  "linear_silu_and_mul, post_attention: the weight's)")
       ->capture_default_str();
+  cmd->add_option("--act", o->act,
+                  "With a block-quantized --dtype: the activations' dtype, f32 (default), f16 or bf16 (a "
+                  "16-bit model's decode call; a shape set entry's act)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--backend", o->backend, "Force a backend: opencl, clblast, host (no fallback)");
   cmd->add_option("--config", o->config,
                   "Backend config, e.g. wg=64,vec=4 or KWG=32,MWG=64 (needs --backend)")

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "dispatch/dispatcher.hpp"
+#include "dispatch/tuning_tier.hpp"
 #include "kernels/op_descriptor.hpp"
 #include "kernels/shape_limits.hpp"
 #include "prism/error.hpp"
@@ -21,6 +22,14 @@ op_call build_call(queue& q, const op_descriptor& desc, const run_request& r) {
   if (!desc.sample) throw error(errc::unsupported, "prism run", r.op + " has no sample builder");
   sample_options so;
   so.type = parse_dtype(r.dtype);
+  if (!r.act.empty()) {
+    if (!is_quantized(so.type))
+      throw error(errc::invalid_argument, "prism run",
+                  fmt::format("--act {} names a block-quantized weight's activations; --dtype {} is not one "
+                              "(valid: q8_0, q4_0, q4_1)",
+                              r.act, r.dtype));
+    so.act = parse_dtype(r.act);
+  }
   so.seed = r.seed;
   // Components are checked against the device before the sample allocates anything.
   check_shape_limits("prism run --shape", r.op, shape_key::parse(r.shape), so.type, q.get_device());
@@ -142,6 +151,7 @@ run_request request_from_log(const log_record& rec) {
       first = std::get<std::string>(it->second);
   }
   if (!first.empty()) r.dtype = first;
+  r.act = std::string(quantized_activations(r.dtype, rec.dtypes));
   return r;
 }
 

@@ -20,6 +20,9 @@ struct run_request {
   std::string op;             ///< a registered op's name
   std::string shape;          ///< its shape key as the dispatch log writes it, e.g. "m=128,n=64,k=32"
   std::string dtype = "f32";  ///< the dtype the sample builder fills the inputs with
+  /// With a block-quantized dtype (the weight's): the activations' dtype, f16 or bf16 (a shape
+  /// set entry's `act`); "" = f32.
+  std::string act;
   std::string attrs;          ///< attributes over the sample's own, e.g. "alpha=2.0;dims=[1]"
   std::uint64_t seed = 1;
   std::string backend;                ///< non-empty: forced, without routing or fallback
@@ -62,8 +65,9 @@ run_report plan_run(queue& q, const run_request& r);
 run_report run_checked(queue& q, const run_request& r, int repeat);
 
 /// The request that reproduces a dispatch log record: its op, shape key, attributes, its
-/// backend and config forced, and its dtype (the first defined input's; for ops without inputs,
-/// such as zeros and arange, the record's "dtype" attribute).
+/// backend and config forced, and its dtype (the first defined input's, or a block-quantized
+/// weight's with its activations as `act`; for ops without inputs, such as zeros and arange, the
+/// record's "dtype" attribute).
 run_request request_from_log(const log_record& rec);
 /// Replays one dispatch log record: run_checked(q, request_from_log(rec), repeat). Thread
 /// safety: as dispatch_call.

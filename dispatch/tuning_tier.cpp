@@ -71,13 +71,8 @@ std::string tuning_tier::staleness(const tuning::result_row& row) const {
   return "kernel hash changed: tuned with " + row.kernel_hash + ", this prism builds " + now;
 }
 
-namespace {
-
-// A shape set entry's `act` for a call sampled as a block-quantized dtype (shape_entry::act): the
-// first other floating dtype among the call's input dtypes ("bf16|q4_0|bf16" -> "bf16"), "" when
-// it is f32 (an entry's default) or the sample dtype is not block-quantized.
-std::string_view sample_activations(std::string_view sample_dtype, std::string_view dtypes) {
-  if (!is_quantized(parse_dtype(sample_dtype))) return {};
+std::string_view quantized_activations(std::string_view sample_dtype, std::string_view dtypes) {
+  if (sample_dtype.empty() || !is_quantized(parse_dtype(sample_dtype))) return {};
   while (!dtypes.empty()) {
     const std::size_t bar = dtypes.find('|');
     const std::string_view one = dtypes.substr(0, bar);
@@ -87,8 +82,6 @@ std::string_view sample_activations(std::string_view sample_dtype, std::string_v
   }
   return {};
 }
-
-}  // namespace
 
 std::optional<tuned_choice> tuning_tier::lookup(const op_descriptor& d, const std::string& dtypes,
                                                 const shape_key& key, std::string_view sample_dtype,
@@ -114,7 +107,7 @@ std::optional<tuned_choice> tuning_tier::lookup(const op_descriptor& d, const st
     // input dtypes like "f32|i64", which no shape set can name), and only ops pretune can sample.
     if (!sample_dtype.empty() && d.sample) {
       auto* calls =
-          tuning::record_untuned(d.name, sample_dtype, key, sample_activations(sample_dtype, dtypes));
+          tuning::record_untuned(d.name, sample_dtype, key, quantized_activations(sample_dtype, dtypes));
       if (untuned_calls) *untuned_calls = calls;
     }
     return std::nullopt;

@@ -27,6 +27,12 @@ namespace prism::dispatch {
 /// every defined input shares it, else the defined dtypes joined by '|'.
 std::string dtype_key(std::string_view dispatch_dtypes);
 
+/// A shape set entry's `act` (shape_entry::act) for a call sampled as `sample_dtype` with
+/// dispatch dtypes `dtypes`: where sample_dtype is block-quantized, the first of the other
+/// inputs' floating dtypes when it is f16 or bf16 ("bf16|q4_0|bf16" -> "bf16"); else "" (f32,
+/// an entry's default, or not a quantized sample).
+std::string_view quantized_activations(std::string_view sample_dtype, std::string_view dtypes);
+
 /// Thread safety: safe.
 class tuning_tier {
  public:

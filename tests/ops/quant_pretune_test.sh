@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Quantized weights are a dtype like any other to pretune, the tuning database and the
 # dispatcher: a shape set naming q4_0 tunes linear with a q4_0 weight, and the dispatcher then
-# serves that call from the stored row (db-exact) with the quantized implementation.
+# serves that call from the stored row (db-exact) with the quantized implementation; the same
+# with bf16 activations (act: bf16, prism run --act bf16).
 # Usage: quant_pretune_test.sh PRISM_BINARY
 set -eu
 prism="$1"
@@ -33,4 +34,25 @@ grep -q "PASS" "$dir/replay" || { cat "$dir/replay" >&2; fail "replay check"; }
 # The float call of the same shape has rows of its own: none here.
 PRISM_TUNING_DB="$dir/t.db" "$prism" run linear --dtype f32 --shape m=1,n=64,k=64 --dry-run > "$dir/f32" 2>&1
 if grep -q "tier=db-exact" "$dir/f32"; then cat "$dir/f32" >&2; fail "the f32 call used the q4_0 row"; fi
+# A 16-bit model's call (act: bf16) is its own entry and row: pretune samples bf16 activations,
+# `prism run --act bf16` is then served from that row, and replaying its log line keeps them.
+cat > "$dir/bf16.yaml" << 'YAML'
+shapes:
+  - {op: linear, dtype: q4_0, act: bf16, m: 1, n: 64, k: 64}
+YAML
+"$prism" pretune --shapes "$dir/bf16.yaml" --db "$dir/t.db" --max-candidates 1 --progress lines > "$dir/pretune16" 2>&1 ||
+  { cat "$dir/pretune16" >&2; fail "pretune act: bf16"; }
+grep -q "linear q4_0 act=bf16 \[m=1,n=64,k=64\]" "$dir/pretune16" || { cat "$dir/pretune16" >&2; fail "no bf16 row tuned"; }
+PRISM_TUNING_DB="$dir/t.db" "$prism" run linear --dtype q4_0 --act bf16 --shape m=1,n=64,k=64 --dry-run > "$dir/run16" 2>&1 ||
+  { cat "$dir/run16" >&2; fail "run --act bf16"; }
+grep -q "input=bf16\[1, 64\]" "$dir/run16" && grep -q "tier=db-exact" "$dir/run16" ||
+  { cat "$dir/run16" >&2; fail "the bf16 call not served from its row"; }
+PRISM_TUNING_DB="$dir/t.db" PRISM_LOG_DISPATCH=1 "$prism" run linear --dtype q4_0 --act bf16 --shape m=2,n=64,k=96 \
+  --repeat 0 > /dev/null 2> "$dir/log16"
+line=$(grep "^prism_dispatch,v2,exec," "$dir/log16" | grep ",linear," | head -1)
+PRISM_TUNING_DB="$dir/t.db" "$prism" run --replay "$line" --repeat 0 > "$dir/replay16" 2>&1 ||
+  { cat "$dir/replay16" >&2; fail "replay of the bf16 call"; }
+grep -q "input=bf16\[2, 96\], weight=q4_0\[64, 96\]" "$dir/replay16" || { cat "$dir/replay16" >&2; fail "replay lost the bf16 activations"; }
+if "$prism" run linear --dtype f16 --act bf16 --shape m=1,n=64,k=64 > "$dir/bad" 2>&1; then fail "--act with a float dtype"; fi
+grep -q "dtype f16 is not one (valid: q8_0, q4_0, q4_1)" "$dir/bad" || { cat "$dir/bad" >&2; fail "--act message"; }
 echo "quantized pretune: ok"
