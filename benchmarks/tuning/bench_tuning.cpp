@@ -4,7 +4,9 @@
 // (vendor default route) and on (db-exact), plus CLBlast's defaults and cuBLAS where present.
 //
 // Usage: prism_bench_tuning [--shapes FILE] [--db PATH | --fresh-db] [--no-pretune] [--budget-s N]
-//                           [--max-candidates N] [--rounds N] [--with-clblast] [--markdown FILE]
+//                           [--max-candidates N] [--pipeline N] [--rounds N] [--with-clblast]
+//                           [--markdown FILE]
+// --pipeline is pretune's: calls back to back in a timed run, at most (1: one finished call).
 //                           [Google Benchmark flags]
 // Env: PRISM_DEVICE picks the device.
 #include <benchmark/benchmark.h>
@@ -44,6 +46,7 @@ struct bench_args {
   bool pretune = true;
   double budget_s = 0;
   std::size_t max_candidates = 12;
+  int pipeline = 20;
   int rounds = 7;
   bool with_clblast = false;
   std::string markdown;
@@ -118,6 +121,7 @@ int main(int argc, char** argv) {
   if (take_value(argc, argv, "--db", v)) a.db = v;
   if (take_value(argc, argv, "--budget-s", v)) a.budget_s = std::stod(v);
   if (take_value(argc, argv, "--max-candidates", v)) a.max_candidates = std::stoul(v);
+  if (take_value(argc, argv, "--pipeline", v)) a.pipeline = std::max(1, std::stoi(v));
   if (take_value(argc, argv, "--rounds", v)) a.rounds = std::max(1, std::stoi(v));
   if (take_value(argc, argv, "--markdown", v)) a.markdown = v;
   a.fresh_db = take_flag(argc, argv, "--fresh-db");
@@ -150,6 +154,7 @@ int main(int argc, char** argv) {
       o.shapes = set;
       o.budget_s = a.budget_s;
       o.max_per_backend = a.max_candidates;
+      o.pipeline_calls = a.pipeline;
       o.progress_bar = ::isatty(2);
       auto t0 = clock_type::now();
       auto report = dispatch::tuner::pretune(dev, db, o);
