@@ -35,6 +35,13 @@ database& test_db() {
   return *db;
 }
 
+// The prism binary the kill -9 test runs: $PRISM_CLI (the bundle's, where the tests run on
+// another machine: benchmarks/gpu), else the build tree's.
+std::string cli_binary() {
+  const char* v = std::getenv("PRISM_CLI");
+  return v && *v ? v : PRISM_CLI;
+}
+
 // One opencl candidate a shape, one or two short timed runs, shapes re-tuned: pretune's whole
 // path, quickly.
 dispatch::tuner::pretune_options quick_pretune(shape_set shapes) {
@@ -359,7 +366,7 @@ TEST(TuningDispatch, KillDashNineDuringPretuneKeepsFinishedShapes) {
   const std::vector<std::string> args = {"pretune", "--shapes",   shapes,   "--db",
                                          db_path,   "--backends", "opencl", "--max-candidates",
                                          "1",       "--progress", "lines"};
-  auto c = spawn_helper(args, dir + "/pretune.out", {}, false, PRISM_CLI);
+  auto c = spawn_helper(args, dir + "/pretune.out", {}, false, cli_binary());
   // Kill it once at least 3 shapes are reported finished.
   auto finished = [&](const std::string& out) {
     std::vector<std::string> keys;
@@ -386,7 +393,7 @@ TEST(TuningDispatch, KillDashNineDuringPretuneKeepsFinishedShapes) {
       EXPECT_TRUE(db.find_result(fp, "add", "f32", tuning::shape_key::parse(k))) << k << " lost";
   }
   // The same command resumes: the finished shapes are skipped, the rest are tuned.
-  auto again = spawn_helper(args, dir + "/pretune2.out", {}, false, PRISM_CLI);
+  auto again = spawn_helper(args, dir + "/pretune2.out", {}, false, cli_binary());
   ASSERT_EQ(wait_child(again), 0) << read_file(again.output_path);
   const auto out2 = read_file(again.output_path);
   for (const auto& k : done)
