@@ -11,3 +11,7 @@ G=$PWD/.gpu
     "$G/lib/libopenblas.so.0.xz" "$G/lib/libopenblas.so.0.$$" && mv "$G/lib/libopenblas.so.0.$$" "$G/lib/libopenblas.so.0"
 source "$G/env.sh"
 export PRISM_DATA_DIR=$G/data
+# Tests that spawn the prism CLI (tuning_dispatch_tests' kill -9 test, the Python suites) take
+# the bundle's instead of their build-tree path.
+[ -x "$G/bin/prism" ] && export PRISM_CLI=$G/bin/prism
+true
