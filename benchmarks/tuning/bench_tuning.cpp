@@ -5,9 +5,8 @@
 //
 // Usage: prism_bench_tuning [--shapes FILE] [--db PATH | --fresh-db] [--no-pretune] [--budget-s N]
 //                           [--max-candidates N] [--pipeline N] [--rounds N] [--with-clblast]
-//                           [--markdown FILE]
+//                           [--markdown FILE] [Google Benchmark flags]
 // --pipeline is pretune's: calls back to back in a timed run, at most (1: one finished call).
-//                           [Google Benchmark flags]
 // Env: PRISM_DEVICE picks the device.
 #include <benchmark/benchmark.h>
 #include <unistd.h>

@@ -628,13 +628,9 @@ TEST(TuningDispatch, ParallelCompilesGiveTheSameCandidates) {
   std::vector<std::set<std::string>> outcomes;
   for (unsigned threads : {4u, 1u}) {  // 4 first: its builds start from a cold program cache
     database db(dir + "/t" + std::to_string(threads) + ".db");
-    dispatch::tuner::pretune_options o;
-    o.shapes = parse_shape_set("shapes:\n  - {op: softmax, rows: 3, r: 40, inner: 1}\n", "threads");
-    o.backends = {"opencl"};
+    auto o =
+        quick_pretune(parse_shape_set("shapes:\n  - {op: softmax, rows: 3, r: 40, inner: 1}\n", "threads"));
     o.max_per_backend = 4;
-    o.min_runs = 1;
-    o.max_runs = 2;
-    o.target_s_per_candidate = 0.01;
     o.compile_threads = threads;
     auto report = dispatch::tuner::pretune(dev, db, o);
     ASSERT_EQ(report.shapes.size(), 1u);
