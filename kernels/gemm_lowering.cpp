@@ -3,6 +3,7 @@
 #include "kernels/gemm_lowering.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <optional>
 
@@ -113,6 +114,25 @@ shape_key gemm_key(const gemm_problem& p, bool with_batch, bool with_layout) {
 
 double gemm_flops(const gemm_problem& p) {
   return 2.0 * static_cast<double>(p.batch * p.m) * static_cast<double>(p.n) * static_cast<double>(p.k);
+}
+
+// H200, pipelined, against the tiled route: f32 M = 32 [4096, 1024] 18.3 against 30.2 us, [1024,
+// 3072] 17.4 against 39.5, [4096, 4096] 62.6 against 72.0, but [11008, 4096] 204.7 against 160.0;
+// M = 48 [4096, 1024] 24.8 against 31.6, [4096, 4096] 91.7 against 74.1; M = 64 [1024, 3072] 22.6
+// against 40.9, [6144, 1024] 44.0 against 38.2; bf16 M = 32 [1024, 3072] 14.9 against 24.5 at mb=16,
+// nb=2 (the other qwen3-0.6b shapes kept the tensor-core tiles in pretune); bf16 M = 1 [151936,
+// 1024] 79.7 against 110.5 at nb=4, warps=4.
+std::optional<gemm_skinny_shape> nv_skinny_shape(std::int64_t m, std::int64_t n, std::int64_t k, bool f32) {
+  if (m == 1) return f32 || n < 65536 ? gemm_skinny_shape{1, 1, 8} : gemm_skinny_shape{1, 4, 4};
+  if (m <= 16)
+    return gemm_skinny_shape{std::min<std::int64_t>(8, std::bit_ceil(static_cast<std::uint64_t>(m))), 8, 4};
+  if (!f32) {
+    if (m <= 32 && n <= 2048 && k >= 3072) return gemm_skinny_shape{16, 2, 4};
+    return std::nullopt;
+  }
+  if ((m <= 32 && n <= 8192) || (m <= 48 && n * k <= (std::int64_t{8} << 20)) || (m <= 64 && n <= 2048))
+    return gemm_skinny_shape{8, 8, 4};
+  return std::nullopt;
 }
 
 gemm_gpu_tile fp32_gpu_tile(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,

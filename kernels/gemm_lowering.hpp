@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -83,6 +84,18 @@ struct gemm_gpu_tile {
 /// and ~128.
 gemm_gpu_tile fp32_gpu_tile(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
                             std::int64_t compute_units);
+
+/// NVIDIA auto's small-M kernel (gemm_nv_skinny: mb activation rows a group, nb weight rows a
+/// warp, `warps` warps), or none for the tiled GEMMs. Up to 16 rows always; past 16 only where the
+/// weight is small enough that the kernel's passes over it (one every mb rows) stay in L2 while
+/// the tiles leave most compute units idle (f32 up to 64 rows, 16-bit up to 32); at M = 1,
+/// 16-bit heads of 64k rows and more take four rows a warp. Measured on the H200:
+/// benchmarks/RESULTS.md, "Session 55".
+struct gemm_skinny_shape {
+  std::int64_t mb = 1, nb = 1, warps = 8;
+  bool operator==(const gemm_skinny_shape&) const = default;
+};
+std::optional<gemm_skinny_shape> nv_skinny_shape(std::int64_t m, std::int64_t n, std::int64_t k, bool f32);
 
 /// A stream-K grid (gemm_nv.cl, STREAMK=1) over `tiles` tiles of `iters_per_tile` k-iterations:
 /// the first `whole` groups compute a tile each; the last `shared` groups split the remaining

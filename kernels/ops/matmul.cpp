@@ -749,6 +749,10 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
   // fill the device, else 64x64 tiles with 128-byte slices (RESULTS.md, "wgmma"). Otherwise mma.sync: 128x128
   // tiles (ldmatrix, two cp.async stages) when they fill the device, else 64x128 with three stages and
   // split-K; B n-contiguous (no cp.async) keeps two register-staged buffers.
+  if (auto sk = nv_skinny_shape(p.m, p.n, p.k, p.c.type() == dtype::f32);
+      sk && skinny_layout(p) &&
+      static_cast<std::uint64_t>(sk->warps * sk->mb * sk->nb * 33 * 4) <= dev.local_mem_size())
+    return enqueue_nv_skinny(q, p, sk->mb, sk->nb, sk->warps, src);
   if (p.m > 16) {
     const bool f32 = p.c.type() == dtype::f32;
     const std::int64_t bk = f32 ? 16 : 32;
@@ -772,12 +776,6 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
     if (!why) return enqueue_mma(q, p, t, {});
     if (!f32)
       log::get("kernels")->debug("GEMM {}: no tensor-core path ({}); local-memory tiles", call.op, *why);
-  }
-  if (p.m <= 16 && skinny_layout(p)) {
-    const std::int64_t mb = p.m == 1 ? 1 : std::min<std::int64_t>(8, next_pow2(p.m));
-    const std::int64_t nb = p.m == 1 ? 1 : 8, warps = p.m == 1 ? 8 : 4;
-    if (static_cast<std::uint64_t>(warps * mb * nb * 33 * 4) <= dev.local_mem_size())
-      return enqueue_nv_skinny(q, p, mb, nb, warps, src);
   }
   if (p.c.type() != dtype::f32) {
     if (p.m <= 16) return enqueue_gemv(q, p, nv_fallback_config(), {});

@@ -104,6 +104,29 @@ TEST(NvTiles, WavesPickTheMeasuredTiles) {
   EXPECT_EQ(fp32_gpu_tile(1, 1, 1, 1, 1).splits, 1);
 }
 
+// nv auto's small-M kernel: always up to 16 rows; past 16 only for weights whose repeated passes
+// stay in L2 (the H200's measurements); 16-bit heads of 64k rows and more at four rows a warp.
+TEST(NvTiles, SkinnyPicksTheMeasuredShapes) {
+  using s = gemm_skinny_shape;
+  EXPECT_EQ(nv_skinny_shape(1, 4096, 4096, true), (s{1, 1, 8}));
+  EXPECT_EQ(nv_skinny_shape(1, 151936, 1024, true), (s{1, 1, 8}));
+  EXPECT_EQ(nv_skinny_shape(1, 151936, 1024, false), (s{1, 4, 4}));
+  EXPECT_EQ(nv_skinny_shape(1, 4096, 1024, false), (s{1, 1, 8}));
+  EXPECT_EQ(nv_skinny_shape(5, 4096, 4096, true), (s{8, 8, 4}));
+  EXPECT_EQ(nv_skinny_shape(3, 4096, 4096, false), (s{4, 8, 4}));
+  EXPECT_EQ(nv_skinny_shape(32, 4096, 1024, true), (s{8, 8, 4}));
+  EXPECT_EQ(nv_skinny_shape(32, 4096, 4096, true), (s{8, 8, 4}));
+  EXPECT_EQ(nv_skinny_shape(32, 11008, 4096, true), std::nullopt);
+  EXPECT_EQ(nv_skinny_shape(48, 4096, 1024, true), (s{8, 8, 4}));
+  EXPECT_EQ(nv_skinny_shape(48, 4096, 4096, true), std::nullopt);
+  EXPECT_EQ(nv_skinny_shape(64, 1024, 3072, true), (s{8, 8, 4}));
+  EXPECT_EQ(nv_skinny_shape(64, 6144, 1024, true), std::nullopt);
+  EXPECT_EQ(nv_skinny_shape(128, 1024, 1024, true), std::nullopt);
+  EXPECT_EQ(nv_skinny_shape(32, 1024, 3072, false), (s{16, 2, 4}));
+  EXPECT_EQ(nv_skinny_shape(32, 1024, 2048, false), std::nullopt);
+  EXPECT_EQ(nv_skinny_shape(32, 4096, 3072, false), std::nullopt);
+}
+
 // The stream-K grid: whole waves stay unshared; otherwise the last partial wave and one full wave
 // are shared by the resident groups; fewer tiles than groups: at most 8 groups a tile, and never
 // more groups than k-iterations (a group without one would never arrive at its tile's counter).
@@ -168,7 +191,7 @@ TEST(NvGemm, Fp32KernelsMatchReference) {
       }
   // linear (B k-contiguous) with bias at decode and small-M sizes, and a batch with bias via addmm.
   for (const char* cfg : configs)
-    for (std::int64_t m : {1, 5, 16, 40}) {
+    for (std::int64_t m : {1, 5, 16, 40, 64}) {
       op_call call{"linear",
                    {rand_tensor({m, 512}, dtype::f32, 4), rand_tensor({72, 512}, dtype::f32, 5),
                     rand_tensor({72}, dtype::f32, 6)},
@@ -210,6 +233,22 @@ TEST(NvGemm, SixteenBitSkinnyMatchesReference) {
           EXPECT_TRUE(r.ok) << cfg << " " << dtype_name(dt) << " linear m=" << m << " k=" << k << ": "
                             << r.message;
         }
+  // The shapes nv auto sends to it past 16 rows and at M = 1 with four rows a warp, and those
+  // configs named: 24 rows of k = 3072 (16 a group), a 65536-row weight.
+  for (dtype dt : {dtype::f16, dtype::bf16})
+    for (const char* cfg :
+         {"variant=3,auto=1", "variant=4,mb=16,nb=2,warps=4", "variant=4,mb=1,nb=4,warps=4"}) {
+      op_call tall{"linear",
+                   {rand_tensor({24, 3072}, dt, 7), rand_tensor({72, 3072}, dt, 8), rand_tensor({72}, dt, 9)},
+                   {},
+                   {}};
+      const comparison r = run_and_compare(tall, cfg);
+      EXPECT_TRUE(r.ok) << cfg << " " << dtype_name(dt) << " linear m=24 k=3072: " << r.message;
+      op_call head{
+          "linear", {rand_tensor({1, 64}, dt, 10), rand_tensor({65536, 64}, dt, 11), tensor()}, {}, {}};
+      const comparison rh = run_and_compare(head, cfg);
+      EXPECT_TRUE(rh.ok) << cfg << " " << dtype_name(dt) << " linear m=1 n=65536: " << rh.message;
+    }
 }
 
 TEST(NvGemm, TensorCoreFormsMatchReference) {
