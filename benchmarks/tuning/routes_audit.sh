@@ -16,7 +16,8 @@
 # Env: BIN (default build/bin), PRESETS (default "demo small"), DTYPES (default "f32"),
 #      QUANT (e.g. q4_0: the presets' linear weights quantized at load; default none),
 #      SETS (shape files; default benchmarks/tuning/*.yaml; "none" skips them), ROUNDS (5),
-#      BACKENDS (opencl,clblast,host), MAX_CANDIDATES (12), LLM_ARGS (extra prism-llm flags),
+#      BACKENDS (opencl,clblast,host), MAX_CANDIDATES (12), BUDGET_S (pretune's budget a set, 0:
+#      none), LLM_ARGS (extra prism-llm flags),
 #      PRISM_DEVICE (the device).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,7 +39,7 @@ audit() {  # audit SHAPES_FILE LABEL
   echo "== $2: $1" >&2
   [ "${KEEP_DB:-0}" = 1 ] || rm -f "$OUT/$2.db" "$OUT/$2.db-wal" "$OUT/$2.db-shm"
   "$BIN/prism_bench_tuning" --shapes "$1" --db "$OUT/$2.db" --backends "$BACKENDS" --with-clblast \
-    --max-candidates "$MAX_CANDIDATES" --rounds "$ROUNDS" --markdown "$OUT/audit.md" \
+    --max-candidates "$MAX_CANDIDATES" --budget-s "${BUDGET_S:-0}" --rounds "$ROUNDS" --markdown "$OUT/audit.md" \
     --benchmark_filter='^$' > "$OUT/$2.log" 2>&1 || { echo "routes_audit.sh: $2 failed, see $OUT/$2.log" >&2; exit 1; }
   grep -E 'issue 12 item 4' "$OUT/$2.log" >&2
 }
