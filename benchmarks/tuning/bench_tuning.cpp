@@ -92,11 +92,6 @@ double run_ns(queue& q, op_call& call, const dispatch::dispatch_options& route,
   return std::chrono::duration<double, std::nano>(clock_type::now() - t0).count() / calls;
 }
 
-// An entry's dtype column: a quantized entry's activations after it ("q4_0 act=bf16").
-std::string entry_label(const tuning::shape_entry& e) {
-  return e.act.empty() ? e.dtype : e.dtype + " act=" + e.act;
-}
-
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
   std::size_t b = 0;
@@ -311,7 +306,7 @@ int main(int argc, char** argv) {
       worst = std::min(worst, ratio);
       if (s->default_ns / s->best_ns() > slowest_default) {
         slowest_default = s->default_ns / s->best_ns();
-        slowest_shape = s->entry.op + " " + s->entry.dtype + " " + s->key;
+        slowest_shape = s->entry.op + " " + dispatch::tuner::entry_dtype(s->entry) + " " + s->key;
       }
       ++n;
       if (s->cublas_ns > 0) {
@@ -362,7 +357,7 @@ int main(int argc, char** argv) {
     for (auto& s : shapes) {
       std::string route = s->tuned_route.size() > 60 ? s->tuned_route.substr(0, 57) + "..." : s->tuned_route;
       table += fmt::format("| {} {} {} | {} | {} | {} | {:.2f}x | {:.2f}x | {}{} | {} |", s->entry.op,
-                           entry_label(s->entry), s->key, s->calls, human_ns(s->default_ns),
+                           dispatch::tuner::entry_dtype(s->entry), s->key, s->calls, human_ns(s->default_ns),
                            human_ns(s->tuned_ns), s->default_ns / s->tuned_ns, s->default_med / s->tuned_med,
                            s->tuned_tier, s->same_route ? " (= default route)" : "", route);
       if (a.with_clblast) table += fmt::format(" {} |", human_ns(s->clblast_ns));
