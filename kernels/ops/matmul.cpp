@@ -635,6 +635,12 @@ event enqueue_nv_tiled(queue& q, const gemm_problem& p, const nv_tile& t, source
       t.sk);
 }
 
+// gemm_nv_skinny's local memory: a 33-float row (32 lanes, padded) per activation row, weight row
+// and warp.
+std::uint64_t skinny_local_bytes(std::int64_t mb, std::int64_t nb, std::int64_t warps) {
+  return static_cast<std::uint64_t>(warps * mb * nb * 33 * 4);
+}
+
 event enqueue_nv_skinny(queue& q, const gemm_problem& p, std::int64_t mb, std::int64_t nb, std::int64_t warps,
                         source_override src) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return {};
@@ -744,15 +750,15 @@ event enqueue_nv_auto(queue& q, const op_call& call, const gemm_problem& p, cons
   auto groups = [&](std::int64_t bm, std::int64_t bn) {
     return ceil_div(p.m, bm) * ceil_div(p.n, bn) * p.batch;
   };
+  // The small-M kernel first, where nv_skinny_shape takes the shape (kernels/gemm_lowering.hpp).
+  if (auto sk = nv_skinny_shape(p.m, p.n, p.k, p.c.type() == dtype::f32);
+      sk && skinny_layout(p) && skinny_local_bytes(sk->mb, sk->nb, sk->warps) <= dev.local_mem_size())
+    return enqueue_nv_skinny(q, p, sk->mb, sk->nb, sk->warps, src);
   // Tensor cores: 16-bit always, f32 only when TF32 is allowed. With Hopper's wgmma (and
   // cp.async): 128x128 tiles, three stages of 64-byte-deep slices (k 32 in 16 bits, 16 in TF32) when they
   // fill the device, else 64x64 tiles with 128-byte slices (RESULTS.md, "wgmma"). Otherwise mma.sync: 128x128
   // tiles (ldmatrix, two cp.async stages) when they fill the device, else 64x128 with three stages and
   // split-K; B n-contiguous (no cp.async) keeps two register-staged buffers.
-  if (auto sk = nv_skinny_shape(p.m, p.n, p.k, p.c.type() == dtype::f32);
-      sk && skinny_layout(p) &&
-      static_cast<std::uint64_t>(sk->warps * sk->mb * sk->nb * 33 * 4) <= dev.local_mem_size())
-    return enqueue_nv_skinny(q, p, sk->mb, sk->nb, sk->warps, src);
   if (p.m > 16) {
     const bool f32 = p.c.type() == dtype::f32;
     const std::int64_t bk = f32 ? 16 : 32;
@@ -1321,7 +1327,7 @@ std::vector<op_implementation> gemm_implementations(lowering lower) {
          if (static_cast<std::size_t>(32 * c.at("warps")) > dev.max_work_group_size())
            return fmt::format("work-group 32*warps = {} > device maximum {}", 32 * c.at("warps"),
                               dev.max_work_group_size());
-         const auto local = static_cast<std::uint64_t>(c.at("warps") * c.at("mb") * c.at("nb") * 33 * 4);
+         const std::uint64_t local = skinny_local_bytes(c.at("mb"), c.at("nb"), c.at("warps"));
          if (local > dev.local_mem_size())
            return fmt::format("needs local memory {} B > device {} B", local, dev.local_mem_size());
          return std::nullopt;
