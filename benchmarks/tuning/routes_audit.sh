@@ -13,8 +13,8 @@
 # can be audited again without tuning anew.
 #
 # Usage: benchmarks/tuning/routes_audit.sh [OUT_DIR]
-# Env: BIN (default build/bin), PRESETS (default "demo small"), DTYPES (default "f32"),
-#      QUANT (e.g. q4_0: the presets' linear weights quantized at load; default none),
+# Env: BIN (default build/bin), PRESETS (default "demo small"; "none": the shape files only),
+#      DTYPES (default "f32"), QUANT (e.g. q4_0: the presets' linear weights quantized at load; default none),
 #      SETS (shape files; default benchmarks/tuning/*.yaml; "none" skips them), ROUNDS (5),
 #      BACKENDS (opencl,clblast,host), MAX_CANDIDATES (12), BUDGET_S (pretune's budget a set, 0:
 #      none), LLM_ARGS (extra prism-llm flags),
@@ -30,6 +30,7 @@ BACKENDS=${BACKENDS:-opencl,clblast,host}
 MAX_CANDIDATES=${MAX_CANDIDATES:-12}
 SETS=${SETS:-$(ls benchmarks/tuning/*.yaml)}
 [ "$SETS" = none ] && SETS=""
+[ "$PRESETS" = none ] && PRESETS=""
 mkdir -p "$OUT"
 for tool in prism-llm prism_bench_tuning; do
   [ -x "$BIN/$tool" ] || { echo "routes_audit.sh: $BIN/$tool not found (build first, or set BIN)" >&2; exit 2; }
