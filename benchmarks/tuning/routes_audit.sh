@@ -14,8 +14,8 @@
 #
 # Usage: benchmarks/tuning/routes_audit.sh [OUT_DIR]
 # Env: BIN (default build/bin), PRESETS (default "demo small"; "none": the shape files only),
-#      DTYPES (default "f32"), QUANT (e.g. q4_0: the presets' linear weights quantized at load; default none),
-#      SETS (shape files; default benchmarks/tuning/*.yaml; "none" skips them), ROUNDS (5),
+#      DTYPES (default "f32"), QUANT (e.g. q4_0: the presets' linear weights quantized at load;
+#      default none), SETS (shape files; default benchmarks/tuning/*.yaml; "none" skips them), ROUNDS (5),
 #      BACKENDS (opencl,clblast,host), MAX_CANDIDATES (12), BUDGET_S (pretune's budget a set, 0:
 #      none), LLM_ARGS (extra prism-llm flags),
 #      PRISM_DEVICE (the device).
