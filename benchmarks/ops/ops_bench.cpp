@@ -6,15 +6,26 @@
 // times its kernels with CUDA events (benchmarks/gpu/torch_reference.py); every case here is one
 // command. The host wall time of the enqueue-and-wait is the second column (`wall_us`,
 // `wall_GB/s`).
+// PRISM_BENCH_MIN_TIME sets the seconds a benchmark runs (default 0.5 for the copy, 0.3 a case).
+// PRISM_BENCH_GRAPH=1 times each case as a model's step runs it instead: PRISM_BENCH_PIPELINE
+// calls (default 20) recorded once as a prism::graph and replayed on a plain queue, wall time a
+// call (no queue takes timestamps: NVIDIA's driver spends ~3 us a launch on them, RESULTS.md
+// "Issue 17, session 48"); the calls take fresh samples of the case in turn until those span
+// three last-level caches (PRISM_BENCH_LLC_BYTES, else the device's), so each streams from
+// memory, and the copy reference is replayed the same way.
 // PRISM_DEVICE picks the device; PRISM_BENCH_VENDOR overrides the tune_configs profile;
-// PRISM_BENCH_CONFIG overrides params of the defaults (see bm_op); PRISM_BENCH_CASES adds cases
+// PRISM_BENCH_CONFIG overrides params of the defaults (see bm_op), or `route` runs the profile's
+// untuned route for the case's shape (vendor.yaml, `when` entries included) as a user's call
+// gets it; PRISM_BENCH_CASES adds cases
 // (`op/dtype/shape key`, separated by `;`: e.g. decode attention at a shorter visible length,
 // `decode_attention/bf16/heads=32,kv_heads=8,d=128,max_seq=192`).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +56,34 @@ timed time_command(queue& q, Enqueue&& enqueue) {
   return t;
 }
 
+/// PRISM_BENCH_GRAPH: cases timed as replayed graphs on the plain queue (see the top).
+bool graph_time() {
+  static const bool on = bench::env_number("PRISM_BENCH_GRAPH", 0) != 0;
+  return on;
+}
+
+/// PRISM_BENCH_GRAPH's calls a replay.
+int graph_calls() {
+  static const int n = std::max(1, static_cast<int>(bench::env_number("PRISM_BENCH_PIPELINE", 20)));
+  return n;
+}
+
+/// The cache a graph-timed case's samples must not fit in together.
+std::uint64_t last_level_cache_bytes() {
+  if (const char* v = bench::env("PRISM_BENCH_LLC_BYTES")) return std::strtoull(v, nullptr, 10);
+  return bench_queue().get_device().global_mem_cache_size();
+}
+
+/// Wall seconds a call of one replay of `g` on the plain queue.
+double replay_seconds(graph& g) {
+  queue& q = bench_queue();
+  q.wait();
+  const auto t0 = std::chrono::steady_clock::now();
+  g.replay(q);
+  q.wait();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / graph_calls();
+}
+
 /// The reference buffers (64 MiB each), made once: never freed (no OpenCL call at exit).
 std::pair<buffer<std::byte>, buffer<std::byte>>& copy_buffers() {
   queue& q = bench::profiling_queue();
@@ -60,8 +99,40 @@ timed timed_copy() {
   return time_command(q, [&] { return q.copy(a, b); });
 }
 
+/// PRISM_BENCH_GRAPH's copy reference: graph_calls() copies of 64 MiB, recorded once.
+graph& copy_graph() {
+  static auto* g = [] {
+    auto& [a, b] = copy_buffers();
+    queue& q = bench_queue();
+    auto* r = new graph(graph::record(q, [&] {
+      for (int i = 0; i < graph_calls(); ++i) q.copy(a, b);
+    }));
+    replay_seconds(*r);  // warm up
+    return r;
+  }();
+  return *g;
+}
+
+/// One copy's seconds: device time, or (PRISM_BENCH_GRAPH) wall time a copy of a replay.
+double copy_seconds() {
+  return graph_time() ? replay_seconds(copy_graph()) : timed_copy().device;
+}
+
 /// Reference: clEnqueueCopyBuffer of 64 MiB (counted as read + write bytes).
 void bm_copy_reference(benchmark::State& state) {
+  if (graph_time()) {
+    copy_seconds();
+    double seconds = 0;
+    for (auto _ : state) {
+      const double t = copy_seconds();
+      state.SetIterationTime(t);
+      seconds += t;
+    }
+    const double bytes = 2.0 * static_cast<double>(kCopyBytes) * static_cast<double>(state.iterations());
+    state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+    state.counters["GB/s"] = bytes / seconds / 1e9;
+    return;
+  }
   timed_copy();
   double seconds = 0, wall = 0;
   for (auto _ : state) {
@@ -86,10 +157,21 @@ void bm_op(benchmark::State& state, const std::string& name, const std::string& 
   o.seed = 1;
   op_call c = d.sample(q, shape_key::parse(key), o);
   kernel_config cfg = bench::tune_space_of(d, "PRISM_BENCH_VENDOR").defaults;
+  const char* config_env = bench::env("PRISM_BENCH_CONFIG");
   // PRISM_BENCH_CONFIG=wg=256,ept=2 overrides those params for every case whose op has them
-  // all (the others keep their defaults), to compare a candidate default across ops.
-  if (const char* o = std::getenv("PRISM_BENCH_CONFIG")) {
-    const kernel_config over = kernel_config::parse(o);
+  // all (the others keep their defaults), to compare a candidate default across ops; `route`
+  // takes the profile's route for the shape, as a user's untuned call does.
+  if (config_env && std::string(config_env) == "route") {
+    dispatch::dispatch_options opts;
+    opts.skip_tuning_db = true;
+    const dispatch::dispatch_result routed = dispatch::plan_call(q, c, opts);
+    if (routed.backend != "opencl") {
+      state.SkipWithError(("the route is backend " + routed.backend + ", not opencl").c_str());
+      return;
+    }
+    cfg = d.config.complete(kernel_config::parse(routed.config));
+  } else if (config_env) {
+    const kernel_config over = kernel_config::parse(config_env);
     bool all = true;
     for (const auto& [n, v] : over.items()) all = all && d.config.has(n);
     if (all) {
@@ -109,25 +191,62 @@ void bm_op(benchmark::State& state, const std::string& name, const std::string& 
     state.SkipWithError(e.what());
     return;
   }
-  timed_copy();
-  double seconds = 0, wall = 0, copy_seconds = 0;
+  // PRISM_BENCH_GRAPH: samples with other seeds until they span three last-level caches, and
+  // graph_calls() calls taking them in turn, recorded on the plain queue.
+  std::optional<graph> replayed;
+  std::vector<op_call> turns{c};  // the graph's samples: they outlive its replays
+  if (graph_time()) {
+    const double span = 3.0 * static_cast<double>(last_level_cache_bytes());
+    while (static_cast<double>(turns.size()) * d.bytes(c) < span && turns.size() < 64) {
+      o.seed = turns.size() + 1;
+      turns.push_back(d.sample(q, shape_key::parse(key), o));
+    }
+    queue& plain = bench_queue();
+    q.wait_and_throw();
+    replayed = graph::record(plain, [&] {
+      for (int i = 0; i < graph_calls(); ++i) enqueue_opencl(plain, d, turns[i % turns.size()], cfg);
+    });
+    replay_seconds(*replayed);  // warm up
+    state.counters["samples"] = static_cast<double>(turns.size());
+  }
+  copy_seconds();
+  double seconds = 0, wall = 0, copy_total = 0;
   for (auto _ : state) {
-    const timed t = time_command(q, [&] { return enqueue_opencl(q, d, c, cfg); });
-    state.SetIterationTime(t.device);
-    seconds += t.device;
-    wall += t.wall;
-    copy_seconds += timed_copy().device;  // the paired reference (not in the op's manual time)
+    if (replayed) {
+      const double t = replay_seconds(*replayed);
+      state.SetIterationTime(t);
+      seconds += t;
+    } else {
+      const timed t = time_command(q, [&] { return enqueue_opencl(q, d, c, cfg); });
+      state.SetIterationTime(t.device);
+      seconds += t.device;
+      wall += t.wall;
+    }
+    copy_total += copy_seconds();  // the paired reference (not in the op's manual time)
   }
   const double n = static_cast<double>(state.iterations());
   double bytes = d.bytes(c) * n;
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
   double gbs = bytes / seconds / 1e9;
-  const double copy_gbs = 2.0 * static_cast<double>(kCopyBytes) * n / copy_seconds / 1e9;
+  const double copy_gbs = 2.0 * static_cast<double>(kCopyBytes) * n / copy_total / 1e9;
   state.counters["GB/s"] = gbs;
   state.counters["copy_GB/s"] = copy_gbs;
   state.counters["x_copy"] = gbs / copy_gbs;
-  state.counters["wall_GB/s"] = bytes / wall / 1e9;
-  state.counters["wall_us"] = wall / n * 1e6;
+  state.counters["us"] = seconds / n * 1e6;
+  if (!replayed) {
+    state.counters["wall_GB/s"] = bytes / wall / 1e9;
+    state.counters["wall_us"] = wall / n * 1e6;
+  }
+  // decode_attention's byte count is its whole cache's; the sample reads 2 * max_seq / 3 + 1
+  // keys of it (its cache is two thirds full): the K/V bytes read, against which issue 13
+  // states its bandwidth target.
+  if (name == "decode_attention") {
+    const tensor& cache = c.inputs[3];
+    const double kv_bytes = static_cast<double>(cache.nbytes()) *
+                            static_cast<double>(2 * cache.size(2) / 3 + 1) /
+                            static_cast<double>(cache.size(2));
+    state.counters["kv_GB/s"] = kv_bytes * n / seconds / 1e9;
+  }
   if (d.flops) state.counters["TFLOP/s"] = d.flops(c) * n / seconds / 1e12;  // as the descriptor counts them
   state.SetLabel(cfg.str());
 }
@@ -233,12 +352,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "prism_bench_ops: %s\n", e.what());
     return 2;
   }
-  benchmark::RegisterBenchmark("copy_reference/64MiB", bm_copy_reference)->UseManualTime()->MinTime(0.5);
+  // Seconds per benchmark (PRISM_BENCH_MIN_TIME; default 0.5 for the copy, 0.3 for a case).
+  const double min_time = bench::env_number("PRISM_BENCH_MIN_TIME", 0);
+  benchmark::RegisterBenchmark("copy_reference/64MiB", bm_copy_reference)
+      ->UseManualTime()
+      ->MinTime(min_time > 0 ? min_time : 0.5);
   for (const auto& c : all) {
     std::string name = c.op + "/" + dtype_name(c.type) + "/" + c.key;
     benchmark::RegisterBenchmark(name.c_str(), [c](benchmark::State& s) { bm_op(s, c.op, c.key, c.type); })
         ->UseManualTime()
-        ->MinTime(0.3);
+        ->MinTime(min_time > 0 ? min_time : 0.3);
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
