@@ -12,8 +12,9 @@
 #      eager and its decode step in a CUDA graph on the same weights
 #   a  issue 13: decode attention at 4097 keys, GQA 32/8, d = 128, f32 and bf16 (device time)
 # usage: benchmarks/gpu/h100_targets_run.sh OUTDIR
-# env: STEPS (qdam, run in that order) ROUNDS (2) QKEYS QTYPES QTIMEOUT (90 s a run) QMIN_TIME (0.5)
-#      TORCH (1: the PyTorch references after step m)
+# env: STEPS (qdam; the letters run in the order given) ROUNDS (2) QKEYS QTYPES QTIMEOUT (90 s a run) QMIN_TIME (0.5)
+#      ATT_DTYPES (a regex: f32, bf16; default both) ATT_TIMEOUT (90 s a run)
+#      QLOG_LEVEL (warn; debug logs each program build) TORCH (1: the PyTorch references after step m)
 set -u
 out=${1:-${OUT:-h100-targets}}
 mkdir -p "$out"
@@ -27,11 +28,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 say "device: $(sed -n 2p "$out/gpu_state.txt")"
 field() { sed -n "s/.*\"$2\": \([0-9.e+-]*\).*/\1/p" "$1" | head -1; }
 
-if [[ $steps == *q* ]]; then
+step_q() {
   for key in ${QKEYS:-n=16384,k=4096 n=12288,k=4096 n=22016,k=4096 n=4096,k=11008}; do
     for t in ${QTYPES:-q4_0 q8_0}; do
       echo "== $key $t, from ${SECONDS}s"
-      PRISM_BENCH_GRAPH=1 PRISM_BENCH_QACT=bf16 PRISM_BENCH_PIPELINE=20 PRISM_BENCH_LLC_BYTES=52428800 \
+      PRISM_LOG_LEVEL=${QLOG_LEVEL:-warn} PRISM_BENCH_GRAPH=1 PRISM_BENCH_QACT=bf16 PRISM_BENCH_PIPELINE=20 \
+        PRISM_BENCH_LLC_BYTES=52428800 \
         PRISM_BENCH_MIN_TIME=${QMIN_TIME:-0.5} PRISM_BENCH_QKEY=m=1,$key timeout "${QTIMEOUT:-90}" \
         "$G/bin/prism_bench_quant" --benchmark_filter="$t" 2>&1
       echo "exit $? at ${SECONDS}s"
@@ -39,9 +41,9 @@ if [[ $steps == *q* ]]; then
   done > "$out/gemv.txt"
   say "== GEMV (x_read: weight GB/s over the paired read's)"
   grep -E "^linear_gemv" "$out/gemv.txt" | cut -c1-200 | tee -a "$log"
-fi
+}
 
-if [[ $steps == *d* ]]; then
+step_d() {
   say "== Llama-2-7B-shaped decode, bf16 activations, tokens/s"
   prompt=$(seq -s, 11 26)
   run7b() {  # NAME [prism-llm options...]
@@ -57,19 +59,19 @@ if [[ $steps == *d* ]]; then
     say "round $r: bf16 $b, q4_0 $q4 ($(python3 -c "print(f'{$q4/$b:.3f}')" 2>/dev/null)x)," \
       "step device ms $(field "$out/7b_bf16.json" decode_step_device_ms) / $(field "$out/7b_q4_0.json" decode_step_device_ms)"
   done
-fi
+}
 
-if [[ $steps == *a* ]]; then
+step_a() {
   say "== decode attention, 4097 keys of a 6145-row cache, 32/8 heads, d = 128 (device time)"
   # Device time of one command (the protocol before), then graph replays of 20 calls on a plain
   # queue by wall time, samples streamed past the 50 MB L2: the route's config in both.
-  PRISM_BENCH_CONFIG=route timeout 90 "$G/bin/prism_bench_ops" \
-    --benchmark_filter='copy_ref|decode_attention.*heads=32' > "$out/attention.txt" 2>&1
-  PRISM_BENCH_GRAPH=1 PRISM_BENCH_LLC_BYTES=52428800 PRISM_BENCH_CONFIG=route timeout 90 "$G/bin/prism_bench_ops" \
-    --benchmark_filter='copy_ref|decode_attention.*heads=32' > "$out/attention_graph.txt" 2>&1
+  PRISM_BENCH_CONFIG=route timeout ${ATT_TIMEOUT:-90} "$G/bin/prism_bench_ops" \
+    --benchmark_filter="copy_ref|decode_attention/${ATT_DTYPES:-.*}/heads=32" > "$out/attention.txt" 2>&1
+  PRISM_BENCH_GRAPH=1 PRISM_BENCH_LLC_BYTES=52428800 PRISM_BENCH_CONFIG=route timeout ${ATT_TIMEOUT:-90} "$G/bin/prism_bench_ops" \
+    --benchmark_filter="copy_ref|decode_attention/${ATT_DTYPES:-.*}/heads=32" > "$out/attention_graph.txt" 2>&1
   grep -E "^(decode_attention|copy)" "$out/attention.txt" "$out/attention_graph.txt" | cut -c1-260 | tee -a "$log"
-fi
-if [[ $steps == *m* ]]; then
+}
+step_m() {
   say "== qwen3-0.6b decode, prompt 128, 64 new tokens, graph on, tokens/s"
   w=/tmp/h100-qwen3.safetensors
   llm() { timeout 200 "$G/bin/prism-llm" --preset qwen3-0.6b --prompt-len 128 --new-tokens 64 --graph on \
@@ -93,6 +95,12 @@ if [[ $steps == *m* ]]; then
     say "torch eager: $(tail -3 "$out/torch_eager.txt" | tr '\n' ' ')"
     say "torch graph: $(tail -4 "$out/torch_graph.txt" | tr '\n' ' ')"
   fi
-fi
+}
 
+for ((i = 0; i < ${#steps}; ++i)); do
+  case ${steps:i:1} in
+    q) step_q ;; d) step_d ;; a) step_a ;; m) step_m ;;
+    *) say "unknown step '${steps:i:1}' (q, d, a, m)"; exit 2 ;;
+  esac
+done
 say "done in ${SECONDS}s"
