@@ -6,6 +6,7 @@
 // attention).
 #pragma once
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -42,6 +43,20 @@ inline queue& profiling_queue() {
     return new queue(bench_queue().get_context(), o);
   }();
   return *q;
+}
+
+/// PRISM_BENCH_GRAPH: calls timed as replayed graphs on the plain queue, by wall time (no queue
+/// takes timestamps: NVIDIA's driver spends ~3 us a launch on them).
+inline bool graph_timing() {
+  static const bool on = env_number("PRISM_BENCH_GRAPH", 0) != 0;
+  return on;
+}
+
+/// The cache that streamed operands must not fit in: PRISM_BENCH_LLC_BYTES, else the device's
+/// CL_DEVICE_GLOBAL_MEM_CACHE_SIZE.
+inline std::uint64_t last_level_cache_bytes() {
+  if (const char* v = env("PRISM_BENCH_LLC_BYTES")) return std::strtoull(v, nullptr, 10);
+  return bench_queue().get_device().global_mem_cache_size();
 }
 
 /// The profile name the benchmark uses on `d`: `override_var`'s value, else the matched one.

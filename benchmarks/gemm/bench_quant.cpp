@@ -53,15 +53,9 @@ namespace {
 using namespace prism;
 using bench::bench_queue;
 
-// PRISM_BENCH_GRAPH: the calls are a replayed graph, timed by wall time (see the top).
-bool graph_time() {
-  static const bool on = bench::env_number("PRISM_BENCH_GRAPH", 0) != 0;
-  return on;
-}
-
 // PRISM_BENCH_DEVICE_TIME: the calls are timed by the device's clock (see the top).
 bool device_time() {
-  static const bool on = !graph_time() && bench::env_number("PRISM_BENCH_DEVICE_TIME", 0) != 0;
+  static const bool on = !bench::graph_timing() && bench::env_number("PRISM_BENCH_DEVICE_TIME", 0) != 0;
   return on;
 }
 
@@ -99,7 +93,7 @@ struct timed_call {
   // after each call, so the host's round trip counts; a decode step's graph pipelines them).
   double seconds() {
     static const int calls = std::max(1, static_cast<int>(bench::env_number("PRISM_BENCH_PIPELINE", 1)));
-    if (graph_time()) return graph_seconds(calls);
+    if (bench::graph_timing()) return graph_seconds(calls);
     if (device_time()) return device_seconds(calls);
     queue& q = bench_queue();
     const auto t0 = std::chrono::steady_clock::now();
@@ -144,23 +138,17 @@ struct timed_call {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
   }
   std::optional<graph> recorded;  // PRISM_BENCH_GRAPH's calls; `rotate` records them again
-  double hold_per_call = 50e-6;  // device_seconds's hold a call, grown while the host falls behind
-  int host_behind = 0;          // device_seconds runs whose enqueues outlasted the fills
-  double enqueue_seconds = 0;   // wall runs: the host's enqueue time a call, summed over runs
+  double hold_per_call = 50e-6;   // device_seconds's hold a call, grown while the host falls behind
+  int host_behind = 0;            // device_seconds runs whose enqueues outlasted the fills
+  double enqueue_seconds = 0;     // wall runs: the host's enqueue time a call, summed over runs
 };
-
-// The cache the weight and the read must not fit in (see the top).
-std::uint64_t last_level_cache_bytes() {
-  if (const char* v = bench::env("PRISM_BENCH_LLC_BYTES")) return std::strtoull(v, nullptr, 10);
-  return bench_queue().get_device().global_mem_cache_size();
-}
 
 // Gives c copies of its input `i` (fresh storage, the same bytes) until they and the original
 // span three last-level caches, then takes them in turn.
 void rotate(timed_call& c, std::size_t i) {
   queue& q = bench_queue();
   const tensor& x = c.call.inputs[i];
-  const std::uint64_t span = 3 * last_level_cache_bytes(), bytes = x.nbytes();
+  const std::uint64_t span = 3 * bench::last_level_cache_bytes(), bytes = x.nbytes();
   const std::uint64_t copies = bytes >= span ? 1 : (span + bytes - 1) / bytes;
   c.turns.assign(1, c.call);
   c.recorded.reset();
@@ -258,7 +246,8 @@ void bm_gemv(benchmark::State& state, const char* key, dtype t, const std::strin
   state.counters["read_copies"] = static_cast<double>(ref.turns.size());
   if (device_time())
     state.counters["host_behind"] = static_cast<double>(g.host_behind + ref.host_behind);
-  else if (!graph_time())  // the host's enqueue a call (wall), which bounds a pipelined call from below
+  else if (!bench::graph_timing())  // the host's enqueue a call (wall), which bounds a pipelined call from
+                                    // below
     state.counters["enqueue_us"] = g.enqueue_seconds / n * 1e6;
   state.SetLabel(g.cfg.str());
 }

@@ -56,22 +56,10 @@ timed time_command(queue& q, Enqueue&& enqueue) {
   return t;
 }
 
-/// PRISM_BENCH_GRAPH: cases timed as replayed graphs on the plain queue (see the top).
-bool graph_time() {
-  static const bool on = bench::env_number("PRISM_BENCH_GRAPH", 0) != 0;
-  return on;
-}
-
 /// PRISM_BENCH_GRAPH's calls a replay.
 int graph_calls() {
   static const int n = std::max(1, static_cast<int>(bench::env_number("PRISM_BENCH_PIPELINE", 20)));
   return n;
-}
-
-/// The cache a graph-timed case's samples must not fit in together.
-std::uint64_t last_level_cache_bytes() {
-  if (const char* v = bench::env("PRISM_BENCH_LLC_BYTES")) return std::strtoull(v, nullptr, 10);
-  return bench_queue().get_device().global_mem_cache_size();
 }
 
 /// Wall seconds a call of one replay of `g` on the plain queue.
@@ -115,12 +103,12 @@ graph& copy_graph() {
 
 /// One copy's seconds: device time, or (PRISM_BENCH_GRAPH) wall time a copy of a replay.
 double copy_seconds() {
-  return graph_time() ? replay_seconds(copy_graph()) : timed_copy().device;
+  return bench::graph_timing() ? replay_seconds(copy_graph()) : timed_copy().device;
 }
 
 /// Reference: clEnqueueCopyBuffer of 64 MiB (counted as read + write bytes).
 void bm_copy_reference(benchmark::State& state) {
-  if (graph_time()) {
+  if (bench::graph_timing()) {
     copy_seconds();
     double seconds = 0;
     for (auto _ : state) {
@@ -195,8 +183,8 @@ void bm_op(benchmark::State& state, const std::string& name, const std::string& 
   // graph_calls() calls taking them in turn, recorded on the plain queue.
   std::optional<graph> replayed;
   std::vector<op_call> turns{c};  // the graph's samples: they outlive its replays
-  if (graph_time()) {
-    const double span = 3.0 * static_cast<double>(last_level_cache_bytes());
+  if (bench::graph_timing()) {
+    const double span = 3.0 * static_cast<double>(bench::last_level_cache_bytes());
     while (static_cast<double>(turns.size()) * d.bytes(c) < span && turns.size() < 64) {
       o.seed = turns.size() + 1;
       turns.push_back(d.sample(q, shape_key::parse(key), o));
