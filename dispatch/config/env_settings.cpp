@@ -75,9 +75,11 @@ const std::vector<std::string>& known_variables() {
         // benchmark knobs (benchmarks/*/)
         "PRISM_BENCH_VENDOR", "PRISM_BENCH_CONFIG", "PRISM_BENCH_CASES", "PRISM_BENCH_GEMV_LOCAL",
         "PRISM_GEMM_VENDOR", "PRISM_GEMM_CONFIG", "PRISM_GEMM_SMALL_M_CONFIG", "PRISM_GEMM_NO_BLAS",
-        "PRISM_GEMM_NO_CLBLAST", "PRISM_GEMM_BIG", "PRISM_ATTN_CONFIG",
+        "PRISM_GEMM_NO_CLBLAST", "PRISM_GEMM_BIG", "PRISM_ATTN_CONFIG", "PRISM_BENCH_GRAPH",
+        "PRISM_BENCH_PIPELINE", "PRISM_BENCH_MIN_TIME", "PRISM_BENCH_LLC_BYTES", "PRISM_BENCH_QACT",
+        "PRISM_BENCH_DEVICE_TIME",
         // test knobs (tests/*/): the op suite asks the dispatcher for its vendor profile
-        "PRISM_OPS_ALL_VENDORS", "PRISM_TUNING_RECORD_CHILD", "PRISM_TEST_PG_DIR",
+        "PRISM_OPS_ALL_VENDORS", "PRISM_TUNING_RECORD_CHILD", "PRISM_TEST_PG_DIR", "PRISM_CLI",
         // the project's scripts (scripts/, tests/, benchmarks/) export these to the programs they run
         "PRISM_PYTHON", "PRISM_LLAMACPP_PYTHON", "PRISM_VENV", "PRISM_WHEELS", "PRISM_PIP_CACHE",
         "PRISM_BUILD_DIR", "PRISM_ASAN_BUILD_DIR", "PRISM_JOBS", "PRISM_BUILD_TARGETS",

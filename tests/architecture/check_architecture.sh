@@ -55,5 +55,19 @@ rule "layers import only downward: tuning_db" '#include "(kernels|dispatch|cli)/
 rule "layers import only downward: dispatch" '#include "(cli|io)/' dispatch
 rule "layers import only downward: io" '#include "(tuning_db|dispatch|cli)/' io
 rule "the Python module uses only the public API" '#include "(runtime|kernels|tuning_db|dispatch|cli|io)/' python
+# Every PRISM_ variable a program reads is one the settings parser knows: an unknown one draws
+# "is not a variable prism reads; ignored" at start-up, which once named five of the benchmarks'
+# own knobs (PRISM_BENCH_GRAPH, _PIPELINE, _MIN_TIME, ...) while they were read.
+known=$(grep -oE '"PRISM_[A-Z0-9_]+"' dispatch/config/env_settings.cpp | sort -u)
+read_names=$(grep -rhoE --include='*.cpp' --include='*.hpp' '(getenv|env|env_number)\("PRISM_[A-Z0-9_]+"' \
+  runtime kernels tuning_db dispatch cli io python benchmarks examples tests 2>/dev/null | grep -oE '"PRISM_[A-Z0-9_]+"' | sort -u)
+unknown=$(comm -23 <(printf '%s\n' "$read_names") <(printf '%s\n' "$known"))
+if [ -n "$read_names" ] && [ -z "$unknown" ]; then
+  printf 'ok   %s\n' "every PRISM_ variable read is known to the settings parser"
+else
+  printf 'FAIL %s:\n%s\n' "every PRISM_ variable read is known to the settings parser (dispatch/config/env_settings.cpp)" \
+    "${unknown:-no reads found}"
+  failed=1
+fi
 [ "$failed" = 0 ] && echo "architecture: all rules hold"
 exit "$failed"
