@@ -246,8 +246,8 @@ void bm_gemv(benchmark::State& state, const char* key, dtype t, const std::strin
   state.counters["read_copies"] = static_cast<double>(ref.turns.size());
   if (device_time())
     state.counters["host_behind"] = static_cast<double>(g.host_behind + ref.host_behind);
-  else if (!bench::graph_timing())  // the host's enqueue a call (wall), which bounds a pipelined call from
-                                    // below
+  else if (!bench::graph_timing())
+    // The host's enqueue a call (wall), which bounds a pipelined call from below.
     state.counters["enqueue_us"] = g.enqueue_seconds / n * 1e6;
   state.SetLabel(g.cfg.str());
 }

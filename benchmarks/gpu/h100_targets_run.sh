@@ -15,6 +15,8 @@
 # env: STEPS (qdam; the letters run in the order given) ROUNDS (2) QKEYS QTYPES QTIMEOUT (90 s a run) QMIN_TIME (0.5)
 #      ATT_DTYPES (a regex: f32, bf16; default both) ATT_TIMEOUT (90 s a run)
 #      QLOG_LEVEL (warn; debug logs each program build) TORCH (1: the PyTorch references after step m)
+#      PRISM_BENCH_QCONFIG, when exported, reaches step q's bench: ';'-separated configs ('route' the
+#      profile's) each get a row, so one call sweeps a shape (RESULTS.md, "Session 58")
 set -u
 out=${1:-${OUT:-h100-targets}}
 mkdir -p "$out"
